@@ -1,0 +1,232 @@
+"""AgentBase: a stateless record bound to a workspace, with the ReAct tool loop.
+
+An agent object lives for one task: ``from_workspace`` rebuilds it, ``step`` runs, and
+``to_workspace`` writes everything that must cross ticks back to the workspace.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import time
+from abc import ABC, abstractmethod
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from engine.agent.outcome import StepOutcome
+from engine.agent.service_proxy import ServiceProxy
+from engine.agent.tools import ASK_ENV, FINISH, AgentTool
+from engine.agent.workspace import AgentWorkspace
+from engine.errors import LLMCallError, StructuredOutputError, WorkspaceError
+from engine.llm.decision import build_decision_model
+from engine.llm.dispatcher import get_chat_model
+from engine.llm.meter import Meter, MeteredModel
+from engine.llm.prompt import PromptTemplate
+from engine.llm.protocol import ChatModel
+from engine.llm.structured import complete_structured
+from engine.llm.traced import TracedModel
+from engine.trace import TraceRecorder
+
+__all__ = ["AgentBase"]
+
+A = TypeVar("A", bound="AgentBase")
+
+
+class AgentBase(ABC):
+    """Base of all agents. Subclasses implement :meth:`step`, :meth:`ask` and :meth:`build_react_messages`.
+
+    Do not override ``__init__``: it takes no arguments and only sets empty slots; state is set
+    in :meth:`restore`.
+    """
+
+    #: the template :meth:`build_react_messages` renders (recorded with each LLM call)
+    react_prompt: PromptTemplate | None = None
+
+    def __init__(self) -> None:
+        self.id: int = -1
+        self.profile: dict[str, Any] = {}
+        self.config: dict[str, Any] = {}
+        self.state: dict[str, Any] = {}  #: AGENT.json's dynamic part
+        self.workspace: AgentWorkspace | None = None
+        self.meter = Meter()
+        self._service_proxy: ServiceProxy | None = None
+        self._env: Any = None
+        self._dispatcher: ChatModel | None = None
+        self._trace: TraceRecorder | None = None
+        self._current_time: datetime | None = None
+        self._step_count = 0
+        self._thread: list[dict[str, Any]] = []
+        self._tool_log: list[dict[str, Any]] = []
+
+    # ---- construction ------------------------------------------------------------------------
+    @classmethod
+    def create(cls, workspace_path: Path, *, agent_id: int, profile: dict[str, Any], config: dict[str, Any]) -> None:
+        """Write the workspace once: ``config.json``, an initial ``AGENT.json`` and the directories."""
+        ws = AgentWorkspace(workspace_path)
+        ws.make_dirs()
+        ws.write_json("config.json", {"id": agent_id, "type": cls.__name__, "profile": profile, "config": config})
+        ws.write_json("AGENT.json", {"id": agent_id, "type": cls.__name__, "step_count": 0, "state": {}})
+
+    @classmethod
+    async def from_workspace(
+        cls: type[A], workspace_path: Path, service_proxy: ServiceProxy, *, trace: TraceRecorder | None = None
+    ) -> A:
+        """Rebuild a ready agent: ``cls()`` then ``await restore(...)``."""
+        agent = cls()
+        await agent.restore(workspace_path, service_proxy, trace=trace)
+        return agent
+
+    async def restore(self, workspace_path: Path, service_proxy: ServiceProxy, *, trace: TraceRecorder | None = None) -> None:
+        """Load the workspace and bind services. Subclasses call ``super()`` first, then add state.
+
+        Raises:
+            WorkspaceError: missing or corrupt workspace files.
+        """
+        self.workspace = AgentWorkspace(workspace_path)
+        static = self.workspace.read_json("config.json")
+        dynamic = self.workspace.read_json("AGENT.json")
+        if static.get("id") != dynamic.get("id"):
+            raise WorkspaceError(f"{workspace_path}: config.json and AGENT.json disagree on the agent id")
+        self.id = int(static["id"])
+        self.profile = static.get("profile", {})
+        self.config = static.get("config", {})
+        self.state = dynamic.get("state", {})
+        self._step_count = int(dynamic.get("step_count", 0))
+        self._trace = trace
+        self._bind_services(service_proxy)
+
+    def _bind_services(self, service_proxy: ServiceProxy) -> None:
+        self._service_proxy = service_proxy
+        self._env = service_proxy.env
+        model: ChatModel = get_chat_model(service_proxy.client("default"))
+        if self._trace is not None:
+            model = TracedModel(model, self._trace)
+        self._dispatcher = MeteredModel(model, self.meter, caller=f"agent:{self.id}")
+
+    # ---- persistence -------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return str(self.profile.get("name", f"agent {self.id}"))
+
+    def build_agent_json(self, *, tick: int | None, t: datetime | None) -> dict[str, Any]:
+        """The self-description snapshot; subclasses extend the returned dict."""
+        return {
+            "id": self.id,
+            "type": type(self).__name__,
+            "name": self.name,
+            "step_count": self._step_count,
+            "current_time": t.isoformat() if t else None,
+            "last_tick": tick,
+            "state": self.state,
+        }
+
+    def persist_agent_json(self, *, tick: int | None, t: datetime | None) -> None:
+        assert self.workspace is not None
+        self.workspace.write_json("AGENT.json", self.build_agent_json(tick=tick, t=t))
+
+    async def to_workspace(self, workspace_path: Path | None = None) -> None:
+        """Write AGENT.json and flush this step's thread and tool-call logs."""
+        assert self.workspace is not None
+        self.persist_agent_json(tick=None, t=self._current_time)
+        self.workspace.append_jsonl(".runtime/logs/thread_messages.jsonl", self._thread)
+        self.workspace.append_jsonl(".runtime/logs/tool_calls.jsonl", self._tool_log)
+        self._thread, self._tool_log = [], []
+
+    # ---- the ReAct loop ----------------------------------------------------------------------
+    def react_tools(self, *, readonly: bool = False) -> dict[str, AgentTool]:
+        """Tools offered this turn. Subclasses add theirs to ``super().react_tools(...)``."""
+        tools = {ASK_ENV.name: ASK_ENV, FINISH.name: FINISH}
+        return {name: t for name, t in tools.items() if t.readonly or not readonly}
+
+    def decision_model(self, tools: dict[str, AgentTool]) -> type[BaseModel]:
+        return build_decision_model(
+            "AgentDecision",
+            {name: t.args_model for name, t in tools.items()},
+            stop_field="finish",
+            stop_help="true to end the step after this action",
+        )
+
+    @abstractmethod
+    def build_react_messages(
+        self, *, tick: int, t: datetime, observations: list[str], question: str | None = None, readonly: bool = False
+    ) -> list[dict[str, Any]]:
+        """The chat messages that open the loop."""
+
+    async def dispatch_react_tool(self, action: str, args: dict[str, Any], *, readonly: bool = False) -> str:
+        """Run one tool. Subclasses handle their prefixes and fall back to ``super()``.
+
+        Unknown names produce a recoverable message with the nearest valid names.
+        """
+        if action == ASK_ENV.name:
+            return await self.ask_env(args["instruction"], readonly=readonly)
+        valid = list(self.react_tools(readonly=readonly))
+        near = difflib.get_close_matches(action, valid, n=3)
+        return f"error: unknown tool {action!r}" + (f"; did you mean {', '.join(near)}?" if near else f"; valid: {', '.join(valid)}")
+
+    async def ask_env(self, instruction: str, *, readonly: bool = False) -> str:
+        """Send an instruction to the environment router; returns its answer."""
+        if self._trace is not None:
+            with self._trace.span("env.ask", agent_id=self.id) as span:
+                ref = span.ref()
+                ctx, answer = await self._env.ask(
+                    {"agent_id": self.id}, instruction, readonly=readonly, trace_id=ref.trace_id, parent_span_id=ref.span_id
+                )
+                span.set(status=ctx.get("status"))
+        else:
+            ctx, answer = await self._env.ask({"agent_id": self.id}, instruction, readonly=readonly)
+        return f"[{ctx.get('status', 'unknown')}] {answer}"
+
+    async def run_react_loop(
+        self, *, tick: int, t: datetime, observations: list[str] | None = None, question: str | None = None, readonly: bool = False
+    ) -> StepOutcome:
+        """Decide, act, repeat until ``finish`` or the turn limit (``config.max_react_turns``, default 4)."""
+        tools = self.react_tools(readonly=readonly)
+        decision_type = self.decision_model(tools)
+        messages = self.build_react_messages(tick=tick, t=t, observations=observations or [], question=question, readonly=readonly)
+        self._thread.extend({"t": t.isoformat(), **m} for m in messages)
+        outcome = StepOutcome(status="turn_limit")
+        max_turns = int(self.config.get("max_react_turns", 4))
+        for turn in range(1, max_turns + 1):
+            outcome.turns = turn
+            try:
+                decision = await complete_structured(
+                    self._dispatcher, messages, decision_type, prompt=self.react_prompt,  # type: ignore[arg-type]
+                    max_attempts=int(self.config.get("max_parse_attempts", 3)),
+                    hint="Valid tools: " + ", ".join(tools),
+                )
+            except (StructuredOutputError, LLMCallError) as error:
+                outcome.status, outcome.error = "llm_error", str(error)[:1000]
+                return outcome
+            action = decision.action  # type: ignore[attr-defined]
+            args = action.arguments.model_dump()
+            reply = json.dumps({"thought": decision.thought, "tool": action.tool, "arguments": args}, ensure_ascii=False)  # type: ignore[attr-defined]
+            messages = [*messages, {"role": "assistant", "content": reply}]
+            self._thread.append({"t": t.isoformat(), "role": "assistant", "content": reply})
+            outcome.tools_called.append(action.tool)
+            if action.tool == FINISH.name:
+                outcome.status, outcome.summary = "finished", args["summary"]
+                return outcome
+            started = time.perf_counter()
+            result = await self.dispatch_react_tool(action.tool, args, readonly=readonly)
+            outcome.env_calls += action.tool == ASK_ENV.name
+            self._tool_log.append({"t": t.isoformat(), "tool": action.tool, "arguments": args, "result": result,
+                                   "ms": round((time.perf_counter() - started) * 1000, 3)})
+            observation = {"role": "user", "content": f"Result of {action.tool}: {result}"}
+            messages = [*messages, observation]
+            self._thread.append({"t": t.isoformat(), **observation})
+            if decision.finish:  # type: ignore[attr-defined]
+                outcome.status, outcome.summary = "finished", decision.thought  # type: ignore[attr-defined]
+                return outcome
+        return outcome
+
+    # ---- what subclasses implement -----------------------------------------------------------
+    @abstractmethod
+    async def step(self, tick: int, t: datetime) -> StepOutcome:
+        """Run one simulation step of ``tick`` seconds ending at ``t``."""
+
+    @abstractmethod
+    async def ask(self, message: str, readonly: bool = True, *, t: datetime | None = None) -> str:
+        """Answer an external question through the agent's reasoning."""

@@ -1,0 +1,59 @@
+"""PersonAgent: the default agent for simulating people, on the base ReAct loop."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from engine.agent.base import AgentBase
+from engine.agent.outcome import StepOutcome
+from engine.agent.prompts import PERSON_ASK, PERSON_STEP, PERSON_SYSTEM
+
+__all__ = ["PersonAgent"]
+
+_RECENT = 5
+
+
+class PersonAgent(AgentBase):
+    """A person: profile-driven prompts, inbox observations, a short memory of recent steps."""
+
+    react_prompt = PERSON_STEP
+
+    def _memory_text(self) -> str:
+        recent = self.state.get("recent", [])
+        return "\n".join(f"- {item}" for item in recent) or "- (nothing yet)"
+
+    def build_react_messages(
+        self, *, tick: int, t: datetime, observations: list[str], question: str | None = None, readonly: bool = False
+    ) -> list[dict[str, Any]]:
+        tools = self.react_tools(readonly=readonly)
+        system = PERSON_SYSTEM.render(
+            name=self.name,
+            profile="\n".join(f"- {k}: {v}" for k, v in self.profile.items()) or "- (no profile)",
+            world=self._env.get_world_description() if self._env is not None else "",
+            time=t.isoformat(),
+            memory=self._memory_text(),
+            tools="\n".join(f"- {name}: {tool.description}" for name, tool in tools.items()),
+        )
+        if question is not None:
+            user = PERSON_ASK.render(question=question)
+        else:
+            user = PERSON_STEP.render(tick_minutes=tick // 60, observations="\n".join(observations) or "(nothing new)")
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    async def step(self, tick: int, t: datetime) -> StepOutcome:
+        self._current_time = t
+        observation = await self._env.observe(self.id)
+        outcome = await self.run_react_loop(tick=tick, t=t, observations=[observation])
+        outcome.env_calls += 1
+        self._step_count += 1
+        if outcome.summary:
+            self.state["recent"] = [*self.state.get("recent", []), f"{t.isoformat()}: {outcome.summary}"][-_RECENT:]
+        return outcome
+
+    async def ask(self, message: str, readonly: bool = True, *, t: datetime | None = None) -> str:
+        t = t or self._current_time or datetime.now()
+        outcome = await self.run_react_loop(tick=0, t=t, question=message, readonly=readonly)
+        if outcome.status != "finished":
+            return f"[{outcome.status}] {outcome.error or 'no answer within the turn limit'}"
+        return outcome.summary or ""

@@ -1,0 +1,45 @@
+"""Agent types by name: built-ins plus the ``polis.agents`` entry points."""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+
+from engine.errors import SpecError
+
+__all__ = ["agent_type_names", "register_agent", "resolve_agent"]
+
+_BUILTIN = {"PersonAgent": "engine.agent.person:PersonAgent"}
+_REGISTERED: dict[str, type] = {}
+
+
+def register_agent(cls: type, name: str | None = None) -> type:
+    """Register an agent class in this process (tests, notebooks); returns it."""
+    _REGISTERED[name or cls.__name__] = cls
+    return cls
+
+
+def _table() -> dict[str, str]:
+    table = dict(_BUILTIN)
+    for ep in entry_points(group="polis.agents"):
+        table.setdefault(ep.name, ep.value)
+    return table
+
+
+def agent_type_names() -> list[str]:
+    return sorted({*_table(), *_REGISTERED})
+
+
+def resolve_agent(name: str) -> type:
+    """The agent class registered as ``name``.
+
+    Raises:
+        SpecError: unknown type (names the known ones).
+    """
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    target = _table().get(name)
+    if target is None:
+        raise SpecError(f"unknown agent type {name!r}; known: {', '.join(agent_type_names())}")
+    module_name, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module_name), attr)

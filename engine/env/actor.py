@@ -1,0 +1,121 @@
+"""The env router's Dask actor: a thin async shell around a RouterBase.
+
+Every method is ``async`` so it runs on the worker's event loop and never takes the actor's single
+executor thread; nothing in here blocks for long (tool code is microseconds, LLM waits are awaits).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from engine.env.registry import resolve_env_module
+from engine.env.requests import EnvReply, EnvRequest
+from engine.env.router_base import RouterBase
+from engine.env.routers import ROUTERS
+from engine.llm.client import LLMClient
+from engine.llm.dispatcher import get_chat_model
+from engine.llm.meter import Meter, MeteredModel
+from engine.storage.replay import ReplayWriter
+from engine.storage.shards import shard_name
+from engine.trace import SpanRef, TraceRecorder, write_trace_shard
+
+__all__ = ["EnvRouterActor", "EnvRouterConfig", "build_router"]
+
+
+@dataclass(frozen=True)
+class EnvRouterConfig:
+    """Everything needed to build the router on whichever worker hosts the actor."""
+
+    modules: tuple[tuple[str, dict[str, Any]], ...]  #: (type name, kwargs) in spec order
+    router: str = "react"
+    max_steps: int = 3
+    coder: LLMClient = field(default_factory=lambda: LLMClient(role="coder"))
+    run_dir: Path | None = None
+
+
+def build_router(config: EnvRouterConfig) -> RouterBase:
+    """Construct modules and the router (no Dask involved; tests use this directly)."""
+    modules = [resolve_env_module(type_name)(**kwargs) for type_name, kwargs in config.modules]
+    meter = Meter()
+    llm = MeteredModel(get_chat_model(config.coder), meter, caller="router", role="coder")
+    router = ROUTERS[config.router](modules, llm, meter=meter, max_steps=config.max_steps)
+    if config.run_dir is not None:
+        router.bind_env_workspaces(Path(config.run_dir) / "env", [t for t, _ in config.modules])
+    return router
+
+
+class EnvRouterActor:
+    """Hosts the router for a whole run. Create with ``client.submit(EnvRouterActor, config, actor=True)``."""
+
+    def __init__(self, config: EnvRouterConfig) -> None:
+        self.config = config
+        self.router = build_router(config)
+        self._trace = TraceRecorder()
+        self._replay = ReplayWriter(Path(config.run_dir) / "replay") if config.run_dir else None
+        self.requests_served = 0
+        self.batches_served = 0
+
+    async def init(self, start_t: datetime, agent_ids: list[int]) -> dict[str, Any]:
+        """Initialise modules (restoring saved state); returns what the proxy carries."""
+        restored = await self.router.init(start_t, agent_ids)
+        return {
+            "restored": restored,
+            "world_description": self.router.get_world_description(),
+            "env_skill_dirs": [str(d) for m in self.router.env_modules for d in m.skill_dirs()],
+        }
+
+    async def set_current_time(self, t: datetime) -> None:
+        self.router.set_current_time(t)
+
+    async def _serve(self, request: EnvRequest) -> EnvReply:
+        parent = SpanRef(request.trace_id, request.parent_span_id) if request.trace_id and request.parent_span_id else None
+        with self._trace.span("env.ask", trace_id=request.trace_id, parent=parent, op=request.op, agent_id=request.agent_id):
+            if request.op == "observe":
+                return EnvReply(await self.router.observe(request.agent_id), "success")
+            ctx, answer = await self.router.ask(
+                {"agent_id": request.agent_id}, request.instruction, readonly=request.readonly,
+                trace_id=request.trace_id, parent_span_id=request.parent_span_id,
+            )
+            return EnvReply(answer, ctx["status"], tuple(r["tool"] for r in ctx.get("results", [])))
+
+    async def ask_many(self, requests: list[EnvRequest]) -> list[EnvReply]:
+        """Serve many agents' requests in one actor call, concurrently."""
+        self.requests_served += len(requests)
+        self.batches_served += 1
+        return list(await asyncio.gather(*(self._serve(r) for r in requests)))
+
+    async def step(self, step: int, tick: int, t: datetime) -> dict[str, int]:
+        """Run the env step, write its replay rows, trace and state; returns row counts."""
+        await self.router.step(tick, t)
+        counts: dict[str, int] = {}
+        if self._replay is not None:
+            schemas = {s.name: s for m in self.router.env_modules for s in m.replay_datasets()}
+            for module in self.router.env_modules:
+                for name, rows in module.replay_rows(step, t).items():
+                    self._replay.write_shard(schemas[name], shard_name(step, f"env-{module.name}"), rows)
+                    counts[name] = counts.get(name, 0) + len(rows)
+            write_trace_shard(Path(self.config.run_dir) / "trace", shard_name(step, "env"), self._trace.drain())
+            await self.router.to_workspaces()
+        return counts
+
+    async def usage(self) -> dict[str, int]:
+        return {**self.router.get_token_usages(), "requests": self.requests_served, "batches": self.batches_served}
+
+    async def drain_llm_records(self) -> list[dict[str, Any]]:
+        records = [r.as_row() for r in self.router.meter.records]
+        self.router.meter.records.clear()
+        return records
+
+    async def where(self) -> dict[str, Any]:
+        """The worker address and process id hosting this actor."""
+        from distributed import get_worker
+
+        return {"address": get_worker().address, "pid": os.getpid()}
+
+    async def close(self) -> None:
+        await self.router.close()

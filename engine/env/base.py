@@ -1,0 +1,185 @@
+"""EnvBase: an environment module whose ``@tool`` methods a router calls for agents."""
+
+from __future__ import annotations
+
+import inspect
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import ValidationError
+
+from engine.env.tool import ToolInfo, build_tool_info
+from engine.errors import ToolCallError
+from engine.storage.atomic import atomic_write_json, read_json
+from engine.storage.catalog import DatasetSchema
+
+__all__ = ["EnvBase"]
+
+_STATE_FILE = "ENV_STATE.json"
+
+
+class EnvBase:
+    """Base class of environment modules.
+
+    Subclasses expose behaviour with ``@tool`` methods, keep their dynamic state in plain
+    attributes, and persist it with :meth:`dump_state` / :meth:`load_state` (JSON). They declare
+    replay datasets with :meth:`replay_datasets` and produce rows with :meth:`replay_rows`.
+    """
+
+    _tools: ClassVar[dict[str, ToolInfo]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        tools: dict[str, ToolInfo] = {}
+        for klass in reversed(cls.__mro__):
+            for name, member in vars(klass).items():
+                if callable(member) and hasattr(member, "__polis_tool__"):
+                    tools[name] = build_tool_info(cls.__name__, member)
+        cls._tools = tools
+
+    def __init__(self) -> None:
+        self.t: datetime | None = None
+        self._workspace_root: Path | None = None
+        self._history: list[dict[str, Any]] = []
+        self._trace_id: str | None = None
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    # ---- description -------------------------------------------------------------------------
+    @classmethod
+    def tools(cls) -> dict[str, ToolInfo]:
+        """This module's tools by name."""
+        return dict(cls._tools)
+
+    @classmethod
+    def description(cls) -> str:
+        """A short description for routers and the world description."""
+        return (inspect.getdoc(cls) or cls.__name__).split("\n\n")[0]
+
+    @classmethod
+    def init_description(cls) -> str:
+        """Guidance on this module's constructor kwargs (Markdown)."""
+        sig = inspect.signature(cls.__init__)
+        params = [p for p in sig.parameters.values() if p.name != "self"]
+        lines = [f"### {cls.__name__}", cls.description(), "", "kwargs:"]
+        lines += [f"- `{p.name}`" + ("" if p.default is p.empty else f" (default `{p.default!r}`)") for p in params]
+        return "\n".join(lines)
+
+    @classmethod
+    def skill_dirs(cls) -> list[Path]:
+        """Directories of agent skills this module ships (``<module>_agent_skills/`` beside it)."""
+        source = inspect.getsourcefile(cls)
+        if source is None:
+            return []
+        path = Path(source)
+        candidate = path.parent / "agent_skills" if path.name == "__init__.py" else path.with_name(f"{path.stem}_agent_skills")
+        return [candidate] if candidate.is_dir() else []
+
+    @classmethod
+    def is_concurrency_safe(cls) -> bool:
+        """True when tools touch only per-agent state and may run concurrently (default False)."""
+        return False
+
+    @classmethod
+    def replay_datasets(cls) -> list[DatasetSchema]:
+        """The replay datasets this module writes every tick."""
+        return []
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    async def init(self, start_datetime: datetime) -> None:
+        self.t = start_datetime
+
+    async def step(self, tick: int, t: datetime) -> None:
+        """Advance one simulation step; ``t`` is the time at its end."""
+        self.t = t
+
+    async def close(self) -> None:
+        """Release resources (optional)."""
+
+    def set_current_time(self, t: datetime) -> None:
+        self.t = t
+
+    def replay_rows(self, step: int, t: datetime) -> dict[str, list[dict[str, Any]]]:
+        """Rows for each declared dataset after env step ``step`` (at time ``t``)."""
+        return {}
+
+    # ---- persistence -------------------------------------------------------------------------
+    def bind_workspace(self, root: Path) -> None:
+        self._workspace_root = root
+
+    def dump_state(self) -> dict[str, Any]:
+        """The dynamic state as JSON-able data (override with :meth:`load_state`)."""
+        return {}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`dump_state` produced."""
+
+    async def to_workspace(self, workspace_path: Path | None = None) -> None:
+        root = workspace_path or self._workspace_root
+        if root is None:
+            return
+        atomic_write_json(root / "state" / _STATE_FILE, {"t": self.t, "state": self.dump_state()})
+
+    async def restore(self, workspace_path: Path | None = None) -> bool:
+        """Load the state written by :meth:`to_workspace`; False when there is none."""
+        root = workspace_path or self._workspace_root
+        if root is None:
+            return False
+        saved = read_json(root / "state" / _STATE_FILE, default=None)
+        if saved is None:
+            return False
+        self.load_state(saved["state"])
+        self.t = datetime.fromisoformat(saved["t"]) if saved.get("t") else self.t
+        return True
+
+    @classmethod
+    async def from_workspace(cls, workspace_path: Path, **init_kwargs: Any) -> EnvBase:
+        module = cls(**init_kwargs)
+        module.bind_workspace(workspace_path)
+        await module.restore(workspace_path)
+        return module
+
+    # ---- calling tools -----------------------------------------------------------------------
+    def set_trace_context(self, trace_id: str | None) -> None:
+        self._trace_id = trace_id
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], *, readonly: bool = False) -> Any:
+        """Validate and run one tool, recording it in the tool-call history.
+
+        Raises:
+            ToolCallError: unknown tool, a mutating tool in a readonly call, or bad arguments.
+        """
+        info = self._tools.get(name)
+        if info is None:
+            raise ToolCallError(f"{self.name} has no tool {name!r}")
+        if readonly and not info.readonly:
+            raise ToolCallError(f"{self.name}.{name} changes state and this ask is readonly")
+        try:
+            args = info.args_model.model_validate(arguments)
+        except ValidationError as error:
+            raise ToolCallError(f"bad arguments for {self.name}.{name}: {error.errors()[0]['msg']} at {error.errors()[0]['loc']}") from None
+        kwargs = {key: getattr(args, key) for key in type(args).model_fields}
+        record: dict[str, Any] = {
+            "function_name": name, "kwargs": kwargs, "timestamp": time.time(), "trace_id": self._trace_id,
+        }
+        try:
+            result = getattr(self, name)(**kwargs)
+            if info.is_async:
+                result = await result
+        except (ValueError, KeyError, LookupError, TypeError) as error:
+            record.update(exception_occurred=True, exception_info=repr(error))
+            self._history.append(record)
+            raise ToolCallError(f"{self.name}.{name} failed: {error}") from error
+        record.update(return_value=result, exception_occurred=False)
+        self._history.append(record)
+        return result
+
+    def get_tool_call_history(self) -> list[dict[str, Any]]:
+        return list(self._history)
+
+    def reset_tool_call_history(self) -> None:
+        self._history.clear()

@@ -1,0 +1,199 @@
+"""MessagingSpace: direct messages between agents and posts to named groups.
+
+Messages sent during a tick are delivered when the tick's env step runs, so every agent in a
+tick sees the same inbox regardless of batch order.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from engine.env.base import EnvBase
+from engine.env.tool import tool
+from engine.storage.catalog import Column, DatasetSchema
+
+__all__ = ["MessagingSpace"]
+
+_STATE = DatasetSchema(
+    name="env_messaging",
+    kind="env",
+    description="MessagingSpace state after each env step",
+    columns=(
+        Column(name="step", type="int64", description="society step (1-based) that just ended"),
+        Column(name="t", type="timestamp", description="simulated time at the end of the step"),
+        Column(name="delivered", type="int64", description="messages delivered in this step"),
+        Column(name="messages_total", type="int64", description="messages delivered since the start"),
+        Column(name="group_posts_total", type="int64", description="group posts since the start"),
+        Column(name="groups", type="int64", description="number of groups"),
+        Column(name="agents_with_mail", type="int64", description="agents whose inbox is not empty"),
+    ),
+)
+_EVENTS = DatasetSchema(
+    name="messages",
+    kind="env",
+    description="every message and group post, as delivered",
+    columns=(
+        Column(name="step", type="int64", description="step in which it was delivered"),
+        Column(name="t", type="timestamp", description="simulated time of delivery"),
+        Column(name="kind", type="string", description="direct | group"),
+        Column(name="sender", type="int64", description="sending agent id"),
+        Column(name="recipient", type="int64", description="receiving agent id (direct messages)"),
+        Column(name="group", type="string", description="group name (group posts)"),
+        Column(name="content", type="string", description="message text"),
+    ),
+)
+
+
+class MessagingSpace(EnvBase):
+    """A messaging space: agents send direct messages, read their inbox, and post to groups.
+
+    Args:
+        groups: initial groups, name -> member agent ids.
+        inbox_limit: how many recent messages ``read_inbox`` shows.
+        max_length: longest message accepted, in characters.
+    """
+
+    def __init__(self, groups: dict[str, list[int]] | None = None, inbox_limit: int = 10, max_length: int = 1000) -> None:
+        super().__init__()
+        self._groups: dict[str, list[int]] = {k: sorted(set(v)) for k, v in (groups or {}).items()}
+        self._inbox_limit = inbox_limit
+        self._max_length = max_length
+        self._inboxes: dict[int, list[dict[str, Any]]] = {}
+        self._pending: list[dict[str, Any]] = []
+        self._delivered_last: list[dict[str, Any]] = []
+        self._messages_total = 0
+        self._posts_total = 0
+        self._agent_ids: set[int] | None = None
+
+    def bind_agents(self, agent_ids: list[int]) -> None:
+        """Tell the module which agent ids exist (recipients are checked against them)."""
+        self._agent_ids = set(agent_ids)
+
+    def _check_agent(self, agent_id: int) -> None:
+        if self._agent_ids is not None and agent_id not in self._agent_ids:
+            raise ValueError(f"there is no agent {agent_id}")
+
+    def _check_text(self, content: str) -> str:
+        content = content.strip()
+        if not content:
+            raise ValueError("an empty message cannot be sent")
+        if len(content) > self._max_length:
+            raise ValueError(f"message longer than {self._max_length} characters")
+        return content
+
+    @tool(readonly=False)
+    def send_message(self, agent_id: int, to_agent_id: int, content: str) -> str:
+        """Send a direct message from agent_id to to_agent_id; it arrives at the end of this step."""
+        self._check_agent(agent_id)
+        self._check_agent(to_agent_id)
+        self._pending.append(
+            {"kind": "direct", "sender": agent_id, "recipient": to_agent_id, "group": None, "content": self._check_text(content)}
+        )
+        return f"message to agent {to_agent_id} queued for delivery"
+
+    @tool(readonly=False)
+    def post_to_group(self, agent_id: int, group: str, content: str) -> str:
+        """Post a message to a group (joining it if needed); every other member receives it."""
+        self._check_agent(agent_id)
+        members = self._groups.setdefault(group, [])
+        if agent_id not in members:
+            members.append(agent_id)
+            members.sort()
+        self._pending.append(
+            {"kind": "group", "sender": agent_id, "recipient": None, "group": group, "content": self._check_text(content)}
+        )
+        return f"posted to group {group!r} ({len(members)} members)"
+
+    @tool(readonly=False)
+    def join_group(self, agent_id: int, group: str) -> str:
+        """Join a group."""
+        self._check_agent(agent_id)
+        members = self._groups.setdefault(group, [])
+        if agent_id in members:
+            return f"already a member of {group!r}"
+        members.append(agent_id)
+        members.sort()
+        return f"joined {group!r}"
+
+    @tool(readonly=True, kind="observe")
+    def read_inbox(self, agent_id: int) -> str:
+        """Show the most recent messages received by agent_id (the inbox is not emptied)."""
+        inbox = self._inboxes.get(agent_id, [])
+        if not inbox:
+            return "Your inbox is empty."
+        recent = inbox[-self._inbox_limit :]
+        lines = [
+            f"- from agent {m['sender']}" + (f" in group {m['group']}" if m["group"] else "") + f": {m['content']}"
+            for m in recent
+        ]
+        return f"Inbox ({len(inbox)} messages, latest {len(recent)}):\n" + "\n".join(lines)
+
+    @tool(readonly=True)
+    def list_groups(self, agent_id: int) -> str:
+        """List the groups and whether agent_id is a member."""
+        if not self._groups:
+            return "There are no groups yet."
+        return "\n".join(
+            f"- {name}: {len(members)} members" + (" (you are a member)" if agent_id in members else "")
+            for name, members in sorted(self._groups.items())
+        )
+
+    @tool(readonly=True, kind="statistics")
+    def message_statistics(self) -> str:
+        """Totals of delivered messages and group posts."""
+        return f"{self._messages_total} direct messages and {self._posts_total} group posts delivered; {len(self._groups)} groups"
+
+    async def step(self, tick: int, t: datetime) -> None:
+        delivered = []
+        for message in self._pending:
+            message = {**message, "t": t.isoformat()}
+            if message["kind"] == "direct":
+                self._inboxes.setdefault(message["recipient"], []).append(message)
+                self._messages_total += 1
+            else:
+                for member in self._groups.get(message["group"], []):
+                    if member != message["sender"]:
+                        self._inboxes.setdefault(member, []).append(message)
+                self._posts_total += 1
+            delivered.append(message)
+        self._pending = []
+        self._delivered_last = delivered
+        self.t = t
+
+    @classmethod
+    def replay_datasets(cls) -> list[DatasetSchema]:
+        return [_STATE, _EVENTS]
+
+    def replay_rows(self, step: int, t: datetime) -> dict[str, list[dict[str, Any]]]:
+        state = {
+            "step": step,
+            "t": t,
+            "delivered": len(self._delivered_last),
+            "messages_total": self._messages_total,
+            "group_posts_total": self._posts_total,
+            "groups": len(self._groups),
+            "agents_with_mail": sum(1 for inbox in self._inboxes.values() if inbox),
+        }
+        events = [
+            {"step": step, "t": t, "kind": m["kind"], "sender": m["sender"], "recipient": m["recipient"],
+             "group": m["group"], "content": m["content"]}
+            for m in self._delivered_last
+        ]
+        return {_STATE.name: [state], _EVENTS.name: events}
+
+    def dump_state(self) -> dict[str, Any]:
+        return {
+            "groups": self._groups,
+            "inboxes": {str(k): v for k, v in self._inboxes.items()},
+            "pending": self._pending,
+            "messages_total": self._messages_total,
+            "posts_total": self._posts_total,
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self._groups = {k: list(v) for k, v in state["groups"].items()}
+        self._inboxes = {int(k): v for k, v in state["inboxes"].items()}
+        self._pending = list(state["pending"])
+        self._messages_total = state["messages_total"]
+        self._posts_total = state["posts_total"]

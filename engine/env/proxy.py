@@ -1,0 +1,120 @@
+"""EnvRouterProxy: the serializable handle agents use to reach the env actor.
+
+It carries the actor's (address, key) rather than the handle itself: a handle passed as a task
+argument makes the scheduler pull every batch onto the actor's worker. On a worker the proxy
+rebuilds the handle once per process and sends requests through a :class:`Coalescer`, which
+groups the requests a batch's agents make within a few milliseconds into one ``ask_many`` call
+(one actor call costs ~2 ms here, so one call per request would cap the whole simulation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.env.requests import EnvReply, EnvRequest
+
+__all__ = ["Coalescer", "EnvRouterProxy"]
+
+_COALESCERS: dict[tuple[str, int], Coalescer] = {}
+
+
+class Coalescer:
+    """Collects requests for ``window_s`` (or until ``max_batch``) and sends them in one call.
+
+    Args:
+        send: coroutine taking a list of requests and returning the replies in order.
+        window_s: how long the first request of a group waits for company.
+        max_batch: flush at once when this many are pending.
+    """
+
+    def __init__(self, send: Any, *, window_s: float = 0.002, max_batch: int = 512) -> None:
+        self._send = send
+        self._window_s = window_s
+        self._max_batch = max_batch
+        self._pending: list[tuple[EnvRequest, asyncio.Future[EnvReply]]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self.calls = 0
+
+    async def submit(self, request: EnvRequest) -> EnvReply:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[EnvReply] = loop.create_future()
+        self._pending.append((request, future))
+        if len(self._pending) >= self._max_batch:
+            self._flush()
+        elif self._timer is None:
+            self._timer = loop.call_later(self._window_s, self._flush)
+        return await future
+
+    def _flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        group, self._pending = self._pending, []
+        if group:
+            self.calls += 1
+            asyncio.ensure_future(self._deliver(group))
+
+    async def _deliver(self, group: list[tuple[EnvRequest, asyncio.Future[EnvReply]]]) -> None:
+        try:
+            replies = await self._send([request for request, _ in group])
+        except BaseException as error:  # noqa: BLE001 - every waiter must learn of the failure
+            for _, future in group:
+                if not future.done():
+                    future.set_exception(error)
+            if isinstance(error, (KeyboardInterrupt, SystemExit)):
+                raise
+            return
+        for (_, future), reply in zip(group, replies, strict=True):
+            if not future.done():
+                future.set_result(reply)
+
+
+@dataclass(frozen=True)
+class EnvRouterProxy:
+    """What ServiceProxy.env holds when the router lives in a Dask actor."""
+
+    address: str
+    key: str
+    world_description: str = ""
+    env_skill_dirs: tuple[str, ...] = ()
+    window_s: float = 0.002
+
+    def _coalescer(self) -> Coalescer:
+        loop_id = id(asyncio.get_running_loop())
+        coalescer = _COALESCERS.get((self.key, loop_id))
+        if coalescer is None:
+            from distributed.actor import Actor
+
+            from engine.env.actor import EnvRouterActor
+
+            handle = Actor(EnvRouterActor, self.address, self.key)
+            coalescer = Coalescer(handle.ask_many, window_s=self.window_s)
+            _COALESCERS[(self.key, loop_id)] = coalescer
+        return coalescer
+
+    async def request(self, request: EnvRequest) -> EnvReply:
+        return await self._coalescer().submit(request)
+
+    async def ask(
+        self,
+        ctx: dict[str, Any],
+        instruction: str,
+        readonly: bool = False,
+        template_mode: bool = False,
+        trace_id: str | None = None,
+        parent_span_id: str | None = None,
+    ) -> tuple[dict[str, Any], str]:
+        """Same contract as :meth:`RouterBase.ask`."""
+        reply = await self.request(
+            EnvRequest("ask", int(ctx["agent_id"]), instruction, readonly, trace_id, parent_span_id)
+        )
+        return {**ctx, "status": reply.status, "tools": list(reply.tools)}, reply.answer
+
+    async def observe(self, agent_id: int) -> str:
+        reply = await self.request(EnvRequest("observe", agent_id, readonly=True))
+        return reply.answer
+
+    def get_world_description(self) -> str:
+        return self.world_description

@@ -1,0 +1,44 @@
+"""Environment module types by name: built-ins plus the ``polis.env_modules`` entry points."""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+
+from engine.errors import SpecError
+
+__all__ = ["env_module_known", "env_module_names", "resolve_env_module"]
+
+_BUILTIN = {"MessagingSpace": "engine.env.modules.messaging:MessagingSpace"}
+# Names the reference system's configs use for the same modules.
+_ALIASES = {"SimpleSocialSpace": "MessagingSpace", "messaging": "MessagingSpace"}
+
+
+def _table() -> dict[str, str]:
+    table = dict(_BUILTIN)
+    for ep in entry_points(group="polis.env_modules"):
+        table.setdefault(ep.name, ep.value)
+    return table
+
+
+def env_module_names() -> list[str]:
+    return sorted(_table())
+
+
+def env_module_known(name: str) -> bool:
+    """True when ``name`` (or its alias) is a registered module type."""
+    return _ALIASES.get(name, name) in _table()
+
+
+def resolve_env_module(name: str) -> type:
+    """The module class registered as ``name``.
+
+    Raises:
+        SpecError: no such module type (names the known ones).
+    """
+    import importlib
+
+    target = _table().get(_ALIASES.get(name, name))
+    if target is None:
+        raise SpecError(f"unknown environment module type {name!r}; known: {', '.join(env_module_names())}")
+    module_name, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module_name), attr)

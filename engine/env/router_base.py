@@ -1,0 +1,165 @@
+"""RouterBase: maps agents' natural-language requests onto environment modules' tools."""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from engine.env.base import EnvBase
+from engine.env.tool import ToolInfo
+from engine.errors import ToolCallError
+from engine.llm.meter import Meter
+from engine.llm.protocol import ChatModel
+
+__all__ = ["STATUS_DESCRIPTIONS", "RouterBase"]
+
+STATUS_DESCRIPTIONS = {
+    "success": "The task has been completed successfully.",
+    "in_progress": "More steps are needed; check again in a later step.",
+    "fail": "The task could not be completed (unsupported instruction, missing data, invalid input).",
+    "error": "An error occurred while executing tools.",
+    "unknown": "Execution status unknown.",
+}
+
+
+class RouterBase(ABC):
+    """Coordinates agents and environment modules.
+
+    Args:
+        env_modules: the modules, in spec order.
+        llm: the model used to route (role ``coder``), already metered.
+        meter: where the router's LLM usage accumulates.
+        max_steps: tool calls one ask may make (interpreted by subclasses).
+    """
+
+    def __init__(self, env_modules: list[EnvBase], llm: ChatModel | None = None, *, meter: Meter | None = None, max_steps: int = 3) -> None:
+        self.env_modules = env_modules
+        self.llm = llm
+        self.meter = meter or Meter()
+        self.max_steps = max_steps
+        self.t: datetime | None = None
+        self._tools: dict[str, tuple[EnvBase, ToolInfo]] = {}
+        for module in env_modules:
+            for name, info in module.tools().items():
+                key = name if name not in self._tools else f"{module.name}_{name}"
+                self._tools[key] = (module, info)
+        # Only tool *execution* is serialised for modules that are not concurrency-safe; LLM
+        # routing never holds a lock.
+        self._locks = {id(m): asyncio.Lock() for m in env_modules if not m.is_concurrency_safe()}
+        self._world_description: str | None = None
+
+    # ---- tools -------------------------------------------------------------------------------
+    def tools(self, *, readonly: bool = False) -> dict[str, ToolInfo]:
+        """Routable tools by name (observe/statistics kinds included), read-only ones if asked."""
+        return {name: info for name, (_, info) in self._tools.items() if info.readonly or not readonly}
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], *, readonly: bool = False) -> Any:
+        """Run one tool, serialising execution for modules that are not concurrency-safe.
+
+        Raises:
+            ToolCallError: unknown name, readonly violation, bad arguments or a failing tool.
+        """
+        entry = self._tools.get(name)
+        if entry is None:
+            raise ToolCallError(f"unknown tool {name!r}")
+        module, info = entry
+        lock = self._locks.get(id(module))
+        if lock is None:
+            return await module.call_tool(info.name, arguments, readonly=readonly)
+        async with lock:
+            return await module.call_tool(info.name, arguments, readonly=readonly)
+
+    async def observe(self, agent_id: int) -> str:
+        """Run every ``observe`` tool for ``agent_id`` (no LLM involved)."""
+        parts = []
+        for name, (_, info) in self._tools.items():
+            if info.kind == "observe":
+                parts.append(str(await self.call_tool(name, {"agent_id": agent_id}, readonly=True)))
+        return "\n".join(parts)
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def set_current_time(self, t: datetime) -> None:
+        self.t = t
+        for module in self.env_modules:
+            module.set_current_time(t)
+
+    async def init(self, start_datetime: datetime, agent_ids: list[int] | None = None) -> bool:
+        """Initialise modules, then restore bound workspaces; True when any state was restored."""
+        self.t = start_datetime
+        for module in self.env_modules:
+            await module.init(start_datetime)
+            if agent_ids is not None and hasattr(module, "bind_agents"):
+                module.bind_agents(agent_ids)
+        return await self.from_workspaces()
+
+    async def step(self, tick: int, t: datetime) -> None:
+        for module in self.env_modules:
+            await module.step(tick, t)
+        self.t = t
+
+    async def close(self) -> None:
+        for module in self.env_modules:
+            await module.close()
+
+    def bind_env_workspaces(self, root: Path, module_types: list[str]) -> None:
+        """Bind module i to ``root/module_types[i]`` (index-suffixed when a type repeats)."""
+        seen: dict[str, int] = {}
+        for module, type_name in zip(self.env_modules, module_types, strict=True):
+            n = seen.get(type_name, 0)
+            seen[type_name] = n + 1
+            module.bind_workspace(root / (type_name if n == 0 else f"{type_name}_{n}"))
+
+    async def to_workspaces(self) -> None:
+        await asyncio.gather(*(m.to_workspace() for m in self.env_modules))
+
+    async def from_workspaces(self) -> bool:
+        restored = await asyncio.gather(*(m.restore() for m in self.env_modules))
+        return any(restored)
+
+    def get_tool_call_history(self) -> list[dict[str, Any]]:
+        history = [r for m in self.env_modules for r in m.get_tool_call_history()]
+        return sorted(history, key=lambda r: r["timestamp"])
+
+    def reset_tool_call_history(self) -> None:
+        for module in self.env_modules:
+            module.reset_tool_call_history()
+
+    def set_trace_context(self, trace_id: str | None) -> None:
+        for module in self.env_modules:
+            module.set_trace_context(trace_id)
+
+    # ---- descriptions ------------------------------------------------------------------------
+    def tool_listing(self, *, readonly: bool = False) -> str:
+        return "\n".join(f"- {info.signature_line()}: {info.description}" for info in self.tools(readonly=readonly).values())
+
+    def get_world_description(self) -> str:
+        """A short description of the world, generated once from the modules and their tools."""
+        if self._world_description is None:
+            modules = "; ".join(f"{m.name}: {m.description()}" for m in self.env_modules)
+            self._world_description = (
+                f"A simulated society. Environment modules: {modules}. "
+                "Use ask_env with a plain-language instruction to observe or act in it."
+            )
+        return self._world_description
+
+    @staticmethod
+    def get_status_descriptions() -> dict[str, str]:
+        return dict(STATUS_DESCRIPTIONS)
+
+    def get_token_usages(self) -> dict[str, int]:
+        return {"calls": self.meter.calls, "input_tokens": self.meter.input_tokens, "output_tokens": self.meter.output_tokens}
+
+    @abstractmethod
+    async def ask(
+        self,
+        ctx: dict[str, Any],
+        instruction: str,
+        readonly: bool = False,
+        template_mode: bool = False,
+        trace_id: str | None = None,
+        parent_span_id: str | None = None,
+    ) -> tuple[dict[str, Any], str]:
+        """Handle one instruction; returns ``(ctx, answer)`` with ``ctx["status"]`` set."""

@@ -1,0 +1,117 @@
+"""The engine's error tree. Engine errors know nothing about HTTP.
+
+    PolisError
+    ├── SpecError                 a spec that cannot be run (bad field, unknown type)
+    ├── LLMError                  the LLM layer
+    │   ├── LLMCallError          a call failed after its retries (status, body recorded)
+    │   │   └── LLMRateLimitError the provider answered 429
+    │   └── StructuredOutputError no schema-valid answer after N tries
+    ├── EnvError                  the environment layer
+    │   ├── ToolDefinitionError   a @tool that breaks the tool contract (raised at class definition)
+    │   └── ToolCallError         a tool call with an unknown name or bad arguments
+    ├── AgentError                the agent runtime
+    │   └── WorkspaceError        a workspace that is missing, corrupt or escaped from
+    ├── StorageError              replay / trace storage
+    │   └── QueryError            a query the read-only surface refuses or DuckDB rejects
+    └── RunError                  the society / run lifecycle
+        └── UnsupportedStepError  a spec step this build cannot execute yet
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentError",
+    "EnvError",
+    "LLMCallError",
+    "LLMError",
+    "LLMRateLimitError",
+    "PolisError",
+    "QueryError",
+    "RunError",
+    "SpecError",
+    "StorageError",
+    "StructuredOutputError",
+    "ToolCallError",
+    "ToolDefinitionError",
+    "UnsupportedStepError",
+    "WorkspaceError",
+]
+
+
+class PolisError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+
+class SpecError(PolisError):
+    """A spec that cannot be run.
+
+    Args:
+        message: what is wrong.
+        path: the field path, e.g. ``agents.3.type``.
+    """
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(f"{path}: {message}" if path else message)
+        self.path = path
+
+
+class LLMError(PolisError):
+    """The LLM layer."""
+
+
+class LLMCallError(LLMError):
+    """A call that failed after its retries."""
+
+    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class LLMRateLimitError(LLMCallError):
+    """The provider answered 429."""
+
+
+class StructuredOutputError(LLMError):
+    """No schema-valid answer after the allowed tries; the last raw text is kept."""
+
+    def __init__(self, message: str, *, attempts: int, last_text: str | None) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.last_text = last_text
+
+
+class EnvError(PolisError):
+    """The environment layer."""
+
+
+class ToolDefinitionError(EnvError):
+    """A @tool method that breaks the tool contract."""
+
+
+class ToolCallError(EnvError):
+    """A tool call with an unknown name or bad arguments."""
+
+
+class AgentError(PolisError):
+    """The agent runtime."""
+
+
+class WorkspaceError(AgentError):
+    """A workspace that is missing, corrupt, or a path that escapes it."""
+
+
+class StorageError(PolisError):
+    """Replay or trace storage."""
+
+
+class QueryError(StorageError):
+    """A query refused by the read-only surface or rejected by DuckDB."""
+
+
+class RunError(PolisError):
+    """The society and run lifecycle."""
+
+
+class UnsupportedStepError(RunError):
+    """A spec step type this build cannot execute yet."""

@@ -1,0 +1,27 @@
+"""The LLM layer: serializable clients, per-process dispatch, wrappers, and the simulated LLM.
+
+Imports no agent, env or society code. litellm is imported only on the path that talks to a real
+provider (``engine.llm.litellm_backend``).
+"""
+
+from engine.llm.client import LLMClient
+from engine.llm.dispatcher import dispatcher_stats, get_chat_model
+from engine.llm.meter import CallRecord, Meter, MeteredModel
+from engine.llm.prompt import PromptTemplate
+from engine.llm.protocol import ChatModel, ChatResult
+from engine.llm.retry import RetryingModel
+from engine.llm.structured import complete_structured
+
+__all__ = [
+    "CallRecord",
+    "ChatModel",
+    "ChatResult",
+    "LLMClient",
+    "Meter",
+    "MeteredModel",
+    "PromptTemplate",
+    "RetryingModel",
+    "complete_structured",
+    "dispatcher_stats",
+    "get_chat_model",
+]

@@ -1,0 +1,110 @@
+"""ChatModel over litellm: any litellm model string or OpenAI-compatible ``base_url``.
+
+litellm is imported here only, on first use, with the local price map (its import otherwise tries
+the network). The key is read from the worker's environment by the variable's *name*.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from engine.errors import LLMCallError, LLMRateLimitError
+from engine.llm.client import LLMClient
+from engine.llm.protocol import ChatResult
+
+__all__ = ["LiteLLMChatModel", "import_litellm"]
+
+
+def import_litellm() -> Any:
+    """Import litellm without its network price-map fetch."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+class LiteLLMChatModel:
+    """One litellm-backed model for one client.
+
+    Args:
+        client: the connection settings; ``base_url`` turns the model into an OpenAI-compatible one.
+    """
+
+    def __init__(self, client: LLMClient) -> None:
+        self._client = client
+        self._litellm = import_litellm()
+        model = client.model
+        if client.base_url and "/" not in model:
+            model = f"openai/{model}"
+        self._model = model
+
+    def _api_key(self) -> str | None:
+        name = self._client.api_key_env
+        if name is None:
+            return "sk-no-key" if self._client.base_url else None
+        value = os.environ.get(name)
+        if value is None:
+            raise LLMCallError(f"environment variable {name} (the key for role {self._client.role!r}) is not set")
+        return value
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        response_format: dict[str, Any] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        prompt: str | None = None,
+    ) -> ChatResult:
+        kwargs: dict[str, Any] = dict(self._client.options)
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        if tools:
+            kwargs["tools"] = tools
+        if self._client.base_url:
+            kwargs["api_base"] = self._client.base_url
+        key = self._api_key()
+        if key is not None:
+            kwargs["api_key"] = key
+        started = time.perf_counter()
+        try:
+            response = await self._litellm.acompletion(
+                model=self._model, messages=messages, num_retries=0, **kwargs
+            )
+        except self._litellm.RateLimitError as error:
+            raise LLMRateLimitError(_scrub(str(error), key), status=429, retry_after=_retry_after(error)) from None
+        except self._litellm.APIError as error:
+            raise LLMCallError(_scrub(str(error), key), status=getattr(error, "status_code", None)) from None
+        except (self._litellm.APIConnectionError, self._litellm.Timeout) as error:
+            raise LLMCallError(_scrub(str(error), key)) from None
+        except self._litellm.exceptions.OpenAIError as error:
+            raise LLMCallError(_scrub(str(error), key), status=getattr(error, "status_code", None)) from None
+        choice = response.choices[0]
+        usage = getattr(response, "usage", None)
+        tool_calls = [call.model_dump() for call in (choice.message.tool_calls or [])]
+        return ChatResult(
+            text=choice.message.content,
+            model=self._client.model,
+            input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+            output_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            latency_ms=(time.perf_counter() - started) * 1000,
+            tool_calls=tool_calls,
+            finish_reason=choice.finish_reason,
+        )
+
+
+def _scrub(text: str, key: str | None) -> str:
+    """Never let a key reach an error message (and so a replay row or a log)."""
+    return text.replace(key, "***") if key else text
+
+
+def _retry_after(error: Exception) -> float | None:
+    response = getattr(error, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    value = headers.get("retry-after") if hasattr(headers, "get") else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None

@@ -1,0 +1,96 @@
+"""MeteredModel: counts usage for one consumer (an agent-step, a router) and keeps call records."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from engine.errors import LLMCallError
+from engine.llm.protocol import ChatModel, ChatResult
+
+__all__ = ["CallRecord", "Meter", "MeteredModel"]
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One LLM call, as the ``llm_calls`` replay dataset stores it."""
+
+    caller: str  #: "agent:12" or "router"
+    role: str
+    prompt_name: str | None
+    prompt_hash: str | None
+    model: str
+    input_tokens: int
+    output_tokens: int
+    latency_ms: float
+    status: str  #: ok | error
+    error: str | None = None
+
+    def as_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Meter:
+    """Running totals plus the records of each call."""
+
+    calls: int = 0
+    failures: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+    records: list[CallRecord] = field(default_factory=list)
+
+    def add(self, record: CallRecord) -> None:
+        self.calls += 1
+        self.failures += record.status != "ok"
+        self.input_tokens += record.input_tokens
+        self.output_tokens += record.output_tokens
+        self.latency_ms += record.latency_ms
+        self.records.append(record)
+
+
+class MeteredModel:
+    """Wrap a model so each call lands in ``meter``.
+
+    Args:
+        inner: the model.
+        meter: where totals and records go.
+        caller: who is calling (recorded).
+        role: the client role (recorded).
+    """
+
+    def __init__(self, inner: ChatModel, meter: Meter, *, caller: str, role: str = "default") -> None:
+        self._inner = inner
+        self.meter = meter
+        self._caller = caller
+        self._role = role
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        response_format: dict[str, Any] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        prompt: str | None = None,
+    ) -> ChatResult:
+        prompt_name, _, prompt_hash = (prompt or "").partition("@")
+        started = time.perf_counter()
+        try:
+            result = await self._inner.complete(messages, response_format=response_format, tools=tools, prompt=prompt)
+        except LLMCallError as error:
+            self.meter.add(
+                CallRecord(
+                    self._caller, self._role, prompt_name or None, prompt_hash or None, "?", 0, 0,
+                    (time.perf_counter() - started) * 1000, "error", str(error)[:500],
+                )
+            )
+            raise
+        self.meter.add(
+            CallRecord(
+                self._caller, self._role, prompt_name or None, prompt_hash or None, result.model,
+                result.input_tokens, result.output_tokens, result.latency_ms, "ok",
+            )
+        )
+        return result

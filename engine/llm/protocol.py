@@ -1,0 +1,47 @@
+"""The narrow LLM boundary: one async method, one result type."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["ChatModel", "ChatResult"]
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """One chat completion."""
+
+    text: str | None  #: the assistant's content (JSON text for structured calls)
+    model: str  #: the model that answered
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  #: OpenAI-shaped tool calls
+    finish_reason: str | None = None
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """Anything that answers OpenAI-style chat messages."""
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        response_format: dict[str, Any] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        prompt: str | None = None,
+    ) -> ChatResult:
+        """Answer ``messages``.
+
+        Args:
+            messages: OpenAI chat messages.
+            response_format: OpenAI ``response_format`` (``json_schema`` for structured output).
+            tools: OpenAI tool definitions.
+            prompt: ``name@hash`` of the template that produced ``messages`` (for records).
+
+        Raises:
+            LLMCallError: the call failed.
+        """
+        ...

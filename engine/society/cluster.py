@@ -1,0 +1,45 @@
+"""Connecting to Dask: a LocalCluster of worker processes by default, or a remote scheduler."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from distributed import Client, LocalCluster
+
+__all__ = ["open_client"]
+
+
+@asynccontextmanager
+async def open_client(
+    scheduler: str | None = None, *, n_workers: int | None = None, dashboard_address: str = "127.0.0.1:8787"
+) -> AsyncIterator[Client]:
+    """Yield an asynchronous Client.
+
+    Args:
+        scheduler: a scheduler address (``tcp://host:8786``); None starts a LocalCluster.
+        n_workers: LocalCluster worker processes (default: one per core), one thread each.
+        dashboard_address: where the LocalCluster's dashboard listens (a random port if taken).
+    """
+    if scheduler:
+        client = await Client(scheduler, asynchronous=True)
+        try:
+            yield client
+        finally:
+            await client.close()
+        return
+    cluster = await LocalCluster(
+        n_workers=n_workers or os.cpu_count() or 1,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=dashboard_address,
+        asynchronous=True,
+    )
+    client = await Client(cluster, asynchronous=True)
+    try:
+        yield client
+    finally:
+        await client.close()
+        await cluster.close()

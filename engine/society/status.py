@@ -1,0 +1,45 @@
+"""The run's status files: ``SOCIETY.json`` (written once) and ``SOCIETY_STEP.json`` (every tick)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from engine.storage.atomic import atomic_write_json, read_json
+
+__all__ = ["SocietyStep", "read_society_step", "write_society", "write_society_step"]
+
+
+@dataclass
+class SocietyStep:
+    """The small per-tick record of where a run is."""
+
+    current_time: datetime
+    step_count: int = 0
+    completed_steps: int = 0  #: top-level spec steps completed
+    agent_steps_done: int = 0
+    status: str = "running"  #: running | completed | failed | cancelled
+    error: str | None = None
+    updated_at: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def write_society(run_dir: Path, content: dict[str, Any]) -> None:
+    """Write ``SOCIETY.json`` once (immutable: specs, env module types and kwargs, spec hash)."""
+    path = run_dir / "SOCIETY.json"
+    if not path.exists():
+        atomic_write_json(path, content, indent=2)
+
+
+def write_society_step(run_dir: Path, step: SocietyStep) -> None:
+    atomic_write_json(run_dir / "SOCIETY_STEP.json", asdict(step), indent=2)
+
+
+def read_society_step(run_dir: Path) -> SocietyStep | None:
+    data = read_json(run_dir / "SOCIETY_STEP.json", default=None)
+    if data is None:
+        return None
+    data["current_time"] = datetime.fromisoformat(data["current_time"])
+    return SocietyStep(**data)

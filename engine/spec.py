@@ -1,0 +1,299 @@
+"""The experiment spec: the one contract between the service, the CLI and the engine.
+
+A spec is user input (``*Spec``), validated once at the edge and frozen. Errors name the field
+path (``agents.3.type``). ``load_spec`` reads JSON or YAML; ``spec_json_schema`` is what
+``polis spec-schema`` prints.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from engine.errors import SpecError
+
+__all__ = [
+    "AgentSpec",
+    "AskStep",
+    "BudgetSpec",
+    "EnvModuleSpec",
+    "EnvironmentSpec",
+    "ExperimentSpec",
+    "InterveneStep",
+    "LLMClientSpec",
+    "LLMSpec",
+    "PopulationSpec",
+    "QuestionSpec",
+    "QuestionnaireStep",
+    "RunStep",
+    "StepSpec",
+    "format_validation_error",
+    "load_spec",
+    "parse_spec",
+    "spec_json_schema",
+]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class LLMClientSpec(_Frozen):
+    """One LLM client: a litellm model string (or ``sim/<name>``), never a key."""
+
+    model: str = Field("sim/default", min_length=1, description="litellm model string, or sim/<name> for the simulated LLM")
+    base_url: str | None = Field(None, description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    api_key_env: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="NAME of the environment variable holding the key (resolved on the worker)",
+    )
+    options: dict[str, Any] = Field(default_factory=dict, description="request options: temperature, max_tokens, ...")
+
+    @field_validator("options")
+    @classmethod
+    def _no_secret_in_options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            if key.lower() in {"api_key", "key", "token", "authorization"}:
+                raise ValueError(f"option {key!r} would store a secret in the spec; use api_key_env instead")
+        return value
+
+
+class LLMSpec(_Frozen):
+    """LLM clients by role. ``coder`` (used by env routers) falls back to ``default``."""
+
+    default: LLMClientSpec = Field(default_factory=LLMClientSpec)
+    coder: LLMClientSpec | None = None
+
+
+def _known_agent_type(name: str) -> str:
+    from engine.agent.registry import agent_type_names
+
+    if name not in agent_type_names():
+        raise ValueError(f"unknown agent type {name!r}; known: {', '.join(agent_type_names())}")
+    return name
+
+
+def _known_env_module(name: str) -> str:
+    from engine.env.registry import env_module_known, env_module_names
+
+    if not env_module_known(name):
+        raise ValueError(f"unknown environment module type {name!r}; known: {', '.join(env_module_names())}")
+    return name
+
+
+class AgentSpec(_Frozen):
+    """One explicitly listed agent."""
+
+    id: int = Field(ge=0)
+    type: str = "PersonAgent"
+    profile: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(default_factory=dict)
+
+    _type_known = field_validator("type")(classmethod(lambda cls, v: _known_agent_type(v)))
+
+
+class PopulationSpec(_Frozen):
+    """A generated population.
+
+    Each value of ``profile_template`` is either a scalar (strings may use ``{i}``, the member's
+    index, and ``{id}``, its agent id) or a list, from which each member draws one value with the
+    spec's seed.
+    """
+
+    count: int = Field(ge=1, le=1_000_000)
+    type: str = "PersonAgent"
+    profile_template: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(default_factory=dict)
+    id_start: int | None = Field(None, ge=0, description="first agent id; defaults to after the previous agents")
+
+    _type_known = field_validator("type")(classmethod(lambda cls, v: _known_agent_type(v)))
+
+    @field_validator("profile_template")
+    @classmethod
+    def _lists_not_empty(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key, item in value.items():
+            if isinstance(item, list) and not item:
+                raise ValueError(f"profile_template.{key} is an empty list: nothing to draw from")
+            if isinstance(item, str):
+                fields = {name for _, name, _, _ in string.Formatter().parse(item) if name is not None}
+                unknown = fields - {"i", "id"}
+                if unknown:
+                    raise ValueError(f"profile_template.{key} uses unknown placeholder(s) {sorted(unknown)}; use {{i}} or {{id}}")
+        return value
+
+
+class EnvModuleSpec(_Frozen):
+    """One environment module by registered type name."""
+
+    type: str
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    _type_known = field_validator("type")(classmethod(lambda cls, v: _known_env_module(v)))
+
+
+class EnvironmentSpec(_Frozen):
+    """The environment: a router kind and its modules."""
+
+    router: Literal["react"] = Field("react", description="the router that maps ask_env instructions to tool calls")
+    modules: list[EnvModuleSpec] = Field(default_factory=lambda: [EnvModuleSpec(type="MessagingSpace")], min_length=1)
+    max_router_steps: int = Field(3, ge=1, le=50)
+
+
+class RunStep(_Frozen):
+    type: Literal["run"] = "run"
+    num_steps: int = Field(ge=1)
+    tick: int = Field(3600, ge=1, description="simulated seconds per step")
+
+
+class AskStep(_Frozen):
+    type: Literal["ask"] = "ask"
+    question: str = Field(min_length=1)
+
+
+class InterveneStep(_Frozen):
+    type: Literal["intervene"] = "intervene"
+    instruction: str = Field(min_length=1)
+
+
+class QuestionSpec(_Frozen):
+    id: str = Field(min_length=1)
+    prompt: str = Field(min_length=1)
+    response_type: Literal["text", "integer", "float", "choice", "json"] = "text"
+    choices: list[str] | None = None
+    min: float | None = None
+    max: float | None = None
+
+    @model_validator(mode="after")
+    def _choices_for_choice(self) -> QuestionSpec:
+        if self.response_type == "choice" and not self.choices:
+            raise ValueError("response_type 'choice' needs a non-empty 'choices' list")
+        return self
+
+
+class QuestionnaireStep(_Frozen):
+    type: Literal["questionnaire"] = "questionnaire"
+    questionnaire_id: str = Field(min_length=1)
+    title: str | None = None
+    description: str | None = None
+    target_agent_ids: list[int] | None = None
+    questions: list[QuestionSpec] = Field(min_length=1)
+
+
+StepSpec = Annotated[Union[RunStep, AskStep, InterveneStep, QuestionnaireStep], Field(discriminator="type")]
+
+
+class BudgetSpec(_Frozen):
+    max_calls: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=1)
+    max_cost_usd: float | None = Field(None, gt=0)
+
+
+class ExperimentSpec(_Frozen):
+    """A whole experiment."""
+
+    name: str = Field(min_length=1, max_length=200)
+    seed: int = 0
+    start_time: datetime = Field(default_factory=lambda: datetime(2026, 1, 1, 8, 0, 0))
+    llm: LLMSpec = Field(default_factory=LLMSpec)
+    agents: list[AgentSpec] = Field(default_factory=list)
+    population: list[PopulationSpec] = Field(default_factory=list)
+    environment: EnvironmentSpec = Field(default_factory=EnvironmentSpec)
+    steps: list[StepSpec] = Field(min_length=1)
+    batch_size: int = Field(256, ge=1, le=100_000)
+    max_workers: int | None = Field(None, ge=1, description="cap on concurrently running batch futures")
+    budget: BudgetSpec | None = None
+
+    @model_validator(mode="after")
+    def _has_agents_and_unique_ids(self) -> ExperimentSpec:
+        if not self.agents and not self.population:
+            raise ValueError("the spec has no agents: give 'agents' or 'population'")
+        seen: set[int] = set()
+        for agent in self.all_agents():
+            if agent.id in seen:
+                raise ValueError(f"agent id {agent.id} appears twice")
+            seen.add(agent.id)
+        return self
+
+    def all_agents(self) -> list[AgentSpec]:
+        """The explicit agents followed by every generated population member, in id order of declaration."""
+        agents = list(self.agents)
+        next_id = max((a.id for a in agents), default=-1) + 1
+        rng = random.Random(f"population:{self.seed}")
+        for population in self.population:
+            start = next_id if population.id_start is None else population.id_start
+            for i in range(population.count):
+                agent_id = start + i
+                profile = {key: _draw(value, rng, i, agent_id) for key, value in population.profile_template.items()}
+                agents.append(AgentSpec(id=agent_id, type=population.type, profile=profile, config=population.config))
+            next_id = max(next_id, start + population.count)
+        return agents
+
+    def total_ticks(self) -> int:
+        return sum(step.num_steps for step in self.steps if isinstance(step, RunStep))
+
+    def spec_hash(self) -> str:
+        import hashlib
+
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+
+
+def _draw(value: Any, rng: random.Random, i: int, agent_id: int) -> Any:
+    if isinstance(value, list):
+        value = rng.choice(value)
+    if isinstance(value, str):
+        return value.format(i=i, id=agent_id)
+    return value
+
+
+def format_validation_error(error: ValidationError) -> str:
+    """One line per problem, each led by its dotted field path."""
+    lines = []
+    for item in error.errors():
+        path = ".".join(str(part) for part in item["loc"]) or "<spec>"
+        lines.append(f"{path}: {item['msg'].removeprefix('Value error, ')}")
+    return "\n".join(lines)
+
+
+def parse_spec(data: Any) -> ExperimentSpec:
+    """Validate a decoded spec.
+
+    Raises:
+        SpecError: with every problem and its field path.
+    """
+    try:
+        return ExperimentSpec.model_validate(data)
+    except ValidationError as error:
+        spec_error = SpecError(format_validation_error(error))
+        spec_error.path = ".".join(str(p) for p in error.errors()[0]["loc"])
+        raise spec_error from None
+
+
+def load_spec(path: str | Path) -> ExperimentSpec:
+    """Read a spec from a ``.json``, ``.yaml`` or ``.yml`` file.
+
+    Raises:
+        SpecError: unreadable file, bad syntax, or invalid fields.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise SpecError(f"cannot read spec file {path}: {error}") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        raise SpecError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}") from None
+    return parse_spec(data)
+
+
+def spec_json_schema() -> dict[str, Any]:
+    """The JSON Schema of ``ExperimentSpec``."""
+    return ExperimentSpec.model_json_schema()

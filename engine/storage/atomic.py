@@ -1,0 +1,149 @@
+"""Atomic file writes: write a temp file beside the target, fsync it, then rename over the target.
+
+Readers either see the old file or the new one, never a half-written one. The temp file is named
+``.<name>.tmp-<uuid hex>``: it starts with ``.`` and does not end in the target's suffix, so globs such
+as ``*.parquet`` or ``*.jsonl`` never match it, even if a crash leaves it behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from engine.errors import StorageError
+
+__all__ = [
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "atomic_write_text",
+    "atomic_writer",
+    "read_json",
+    "temp_path_for",
+]
+
+_MISSING: Any = object()
+
+
+def temp_path_for(path: Path) -> Path:
+    """Return a fresh temp-file path beside ``path``.
+
+    Args:
+        path: the file that will eventually be replaced.
+
+    Returns:
+        ``<dir>/.<name>.tmp-<uuid hex>``, unique per call.
+    """
+    return path.parent / f".{path.name}.tmp-{uuid.uuid4().hex}"
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
+    """Open a binary temp file that replaces ``path`` when the block exits cleanly.
+
+    Parent directories are created. If the block raises, the temp file is removed and ``path`` is
+    left untouched.
+
+    Args:
+        path: the target file.
+
+    Yields:
+        A binary file object open for writing.
+
+    Raises:
+        StorageError: the file system refused the write or the rename.
+    """
+    target = Path(path)
+    tmp = temp_path_for(target)
+    created = False
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            created = True
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException as exc:
+        # BaseException on purpose: a cancelled task must not leave its temp file behind either.
+        if created:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+        if isinstance(exc, OSError):
+            raise StorageError(f"cannot write {target}: {exc}") from exc
+        raise
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically.
+
+    Args:
+        path: the target file; parent directories are created.
+        data: the full new content.
+
+    Raises:
+        StorageError: the file system refused the write.
+    """
+    with atomic_writer(path) as fh:
+        fh.write(data)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` as UTF-8 to ``path`` atomically.
+
+    Args:
+        path: the target file; parent directories are created.
+        text: the full new content.
+
+    Raises:
+        StorageError: the file system refused the write.
+    """
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: int | None = None) -> None:
+    """Write ``obj`` as JSON to ``path`` atomically.
+
+    Values JSON cannot encode are written as ``str(value)``; non-ASCII text is kept as is.
+
+    Args:
+        path: the target file; parent directories are created.
+        obj: the value to encode.
+        indent: passed to :func:`json.dumps`.
+
+    Raises:
+        StorageError: the file system refused the write.
+    """
+    atomic_write_text(path, json.dumps(obj, indent=indent, default=str, ensure_ascii=False))
+
+
+def read_json(path: str | os.PathLike[str], default: Any = _MISSING) -> Any:
+    """Read a JSON file.
+
+    Args:
+        path: the file to read.
+        default: returned when the file does not exist. Without it a missing file is an error.
+
+    Returns:
+        The decoded value, or ``default``.
+
+    Raises:
+        StorageError: the file is missing (and no default was given), unreadable, or not valid JSON.
+    """
+    target = Path(path)
+    try:
+        text = target.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        if default is _MISSING:
+            raise StorageError(f"{target} does not exist") from exc
+        return default
+    except OSError as exc:
+        raise StorageError(f"cannot read {target}: {exc}") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise StorageError(f"{target} is not valid JSON: {exc}") from exc

@@ -1,0 +1,247 @@
+"""Dataset schemas and the run's catalog of them (``replay/_schema.json``).
+
+A :class:`DatasetSchema` turns rows (plain dicts) into an Arrow table with a fixed schema and
+refuses rows that do not fit. The :class:`Catalog` records which datasets a run has, so a reader
+can describe and query them even before their first shard lands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import json
+import numbers
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from engine.errors import StorageError
+from engine.storage.atomic import atomic_write_json, read_json
+
+__all__ = ["RESERVED_NAMES", "SCHEMA_FILE", "Catalog", "Column", "ColumnType", "DatasetKind", "DatasetSchema"]
+
+#: The catalog file inside a replay directory.
+SCHEMA_FILE = "_schema.json"
+#: View names the reader defines itself; no dataset may take them.
+RESERVED_NAMES = frozenset({"spans"})
+
+ColumnType = Literal["int64", "float64", "string", "bool", "timestamp", "json", "list<string>"]
+DatasetKind = Literal["agent", "env", "llm", "society", "questionnaire"]
+
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    "int64": pa.int64(),
+    "float64": pa.float64(),
+    "string": pa.string(),
+    "bool": pa.bool_(),
+    "timestamp": pa.timestamp("us"),
+    "json": pa.string(),
+    "list<string>": pa.list_(pa.string()),
+}
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _is_float(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _is_str_list(v: Any) -> bool:
+    return isinstance(v, list | tuple) and all(isinstance(x, str) for x in v)
+
+
+# Arrow alone would quietly truncate 1.5 into an int64 column or split "ab" into ["a", "b"];
+# these checks reject such values before conversion. ``bool`` is left to Arrow, which is strict.
+_VALUE_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "int64": _is_int,
+    "float64": _is_float,
+    "string": lambda v: isinstance(v, str),
+    "timestamp": lambda v: isinstance(v, dt.datetime),
+    "list<string>": _is_str_list,
+}
+
+
+class Column(BaseModel):
+    """One column of a dataset."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: Column name as it appears in SQL.
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    #: Storage type; ``json`` is a string column holding JSON text.
+    type: ColumnType
+    #: What the column means, for people writing queries.
+    description: str = ""
+
+
+class DatasetSchema(BaseModel):
+    """A dataset's name, kind and columns; converts rows to Arrow."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: Dataset (and SQL view) name: lowercase, since SQL identifiers ignore case.
+    name: str = Field(pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+    #: Which part of the simulation writes it.
+    kind: DatasetKind
+    #: What one row means.
+    description: str = ""
+    #: The columns, in order.
+    columns: tuple[Column, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check_names(self) -> DatasetSchema:
+        if self.name in RESERVED_NAMES:
+            raise ValueError(f"dataset name {self.name!r} is reserved")
+        names = [c.name.lower() for c in self.columns]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"dataset {self.name!r} has duplicate columns: {', '.join(dupes)}")
+        return self
+
+    def arrow_schema(self) -> pa.Schema:
+        """Return the Arrow schema shards of this dataset are written with."""
+        return pa.schema([pa.field(c.name, _ARROW_TYPES[c.type], nullable=True) for c in self.columns])
+
+    def to_table(self, rows: list[dict[str, Any]]) -> pa.Table:
+        """Convert rows to an Arrow table with this schema.
+
+        Missing keys and ``None`` become nulls. ``json`` values are encoded with
+        ``json.dumps(value, default=str, sort_keys=True)``. Timezone-aware timestamps are stored
+        as naive UTC.
+
+        Args:
+            rows: one dict per row.
+
+        Returns:
+            A table whose schema is :meth:`arrow_schema`.
+
+        Raises:
+            StorageError: a row has keys that are not columns, or a value does not fit its column.
+        """
+        known = {c.name for c in self.columns}
+        unknown: set[str] = set()
+        for row in rows:
+            if not known.issuperset(row):
+                unknown.update(k for k in row if k not in known)
+        if unknown:
+            raise StorageError(f"dataset {self.name!r}: unknown columns {sorted(map(str, unknown))}")
+        arrays = [self._column_array(c, [row.get(c.name) for row in rows]) for c in self.columns]
+        return pa.Table.from_arrays(arrays, schema=self.arrow_schema())
+
+    def _column_array(self, column: Column, values: list[Any]) -> pa.Array:
+        if column.type == "json":
+            values = [None if v is None else json.dumps(v, default=str, sort_keys=True) for v in values]
+        check = _VALUE_CHECKS.get(column.type)
+        if check is not None:
+            for i, v in enumerate(values):
+                if v is not None and not check(v):
+                    raise self._mismatch(column, i, v)
+        try:
+            return pa.array(values, type=_ARROW_TYPES[column.type])
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+            raise StorageError(f"dataset {self.name!r}, column {column.name!r} ({column.type}): {exc}") from exc
+
+    def _mismatch(self, column: Column, index: int, value: Any) -> StorageError:
+        return StorageError(
+            f"dataset {self.name!r}, column {column.name!r}: expected {column.type}, "
+            f"got {type(value).__name__} {value!r:.80} in row {index}"
+        )
+
+    def catalog_entry(self) -> dict[str, Any]:
+        """Return this schema in the ``_schema.json`` entry format (without the name)."""
+        return {
+            "kind": self.kind,
+            "description": self.description,
+            "columns": [c.model_dump() for c in self.columns],
+        }
+
+    @classmethod
+    def from_catalog_entry(cls, name: str, entry: dict[str, Any]) -> DatasetSchema:
+        """Build a schema from a ``_schema.json`` entry.
+
+        Raises:
+            StorageError: the entry is malformed.
+        """
+        try:
+            return cls.model_validate({"name": name, **entry})
+        except ValidationError as exc:
+            raise StorageError(f"catalog entry {name!r} is invalid: {exc}") from exc
+
+
+class Catalog:
+    """The datasets of one run, kept in ``<replay_dir>/_schema.json``.
+
+    Args:
+        replay_dir: the run's ``replay`` directory.
+    """
+
+    def __init__(self, replay_dir: Path) -> None:
+        self.replay_dir = Path(replay_dir)
+        self.path = self.replay_dir / SCHEMA_FILE
+
+    def load(self) -> dict[str, DatasetSchema]:
+        """Return every registered dataset by name (empty if nothing is registered yet).
+
+        Raises:
+            StorageError: the catalog file is unreadable or malformed.
+        """
+        doc = read_json(self.path, default={"datasets": {}})
+        datasets = doc.get("datasets") if isinstance(doc, dict) else None
+        if not isinstance(datasets, dict):
+            raise StorageError(f"{self.path} has no 'datasets' object")
+        return {name: DatasetSchema.from_catalog_entry(name, entry) for name, entry in datasets.items()}
+
+    def register(self, schema: DatasetSchema) -> None:
+        """Add ``schema`` to the catalog; registering an identical schema again does nothing.
+
+        Args:
+            schema: the dataset to record.
+
+        Raises:
+            StorageError: a different schema is already registered under the same name (schemas
+                do not evolve within a run), or the catalog cannot be read or written.
+        """
+        with self._locked():
+            current = self.load()
+            existing = current.get(schema.name)
+            if existing == schema:
+                return
+            if existing is not None:
+                raise StorageError(_conflict_message(existing, schema))
+            current[schema.name] = schema
+            doc = {"datasets": {name: s.catalog_entry() for name, s in sorted(current.items())}}
+            atomic_write_json(self.path, doc, indent=2)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        # Read-modify-write: an exclusive lock keeps two processes from losing each other's entry.
+        self.replay_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.replay_dir / ".schema.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _conflict_message(old: DatasetSchema, new: DatasetSchema) -> str:
+    old_cols = {c.name: c for c in old.columns}
+    new_cols = {c.name: c for c in new.columns}
+    diffs = [f"+{n}" for n in new_cols if n not in old_cols]
+    diffs += [f"-{n}" for n in old_cols if n not in new_cols]
+    diffs += [
+        f"{n}: {old_cols[n].type} -> {new_cols[n].type}"
+        for n in new_cols
+        if n in old_cols and old_cols[n].type != new_cols[n].type
+    ]
+    if not diffs:
+        diffs = ["kind, description, column order or column descriptions differ"]
+    return (
+        f"dataset {new.name!r} is already registered with a different schema ({'; '.join(diffs)}); "
+        "schemas cannot change within a run"
+    )

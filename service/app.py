@@ -1,0 +1,82 @@
+"""The app factory: one FastAPI app, one shared Dask client for its whole life."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from engine.errors import PolisError, SpecError
+from service.errors import ServiceError, status_code_for
+from service.registry import ExperimentRegistry
+from service.routes import experiments, health
+from service.settings import ServiceSettings
+from service.state import ServiceState
+from service.submission import Submitter, open_client
+
+__all__ = ["create_app"]
+
+logger = logging.getLogger(__name__)
+
+
+def create_app(settings: ServiceSettings, *, client: Any = None) -> FastAPI:
+    """Build the Polis HTTP API.
+
+    Args:
+        settings: where data lives and which scheduler to use.
+        client: an open asynchronous ``distributed.Client`` on the serving event loop. When given,
+            the app uses it and leaves closing it to the caller; otherwise the app opens one with
+            the engine's ``open_client`` on startup and closes it on shutdown.
+
+    Returns:
+        The app. Experiments still running at shutdown are cancelled and marked ``interrupted``.
+    """
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        registry = ExperimentRegistry(settings.data_dir)
+        async with contextlib.AsyncExitStack() as stack:
+            shared = client
+            if shared is None:
+                shared = await stack.enter_async_context(open_client(settings.scheduler, n_workers=settings.n_workers))
+            submitter = Submitter(registry, shared)
+            app.state.polis = ServiceState(registry, submitter, _dashboard_link(shared))
+            logger.info("polis service: data in %s, dashboard at %s", settings.data_dir, app.state.polis.dashboard_link)
+            try:
+                yield
+            finally:
+                await submitter.shutdown()
+
+    app = FastAPI(
+        title="Polis",
+        summary="Batch experiments of LLM-agent social simulations on Dask",
+        lifespan=lifespan,
+    )
+    app.include_router(experiments.router)
+    app.include_router(health.router)
+    app.add_exception_handler(ServiceError, _error_response)
+    app.add_exception_handler(PolisError, _error_response)
+    return app
+
+
+async def _error_response(request: Request, error: Exception) -> JSONResponse:
+    code = status_code_for(error)
+    if code >= 500:
+        logger.error("%s %s failed", request.method, request.url.path, exc_info=error)
+    detail: Any = str(error)
+    if isinstance(error, SpecError):
+        # The same shape FastAPI gives request validation errors, so clients parse one format.
+        loc = ["body", *(int(p) if p.isdigit() else p for p in error.path.split(".") if p)]
+        detail = [{"type": "spec_error", "loc": loc, "msg": str(error)}]
+    return JSONResponse(status_code=code, content={"detail": detail})
+
+
+def _dashboard_link(client: Any) -> str | None:
+    try:
+        return str(client.dashboard_link)
+    except KeyError:  # the scheduler runs no dashboard
+        return None

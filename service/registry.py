@@ -1,0 +1,186 @@
+"""The experiment registry: one JSON record per experiment, kept on disk so it survives restarts.
+
+Layout under the service's data directory::
+
+    experiments/<id>.json   the record (replaced atomically on every update)
+    runs/<id>/              the run directory the engine writes into
+
+A record found ``queued`` or ``running`` when the registry loads belonged to a service process
+that died mid-run; it is marked ``interrupted`` at once, so no record ever claims to run when
+nothing runs it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from engine.errors import StorageError
+from engine.spec import ExperimentSpec
+from engine.storage.atomic import atomic_write_text, read_json
+from service.errors import ExperimentNotFoundError
+
+__all__ = [
+    "ACTIVE_STATUSES",
+    "ExperimentRecord",
+    "ExperimentRegistry",
+    "ExperimentStatus",
+    "utc_now",
+]
+
+logger = logging.getLogger(__name__)
+
+ExperimentStatus = Literal["queued", "running", "completed", "failed", "cancelled", "interrupted"]
+
+#: Statuses of an experiment some service process is (or was) working on.
+ACTIVE_STATUSES: frozenset[str] = frozenset({"queued", "running"})
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware, in UTC."""
+    return datetime.now(timezone.utc)
+
+
+class ExperimentRecord(BaseModel):
+    """What the service knows about one experiment. Frozen: updates make a new record."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str  #: short uuid hex
+    name: str
+    status: ExperimentStatus = "queued"
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    ticks_done: int = 0
+    ticks_total: int = 0
+    agent_steps_done: int = 0
+    agent_steps_total: int = 0
+    #: LLM usage and wall time, known once the run has ended.
+    llm_calls: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    duration_s: float | None = None
+    error: str | None = None
+    run_dir: Path
+    #: The validated spec, defaults filled in, as JSON-ready data.
+    spec: dict[str, Any]
+
+
+class ExperimentRegistry:
+    """Experiment records in memory, each write persisted atomically to ``data_dir/experiments``.
+
+    Args:
+        data_dir: the service's data directory; created if missing.
+
+    Raises:
+        StorageError: the directories cannot be created.
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        self._records_dir = data_dir / "experiments"
+        self._runs_dir = data_dir / "runs"
+        try:
+            self._records_dir.mkdir(parents=True, exist_ok=True)
+            self._runs_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise StorageError(f"cannot create the service data directory {data_dir}: {error}") from error
+        # Progress callbacks may arrive from other threads; one lock keeps memory and disk in step.
+        self._lock = threading.Lock()
+        self._records: dict[str, ExperimentRecord] = {}
+        self._load()
+
+    def create(self, spec: ExperimentSpec) -> ExperimentRecord:
+        """Register a new experiment as ``queued`` and persist it.
+
+        Args:
+            spec: the validated spec.
+
+        Returns:
+            The new record, with a fresh id and its run directory path (not yet created).
+        """
+        ticks = spec.total_ticks()
+        n_agents = len(spec.agents) + sum(population.count for population in spec.population)
+        with self._lock:
+            experiment_id = uuid.uuid4().hex[:12]
+            while experiment_id in self._records:
+                experiment_id = uuid.uuid4().hex[:12]
+            record = ExperimentRecord(
+                id=experiment_id,
+                name=spec.name,
+                created_at=utc_now(),
+                ticks_total=ticks,
+                agent_steps_total=ticks * n_agents,
+                run_dir=self._runs_dir / experiment_id,
+                spec=spec.model_dump(mode="json"),
+            )
+            self._save(record)
+        return record
+
+    def get(self, experiment_id: str) -> ExperimentRecord:
+        """The record with this id.
+
+        Raises:
+            ExperimentNotFoundError: no such experiment.
+        """
+        try:
+            return self._records[experiment_id]
+        except KeyError:
+            raise ExperimentNotFoundError(experiment_id) from None
+
+    def records(self) -> list[ExperimentRecord]:
+        """Every record, newest first."""
+        return sorted(self._records.values(), key=lambda record: (record.created_at, record.id), reverse=True)
+
+    def update(self, experiment_id: str, **changes: Any) -> ExperimentRecord:
+        """Change fields of a record and persist it.
+
+        Args:
+            experiment_id: the experiment.
+            **changes: field values; validated like the record itself.
+
+        Returns:
+            The new record.
+
+        Raises:
+            ExperimentNotFoundError: no such experiment.
+            pydantic.ValidationError: a value the record does not accept.
+        """
+        with self._lock:
+            current = self.get(experiment_id)
+            record = ExperimentRecord.model_validate({**current.model_dump(), **changes})
+            self._save(record)
+        return record
+
+    def _path(self, experiment_id: str) -> Path:
+        return self._records_dir / f"{experiment_id}.json"
+
+    def _save(self, record: ExperimentRecord) -> None:
+        atomic_write_text(self._path(record.id), record.model_dump_json(indent=2))
+        self._records[record.id] = record
+
+    def _load(self) -> None:
+        # Temp files start with "." and do not end in .json, so a crash mid-write never shows up here.
+        for path in sorted(self._records_dir.glob("*.json")):
+            try:
+                record = ExperimentRecord.model_validate(read_json(path))
+            except (StorageError, ValidationError) as error:
+                logger.warning("skipping unreadable experiment record %s: %s", path, error)
+                continue
+            if record.status in ACTIVE_STATUSES:
+                record = record.model_copy(
+                    update={
+                        "status": "interrupted",
+                        "error": f"the service stopped while this experiment was {record.status}; "
+                        "it did not finish (results up to the last committed tick may be present)",
+                    }
+                )
+                self._save(record)
+            else:
+                self._records[record.id] = record

@@ -1,0 +1,96 @@
+"""Reading a run's results for the API: its dataset catalogue, and one dataset as a Parquet file.
+
+Reads go through the engine's read-only ``ReplayReader``, which decides what a committed shard is.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from engine.storage.reader import ReplayReader
+from service.errors import DatasetNotFoundError
+from service.schemas import ColumnInfo, DatasetInfo
+
+__all__ = ["DATASET_NAME", "check_dataset_name", "export_dataset", "list_datasets"]
+
+logger = logging.getLogger(__name__)
+
+#: A dataset name as the engine allows it; checked before any path is built from it.
+DATASET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+def check_dataset_name(experiment_id: str, name: str) -> str:
+    """Return ``name`` if it can be a dataset name.
+
+    Raises:
+        DatasetNotFoundError: it cannot (no dataset could have that name).
+    """
+    if not DATASET_NAME.fullmatch(name):
+        raise DatasetNotFoundError(experiment_id, name, "not a valid dataset name (letters, digits and _ only)")
+    return name
+
+
+def list_datasets(run_dir: Path) -> list[DatasetInfo]:
+    """Describe every catalogued dataset of a run, with its committed row count.
+
+    Args:
+        run_dir: the run directory; a run that has not written anything yet has no datasets.
+
+    Raises:
+        StorageError: the catalog is malformed.
+        QueryError: a dataset's shards cannot be read.
+    """
+    if not (run_dir / "replay").is_dir():
+        return []
+    with ReplayReader(run_dir) as reader:
+        infos = []
+        for name in reader.datasets():
+            schema = reader.schema(name)
+            infos.append(
+                DatasetInfo(
+                    name=name,
+                    kind=schema.kind,
+                    description=schema.description,
+                    rows=reader.count(name),
+                    columns=[ColumnInfo(**column.model_dump()) for column in schema.columns],
+                )
+            )
+        return infos
+
+
+def export_dataset(experiment_id: str, run_dir: Path, name: str, dest: Path) -> int:
+    """Write every committed row of one dataset to a single Parquet file.
+
+    Args:
+        experiment_id: the experiment, for error messages.
+        run_dir: its run directory.
+        name: the dataset.
+        dest: the file to write.
+
+    Returns:
+        The number of rows written.
+
+    Raises:
+        DatasetNotFoundError: the name is invalid or the run has no such dataset.
+        QueryError: the dataset's shards cannot be read.
+    """
+    check_dataset_name(experiment_id, name)
+    if not (run_dir / "replay").is_dir():
+        raise DatasetNotFoundError(experiment_id, name)
+    with ReplayReader(run_dir) as reader:
+        if name not in reader.datasets():
+            raise DatasetNotFoundError(experiment_id, name)
+        schema = reader.schema(name)
+        table = reader.query(f'SELECT * FROM "{name}"')
+    try:
+        # Give the file the dataset's declared column order and Arrow types, not DuckDB's.
+        table = table.select([column.name for column in schema.columns]).cast(schema.arrow_schema())
+    except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
+        logger.warning("dataset %s of %s kept DuckDB's schema: %s", name, experiment_id, error)
+    pq.write_table(table, dest)
+    return table.num_rows

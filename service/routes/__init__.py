@@ -1,0 +1,3 @@
+"""The API's routers: ``experiments`` (submit, watch, download) and ``health``."""
+
+__all__: list[str] = []

@@ -1,0 +1,150 @@
+"""Response models of the HTTP API. Requests need none of their own: a submission is an ``ExperimentSpec``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from service.registry import ExperimentRecord, ExperimentStatus
+
+__all__ = [
+    "ColumnInfo",
+    "DatasetInfo",
+    "DatasetList",
+    "ExperimentBrief",
+    "ExperimentDetail",
+    "ExperimentList",
+    "Health",
+    "Progress",
+    "Usage",
+]
+
+
+class Progress(BaseModel):
+    """How far a run has got."""
+
+    ticks_done: int
+    ticks_total: int
+    agent_steps_done: int
+    agent_steps_total: int
+
+
+class Usage(BaseModel):
+    """LLM usage and wall time of a finished run."""
+
+    llm_calls: int
+    input_tokens: int
+    output_tokens: int
+    duration_s: float
+
+
+class ExperimentBrief(BaseModel):
+    """One experiment as listed."""
+
+    id: str
+    name: str
+    status: ExperimentStatus
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    progress: Progress
+    error: str | None
+
+    @classmethod
+    def from_record(cls, record: ExperimentRecord) -> ExperimentBrief:
+        """Build the listed view of a record."""
+        return cls(**_brief_fields(record))
+
+
+class ExperimentDetail(ExperimentBrief):
+    """One experiment in full: its spec, where its run lives, and where to watch the cluster."""
+
+    #: The Dask dashboard of the cluster the service runs experiments on.
+    dashboard_link: str | None
+    run_dir: str
+    #: Known once the run has ended (``null`` before, and for runs that never reported it).
+    usage: Usage | None
+    spec: dict[str, Any]
+
+    @classmethod
+    def from_record(cls, record: ExperimentRecord, dashboard_link: str | None = None) -> ExperimentDetail:
+        """Build the full view of a record.
+
+        Args:
+            record: the experiment's record.
+            dashboard_link: the shared client's dashboard URL, if it has one.
+        """
+        usage = None
+        if None not in (record.llm_calls, record.input_tokens, record.output_tokens, record.duration_s):
+            usage = Usage(
+                llm_calls=record.llm_calls,
+                input_tokens=record.input_tokens,
+                output_tokens=record.output_tokens,
+                duration_s=record.duration_s,
+            )
+        return cls(
+            **_brief_fields(record),
+            dashboard_link=dashboard_link,
+            run_dir=str(record.run_dir),
+            usage=usage,
+            spec=record.spec,
+        )
+
+
+class ExperimentList(BaseModel):
+    """Every experiment, newest first."""
+
+    experiments: list[ExperimentBrief]
+
+
+class ColumnInfo(BaseModel):
+    """One column of a dataset."""
+
+    name: str
+    type: str
+    description: str
+
+
+class DatasetInfo(BaseModel):
+    """One dataset of a run's replay: what it holds and how many rows are committed so far."""
+
+    name: str
+    kind: str
+    description: str
+    rows: int
+    columns: list[ColumnInfo]
+
+
+class DatasetList(BaseModel):
+    """The datasets of one experiment (empty before the run has catalogued any)."""
+
+    experiment_id: str
+    datasets: list[DatasetInfo]
+
+
+class Health(BaseModel):
+    """The service is up; how many experiments it is running, and the cluster's dashboard."""
+
+    status: str
+    running: int
+    dashboard_link: str | None
+
+
+def _brief_fields(record: ExperimentRecord) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "name": record.name,
+        "status": record.status,
+        "created_at": record.created_at,
+        "started_at": record.started_at,
+        "finished_at": record.finished_at,
+        "progress": Progress(
+            ticks_done=record.ticks_done,
+            ticks_total=record.ticks_total,
+            agent_steps_done=record.agent_steps_done,
+            agent_steps_total=record.agent_steps_total,
+        ),
+        "error": record.error,
+    }

@@ -1,0 +1,161 @@
+"""Dataset schemas convert rows strictly; the catalog records them once per run."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pydantic import ValidationError
+
+from engine.errors import StorageError
+from engine.storage.catalog import SCHEMA_FILE, Catalog, Column, DatasetSchema
+
+
+@pytest.fixture
+def schema() -> DatasetSchema:
+    return DatasetSchema(
+        name="agent_state",
+        kind="agent",
+        description="one row per agent per step",
+        columns=(
+            Column(name="step", type="int64", description="tick"),
+            Column(name="agent_id", type="string"),
+            Column(name="mood", type="float64"),
+            Column(name="active", type="bool"),
+            Column(name="at", type="timestamp"),
+            Column(name="memory", type="json"),
+            Column(name="tags", type="list<string>"),
+        ),
+    )
+
+
+def test_arrow_schema_maps_every_column_type(schema: DatasetSchema) -> None:
+    assert schema.arrow_schema() == pa.schema(
+        [
+            ("step", pa.int64()),
+            ("agent_id", pa.string()),
+            ("mood", pa.float64()),
+            ("active", pa.bool_()),
+            ("at", pa.timestamp("us")),
+            ("memory", pa.string()),
+            ("tags", pa.list_(pa.string())),
+        ]
+    )
+
+
+def test_to_table_fills_missing_keys_with_null_and_encodes_json(schema: DatasetSchema) -> None:
+    at = dt.datetime(2024, 1, 2, 3, 4, 5)
+    table = schema.to_table(
+        [
+            {"step": 1, "agent_id": "a", "mood": 1, "memory": {"b": 1, "a": [1, 2]}, "tags": ["x"], "at": at},
+            {"step": 2},
+        ]
+    )
+    assert table.schema == schema.arrow_schema()
+    rows = table.to_pylist()
+    assert rows[0]["memory"] == '{"a": [1, 2], "b": 1}'
+    assert rows[0]["mood"] == 1.0
+    assert rows[0]["at"] == at
+    assert rows[1] == {
+        "step": 2,
+        "agent_id": None,
+        "mood": None,
+        "active": None,
+        "at": None,
+        "memory": None,
+        "tags": None,
+    }
+
+
+def test_to_table_stores_aware_timestamps_as_utc(schema: DatasetSchema) -> None:
+    aware = dt.datetime(2024, 1, 1, 2, 0, tzinfo=dt.timezone(dt.timedelta(hours=2)))
+    assert schema.to_table([{"at": aware}]).column("at")[0].as_py() == dt.datetime(2024, 1, 1, 0, 0)
+
+
+def test_to_table_rejects_unknown_keys_naming_them(schema: DatasetSchema) -> None:
+    with pytest.raises(StorageError, match=r"agent_state.*\['extra', 'zzz'\]"):
+        schema.to_table([{"step": 1, "extra": 1}, {"zzz": 2}])
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("step", 1.5),
+        ("step", True),
+        ("step", "3"),
+        ("mood", "high"),
+        ("mood", False),
+        ("agent_id", 7),
+        ("active", 1),
+        ("at", "2024-01-01"),
+        ("tags", "ab"),
+        ("tags", ["a", 1]),
+    ],
+)
+def test_to_table_type_mismatch_names_dataset_and_column(schema: DatasetSchema, column: str, value: object) -> None:
+    with pytest.raises(StorageError, match=rf"'agent_state'.*'{column}'"):
+        schema.to_table([{column: value}])
+
+
+def test_invalid_schemas_are_rejected() -> None:
+    cols = (Column(name="x", type="int64"),)
+    for bad_name in ["Agent", "1x", "a-b", "spans", ""]:
+        with pytest.raises(ValidationError):
+            DatasetSchema(name=bad_name, kind="agent", columns=cols)
+    with pytest.raises(ValidationError, match="duplicate"):
+        DatasetSchema(name="d", kind="env", columns=(*cols, Column(name="X", type="string")))
+    with pytest.raises(ValidationError):
+        Column(name="x", type="decimal")  # type: ignore[arg-type]
+
+
+def test_register_writes_documented_format_and_merges(tmp_path: Path, schema: DatasetSchema) -> None:
+    catalog = Catalog(tmp_path / "replay")
+    assert catalog.load() == {}
+    other = DatasetSchema(name="env_events", kind="env", columns=(Column(name="step", type="int64"),))
+    catalog.register(schema)
+    catalog.register(other)
+    doc = json.loads((tmp_path / "replay" / SCHEMA_FILE).read_text())
+    assert sorted(doc["datasets"]) == ["agent_state", "env_events"]
+    assert doc["datasets"]["env_events"] == {
+        "kind": "env",
+        "description": "",
+        "columns": [{"name": "step", "type": "int64", "description": ""}],
+    }
+    assert catalog.load() == {"agent_state": schema, "env_events": other}
+
+
+def test_register_identical_schema_is_a_no_op(tmp_path: Path, schema: DatasetSchema) -> None:
+    catalog = Catalog(tmp_path)
+    catalog.register(schema)
+    before = (tmp_path / SCHEMA_FILE).stat().st_mtime_ns
+    catalog.register(schema.model_copy())
+    assert (tmp_path / SCHEMA_FILE).stat().st_mtime_ns == before
+    assert list(catalog.load()) == ["agent_state"]
+
+
+def test_register_conflicting_schema_raises_clear_error(tmp_path: Path, schema: DatasetSchema) -> None:
+    catalog = Catalog(tmp_path)
+    catalog.register(schema)
+    evolved = schema.model_copy(
+        update={
+            "columns": (*schema.columns[:1], Column(name="agent_id", type="int64"), Column(name="new", type="bool"))
+        }
+    )
+    with pytest.raises(StorageError) as info:
+        catalog.register(evolved)
+    message = str(info.value)
+    assert "'agent_state' is already registered with a different schema" in message
+    assert "+new" in message and "agent_id: string -> int64" in message and "-mood" in message
+    assert catalog.load()["agent_state"] == schema
+
+
+def test_malformed_catalog_is_a_storage_error(tmp_path: Path) -> None:
+    (tmp_path / SCHEMA_FILE).write_text('{"datasets": {"x": {"kind": "nope", "columns": []}}}')
+    with pytest.raises(StorageError, match="catalog entry 'x' is invalid"):
+        Catalog(tmp_path).load()
+    (tmp_path / SCHEMA_FILE).write_text("[]")
+    with pytest.raises(StorageError, match="no 'datasets'"):
+        Catalog(tmp_path).load()

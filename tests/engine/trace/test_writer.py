@@ -1,0 +1,58 @@
+"""Trace shards are JSONL, atomic and idempotent per name; writing them never loads DuckDB."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.errors import StorageError
+from engine.trace import Span, TraceRecorder, read_trace_shard, write_trace_shard
+
+
+def _spans(n: int) -> list[Span]:
+    rec = TraceRecorder()
+    for i in range(n):
+        with rec.span("agent", i=i, when=Path("/x")):
+            pass
+    return rec.drain()
+
+
+def test_write_trace_shard_writes_one_json_line_per_span(tmp_path: Path) -> None:
+    spans = _spans(3)
+    path = write_trace_shard(tmp_path / "trace", "step_000001-part_0000", spans)
+    assert path == tmp_path / "trace" / "step_000001-part_0000.jsonl"
+    lines = path.read_text().splitlines()
+    assert len(lines) == 3
+    first = json.loads(lines[0])
+    assert first["name"] == "agent" and first["attrs"] == {"i": 0, "when": "/x"}
+    assert [s.span_id for s in read_trace_shard(path)] == [s.span_id for s in spans]
+
+
+def test_rewriting_a_trace_shard_replaces_it(tmp_path: Path) -> None:
+    write_trace_shard(tmp_path, "s", _spans(3))
+    path = write_trace_shard(tmp_path, "s", _spans(1))
+    assert path is not None
+    assert len(read_trace_shard(path)) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["s.jsonl"]
+
+
+def test_empty_spans_write_nothing_and_bad_names_are_rejected(tmp_path: Path) -> None:
+    assert write_trace_shard(tmp_path, "s", []) is None
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(StorageError, match="invalid shard name"):
+        write_trace_shard(tmp_path, "../s", _spans(1))
+
+
+def test_trace_and_replay_writers_do_not_import_duckdb() -> None:
+    code = (
+        "import sys, engine.trace, engine.storage\n"
+        "from engine.storage import ReplayWriter, format_table\n"
+        "assert 'duckdb' not in sys.modules, 'duckdb imported'\n"
+        "from engine.storage import ReplayReader\n"
+        "assert 'duckdb' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[3], timeout=60)

@@ -1,0 +1,110 @@
+"""ExperimentRegistry: records on disk, atomic writes, and what a restart finds."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.spec import ExperimentSpec, parse_spec
+from service.errors import ExperimentNotFoundError
+from service.registry import ExperimentRegistry
+
+
+@pytest.fixture
+def make_spec(make_spec_data: Callable[..., dict[str, Any]]) -> Callable[..., ExperimentSpec]:
+    return lambda name="registry-test": parse_spec(make_spec_data(name))
+
+
+def test_create_persists_a_queued_record_with_its_run_dir(tmp_path: Path, make_spec) -> None:
+    record = ExperimentRegistry(tmp_path).create(make_spec())
+    assert record.status == "queued"
+    assert len(record.id) == 12 and int(record.id, 16) >= 0
+    assert record.run_dir == tmp_path / "runs" / record.id
+    assert record.ticks_total == 2 and record.agent_steps_total == 8
+    assert record.spec["name"] == "registry-test" and len(record.spec["agents"]) == 4
+    on_disk = json.loads((tmp_path / "experiments" / f"{record.id}.json").read_text())
+    assert on_disk["id"] == record.id and on_disk["status"] == "queued"
+
+
+def test_agent_steps_total_counts_population_members(tmp_path: Path, make_spec_data) -> None:
+    data = make_spec_data()
+    data["population"] = [{"count": 6, "profile_template": {"name": "p{i}"}}]
+    record = ExperimentRegistry(tmp_path).create(parse_spec(data))
+    assert record.agent_steps_total == 2 * (4 + 6)
+
+
+def test_update_is_persisted_and_survives_reload(tmp_path: Path, make_spec) -> None:
+    registry = ExperimentRegistry(tmp_path)
+    record = registry.create(make_spec())
+    registry.update(record.id, status="completed", ticks_done=2, agent_steps_done=8, llm_calls=8)
+    reloaded = ExperimentRegistry(tmp_path).get(record.id)
+    assert reloaded.status == "completed"
+    assert (reloaded.ticks_done, reloaded.agent_steps_done, reloaded.llm_calls) == (2, 8, 8)
+    assert reloaded.created_at == record.created_at
+
+
+def test_update_rejects_unknown_status(tmp_path: Path, make_spec) -> None:
+    registry = ExperimentRegistry(tmp_path)
+    record = registry.create(make_spec())
+    with pytest.raises(ValueError):
+        registry.update(record.id, status="exploded")
+    assert registry.get(record.id).status == "queued"
+
+
+def test_writes_leave_no_temp_files(tmp_path: Path, make_spec) -> None:
+    registry = ExperimentRegistry(tmp_path)
+    record = registry.create(make_spec())
+    for tick in range(5):
+        registry.update(record.id, ticks_done=tick)
+    assert [p.name for p in (tmp_path / "experiments").iterdir()] == [f"{record.id}.json"]
+
+
+def test_records_are_listed_newest_first(tmp_path: Path, make_spec) -> None:
+    registry = ExperimentRegistry(tmp_path)
+    ids = []
+    for i in range(3):
+        ids.append(registry.create(make_spec(f"exp-{i}")).id)
+        time.sleep(0.002)
+    assert [r.id for r in registry.records()] == ids[::-1]
+    assert [r.id for r in ExperimentRegistry(tmp_path).records()] == ids[::-1]
+
+
+def test_get_unknown_id_raises_not_found(tmp_path: Path) -> None:
+    with pytest.raises(ExperimentNotFoundError, match="nope"):
+        ExperimentRegistry(tmp_path).get("nope")
+
+
+@pytest.mark.parametrize("status", ["queued", "running"])
+def test_reload_marks_unfinished_records_interrupted(tmp_path: Path, make_spec, status: str) -> None:
+    registry = ExperimentRegistry(tmp_path)
+    record = registry.create(make_spec())
+    registry.update(record.id, status=status, ticks_done=1)
+    reloaded = ExperimentRegistry(tmp_path).get(record.id)
+    assert reloaded.status == "interrupted"
+    assert reloaded.ticks_done == 1
+    assert reloaded.error and "service stopped" in reloaded.error and status in reloaded.error
+    on_disk = json.loads((tmp_path / "experiments" / f"{record.id}.json").read_text())
+    assert on_disk["status"] == "interrupted"
+
+
+@pytest.mark.parametrize("status", ["completed", "failed", "cancelled"])
+def test_reload_keeps_final_records_as_they_were(tmp_path: Path, make_spec, status: str) -> None:
+    registry = ExperimentRegistry(tmp_path)
+    record = registry.create(make_spec())
+    registry.update(record.id, status=status, error=None)
+    reloaded = ExperimentRegistry(tmp_path).get(record.id)
+    assert reloaded.status == status and reloaded.error is None
+
+
+def test_reload_skips_temp_leftovers_and_corrupt_records(tmp_path: Path, make_spec) -> None:
+    record = ExperimentRegistry(tmp_path).create(make_spec())
+    records_dir = tmp_path / "experiments"
+    (records_dir / f".{record.id}.json.tmp-deadbeef").write_text("{half a rec")
+    (records_dir / "broken.json").write_text("{not json")
+    (records_dir / "alien.json").write_text(json.dumps({"id": "alien"}))
+    assert [r.id for r in ExperimentRegistry(tmp_path).records()] == [record.id]

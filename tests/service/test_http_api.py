@@ -1,0 +1,222 @@
+"""The HTTP API end to end: a real uvicorn server, a real LocalCluster, the real engine, httpx."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("engine.society.runner", reason="engine/society/runner.py has not landed yet")
+pytest.importorskip("engine.society.cluster", reason="engine/society/cluster.py has not landed yet")
+
+import httpx  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+import uvicorn  # noqa: E402
+
+from service.app import create_app  # noqa: E402
+from service.settings import ServiceSettings  # noqa: E402
+
+#: Statuses after which an experiment changes no more.
+FINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "interrupted"})
+
+
+@contextlib.contextmanager
+def serve(settings: ServiceSettings, startup_timeout: float = 60.0) -> Iterator[httpx.Client]:
+    """Run the app in a real uvicorn server on 127.0.0.1 (a free port), in a background thread.
+
+    Yields:
+        An httpx client for the server. On exit the server shuts down, running the lifespan exit.
+    """
+    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="polis-test-uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + startup_timeout
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("uvicorn stopped during startup (see the log for the lifespan error)")
+        if time.monotonic() > deadline:
+            server.should_exit = True
+            raise TimeoutError(f"uvicorn did not start within {startup_timeout} s")
+        time.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+            yield http
+    finally:
+        server.should_exit = True
+        thread.join(timeout=60)
+        assert not thread.is_alive(), "uvicorn did not shut down within 60 s"
+
+
+def wait_until_final(http: httpx.Client, experiment_id: str, timeout: float = 120.0) -> dict[str, Any]:
+    """Poll ``GET /experiments/{id}`` until its status is final; return the last body."""
+    deadline = time.monotonic() + timeout
+    while True:
+        response = http.get(f"/experiments/{experiment_id}")
+        response.raise_for_status()
+        body = response.json()
+        if body["status"] in FINAL_STATUSES:
+            return body
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"experiment {experiment_id} still {body['status']} after {timeout} s: {body}")
+        time.sleep(0.25)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("polis-service")
+
+
+@pytest.fixture(scope="module")
+def http(dask_cluster: Any, data_dir: Path) -> Iterator[httpx.Client]:
+    settings = ServiceSettings(data_dir=data_dir, scheduler=dask_cluster.scheduler_address)
+    with serve(settings) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def completed(http: httpx.Client, make_spec_data: Callable[..., dict]) -> dict[str, Any]:
+    """One small experiment submitted and run to its end; the last ``GET`` body."""
+    response = http.post("/experiments", json=make_spec_data("http-smoke"))
+    assert response.status_code == 201, response.text
+    return wait_until_final(http, response.json()["id"])
+
+
+def test_submit_returns_201_with_a_queued_record(http: httpx.Client, make_spec_data: Callable[..., dict]) -> None:
+    response = http.post("/experiments", json=make_spec_data("submit-only"))
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert len(body["id"]) == 12
+    assert body["status"] in {"queued", "running"}
+    assert body["spec"]["agents"][3]["profile"]["name"] == "Di"
+    assert response.headers["location"] == f"/experiments/{body['id']}"
+    wait_until_final(http, body["id"])
+
+
+def test_experiment_completes_with_two_ticks_and_eight_agent_steps(completed: dict[str, Any]) -> None:
+    assert completed["status"] == "completed", completed["error"]
+    assert completed["error"] is None
+    assert completed["progress"] == {"ticks_done": 2, "ticks_total": 2, "agent_steps_done": 8, "agent_steps_total": 8}
+    assert completed["dashboard_link"].startswith("http")
+    assert completed["started_at"] and completed["finished_at"]
+    assert completed["usage"]["llm_calls"] >= 1
+
+
+def test_listing_shows_experiments_newest_first(http: httpx.Client, completed: dict[str, Any]) -> None:
+    listed = http.get("/experiments").json()["experiments"]
+    assert completed["id"] in [e["id"] for e in listed]
+    created = [e["created_at"] for e in listed]
+    assert created == sorted(created, reverse=True)
+
+
+def test_datasets_list_actions_with_kind_rows_and_columns(http: httpx.Client, completed: dict[str, Any]) -> None:
+    response = http.get(f"/experiments/{completed['id']}/datasets")
+    assert response.status_code == 200, response.text
+    datasets = {d["name"]: d for d in response.json()["datasets"]}
+    assert "actions" in datasets
+    actions = datasets["actions"]
+    assert actions["rows"] == 8
+    assert actions["kind"]
+    assert "agent_id" in [c["name"] for c in actions["columns"]]
+
+
+def test_download_actions_parquet_has_one_row_per_agent_step(http: httpx.Client, completed: dict[str, Any]) -> None:
+    response = http.get(f"/experiments/{completed['id']}/datasets/actions.parquet")
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/vnd.apache.parquet"
+    assert f'filename="{completed["id"]}_actions.parquet"' in response.headers["content-disposition"]
+    table = pq.read_table(io.BytesIO(response.content))
+    assert table.num_rows == 8
+    assert len(set(table.column("agent_id").to_pylist())) == 4
+
+
+@pytest.mark.parametrize(
+    ("mutate", "loc"),
+    [
+        (lambda spec: spec.update(batch_size=-1), ["body", "batch_size"]),
+        (lambda spec: spec["agents"][0].pop("id"), ["body", "agents", 0, "id"]),
+        (lambda spec: spec["agents"][1].update(type=7), ["body", "agents", 1, "type"]),
+        (lambda spec: spec["steps"][0].update(num_steps=0), ["body", "steps", 0, "run", "num_steps"]),
+    ],
+    ids=["negative-batch-size", "agent-without-id", "agent-type-not-a-string", "zero-steps"],
+)
+def test_malformed_spec_is_422_naming_the_field_path(
+    http: httpx.Client, make_spec_data: Callable[..., dict], mutate: Callable[[dict], Any], loc: list[Any]
+) -> None:
+    spec = make_spec_data("bad")
+    mutate(spec)
+    response = http.post("/experiments", json=spec)
+    assert response.status_code == 422, response.text
+    assert loc in [item["loc"] for item in response.json()["detail"]]
+
+
+def test_spec_level_problem_is_422(http: httpx.Client, make_spec_data: Callable[..., dict]) -> None:
+    spec = make_spec_data("dupes")
+    spec["agents"][1]["id"] = 0
+    response = http.post("/experiments", json=spec)
+    assert response.status_code == 422, response.text
+    assert "appears twice" in json.dumps(response.json()["detail"])
+
+
+def test_unknown_experiment_is_404(http: httpx.Client) -> None:
+    for path in ("/experiments/0123456789ab", "/experiments/0123456789ab/datasets", "/experiments/nope/datasets/actions.parquet"):
+        response = http.get(path)
+        assert response.status_code == 404, path
+        assert "not found" in response.json()["detail"]
+
+
+def test_unknown_dataset_is_404(http: httpx.Client, completed: dict[str, Any]) -> None:
+    response = http.get(f"/experiments/{completed['id']}/datasets/no_such_dataset.parquet")
+    assert response.status_code == 404
+    assert "no_such_dataset" in response.json()["detail"]
+
+
+def test_invalid_dataset_name_is_404_before_touching_disk(http: httpx.Client, completed: dict[str, Any]) -> None:
+    for name in ("..%2F_schema", "bad-name", "1abc"):
+        response = http.get(f"/experiments/{completed['id']}/datasets/{name}.parquet")
+        assert response.status_code == 404, name
+        assert "not a valid dataset name" in response.json()["detail"], name
+
+
+def test_cancel_of_a_finished_experiment_is_409(http: httpx.Client, completed: dict[str, Any]) -> None:
+    response = http.post(f"/experiments/{completed['id']}/cancel")
+    assert response.status_code == 409
+    assert "completed" in response.json()["detail"]
+
+
+def test_health_reports_ok_and_the_dashboard(http: httpx.Client) -> None:
+    body = http.get("/health").json()
+    assert body["status"] == "ok"
+    assert body["dashboard_link"].startswith("http")
+
+
+def test_restarted_service_keeps_finished_experiments_and_interrupts_running_ones(
+    dask_cluster: Any, tmp_path: Path, make_spec_data: Callable[..., dict]
+) -> None:
+    settings = ServiceSettings(data_dir=tmp_path, scheduler=dask_cluster.scheduler_address)
+    with serve(settings) as http:
+        experiment_id = http.post("/experiments", json=make_spec_data("before-restart")).json()["id"]
+        assert wait_until_final(http, experiment_id)["status"] == "completed"
+
+    # A record a dead service process left "running".
+    record = json.loads((tmp_path / "experiments" / f"{experiment_id}.json").read_text())
+    record.update(id="deadbeef0001", status="running", finished_at=None, error=None)
+    (tmp_path / "experiments" / "deadbeef0001.json").write_text(json.dumps(record))
+
+    with serve(settings) as http:
+        statuses = {e["id"]: e["status"] for e in http.get("/experiments").json()["experiments"]}
+        assert statuses == {experiment_id: "completed", "deadbeef0001": "interrupted"}
+        interrupted = http.get("/experiments/deadbeef0001").json()
+        assert "service stopped" in interrupted["error"]
+        survived = http.get(f"/experiments/{experiment_id}").json()
+        assert survived["progress"]["ticks_done"] == 2
+        datasets = http.get(f"/experiments/{experiment_id}/datasets").json()["datasets"]
+        assert {"name": "actions", "rows": 8}.items() <= next(d for d in datasets if d["name"] == "actions").items()

@@ -1,0 +1,186 @@
+"""Submitter and ProgressRecorder, driven by a fake run function of run_experiment's shape."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+runner = pytest.importorskip("engine.society.runner", reason="engine/society/runner.py has not landed yet")
+
+from engine.spec import ExperimentSpec, parse_spec  # noqa: E402
+from service.errors import ExperimentNotFoundError, ExperimentNotRunningError  # noqa: E402
+from service.registry import ExperimentRegistry  # noqa: E402
+from service.submission import ProgressRecorder, Submitter  # noqa: E402
+
+RunProgress = runner.RunProgress
+RunSummary = runner.RunSummary
+
+
+class CountingRegistry(ExperimentRegistry):
+    """A real registry that also remembers every update it was asked for."""
+
+    def __init__(self, data_dir: Path) -> None:
+        super().__init__(data_dir)
+        self.updates: list[dict[str, Any]] = []
+
+    def update(self, experiment_id: str, **changes: Any):
+        self.updates.append(changes)
+        return super().update(experiment_id, **changes)
+
+
+def _progress(status: str, ticks_done: int, steps_done: int) -> Any:
+    return RunProgress(status=status, ticks_done=ticks_done, ticks_total=2, agent_steps_done=steps_done, agent_steps_total=8)
+
+
+def fake_run(*, summary_status: str = "completed", error: str | None = None, block: asyncio.Event | None = None):
+    """A run function that reports one progress per tick, optionally blocks, then returns a summary."""
+
+    async def run(spec: ExperimentSpec, run_dir: Path, client: Any, *, on_progress=None) -> Any:
+        n_agents = len(spec.all_agents())
+        on_progress(_progress("starting", 0, 0))
+        for tick in range(1, spec.total_ticks() + 1):
+            await asyncio.sleep(0)
+            on_progress(_progress("running", tick, tick * n_agents))
+            if block is not None:
+                await block.wait()
+        return RunSummary(
+            status=summary_status,
+            run_dir=run_dir,
+            ticks_done=spec.total_ticks(),
+            agent_steps=spec.total_ticks() * n_agents,
+            llm_calls=8,
+            input_tokens=800,
+            output_tokens=160,
+            duration_s=0.5,
+            error=error,
+        )
+
+    return run
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> CountingRegistry:
+    return CountingRegistry(tmp_path)
+
+
+@pytest.fixture
+def spec(make_spec_data: Callable[..., dict[str, Any]]) -> ExperimentSpec:
+    return parse_spec(make_spec_data("submission-test"))
+
+
+async def _settle(submitter: Submitter, timeout: float = 5.0) -> None:
+    async with asyncio.timeout(timeout):
+        while submitter.active():
+            await asyncio.sleep(0.01)
+
+
+async def _until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+
+async def test_completed_run_records_summary_counts_and_usage(registry, spec) -> None:
+    submitter = Submitter(registry, client=object(), run=fake_run())
+    record = registry.create(spec)
+    submitter.submit(record, spec)
+    await _settle(submitter)
+    done = registry.get(record.id)
+    assert done.status == "completed" and done.error is None
+    assert (done.ticks_done, done.ticks_total, done.agent_steps_done, done.agent_steps_total) == (2, 2, 8, 8)
+    assert (done.llm_calls, done.input_tokens, done.output_tokens, done.duration_s) == (8, 800, 160, 0.5)
+    assert done.started_at is not None and done.finished_at is not None
+    assert ExperimentRegistry(registry._records_dir.parent).get(record.id).status == "completed"
+
+
+async def test_failed_summary_keeps_the_runners_error(registry, spec) -> None:
+    submitter = Submitter(registry, client=object(), run=fake_run(summary_status="failed", error="LLMCallError: 502"))
+    record = registry.create(spec)
+    submitter.submit(record, spec)
+    await _settle(submitter)
+    assert registry.get(record.id).status == "failed"
+    assert registry.get(record.id).error == "LLMCallError: 502"
+
+
+async def test_run_function_that_raises_marks_failed_never_running(registry, spec) -> None:
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("bug in the runner")
+
+    submitter = Submitter(registry, client=object(), run=broken)
+    record = registry.create(spec)
+    submitter.submit(record, spec)
+    await _settle(submitter)
+    failed = registry.get(record.id)
+    assert failed.status == "failed"
+    assert "RuntimeError: bug in the runner" in failed.error
+    assert failed.finished_at is not None
+
+
+async def test_shutdown_cancels_running_experiments_and_marks_them_interrupted(registry, spec) -> None:
+    submitter = Submitter(registry, client=object(), run=fake_run(block=asyncio.Event()), progress_interval=0)
+    record = registry.create(spec)
+    submitter.submit(record, spec)
+    await _until(lambda: registry.get(record.id).ticks_done == 1)
+    assert registry.get(record.id).status == "running"
+    await submitter.shutdown()
+    stopped = registry.get(record.id)
+    assert stopped.status == "interrupted"
+    assert "shut down" in stopped.error
+    assert stopped.ticks_done == 1 and stopped.finished_at is not None
+    assert submitter.active() == []
+
+
+async def test_cancel_marks_cancelled_and_a_second_cancel_is_refused(registry, spec) -> None:
+    submitter = Submitter(registry, client=object(), run=fake_run(block=asyncio.Event()))
+    record = registry.create(spec)
+    submitter.submit(record, spec)
+    await _until(lambda: registry.get(record.id).status == "running")
+    submitter.cancel(record.id)
+    await _settle(submitter)
+    assert registry.get(record.id).status == "cancelled"
+    with pytest.raises(ExperimentNotRunningError, match="cancelled"):
+        submitter.cancel(record.id)
+    with pytest.raises(ExperimentNotFoundError):
+        submitter.cancel("nope")
+
+
+async def test_cancel_before_the_task_starts_still_ends_cancelled(registry, spec) -> None:
+    submitter = Submitter(registry, client=object(), run=fake_run())
+    record = registry.create(spec)
+    submitter.submit(record, spec)
+    submitter.cancel(record.id)
+    await _settle(submitter)
+    assert registry.get(record.id).status == "cancelled"
+
+
+def test_progress_writes_are_throttled_but_status_changes_always_written(registry, spec) -> None:
+    record = registry.create(spec)
+    now = [0.0]
+    recorder = ProgressRecorder(registry, record.id, interval=0.5, clock=lambda: now[0])
+    for t, status, ticks in [
+        (0.0, "starting", 0),  # first report: written
+        (0.1, "running", 0),  # status change: written
+        (0.2, "running", 1),  # within 0.5 s of the last write: skipped
+        (0.4, "running", 1),  # skipped
+        (0.7, "running", 2),  # 0.6 s since the last write: written
+        (0.8, "running", 2),  # skipped
+    ]:
+        now[0] = t
+        recorder(_progress(status, ticks, ticks * 4))
+    assert len(registry.updates) == 3
+    assert registry.get(record.id).status == "running"
+    assert registry.get(record.id).ticks_done == 2
+    assert recorder.counts()["agent_steps_done"] == 8
+
+
+def test_progress_error_is_recorded(registry, spec) -> None:
+    record = registry.create(spec)
+    recorder = ProgressRecorder(registry, record.id)
+    recorder(RunProgress(status="failed", ticks_done=1, ticks_total=2, agent_steps_done=4, agent_steps_total=8, error="boom"))
+    assert registry.get(record.id).error == "boom"
+    # A final status comes from the run's summary, not from a progress report.
+    assert registry.get(record.id).status == "queued"
