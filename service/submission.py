@@ -175,7 +175,7 @@ class Submitter:
                 error=f"internal error: {type(error).__name__}: {error}",
             )
             return
-        self._registry.update(experiment_id, **recorder.counts(), **_summary_fields(summary))
+        self._registry.update(experiment_id, **{**recorder.counts(), **_summary_fields(summary)})
 
     def _mark_stopped(self, experiment_id: str, counts: dict[str, int]) -> None:
         if self._registry.get(experiment_id).status not in ACTIVE_STATUSES:
@@ -190,8 +190,12 @@ class Submitter:
         if task.cancelled():
             # Cancelled before its first step never reached _run's handler.
             self._mark_stopped(experiment_id, {})
-        elif task.exception() is not None:
-            logger.error("experiment task %s failed", experiment_id, exc_info=task.exception())
+        elif (error := task.exception()) is not None:
+            logger.error("experiment task %s failed", experiment_id, exc_info=error)
+            if self._registry.get(experiment_id).status in ACTIVE_STATUSES:
+                self._registry.update(
+                    experiment_id, status="failed", finished_at=utc_now(), error=f"internal error: {type(error).__name__}: {error}"
+                )
         self._tasks.pop(experiment_id, None)
         self._cancel_requested.discard(experiment_id)
 

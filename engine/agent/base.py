@@ -139,7 +139,15 @@ class AgentBase(ABC):
     def react_tools(self, *, readonly: bool = False) -> dict[str, AgentTool]:
         """Tools offered this turn. Subclasses add theirs to ``super().react_tools(...)``."""
         tools = {ASK_ENV.name: ASK_ENV, FINISH.name: FINISH}
-        return {name: t for name, t in tools.items() if t.readonly or not readonly}
+        return self._offer(tools, readonly=readonly)
+
+    def _offer(self, tools: dict[str, AgentTool], *, readonly: bool) -> dict[str, AgentTool]:
+        """Filter by readonly and by ``config.tools`` (a researcher's allow-list; finish always stays)."""
+        allowed = self.config.get("tools")
+        return {
+            name: t for name, t in tools.items()
+            if (t.readonly or not readonly) and (allowed is None or name in allowed or name == FINISH.name)
+        }
 
     def decision_model(self, tools: dict[str, AgentTool]) -> type[BaseModel]:
         return build_decision_model(
@@ -170,7 +178,7 @@ class AgentBase(ABC):
         """Send an instruction to the environment router; returns its answer."""
         if self._trace is not None:
             with self._trace.span("env.ask", agent_id=self.id) as span:
-                ref = span.ref()
+                ref = span.ref
                 ctx, answer = await self._env.ask(
                     {"agent_id": self.id}, instruction, readonly=readonly, trace_id=ref.trace_id, parent_span_id=ref.span_id
                 )
@@ -182,7 +190,11 @@ class AgentBase(ABC):
     async def run_react_loop(
         self, *, tick: int, t: datetime, observations: list[str] | None = None, question: str | None = None, readonly: bool = False
     ) -> StepOutcome:
-        """Decide, act, repeat until ``finish`` or the turn limit (``config.max_react_turns``, default 4)."""
+        """Decide, act, repeat until ``finish`` or the turn limit.
+
+        Config keys: ``max_react_turns`` (default 4), ``max_parse_attempts`` (default 3),
+        ``tools`` (allow-list of tool names; ``finish`` is always offered).
+        """
         tools = self.react_tools(readonly=readonly)
         decision_type = self.decision_model(tools)
         messages = self.build_react_messages(tick=tick, t=t, observations=observations or [], question=question, readonly=readonly)

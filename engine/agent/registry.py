@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from functools import lru_cache
 from importlib.metadata import entry_points
 
 from engine.errors import SpecError
@@ -19,7 +20,9 @@ def register_agent(cls: type, name: str | None = None) -> type:
     return cls
 
 
+@lru_cache(maxsize=1)
 def _table() -> dict[str, str]:
+    # Entry points are scanned once per process: the scan reads every installed distribution.
     table = dict(_BUILTIN)
     for ep in entry_points(group="polis.agents"):
         table.setdefault(ep.name, ep.value)

@@ -60,7 +60,9 @@ class AgentWorkspace:
             raise WorkspaceError(f"{path} is corrupt: {error}") from None
 
     def write_json(self, relative: str, value: Any) -> None:
-        atomic_write_json(self.root / relative, value)
+        # Atomic against a process crash (rename); no fsync: one per agent per tick costs more
+        # than the rest of the agent-step, and run-level files keep theirs.
+        atomic_write_json(self.root / relative, value, durable=False)
 
     def append_jsonl(self, relative: str, records: list[dict[str, Any]]) -> None:
         """Append records to a log (one write call, so a crash loses at most the tail line)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from importlib.metadata import entry_points
 
 from engine.errors import SpecError
@@ -13,7 +14,9 @@ _BUILTIN = {"MessagingSpace": "engine.env.modules.messaging:MessagingSpace"}
 _ALIASES = {"SimpleSocialSpace": "MessagingSpace", "messaging": "MessagingSpace"}
 
 
+@lru_cache(maxsize=1)
 def _table() -> dict[str, str]:
+    # Entry points are scanned once per process: the scan reads every installed distribution.
     table = dict(_BUILTIN)
     for ep in entry_points(group="polis.env_modules"):
         table.setdefault(ep.name, ep.value)

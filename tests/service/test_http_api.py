@@ -180,10 +180,12 @@ def test_unknown_dataset_is_404(http: httpx.Client, completed: dict[str, Any]) -
 
 
 def test_invalid_dataset_name_is_404_before_touching_disk(http: httpx.Client, completed: dict[str, Any]) -> None:
-    for name in ("..%2F_schema", "bad-name", "1abc"):
+    for name in ("bad-name", "1abc", "..", "actions.x"):
         response = http.get(f"/experiments/{completed['id']}/datasets/{name}.parquet")
         assert response.status_code == 404, name
         assert "not a valid dataset name" in response.json()["detail"], name
+    # An encoded slash decodes to a path no route matches.
+    assert http.get(f"/experiments/{completed['id']}/datasets/..%2F_schema.parquet").status_code == 404
 
 
 def test_cancel_of_a_finished_experiment_is_409(http: httpx.Client, completed: dict[str, Any]) -> None:

@@ -10,26 +10,16 @@ schema path; an unsatisfiable schema raises too. Nothing invalid is ever returne
 from __future__ import annotations
 
 import copy
+import math
 import random
-import uuid
-from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
 from engine.llm.sim.schema_match import MAX_REF_DEPTH, SchemaMatcher, json_equal, multiple_ok, resolve_ref
 from engine.llm.sim.schema_merge import constraint_keys, merge_schemas
+from engine.llm.sim.vocabulary import FORMATS, WORDS
 
-__all__ = ["WORDS", "generate_instance"]
-
-#: Short readable words the simulated LLM writes with.
-WORDS: tuple[str, ...] = (
-    "apple", "river", "market", "stone", "garden", "cloud", "harbor", "lantern", "meadow", "orbit",
-    "pepper", "quiet", "signal", "timber", "velvet", "willow", "amber", "bridge", "canyon", "delta",
-    "ember", "forest", "glacier", "hollow", "island", "jasmine", "kettle", "ladder", "marble", "needle",
-    "olive", "pebble", "quartz", "ribbon", "saddle", "tunnel", "umbrella", "valley", "window", "yarrow",
-    "zephyr", "copper", "falcon", "granite", "honey", "indigo", "juniper", "lotus", "maple", "nectar",
-    "ocean", "prairie", "rowan", "silver", "thistle", "violet", "walnut", "cedar", "dune", "fern",
-)  # fmt: skip
+__all__ = ["generate_instance"]
 
 #: Past this nesting depth optional parts are left out and terminating branches are preferred.
 SOFT_DEPTH = 6
@@ -50,32 +40,6 @@ _TYPE_HINTS: tuple[tuple[str, frozenset[str]], ...] = (
     ("string", frozenset({"minLength", "maxLength", "format"})),
     ("number", frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})),
 )  # fmt: skip
-
-
-def _date(rng: random.Random) -> str:
-    return f"{rng.randint(2020, 2025):04d}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
-
-
-def _time(rng: random.Random) -> str:
-    return f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}Z"
-
-
-_FORMATS: dict[str, Callable[[random.Random], str]] = {
-    "date-time": lambda r: f"{_date(r)}T{_time(r)}",
-    "date": _date,
-    "time": _time,
-    "uuid": lambda r: str(uuid.UUID(int=r.getrandbits(128), version=4)),
-    "email": lambda r: f"{r.choice(WORDS)}.{r.choice(WORDS)}@example.org",
-    "uri": lambda r: f"https://example.org/{r.choice(WORDS)}",
-    "iri": lambda r: f"https://example.org/{r.choice(WORDS)}",
-    "uri-reference": lambda r: f"https://example.org/{r.choice(WORDS)}",
-    "hostname": lambda r: f"{r.choice(WORDS)}.example.org",
-    "ipv4": lambda r: f"10.{r.randint(0, 255)}.{r.randint(0, 255)}.{r.randint(1, 254)}",
-    "ipv6": lambda r: f"fd00::{r.randint(1, 0xFFFF):x}",
-    "duration": lambda r: f"PT{r.randint(1, 59)}M",
-    "password": lambda r: r.choice(WORDS),
-    "binary": lambda r: r.choice(WORDS),
-}
 
 
 def generate_instance(schema: dict[str, Any] | bool, rng: random.Random) -> Any:
@@ -102,6 +66,7 @@ class _Generator:
         self.root = root
         self.rng = rng
         self.matcher = SchemaMatcher(root)
+        self.refs: dict[str, Any] = {}
 
     def gen(self, schema: Any, path: str, depth: int) -> Any:
         if depth > MAX_REF_DEPTH:
@@ -118,10 +83,7 @@ class _Generator:
             raise ValueError(f"unsupported JSON Schema keyword {key!r} at {path}: cannot guarantee a valid instance")
         if "$ref" in schema:
             ref = schema["$ref"]
-            try:
-                target = resolve_ref(self.root, ref)
-            except ValueError as exc:
-                raise ValueError(f"{path}: {exc}") from None
+            target = self._resolve(ref, path)
             rest = {k: v for k, v in schema.items() if k != "$ref"}
             if constraint_keys(rest):
                 return self.gen({"allOf": [target, rest]}, path, depth + 1)
@@ -135,6 +97,14 @@ class _Generator:
         kind = self._pick_type(schema, path, depth)
         return getattr(self, "_" + kind)(schema, path, depth)
 
+    def _resolve(self, ref: str, path: str) -> Any:
+        if ref not in self.refs:
+            try:
+                self.refs[ref] = resolve_ref(self.root, ref)
+            except ValueError as exc:
+                raise ValueError(f"{path}: {exc}") from None
+        return self.refs[ref]
+
     # -- combinators ---------------------------------------------------------------------------
 
     def _deref(self, schema: Any, path: str, depth: int) -> dict[str, Any]:
@@ -146,7 +116,7 @@ class _Generator:
         if not isinstance(schema, dict):
             return self.gen(schema, path, depth)  # raises the right error for False / non-schemas
         if "$ref" in schema:
-            target = self._deref(resolve_ref(self.root, schema["$ref"]), schema["$ref"], depth + 1)
+            target = self._deref(self._resolve(schema["$ref"], path), schema["$ref"], depth + 1)
             rest = self._deref({k: v for k, v in schema.items() if k != "$ref"}, path, depth + 1)
             return merge_schemas(target, rest, path) if constraint_keys(rest) else target
         if "allOf" in schema:
@@ -193,7 +163,9 @@ class _Generator:
                 return value
         if first_error is not None and not order:
             raise first_error
-        raise ValueError(f"{path}/{key}: no generated value matched {'exactly one branch' if key == 'oneOf' else 'the schema'}")
+        raise ValueError(
+            f"{path}/{key}: no generated value matched {'exactly one branch' if key == 'oneOf' else 'the schema'}"
+        )
 
     def _enum(self, schema: dict[str, Any], path: str) -> Any:
         options = [schema["const"]] if "const" in schema else schema["enum"]
@@ -233,12 +205,12 @@ class _Generator:
         lo, hi = schema.get("minLength", 0), schema.get("maxLength")
         if hi is not None and lo > hi:
             raise ValueError(f"{path}: minLength {lo} > maxLength {hi}")
-        if fmt is not None and fmt not in _FORMATS:
+        if fmt is not None and fmt not in FORMATS:
             raise ValueError(f"unsupported string format {fmt!r} at {path}/format")
         if fmt is None:
             return self._words(lo, hi)
         for _ in range(_ATTEMPTS):
-            text = _FORMATS[fmt](self.rng)
+            text = FORMATS[fmt](self.rng)
             if lo <= len(text) and (hi is None or len(text) <= hi):
                 return text
         raise ValueError(f"{path}: no {fmt!r} string fits length bounds [{lo}, {hi}]")
@@ -380,15 +352,15 @@ _NUMBER_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "m
 def _int_bounds(schema: dict[str, Any], path: str) -> tuple[int | None, int | None]:
     lows, highs = [], []
     for key, bucket, adjust in (
-        ("minimum", lows, lambda b: -(-Fraction(str(b)) // 1)),
-        ("exclusiveMinimum", lows, lambda b: Fraction(str(b)) // 1 + 1),
-        ("maximum", highs, lambda b: Fraction(str(b)) // 1),
-        ("exclusiveMaximum", highs, lambda b: -(-Fraction(str(b)) // 1) - 1),
+        ("minimum", lows, math.ceil),
+        ("exclusiveMinimum", lows, lambda b: math.floor(b) + 1),
+        ("maximum", highs, math.floor),
+        ("exclusiveMaximum", highs, lambda b: math.ceil(b) - 1),
     ):
         if key in schema:
             if isinstance(schema[key], bool):
                 raise ValueError(f"unsupported draft-4 boolean {key!r} at {path}")
-            bucket.append(int(adjust(schema[key])))
+            bucket.append(adjust(schema[key]))
     return (max(lows) if lows else None), (min(highs) if highs else None)
 
 

@@ -174,7 +174,9 @@ _CHECKS: dict[str, _Check] = {
     "propertyNames": lambda m, v, sub, s, d: not isinstance(v, dict) or all(m.ok(k, sub, d) for k in v),
     "minProperties": _on("object", lambda v, n: len(v) >= n),
     "maxProperties": _on("object", lambda v, n: len(v) <= n),
-    "dependentRequired": _on("object", lambda v, deps: all(all(r in v for r in rs) for k, rs in deps.items() if k in v)),
+    "dependentRequired": _on(
+        "object", lambda v, deps: all(all(r in v for r in rs) for k, rs in deps.items() if k in v)
+    ),
     "dependentSchemas": SchemaMatcher._dependent_schemas,
     "items": SchemaMatcher._items,
     "prefixItems": SchemaMatcher._prefix,

@@ -1,0 +1,150 @@
+"""The ``polis`` command: run, query, serve, sim-llm, spec-schema."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from engine.errors import PolisError
+
+__all__ = ["main"]
+
+
+def _progress_printer(stream=sys.stderr):  # type: ignore[no-untyped-def]
+    def show(progress) -> None:  # type: ignore[no-untyped-def]
+        total = max(progress.agent_steps_total, 1)
+        done = progress.agent_steps_done
+        width = 30
+        filled = int(width * done / total)
+        stream.write(
+            f"\r[{'#' * filled}{'.' * (width - filled)}] tick {progress.ticks_done}/{progress.ticks_total} "
+            f"agent-steps {done}/{progress.agent_steps_total} {progress.status:<10}"
+        )
+        if progress.status in ("completed", "failed", "cancelled"):
+            stream.write("\n")
+        stream.flush()
+
+    return show
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from engine.settings import EngineSettings
+    from engine.society.cluster import open_client
+    from engine.society.runner import run_experiment
+    from engine.spec import load_spec
+
+    spec = load_spec(args.spec)
+    if args.batch_size:
+        spec = spec.model_copy(update={"batch_size": args.batch_size})
+    settings = EngineSettings()
+    run_dir = Path(args.run_dir).resolve()
+    async with open_client(settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address) as client:
+        print(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr)
+        summary = await run_experiment(spec, run_dir, client, on_progress=_progress_printer())
+    print(f"status: {summary.status}")
+    if summary.error:
+        print(f"error: {summary.error}")
+    print(f"ticks: {summary.ticks_done}  agent-steps: {summary.agent_steps}  statuses: {summary.statuses}")
+    print(f"LLM calls: {summary.llm_calls}  tokens: {summary.input_tokens} in / {summary.output_tokens} out")
+    print(f"time: {summary.duration_s:.1f} s  run dir: {summary.run_dir}")
+    print(f"replay: {summary.run_dir / 'replay'}  (polis query {summary.run_dir} \"SELECT ...\")")
+    return 0 if summary.status == "completed" else 1
+
+
+def _query(args: argparse.Namespace) -> int:
+    from engine.storage.reader import ReplayReader, format_table
+
+    with ReplayReader(Path(args.run_dir)) as reader:
+        if not args.sql:
+            for name in reader.datasets():
+                print(f"{name}: {reader.count(name)} rows")
+            return 0
+        print(format_table(reader.query(args.sql), max_rows=args.max_rows))
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    # The one place the engine's command line reaches into the service package (lazily).
+    from service import ServiceSettings, run
+
+    overrides = {k: v for k, v in {"host": args.host, "port": args.port, "data_dir": args.data_dir}.items() if v is not None}
+    run(ServiceSettings(**overrides))
+    return 0
+
+
+def _sim_llm(args: argparse.Namespace) -> int:
+    from engine.llm.sim import SimFaults, run_server
+
+    faults = SimFaults(
+        latency_ms=args.latency_ms, jitter_ms=args.jitter_ms, capacity=args.capacity, rate_429=args.rate_429,
+        rate_500=args.rate_500, rate_hang=args.rate_hang, rate_malformed=args.rate_malformed, seed=args.seed,
+    )
+    run_server(args.host, args.port, name=args.name, seed=args.seed, faults=faults)
+    return 0
+
+
+def _spec_schema(args: argparse.Namespace) -> int:
+    from engine.spec import spec_json_schema
+
+    print(json.dumps(spec_json_schema(), indent=2))
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="polis", description="LLM-agent social simulations on Dask")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run an experiment spec (JSON or YAML)")
+    run.add_argument("spec")
+    run.add_argument("--run-dir", required=True)
+    run.add_argument("--batch-size", type=int, default=None)
+    run.set_defaults(handler=lambda a: asyncio.run(_run(a)))
+
+    query = sub.add_parser("query", help="query a run's replay datasets with DuckDB SQL (SELECT only)")
+    query.add_argument("run_dir")
+    query.add_argument("sql", nargs="?", default=None, help="omit to list datasets")
+    query.add_argument("--max-rows", type=int, default=40)
+    query.set_defaults(handler=_query)
+
+    serve = sub.add_parser("serve", help="start the REST service")
+    serve.add_argument("--host", default=None)
+    serve.add_argument("--port", type=int, default=None)
+    serve.add_argument("--data-dir", default=None)
+    serve.set_defaults(handler=_serve)
+
+    sim = sub.add_parser("sim-llm", help="serve the simulated LLM over OpenAI-compatible HTTP")
+    sim.add_argument("--host", default="127.0.0.1")
+    sim.add_argument("--port", type=int, default=8000)
+    sim.add_argument("--name", default="default")
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--latency-ms", type=float, default=0.0)
+    sim.add_argument("--jitter-ms", type=float, default=0.0)
+    sim.add_argument("--capacity", type=int, default=None)
+    sim.add_argument("--rate-429", type=float, default=0.0)
+    sim.add_argument("--rate-500", type=float, default=0.0)
+    sim.add_argument("--rate-hang", type=float, default=0.0)
+    sim.add_argument("--rate-malformed", type=float, default=0.0)
+    sim.set_defaults(handler=_sim_llm)
+
+    schema = sub.add_parser("spec-schema", help="print the experiment spec's JSON Schema")
+    schema.set_defaults(handler=_spec_schema)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except PolisError as error:
+        print(f"polis: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("polis: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
