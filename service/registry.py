@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,7 +44,7 @@ ACTIVE_STATUSES: frozenset[str] = frozenset({"queued", "running"})
 
 def utc_now() -> datetime:
     """The current time, timezone-aware, in UTC."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class ExperimentRecord(BaseModel):

@@ -77,13 +77,14 @@ class ExperimentDetail(ExperimentBrief):
             dashboard_link: the shared client's dashboard URL, if it has one.
         """
         usage = None
-        if None not in (record.llm_calls, record.input_tokens, record.output_tokens, record.duration_s):
-            usage = Usage(
-                llm_calls=record.llm_calls,
-                input_tokens=record.input_tokens,
-                output_tokens=record.output_tokens,
-                duration_s=record.duration_s,
-            )
+        calls, tokens_in, tokens_out, seconds = (
+            record.llm_calls,
+            record.input_tokens,
+            record.output_tokens,
+            record.duration_s,
+        )
+        if calls is not None and tokens_in is not None and tokens_out is not None and seconds is not None:
+            usage = Usage(llm_calls=calls, input_tokens=tokens_in, output_tokens=tokens_out, duration_s=seconds)
         return cls(
             **_brief_fields(record),
             dashboard_link=dashboard_link,

@@ -67,7 +67,7 @@ class ProgressRecorder:
         if progress.status == self._last_status and now - self._last_write < self._interval:
             return
         self._last_status, self._last_write = progress.status, now
-        changes = self.counts()
+        changes: dict[str, Any] = dict(self.counts())
         if progress.status in _RUNNING_PHASES:
             changes["status"] = "running"
         if progress.error:
@@ -193,9 +193,8 @@ class Submitter:
         elif (error := task.exception()) is not None:
             logger.error("experiment task %s failed", experiment_id, exc_info=error)
             if self._registry.get(experiment_id).status in ACTIVE_STATUSES:
-                self._registry.update(
-                    experiment_id, status="failed", finished_at=utc_now(), error=f"internal error: {type(error).__name__}: {error}"
-                )
+                message = f"internal error: {type(error).__name__}: {error}"
+                self._registry.update(experiment_id, status="failed", finished_at=utc_now(), error=message)
         self._tasks.pop(experiment_id, None)
         self._cancel_requested.discard(experiment_id)
 

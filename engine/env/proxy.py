@@ -59,6 +59,10 @@ class Coalescer:
     async def _deliver(self, group: list[tuple[EnvRequest, asyncio.Future[EnvReply]]]) -> None:
         try:
             replies = await self._send([request for request, _ in group])
+            if len(replies) != len(group):
+                # Checked here, not by zip(strict=True) below: an error there would leave every
+                # waiter pending forever.
+                raise ValueError(f"send returned {len(replies)} replies for {len(group)} requests")
         except BaseException as error:  # noqa: BLE001 - every waiter must learn of the failure
             for _, future in group:
                 if not future.done():

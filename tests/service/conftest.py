@@ -35,7 +35,5 @@ def dask_cluster() -> Iterator[Any]:
     """A real LocalCluster of two worker processes, started once per test module."""
     import distributed
 
-    with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-    ) as cluster:
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
         yield cluster

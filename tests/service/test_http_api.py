@@ -16,12 +16,12 @@ import pytest
 pytest.importorskip("engine.society.runner", reason="engine/society/runner.py has not landed yet")
 pytest.importorskip("engine.society.cluster", reason="engine/society/cluster.py has not landed yet")
 
-import httpx  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
-import uvicorn  # noqa: E402
+import httpx
+import pyarrow.parquet as pq
+import uvicorn
 
-from service.app import create_app  # noqa: E402
-from service.settings import ServiceSettings  # noqa: E402
+from service.app import create_app
+from service.settings import ServiceSettings
 
 #: Statuses after which an experiment changes no more.
 FINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "interrupted"})
@@ -167,7 +167,11 @@ def test_spec_level_problem_is_422(http: httpx.Client, make_spec_data: Callable[
 
 
 def test_unknown_experiment_is_404(http: httpx.Client) -> None:
-    for path in ("/experiments/0123456789ab", "/experiments/0123456789ab/datasets", "/experiments/nope/datasets/actions.parquet"):
+    for path in (
+        "/experiments/0123456789ab",
+        "/experiments/0123456789ab/datasets",
+        "/experiments/nope/datasets/actions.parquet",
+    ):
         response = http.get(path)
         assert response.status_code == 404, path
         assert "not found" in response.json()["detail"]

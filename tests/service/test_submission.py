@@ -33,7 +33,9 @@ class CountingRegistry(ExperimentRegistry):
 
 
 def _progress(status: str, ticks_done: int, steps_done: int) -> Any:
-    return RunProgress(status=status, ticks_done=ticks_done, ticks_total=2, agent_steps_done=steps_done, agent_steps_total=8)
+    return RunProgress(
+        status=status, ticks_done=ticks_done, ticks_total=2, agent_steps_done=steps_done, agent_steps_total=8
+    )
 
 
 def fake_run(*, summary_status: str = "completed", error: str | None = None, block: asyncio.Event | None = None):
@@ -180,7 +182,7 @@ def test_progress_writes_are_throttled_but_status_changes_always_written(registr
 def test_progress_error_is_recorded(registry, spec) -> None:
     record = registry.create(spec)
     recorder = ProgressRecorder(registry, record.id)
-    recorder(RunProgress(status="failed", ticks_done=1, ticks_total=2, agent_steps_done=4, agent_steps_total=8, error="boom"))
+    recorder(RunProgress("failed", ticks_done=1, ticks_total=2, agent_steps_done=4, agent_steps_total=8, error="boom"))
     assert registry.get(record.id).error == "boom"
     # A final status comes from the run's summary, not from a progress report.
     assert registry.get(record.id).status == "queued"

@@ -96,13 +96,13 @@ class MessagingSpace(EnvBase):
     def post_to_group(self, agent_id: int, group: str, content: str) -> str:
         """Post a message to a group (joining it if needed); every other member receives it."""
         self._check_agent(agent_id)
+        # Check the text before joining: a refused post must leave the groups unchanged.
+        text = self._check_text(content)
         members = self._groups.setdefault(group, [])
         if agent_id not in members:
             members.append(agent_id)
             members.sort()
-        self._pending.append(
-            {"kind": "group", "sender": agent_id, "recipient": None, "group": group, "content": self._check_text(content)}
-        )
+        self._pending.append({"kind": "group", "sender": agent_id, "recipient": None, "group": group, "content": text})
         return f"posted to group {group!r} ({len(members)} members)"
 
     @tool(readonly=False)

@@ -32,16 +32,16 @@ class SimFaults(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    latency_ms: float = Field(0, ge=0, description="mean answer latency")
-    jitter_ms: float = Field(0, ge=0, description="standard deviation of the latency")
-    capacity: int | None = Field(None, ge=1, description="max concurrent requests; more get 429 at once")
-    rate_429: float = Field(0, ge=0, le=1, description="share of calls answered 429")
-    rate_500: float = Field(0, ge=0, le=1, description="share of calls answered 500")
-    rate_hang: float = Field(0, ge=0, le=1, description="share of calls that hang for hang_s")
-    rate_malformed: float = Field(0, ge=0, le=1, description="share of calls answered 200 with a non-JSON body")
-    retry_after_s: float = Field(1.0, ge=0, description="Retry-After sent with every 429")
-    hang_s: float = Field(3600, ge=0, description="how long a hanging call sleeps")
-    seed: int = Field(0, description="seed of the fault stream (independent of the answers' seed)")
+    latency_ms: float = Field(default=0, ge=0, description="mean answer latency")
+    jitter_ms: float = Field(default=0, ge=0, description="standard deviation of the latency")
+    capacity: int | None = Field(default=None, ge=1, description="max concurrent requests; more get 429 at once")
+    rate_429: float = Field(default=0, ge=0, le=1, description="share of calls answered 429")
+    rate_500: float = Field(default=0, ge=0, le=1, description="share of calls answered 500")
+    rate_hang: float = Field(default=0, ge=0, le=1, description="share of calls that hang for hang_s")
+    rate_malformed: float = Field(default=0, ge=0, le=1, description="share of calls answered 200 with a non-JSON body")
+    retry_after_s: float = Field(default=1.0, ge=0, description="Retry-After sent with every 429")
+    hang_s: float = Field(default=3600, ge=0, description="how long a hanging call sleeps")
+    seed: int = Field(default=0, description="seed of the fault stream (independent of the answers' seed)")
 
     @model_validator(mode="after")
     def _rates_fit(self) -> SimFaults:

@@ -57,6 +57,10 @@ def validate_request(request: Any) -> None:
     for i, message in enumerate(messages):
         if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
             raise ValueError(f"messages[{i}] must be an object with a string 'role'")
+    if request.get("stream"):
+        raise ValueError("'stream': true is not supported by the simulated LLM")
+    if request.get("n") not in (None, 1):
+        raise ValueError("'n' must be 1 (the simulated LLM returns one choice)")
     request_kind(request)
 
 

@@ -10,20 +10,18 @@ schema path; an unsatisfiable schema raises too. Nothing invalid is ever returne
 from __future__ import annotations
 
 import copy
-import math
 import random
-from fractions import Fraction
 from typing import Any
 
-from engine.llm.sim.schema_match import MAX_REF_DEPTH, SchemaMatcher, json_equal, multiple_ok, resolve_ref
+from engine.llm.sim.schema_match import MAX_REF_DEPTH, SchemaMatcher, json_equal, resolve_ref
 from engine.llm.sim.schema_merge import constraint_keys, merge_schemas
-from engine.llm.sim.vocabulary import FORMATS, WORDS
+from engine.llm.sim.schema_scalars import ATTEMPTS, integer_instance, number_instance, string_instance
+from engine.llm.sim.vocabulary import WORDS
 
 __all__ = ["generate_instance"]
 
 #: Past this nesting depth optional parts are left out and terminating branches are preferred.
 SOFT_DEPTH = 6
-_ATTEMPTS = 12
 _SIMPLE_TYPES = ("string", "integer", "number", "boolean", "null")
 _CONTAINERS = ("object", "array")
 _UNSUPPORTED = frozenset(
@@ -130,7 +128,7 @@ class _Generator:
         if not isinstance(schema["allOf"], list) or not schema["allOf"]:
             raise ValueError(f"{path}/allOf: must be a non-empty array")
         merged = self._deref(schema, path, depth)
-        for _ in range(_ATTEMPTS):
+        for _ in range(ATTEMPTS):
             value = self.gen(merged, path, depth + 1)
             if self.matcher.ok(value, schema):
                 return value
@@ -148,7 +146,7 @@ class _Generator:
         if depth >= SOFT_DEPTH:
             order.sort(key=lambda i: _weight(branches[i]))
         first_error: ValueError | None = None
-        for attempt in range(_ATTEMPTS):
+        for attempt in range(ATTEMPTS):
             if not order:
                 break
             i = order[attempt % len(order)]
@@ -201,72 +199,13 @@ class _Generator:
         return self.rng.random() < 0.5
 
     def _string(self, schema: dict[str, Any], path: str, depth: int) -> str:
-        fmt = schema.get("format")
-        lo, hi = schema.get("minLength", 0), schema.get("maxLength")
-        if hi is not None and lo > hi:
-            raise ValueError(f"{path}: minLength {lo} > maxLength {hi}")
-        if fmt is not None and fmt not in FORMATS:
-            raise ValueError(f"unsupported string format {fmt!r} at {path}/format")
-        if fmt is None:
-            return self._words(lo, hi)
-        for _ in range(_ATTEMPTS):
-            text = FORMATS[fmt](self.rng)
-            if lo <= len(text) and (hi is None or len(text) <= hi):
-                return text
-        raise ValueError(f"{path}: no {fmt!r} string fits length bounds [{lo}, {hi}]")
-
-    def _words(self, lo: int, hi: int | None) -> str:
-        text = " ".join(self.rng.choice(WORDS) for _ in range(self.rng.randint(1, 3)))
-        while len(text) < lo:
-            text += " " + self.rng.choice(WORDS)
-        if hi is not None and len(text) > hi:
-            text = text[:hi]
-            if text.endswith(" "):  # a trailing space reads as a glitch; keep the length
-                text = text[:-1] + "s"
-        return text
+        return string_instance(schema, self.rng, path)
 
     def _integer(self, schema: dict[str, Any], path: str, depth: int) -> int:
-        lo, hi = _int_bounds(schema, path)
-        divisor = _divisor(schema, path)
-        step = 1 if divisor is None else Fraction(str(divisor)).numerator
-        span = max(100, 3 * step)
-        lo = (hi - span if hi is not None else 0) if lo is None else lo
-        hi = lo + span if hi is None else hi
-        k_lo, k_hi = -(-lo // step), hi // step
-        if k_lo > k_hi:
-            raise ValueError(f"{path}: no integer{' multiple of ' + str(divisor) if divisor else ''} in [{lo}, {hi}]")
-        for _ in range(_ATTEMPTS):
-            value = self.rng.randint(k_lo, k_hi) * step
-            if divisor is None or multiple_ok(value, divisor):
-                return value
-        raise ValueError(f"{path}: could not find an integer multiple of {divisor} in [{lo}, {hi}]")
+        return integer_instance(schema, self.rng, path)
 
     def _number(self, schema: dict[str, Any], path: str, depth: int) -> float:
-        for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-            if isinstance(schema.get(key), bool):
-                raise ValueError(f"unsupported draft-4 boolean {key!r} at {path}")
-        lo = max((schema[k] for k in ("minimum", "exclusiveMinimum") if k in schema), default=None)
-        hi = min((schema[k] for k in ("maximum", "exclusiveMaximum") if k in schema), default=None)
-        divisor = _divisor(schema, path)
-        span = max(100.0, 3 * float(divisor or 0))
-        lo = (hi - span if hi is not None else 0.0) if lo is None else lo
-        hi = lo + span if hi is None else hi
-
-        def fits(v: float) -> bool:
-            return self.matcher.ok(v, {k: schema[k] for k in _NUMBER_KEYS if k in schema})
-
-        if divisor is not None:
-            exact = Fraction(str(divisor))
-            k_lo, k_hi = int(-(-Fraction(str(lo)) // exact)), int(Fraction(str(hi)) // exact)
-            for k in [self.rng.randint(k_lo, k_hi) for _ in range(_ATTEMPTS)] if k_lo <= k_hi else []:
-                value = float(exact * k)
-                if fits(value):
-                    return value
-            raise ValueError(f"{path}: could not find a multiple of {divisor} in [{lo}, {hi}]")
-        for value in (round(self.rng.uniform(lo, hi), 2), self.rng.uniform(lo, hi), (lo + hi) / 2):
-            if fits(value):
-                return value
-        raise ValueError(f"{path}: no number fits bounds [{lo}, {hi}]")
+        return number_instance(schema, self.rng, path)
 
     # -- containers ----------------------------------------------------------------------------
 
@@ -306,7 +245,7 @@ class _Generator:
         if hi is not None:
             wanted = min(wanted, hi - len(out))
         sub = extra if isinstance(extra, dict) else True
-        for _ in range(wanted * _ATTEMPTS):
+        for _ in range(wanted * ATTEMPTS):
             if wanted <= 0:
                 break
             if names is None:
@@ -334,7 +273,7 @@ class _Generator:
         out: list[Any] = []
         for i in range(size):
             sub, where = (prefix[i], f"{path}/prefixItems/{i}") if i < len(prefix) else (items, f"{path}/items")
-            for _ in range(_ATTEMPTS):
+            for _ in range(ATTEMPTS):
                 value = self.gen(sub, where, depth + 1)
                 if not unique or not any(json_equal(value, seen) for seen in out):
                     out.append(value)
@@ -344,31 +283,6 @@ class _Generator:
                     return out
                 raise ValueError(f"{path}: cannot find {lo} unique items")
         return out
-
-
-_NUMBER_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
-
-
-def _int_bounds(schema: dict[str, Any], path: str) -> tuple[int | None, int | None]:
-    lows, highs = [], []
-    for key, bucket, adjust in (
-        ("minimum", lows, math.ceil),
-        ("exclusiveMinimum", lows, lambda b: math.floor(b) + 1),
-        ("maximum", highs, math.floor),
-        ("exclusiveMaximum", highs, lambda b: math.ceil(b) - 1),
-    ):
-        if key in schema:
-            if isinstance(schema[key], bool):
-                raise ValueError(f"unsupported draft-4 boolean {key!r} at {path}")
-            bucket.append(adjust(schema[key]))
-    return (max(lows) if lows else None), (min(highs) if highs else None)
-
-
-def _divisor(schema: dict[str, Any], path: str) -> int | float | None:
-    divisor = schema.get("multipleOf")
-    if divisor is not None and (isinstance(divisor, bool) or not isinstance(divisor, (int, float)) or divisor <= 0):
-        raise ValueError(f"{path}/multipleOf: must be a positive number, got {divisor!r}")
-    return divisor
 
 
 def _name_ok(matcher: SchemaMatcher, key: str, names: Any) -> bool:

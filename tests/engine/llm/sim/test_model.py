@@ -174,6 +174,8 @@ def test_request_kind(extra: dict[str, Any], kind: str) -> None:
         (chat(tools=[{"type": "function"}]), "tools"),
         (chat(tools=TOOLS, tool_choice={"type": "function", "function": {"name": "fly"}}), "fly"),
         (structured({"type": "string", "pattern": "^a"}), "pattern"),
+        (chat(stream=True), "stream"),
+        (chat(n=3), "'n'"),
     ],
 )
 def test_invalid_requests_raise_value_error(request_body: dict[str, Any], message: str) -> None:

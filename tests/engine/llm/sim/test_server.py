@@ -6,8 +6,6 @@ import asyncio
 import contextlib
 import json
 import math
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -15,9 +13,9 @@ from typing import Any
 import httpx
 import jsonschema
 import pytest
-import uvicorn
 
-from engine.llm.sim import SimFaults, SimLLM, create_app
+from engine.llm.sim import SimFaults, SimLLM
+from engine.llm.sim.background import serving as background_serving
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -30,25 +28,9 @@ TEXT_REQUEST: dict[str, Any] = {"model": "sim/default", "messages": [{"role": "u
 
 @contextlib.contextmanager
 def serving(faults: SimFaults | None = None) -> Iterator[str]:
-    """Run a real uvicorn server on a free loopback port; yield its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    app = create_app(SimLLM(seed=1), faults or SimFaults())
-    config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=2)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+    """A real uvicorn server on a free loopback port."""
+    with background_serving(SimLLM(seed=1), faults) as url:
+        yield url
 
 
 @pytest.fixture
