@@ -93,4 +93,4 @@ def export_dataset(experiment_id: str, run_dir: Path, name: str, dest: Path) -> 
     except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
         logger.warning("dataset %s of %s kept DuckDB's schema: %s", name, experiment_id, error)
     pq.write_table(table, dest)
-    return table.num_rows
+    return int(table.num_rows)

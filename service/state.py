@@ -24,7 +24,8 @@ class ServiceState:
 
 def get_state(request: Request) -> ServiceState:
     """The service state of the app handling ``request`` (a FastAPI dependency)."""
-    return request.app.state.polis
+    state: ServiceState = request.app.state.polis
+    return state
 
 
 #: Route parameter type that injects the service state.

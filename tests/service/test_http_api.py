@@ -198,6 +198,46 @@ def test_cancel_of_a_finished_experiment_is_409(http: httpx.Client, completed: d
     assert "completed" in response.json()["detail"]
 
 
+def _long_spec(make_spec_data: Callable[..., dict], name: str) -> dict[str, Any]:
+    spec = make_spec_data(name)
+    spec["steps"] = [{"type": "run", "num_steps": 1000, "tick": 60}]
+    return spec
+
+
+def _wait_for_first_tick(http: httpx.Client, experiment_id: str, timeout: float = 120.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = http.get(f"/experiments/{experiment_id}").json()
+        assert body["status"] in {"queued", "running"}, body
+        if body["progress"]["ticks_done"] >= 1:
+            return body
+        time.sleep(0.1)
+    raise TimeoutError(f"experiment {experiment_id} finished no tick within {timeout} s")
+
+
+def test_cancel_stops_a_running_experiment(http: httpx.Client, make_spec_data: Callable[..., dict]) -> None:
+    experiment_id = http.post("/experiments", json=_long_spec(make_spec_data, "to-cancel")).json()["id"]
+    _wait_for_first_tick(http, experiment_id)
+    response = http.post(f"/experiments/{experiment_id}/cancel")
+    assert response.status_code == 202, response.text
+    final = wait_until_final(http, experiment_id)
+    assert final["status"] == "cancelled"
+    assert 1 <= final["progress"]["ticks_done"] < 1000
+
+
+def test_stopping_the_service_mid_run_marks_the_experiment_interrupted(
+    dask_cluster: Any, tmp_path: Path, make_spec_data: Callable[..., dict]
+) -> None:
+    settings = ServiceSettings(data_dir=tmp_path, scheduler=dask_cluster.scheduler_address)
+    with serve(settings) as http:
+        experiment_id = http.post("/experiments", json=_long_spec(make_spec_data, "to-interrupt")).json()["id"]
+        _wait_for_first_tick(http, experiment_id)
+    on_disk = json.loads((tmp_path / "experiments" / f"{experiment_id}.json").read_text())
+    assert on_disk["status"] == "interrupted"
+    assert "shut down" in on_disk["error"]
+    assert on_disk["finished_at"] is not None
+
+
 def test_health_reports_ok_and_the_dashboard(http: httpx.Client) -> None:
     body = http.get("/health").json()
     assert body["status"] == "ok"

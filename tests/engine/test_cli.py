@@ -1,0 +1,54 @@
+"""The polis command as a user runs it (subprocesses, a real LocalCluster)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+POLIS = [sys.executable, "-m", "engine.cli"]
+
+
+def polis(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*POLIS, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_spec_schema_prints_json_schema():
+    result = polis("spec-schema")
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["title"] == "ExperimentSpec"
+
+
+def test_run_then_query_a_small_spec(tmp_path: Path):
+    spec = {
+        "name": "cli-small",
+        "agents": [{"id": i, "profile": {"name": f"P{i}"}} for i in range(3)],
+        "steps": [{"type": "run", "num_steps": 2, "tick": 600}],
+    }
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    run = polis("run", str(tmp_path / "spec.yaml"), "--run-dir", str(tmp_path / "run"), "--batch-size", "2")
+    assert run.returncode == 0, run.stderr
+    assert "status: completed" in run.stdout
+    assert "Dask dashboard: http" in run.stderr
+
+    query = polis("query", str(tmp_path / "run"), "SELECT count(*) AS n, count(DISTINCT agent_id) AS agents FROM actions")
+    assert query.returncode == 0, query.stderr
+    assert query.stdout.split("\n")[2].split() == ["6", "|", "3"]
+
+
+def test_invalid_spec_exits_2_with_the_field_path(tmp_path: Path):
+    (tmp_path / "bad.json").write_text(json.dumps({"name": "x", "agents": [{"id": 1}], "steps": [], "batch_size": -3}))
+    result = polis("run", str(tmp_path / "bad.json"), "--run-dir", str(tmp_path / "run"))
+    assert result.returncode == 2
+    assert "batch_size" in result.stderr and "steps" in result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_query_refuses_anything_but_select(tmp_path: Path):
+    (tmp_path / "run" / "replay").mkdir(parents=True)
+    result = polis("query", str(tmp_path / "run"), "COPY (SELECT 1) TO 'x.csv'")
+    assert result.returncode == 2
+    assert "SELECT" in result.stderr
