@@ -12,7 +12,7 @@ import random
 import string
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -187,7 +187,7 @@ class QuestionnaireStep(_Frozen):
     questions: list[QuestionSpec] = Field(min_length=1)
 
 
-StepSpec = Annotated[Union[RunStep, AskStep, InterveneStep, QuestionnaireStep], Field(discriminator="type")]
+StepSpec = Annotated[RunStep | AskStep | InterveneStep | QuestionnaireStep, Field(discriminator="type")]
 
 
 class BudgetSpec(_Frozen):

@@ -10,7 +10,7 @@ groups the requests a batch's agents make within a few milliseconds into one ``a
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from engine.env.requests import EnvReply, EnvRequest

@@ -9,14 +9,15 @@ Contract (checked when the module class is defined):
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, create_model
 
 from engine.errors import ToolDefinitionError
 
-__all__ = ["ToolInfo", "tool"]
+__all__ = ["ToolInfo", "build_tool_info", "tool"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 ToolKind = Literal["observe", "statistics"]

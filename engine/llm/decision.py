@@ -26,7 +26,7 @@ def _cached(name: str, actions: tuple[tuple[str, type[BaseModel]], ...], stop_fi
         )
         for tool, args in actions
     ]
-    action_type = Annotated[Union[tuple(branches)], Field(discriminator="tool")]  # type: ignore[valid-type]
+    action_type = Annotated[Union[tuple(branches)], Field(discriminator="tool")]  # type: ignore[valid-type]  # noqa: UP007 - built at run time
     return create_model(
         name,
         __config__=ConfigDict(extra="forbid"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from engine.errors import SpecError
 from engine.spec import ExperimentSpec, load_spec, parse_spec, spec_json_schema
@@ -48,7 +49,7 @@ def test_duplicate_agent_ids_are_refused():
 
 def test_spec_is_frozen():
     spec = parse_spec(BASE)
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="frozen"):
         spec.seed = 3  # type: ignore[misc]
 
 

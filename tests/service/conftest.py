@@ -1,8 +1,8 @@
-"""Fixtures for the service tests: small spec dicts and a real LocalCluster."""
+"""Fixtures for the service tests: small spec dicts (the real LocalCluster is ``cluster_address``, session-wide)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -28,12 +28,3 @@ def small_spec_data(name: str = "service-smoke") -> dict[str, Any]:
 def make_spec_data() -> Callable[..., dict[str, Any]]:
     """A factory of fresh small spec dicts: ``make_spec_data(name="...")``."""
     return small_spec_data
-
-
-@pytest.fixture(scope="module")
-def dask_cluster() -> Iterator[Any]:
-    """A real LocalCluster of two worker processes, started once per test module."""
-    import distributed
-
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
-        yield cluster

@@ -5,6 +5,11 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -76,8 +81,8 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def http(dask_cluster: Any, data_dir: Path) -> Iterator[httpx.Client]:
-    settings = ServiceSettings(data_dir=data_dir, scheduler=dask_cluster.scheduler_address)
+def http(cluster_address: str, data_dir: Path) -> Iterator[httpx.Client]:
+    settings = ServiceSettings(data_dir=data_dir, scheduler=cluster_address)
     with serve(settings) as client:
         yield client
 
@@ -226,9 +231,9 @@ def test_cancel_stops_a_running_experiment(http: httpx.Client, make_spec_data: C
 
 
 def test_stopping_the_service_mid_run_marks_the_experiment_interrupted(
-    dask_cluster: Any, tmp_path: Path, make_spec_data: Callable[..., dict]
+    cluster_address: str, tmp_path: Path, make_spec_data: Callable[..., dict]
 ) -> None:
-    settings = ServiceSettings(data_dir=tmp_path, scheduler=dask_cluster.scheduler_address)
+    settings = ServiceSettings(data_dir=tmp_path, scheduler=cluster_address)
     with serve(settings) as http:
         experiment_id = http.post("/experiments", json=_long_spec(make_spec_data, "to-interrupt")).json()["id"]
         _wait_for_first_tick(http, experiment_id)
@@ -245,9 +250,9 @@ def test_health_reports_ok_and_the_dashboard(http: httpx.Client) -> None:
 
 
 def test_restarted_service_keeps_finished_experiments_and_interrupts_running_ones(
-    dask_cluster: Any, tmp_path: Path, make_spec_data: Callable[..., dict]
+    cluster_address: str, tmp_path: Path, make_spec_data: Callable[..., dict]
 ) -> None:
-    settings = ServiceSettings(data_dir=tmp_path, scheduler=dask_cluster.scheduler_address)
+    settings = ServiceSettings(data_dir=tmp_path, scheduler=cluster_address)
     with serve(settings) as http:
         experiment_id = http.post("/experiments", json=make_spec_data("before-restart")).json()["id"]
         assert wait_until_final(http, experiment_id)["status"] == "completed"
@@ -266,3 +271,47 @@ def test_restarted_service_keeps_finished_experiments_and_interrupts_running_one
         assert survived["progress"]["ticks_done"] == 2
         datasets = http.get(f"/experiments/{experiment_id}/datasets").json()["datasets"]
         assert {"name": "actions", "rows": 8}.items() <= next(d for d in datasets if d["name"] == "actions").items()
+
+
+def test_app_without_a_scheduler_starts_its_own_local_cluster(tmp_path: Path) -> None:
+    with serve(ServiceSettings(data_dir=tmp_path, n_workers=1)) as http:
+        body = http.get("/health").json()
+    assert body["status"] == "ok"
+    assert body["dashboard_link"].startswith("http://127.0.0.1:")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_run_serves_with_settings_from_the_environment_and_stops_on_sigterm(
+    cluster_address: str, tmp_path: Path
+) -> None:
+    port = _free_port()
+    env = {**os.environ, "POLIS_DATA_DIR": str(tmp_path), "POLIS_SCHEDULER": cluster_address, "POLIS_PORT": str(port)}
+    code = "from service import ServiceSettings, run; run(ServiceSettings())"
+    process = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            try:
+                response = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        assert response.json()["status"] == "ok"
+        assert (tmp_path / "experiments").is_dir()
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+        # uvicorn re-raises the signal it handled once shutdown is done, so -SIGTERM is a clean exit.
+        assert process.returncode in (0, -signal.SIGTERM), stderr
+        assert "Application shutdown complete" in stderr
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()

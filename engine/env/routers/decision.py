@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from engine.env.tool import ToolInfo
 from engine.llm.decision import build_decision_model
 
-__all__ = ["FINAL_ANSWER", "build_router_decision", "caller_fields"]
+__all__ = ["FINAL_ANSWER", "FinalAnswerArgs", "build_router_decision", "caller_fields"]
 
 FINAL_ANSWER = "final_answer"
 #: Arguments the router fills from the caller's context instead of asking the LLM.
