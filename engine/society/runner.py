@@ -17,7 +17,7 @@ from engine.agent.service_proxy import ServiceProxy
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
 from engine.env.proxy import EnvRouterProxy
 from engine.env.registry import resolve_env_module
-from engine.errors import PolisError, UnsupportedStepError
+from engine.errors import UnsupportedStepError
 from engine.llm.client import LLMClient
 from engine.society.batch import BatchResult
 from engine.society.datasets import ACTIONS, LLM_CALLS
@@ -166,7 +166,7 @@ async def run_experiment(
             society.set_status("cancelled")
         report("cancelled")
         raise
-    except (PolisError, OSError, RuntimeError, ValueError, KeyError, TypeError) as caught:
+    except Exception as caught:  # noqa: BLE001 - workers re-raise any type (ImportError, KilledWorker, ...); record it
         status, error = "failed", f"{type(caught).__name__}: {caught}"
         if society is not None:
             society.set_status("failed", error)

@@ -286,9 +286,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_run_serves_with_settings_from_the_environment_and_stops_on_sigterm(
-    cluster_address: str, tmp_path: Path
-) -> None:
+def test_run_serves_with_settings_from_the_environment_and_stops_on_sigterm(cluster_address: str, tmp_path: Path) -> None:
     port = _free_port()
     env = {**os.environ, "POLIS_DATA_DIR": str(tmp_path), "POLIS_SCHEDULER": cluster_address, "POLIS_PORT": str(port)}
     code = "from service import ServiceSettings, run; run(ServiceSettings())"

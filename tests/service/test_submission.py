@@ -33,9 +33,7 @@ class CountingRegistry(ExperimentRegistry):
 
 
 def _progress(status: str, ticks_done: int, steps_done: int) -> Any:
-    return RunProgress(
-        status=status, ticks_done=ticks_done, ticks_total=2, agent_steps_done=steps_done, agent_steps_total=8
-    )
+    return RunProgress(status=status, ticks_done=ticks_done, ticks_total=2, agent_steps_done=steps_done, agent_steps_total=8)
 
 
 def fake_run(*, summary_status: str = "completed", error: str | None = None, block: asyncio.Event | None = None):
