@@ -1,7 +1,9 @@
 """MessagingSpace: direct messages between agents and posts to named groups.
 
-Messages sent during a tick are delivered when the tick's env step runs, so every agent in a
-tick sees the same inbox regardless of batch order.
+Updates are synchronous: messages, posts and joins made during a tick are queued and applied when
+the tick's env step runs, in (agent id, call order) order. Every agent in a tick therefore reads
+the same start-of-tick state, and a tick's outcome does not depend on how agents were batched or
+interleaved, which is what makes runs with a fixed seed reproducible.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class MessagingSpace(EnvBase):
         self._messages_total = 0
         self._posts_total = 0
         self._agent_ids: set[int] | None = None
+        self._seq = 0
 
     def bind_agents(self, agent_ids: list[int]) -> None:
         """Tell the module which agent ids exist (recipients are checked against them)."""
@@ -73,6 +76,10 @@ class MessagingSpace(EnvBase):
     def _check_agent(self, agent_id: int) -> None:
         if self._agent_ids is not None and agent_id not in self._agent_ids:
             raise ValueError(f"there is no agent {agent_id}")
+
+    def _queue(self, **op: Any) -> None:
+        self._seq += 1
+        self._pending.append({**op, "seq": self._seq})
 
     def _check_text(self, content: str) -> str:
         content = content.strip()
@@ -87,34 +94,25 @@ class MessagingSpace(EnvBase):
         """Send a direct message from agent_id to to_agent_id; it arrives at the end of this step."""
         self._check_agent(agent_id)
         self._check_agent(to_agent_id)
-        self._pending.append(
-            {"kind": "direct", "sender": agent_id, "recipient": to_agent_id, "group": None, "content": self._check_text(content)}
-        )
+        self._queue(kind="direct", sender=agent_id, recipient=to_agent_id, group=None, content=self._check_text(content))
         return f"message to agent {to_agent_id} queued for delivery"
 
     @tool(readonly=False)
     def post_to_group(self, agent_id: int, group: str, content: str) -> str:
-        """Post a message to a group (joining it if needed); every other member receives it."""
+        """Post a message to a group (joining it if needed); every other member receives it at the end of this step."""
         self._check_agent(agent_id)
-        # Check the text before joining: a refused post must leave the groups unchanged.
         text = self._check_text(content)
-        members = self._groups.setdefault(group, [])
-        if agent_id not in members:
-            members.append(agent_id)
-            members.sort()
-        self._pending.append({"kind": "group", "sender": agent_id, "recipient": None, "group": group, "content": text})
-        return f"posted to group {group!r} ({len(members)} members)"
+        self._queue(kind="group", sender=agent_id, recipient=None, group=group, content=text)
+        return f"post to group {group!r} queued for delivery"
 
     @tool(readonly=False)
     def join_group(self, agent_id: int, group: str) -> str:
-        """Join a group."""
+        """Join a group (effective at the end of this step)."""
         self._check_agent(agent_id)
-        members = self._groups.setdefault(group, [])
-        if agent_id in members:
+        if agent_id in self._groups.get(group, []):
             return f"already a member of {group!r}"
-        members.append(agent_id)
-        members.sort()
-        return f"joined {group!r}"
+        self._queue(kind="join", sender=agent_id, recipient=None, group=group, content=None)
+        return f"you will be a member of {group!r} from the next step"
 
     @tool(readonly=True, kind="observe")
     def read_inbox(self, agent_id: int) -> str:
@@ -144,16 +142,26 @@ class MessagingSpace(EnvBase):
         """Totals of delivered messages and group posts."""
         return f"{self._messages_total} direct messages and {self._posts_total} group posts delivered; {len(self._groups)} groups"
 
+    def _join(self, agent_id: int, group: str) -> list[int]:
+        members = self._groups.setdefault(group, [])
+        if agent_id not in members:
+            members.append(agent_id)
+            members.sort()
+        return members
+
     async def step(self, tick: int, t: datetime) -> None:
         delivered = []
-        for message in self._pending:
-            message = {**message, "t": t.isoformat()}
-            if message["kind"] == "direct":
-                self._inboxes.setdefault(message["recipient"], []).append(message)
+        for op in sorted(self._pending, key=lambda o: (o["sender"], o["seq"])):
+            if op["kind"] == "join":
+                self._join(op["sender"], op["group"])
+                continue
+            message = {k: op[k] for k in ("kind", "sender", "recipient", "group", "content")} | {"t": t.isoformat()}
+            if op["kind"] == "direct":
+                self._inboxes.setdefault(op["recipient"], []).append(message)
                 self._messages_total += 1
             else:
-                for member in self._groups.get(message["group"], []):
-                    if member != message["sender"]:
+                for member in self._join(op["sender"], op["group"]):
+                    if member != op["sender"]:
                         self._inboxes.setdefault(member, []).append(message)
                 self._posts_total += 1
             delivered.append(message)
@@ -189,6 +197,7 @@ class MessagingSpace(EnvBase):
             "pending": self._pending,
             "messages_total": self._messages_total,
             "posts_total": self._posts_total,
+            "seq": self._seq,
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -197,3 +206,4 @@ class MessagingSpace(EnvBase):
         self._pending = list(state["pending"])
         self._messages_total = state["messages_total"]
         self._posts_total = state["posts_total"]
+        self._seq = state.get("seq", len(self._pending))

@@ -58,7 +58,7 @@ async def test_inbox_shows_only_the_latest_messages_up_to_the_limit() -> None:
 async def test_group_post_reaches_other_members_but_not_the_sender() -> None:
     space = MessagingSpace(groups={"garden": [1, 2, 3]})
     result = await space.call_tool("post_to_group", {"agent_id": 1, "group": "garden", "content": "tomatoes!"})
-    assert result == "posted to group 'garden' (3 members)"
+    assert result == "post to group 'garden' queued for delivery"
     await space.step(900, T1)
 
     for member in (2, 3):
@@ -67,13 +67,30 @@ async def test_group_post_reaches_other_members_but_not_the_sender() -> None:
     assert await inbox(space, 4) == "Your inbox is empty."
 
 
-async def test_posting_to_a_new_group_joins_it() -> None:
+async def test_posting_to_a_new_group_joins_it_at_the_end_of_the_step() -> None:
     space = MessagingSpace()
     await space.call_tool("post_to_group", {"agent_id": 5, "group": "chess", "content": "anyone?"})
     await space.call_tool("join_group", {"agent_id": 6, "group": "chess"})
+    # Synchronous update: within the step everyone still reads the start-of-step state.
+    assert await space.call_tool("list_groups", {"agent_id": 6}, readonly=True) == "There are no groups yet."
+    await space.step(900, T1)
     assert await space.call_tool("join_group", {"agent_id": 6, "group": "chess"}) == "already a member of 'chess'"
     assert await space.call_tool("list_groups", {"agent_id": 6}, readonly=True) == "- chess: 2 members (you are a member)"
     assert await space.call_tool("list_groups", {"agent_id": 7}, readonly=True) == "- chess: 2 members"
+
+
+async def test_a_step_applies_queued_updates_in_agent_order_whatever_the_call_order() -> None:
+    calls = [(3, "c"), (1, "a"), (2, "b"), (1, "a2")]
+    outcomes = []
+    for order in (calls, list(reversed(calls))):
+        space = MessagingSpace(groups={"g": [1, 2, 3, 9]})
+        for agent_id, text in order:
+            await space.call_tool("post_to_group", {"agent_id": agent_id, "group": "g", "content": text})
+        await space.step(900, T1)
+        outcomes.append(await inbox(space, 9))
+    assert outcomes[0].endswith("- from agent 1 in group g: a\n- from agent 1 in group g: a2\n- from agent 2 in group g: b\n- from agent 3 in group g: c")
+    # Agents are ordered by id; agent 1's own two posts keep its call order (reversed here).
+    assert outcomes[1].endswith("- from agent 1 in group g: a2\n- from agent 1 in group g: a\n- from agent 2 in group g: b\n- from agent 3 in group g: c")
 
 
 async def test_unknown_recipient_is_refused_once_agents_are_bound() -> None:

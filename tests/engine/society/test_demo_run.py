@@ -55,3 +55,18 @@ async def test_env_router_lives_inside_a_dask_actor_on_a_worker(dask_client, tmp
     assert where["address"] in worker_pids
     assert where["pid"] == worker_pids[where["address"]]
     assert where["pid"] != os.getpid()
+
+
+async def test_same_seed_gives_identical_replay_whatever_the_batching(demo_spec, dask_client, tmp_path):
+    wall_clock = {"duration_ms", "llm_latency_ms"}
+    tables = []
+    for i, batch_size in enumerate((256, 3)):
+        spec = demo_spec.model_copy(update={"batch_size": batch_size})
+        summary = await run_experiment(spec, tmp_path / f"run{i}", dask_client)
+        assert summary.status == "completed", summary.error
+        with ReplayReader(tmp_path / f"run{i}") as reader:
+            actions = reader.query("SELECT * EXCLUDE (duration_ms, llm_latency_ms) FROM actions ORDER BY step, agent_id")
+            messages = reader.query("SELECT * FROM messages ORDER BY step, sender, content")
+            tables.append((actions.to_pylist(), messages.to_pylist()))
+    assert wall_clock.isdisjoint(tables[0][0][0])
+    assert tables[0] == tables[1]
