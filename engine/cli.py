@@ -1,4 +1,4 @@
-"""The ``polis`` command: run, query, serve, sim-llm, spec-schema."""
+"""The ``polis`` command: run, estimate, query, serve, sim-llm, spec-schema."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import json
 import sys
 from pathlib import Path
 
-from engine.errors import PolisError
+from engine.errors import PolisError, SpecError
+from engine.spec import BudgetSpec
 
 __all__ = ["main"]
 
@@ -36,14 +37,21 @@ async def _run(args: argparse.Namespace) -> int:
     from engine.society.runner import run_experiment
     from engine.spec import load_spec
 
-    spec = load_spec(args.spec)
+    run_dir = Path(args.run_dir).resolve()
+    if args.spec is None and not args.resume:
+        raise SpecError("give a SPEC, or --resume to continue the run in --run-dir")
+    spec = load_spec(args.spec) if args.spec else _stored_spec(run_dir)
     if args.batch_size:
         spec = spec.model_copy(update={"batch_size": args.batch_size})
+    if args.max_calls is not None:
+        spec = spec.model_copy(update={"budget": BudgetSpec(max_calls=args.max_calls)})
     settings = EngineSettings()
-    run_dir = Path(args.run_dir).resolve()
     async with open_client(settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address) as client:
         print(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr)
-        summary = await run_experiment(spec, run_dir, client, on_progress=_progress_printer())
+        summary = await run_experiment(
+            spec, run_dir, client, on_progress=_progress_printer(), resume=args.resume, force=args.force,
+            llm_cache_dir=Path(args.llm_cache).resolve() if args.llm_cache else None,
+        )
     print(f"status: {summary.status}")
     if summary.error:
         print(f"error: {summary.error}")
@@ -52,6 +60,32 @@ async def _run(args: argparse.Namespace) -> int:
     print(f"time: {summary.duration_s:.1f} s  run dir: {summary.run_dir}")
     print(f"replay: {summary.run_dir / 'replay'}  (polis query {summary.run_dir} \"SELECT ...\")")
     return 0 if summary.status == "completed" else 1
+
+
+def _stored_spec(run_dir: Path):  # type: ignore[no-untyped-def]
+    from engine.spec import parse_spec
+    from engine.storage.atomic import read_json
+
+    stored = read_json(run_dir / "SOCIETY.json", default=None)
+    if stored is None:
+        raise SpecError(f"{run_dir} holds no run to resume (no SOCIETY.json)")
+    return parse_spec(stored["spec"])
+
+
+async def _estimate(args: argparse.Namespace) -> int:
+    from engine.settings import EngineSettings
+    from engine.society.cluster import open_client
+    from engine.society.estimate import estimate
+    from engine.spec import load_spec
+
+    spec = load_spec(args.spec)
+    settings = EngineSettings()
+    async with open_client(settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address) as client:
+        result = await estimate(spec, client, agents=args.agents, ticks=args.ticks)
+    print(f"sample: {result.sample_agents} agents x {result.sample_ticks} ticks on the simulated LLM")
+    print(f"per agent-step: {result.calls_per_agent_step:.2f} LLM calls, {result.tokens_per_agent_step:.0f} tokens")
+    print(f"whole spec ({result.agent_steps_total} agent-steps): ~{result.projected_calls} calls, ~{result.projected_tokens} tokens")
+    return 0
 
 
 def _query(args: argparse.Namespace) -> int:
@@ -98,10 +132,20 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run an experiment spec (JSON or YAML)")
-    run.add_argument("spec")
+    run.add_argument("spec", nargs="?", default=None, help="the spec; with --resume it defaults to the run's own")
     run.add_argument("--run-dir", required=True)
     run.add_argument("--batch-size", type=int, default=None)
+    run.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its last committed tick")
+    run.add_argument("--force", action="store_true", help="resume even though the spec changed")
+    run.add_argument("--max-calls", type=int, default=None, help="set the call budget (e.g. raise it to resume)")
+    run.add_argument("--llm-cache", default=None, help="response cache directory (default RUN_DIR/llm_cache)")
     run.set_defaults(handler=lambda a: asyncio.run(_run(a)))
+
+    est = sub.add_parser("estimate", help="project a spec's LLM calls and tokens from a short simulated run")
+    est.add_argument("spec")
+    est.add_argument("--agents", type=int, default=20)
+    est.add_argument("--ticks", type=int, default=2)
+    est.set_defaults(handler=lambda a: asyncio.run(_estimate(a)))
 
     query = sub.add_parser("query", help="query a run's replay datasets with DuckDB SQL (SELECT only)")
     query.add_argument("run_dir")

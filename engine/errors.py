@@ -5,7 +5,8 @@
     ├── LLMError                  the LLM layer
     │   ├── LLMCallError          a call failed after its retries (status, body recorded)
     │   │   └── LLMRateLimitError the provider answered 429
-    │   └── StructuredOutputError no schema-valid answer after N tries
+    │   ├── StructuredOutputError no schema-valid answer after N tries
+    │   └── BudgetExhaustedError  the run's call/token/cost budget is spent
     ├── EnvError                  the environment layer
     │   ├── ToolDefinitionError   a @tool that breaks the tool contract (raised at class definition)
     │   └── ToolCallError         a tool call with an unknown name or bad arguments
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 __all__ = [
     "AgentError",
+    "BudgetExhaustedError",
     "EnvError",
     "LLMCallError",
     "LLMError",
@@ -79,6 +81,10 @@ class StructuredOutputError(LLMError):
         super().__init__(message)
         self.attempts = attempts
         self.last_text = last_text
+
+
+class BudgetExhaustedError(LLMError):
+    """The budget allows no further provider call; the run stops cleanly between agent-steps."""
 
 
 class EnvError(PolisError):

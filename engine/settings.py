@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from engine.llm.client import LimiterConfig
 
 __all__ = ["EngineSettings"]
 
@@ -15,3 +18,14 @@ class EngineSettings(BaseSettings):
     scheduler: str | None = None  #: POLIS_SCHEDULER: remote scheduler address; unset = LocalCluster
     n_workers: int | None = None  #: POLIS_N_WORKERS: LocalCluster worker processes
     dashboard_address: str = "127.0.0.1:8787"  #: POLIS_DASHBOARD_ADDRESS
+    llm_concurrency: int = Field(default=16, ge=1)  #: POLIS_LLM_CONCURRENCY: each process's initial LLM limit
+    llm_latency_degrade_factor: float = Field(default=4.0, gt=1)  #: POLIS_LLM_LATENCY_DEGRADE_FACTOR
+    llm_slow_latency_ms: float | None = Field(default=None, gt=0)  #: POLIS_LLM_SLOW_LATENCY_MS: unset = relative only
+
+    def limiter_config(self) -> LimiterConfig:
+        """The AIMD limiter settings to put into each ``LLMClient.limits``."""
+        return LimiterConfig(
+            concurrency=self.llm_concurrency,
+            latency_degrade_factor=self.llm_latency_degrade_factor,
+            slow_latency_ms=self.llm_slow_latency_ms,
+        )

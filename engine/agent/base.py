@@ -21,6 +21,7 @@ from engine.agent.service_proxy import ServiceProxy
 from engine.agent.tools import ASK_ENV, FINISH, AgentTool
 from engine.agent.workspace import AgentWorkspace
 from engine.errors import LLMCallError, StructuredOutputError, WorkspaceError
+from engine.llm.budget import BudgetedModel, BudgetGate
 from engine.llm.decision import build_decision_model
 from engine.llm.dispatcher import get_chat_model
 from engine.llm.meter import Meter, MeteredModel
@@ -56,6 +57,7 @@ class AgentBase(ABC):
         self._env: Any = None
         self._dispatcher: ChatModel | None = None
         self._trace: TraceRecorder | None = None
+        self._budget: BudgetGate | None = None
         self._current_time: datetime | None = None
         self._step_count = 0
         self._thread: list[dict[str, Any]] = []
@@ -72,14 +74,33 @@ class AgentBase(ABC):
 
     @classmethod
     async def from_workspace(
-        cls: type[A], workspace_path: Path, service_proxy: ServiceProxy, *, trace: TraceRecorder | None = None
+        cls: type[A],
+        workspace_path: Path,
+        service_proxy: ServiceProxy,
+        *,
+        trace: TraceRecorder | None = None,
+        budget: BudgetGate | None = None,
     ) -> A:
-        """Rebuild a ready agent: ``cls()`` then ``await restore(...)``."""
+        """Rebuild a ready agent: ``cls()`` then ``await restore(...)``.
+
+        Args:
+            workspace_path: the agent's workspace.
+            service_proxy: shared service handles.
+            trace: where this task's spans go (process-local, so not in the proxy).
+            budget: the batch's budget gate, if the run has a budget.
+        """
         agent = cls()
-        await agent.restore(workspace_path, service_proxy, trace=trace)
+        await agent.restore(workspace_path, service_proxy, trace=trace, budget=budget)
         return agent
 
-    async def restore(self, workspace_path: Path, service_proxy: ServiceProxy, *, trace: TraceRecorder | None = None) -> None:
+    async def restore(
+        self,
+        workspace_path: Path,
+        service_proxy: ServiceProxy,
+        *,
+        trace: TraceRecorder | None = None,
+        budget: BudgetGate | None = None,
+    ) -> None:
         """Load the workspace and bind services. Subclasses call ``super()`` first, then add state.
 
         Raises:
@@ -96,12 +117,15 @@ class AgentBase(ABC):
         self.state = dynamic.get("state", {})
         self._step_count = int(dynamic.get("step_count", 0))
         self._trace = trace
+        self._budget = budget
         self._bind_services(service_proxy)
 
     def _bind_services(self, service_proxy: ServiceProxy) -> None:
         self._service_proxy = service_proxy
         self._env = service_proxy.env
         model: ChatModel = get_chat_model(service_proxy.client("default"))
+        if self._budget is not None:
+            model = BudgetedModel(model, self._budget)
         if self._trace is not None:
             model = TracedModel(model, self._trace)
         self._dispatcher = MeteredModel(model, self.meter, caller=f"agent:{self.id}")
@@ -134,6 +158,38 @@ class AgentBase(ABC):
         self.workspace.append_jsonl(".runtime/logs/thread_messages.jsonl", self._thread)
         self.workspace.append_jsonl(".runtime/logs/tool_calls.jsonl", self._tool_log)
         self._thread, self._tool_log = [], []
+
+    def commit_step(self, step: int, record: dict[str, Any]) -> None:
+        """Mark society step ``step`` as done by this agent: its replay record now, AGENT.json next.
+
+        The caller then runs :meth:`to_workspace`, whose AGENT.json write is the commit point.
+        """
+        self._step_count = step
+        self.record_step(step, record)
+
+    def record_step(self, step: int, record: dict[str, Any]) -> None:
+        """Append this step's replay record (its action row and LLM call rows) to ``step_replay.jsonl``.
+
+        Written before ``AGENT.json`` (the commit point of an agent-step), so a retried batch that finds
+        the agent already stepped re-emits the same rows instead of stepping it twice.
+        """
+        assert self.workspace is not None
+        self.workspace.append_jsonl(".runtime/logs/step_replay.jsonl", [{"step": step, **record}])
+
+    def replayed_step(self, step: int) -> dict[str, Any] | None:
+        """The record :meth:`record_step` wrote for ``step`` when this agent already committed it."""
+        assert self.workspace is not None
+        if self._step_count < step:
+            return None
+        found = None
+        path = self.workspace.logs / "step_replay.jsonl"
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    record = json.loads(line)
+                    if record.get("step") == step:
+                        found = record
+        return found
 
     # ---- the ReAct loop ----------------------------------------------------------------------
     def react_tools(self, *, readonly: bool = False) -> dict[str, AgentTool]:

@@ -103,6 +103,10 @@ class EnvRouterActor:
             await self.router.to_workspaces()
         return counts
 
+    async def save(self) -> None:
+        """Write every module's state as it is now (e.g. when a run stops mid-tick)."""
+        await self.router.to_workspaces()
+
     async def usage(self) -> dict[str, int]:
         return {**self.router.get_token_usages(), "requests": self.requests_served, "batches": self.batches_served}
 

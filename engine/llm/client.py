@@ -6,7 +6,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["LLMClient"]
+__all__ = ["LLMClient", "LimiterConfig"]
+
+
+class LimiterConfig(BaseModel):
+    """How a worker's AIMD limiter for one client starts and when it backs off (no upper bound)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    concurrency: int = Field(default=16, ge=1)  #: the initial limit on calls in flight per process
+    latency_degrade_factor: float = Field(default=4.0, gt=1)  #: back off above this multiple of the healthy latency
+    slow_latency_ms: float | None = Field(default=None, gt=0)  #: back off above this latency too; None = relative only
 
 
 class LLMClient(BaseModel):
@@ -24,6 +34,8 @@ class LLMClient(BaseModel):
     api_key_env: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)
     seed: int = 0  #: the experiment seed (the simulated LLM derives its answers from it)
+    limits: LimiterConfig = Field(default_factory=LimiterConfig)  #: the per-process AIMD limiter (not for ``sim/*``)
+    cache_dir: str | None = None  #: the response cache's directory; None = no cache
 
     @property
     def is_sim(self) -> bool:

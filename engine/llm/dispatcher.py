@@ -8,15 +8,21 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from pathlib import Path
 
+from engine.llm.cache import CachedModel, ResponseCache
 from engine.llm.client import LLMClient
+from engine.llm.limited import LimitedModel
+from engine.llm.limiter import AdaptiveSemaphore
 from engine.llm.protocol import ChatModel
 from engine.llm.retry import RetryingModel
+from engine.llm.single_flight import SingleFlightModel
 
-__all__ = ["dispatcher_stats", "get_chat_model"]
+__all__ = ["dispatcher_stats", "get_chat_model", "limiter_for"]
 
 _MODELS: dict[str, ChatModel] = {}
 _BUILDS: Counter[str] = Counter()
+_LIMITERS: dict[str, AdaptiveSemaphore] = {}
 
 
 def _build(client: LLMClient) -> ChatModel:
@@ -26,17 +32,34 @@ def _build(client: LLMClient) -> ChatModel:
         return SimChatModel(name=client.model.removeprefix("sim/"), seed=client.seed)
     from engine.llm.litellm_backend import LiteLLMChatModel
 
-    return RetryingModel(LiteLLMChatModel(client))
+    # one limiter per client and process, living as long as the cached model; retries outside it,
+    # so a backoff sleep holds no slot
+    limiter = _LIMITERS[client.cache_key()] = AdaptiveSemaphore(client.limits)
+    return RetryingModel(LimitedModel(LiteLLMChatModel(client), limiter))
+
+
+def _compose(client: LLMClient) -> ChatModel:
+    """Cache (if configured) over single-flight over the provider stack of ``_build``."""
+    model: ChatModel = SingleFlightModel(_build(client), model=client.model, seed=client.seed, options=client.options)
+    if client.cache_dir is not None:
+        cache = ResponseCache(Path(client.cache_dir))
+        model = CachedModel(model, cache, model=client.model, seed=client.seed, options=client.options)
+    return model
 
 
 def get_chat_model(client: LLMClient) -> ChatModel:
-    """The process-wide model for ``client`` (built on first use)."""
+    """The process-wide model for ``client`` (built on first use, then reused across tasks and ticks)."""
     key = client.cache_key()
     model = _MODELS.get(key)
     if model is None:
-        model = _MODELS[key] = _build(client)
+        model = _MODELS[key] = _compose(client)
         _BUILDS[key] += 1
     return model
+
+
+def limiter_for(client: LLMClient) -> AdaptiveSemaphore | None:
+    """This process's limiter for ``client``; None for in-process ``sim/*`` or before first use."""
+    return _LIMITERS.get(client.cache_key())
 
 
 def dispatcher_stats() -> dict[str, int]:

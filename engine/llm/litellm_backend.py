@@ -82,6 +82,10 @@ class LiteLLMChatModel:
         except self._litellm.exceptions.OpenAIError as error:
             raise LLMCallError(_scrub(str(error), key), status=getattr(error, "status_code", None)) from None
         choice = response.choices[0]
+        try:
+            cost = float(self._litellm.completion_cost(completion_response=response))
+        except Exception:  # noqa: BLE001 - litellm raises assorted types for models without a known price
+            cost = None
         usage = getattr(response, "usage", None)
         tool_calls = [call.model_dump() for call in (choice.message.tool_calls or [])]
         return ChatResult(
@@ -92,6 +96,7 @@ class LiteLLMChatModel:
             latency_ms=(time.perf_counter() - started) * 1000,
             tool_calls=tool_calls,
             finish_reason=choice.finish_reason,
+            cost_usd=cost,
         )
 
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import time
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from engine.errors import LLMCallError
 from engine.llm.protocol import ChatModel, ChatResult
 
-__all__ = ["CallRecord", "Meter", "MeteredModel"]
+__all__ = ["CallRecord", "Meter", "MeteredModel", "current_attempt"]
+
+#: The structured-output attempt in progress (set by ``complete_structured``), recorded per call.
+current_attempt: ContextVar[int] = ContextVar("polis_llm_attempt", default=1)
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,9 @@ class CallRecord:
     latency_ms: float
     status: str  #: ok | error
     error: str | None = None
+    attempt: int = 1  #: structured-output attempt (1 = first answer asked for)
+    cached: bool = False  #: served from the response cache
+    cost_usd: float | None = None
 
     def as_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -35,15 +42,19 @@ class CallRecord:
 class Meter:
     """Running totals plus the records of each call."""
 
-    calls: int = 0
+    calls: int = 0  #: logical calls, cached ones included
+    provider_calls: int = 0  #: calls that reached the provider
     failures: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     latency_ms: float = 0.0
+    cost_usd: float = 0.0
     records: list[CallRecord] = field(default_factory=list)
 
     def add(self, record: CallRecord) -> None:
         self.calls += 1
+        self.provider_calls += not record.cached
+        self.cost_usd += record.cost_usd or 0.0
         self.failures += record.status != "ok"
         self.input_tokens += record.input_tokens
         self.output_tokens += record.output_tokens
@@ -76,6 +87,7 @@ class MeteredModel:
         prompt: str | None = None,
     ) -> ChatResult:
         prompt_name, _, prompt_hash = (prompt or "").partition("@")
+        attempt = current_attempt.get()
         started = time.perf_counter()
         try:
             result = await self._inner.complete(messages, response_format=response_format, tools=tools, prompt=prompt)
@@ -83,14 +95,15 @@ class MeteredModel:
             self.meter.add(
                 CallRecord(
                     self._caller, self._role, prompt_name or None, prompt_hash or None, "?", 0, 0,
-                    (time.perf_counter() - started) * 1000, "error", str(error)[:500],
+                    (time.perf_counter() - started) * 1000, "error", str(error)[:500], attempt,
                 )
             )
             raise
         self.meter.add(
             CallRecord(
                 self._caller, self._role, prompt_name or None, prompt_hash or None, result.model,
-                result.input_tokens, result.output_tokens, result.latency_ms, "ok",
+                result.input_tokens, result.output_tokens, result.latency_ms, "ok", None, attempt,
+                result.cached, result.cost_usd,
             )
         )
         return result

@@ -19,6 +19,8 @@ class ChatResult:
     latency_ms: float = 0.0
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  #: OpenAI-shaped tool calls
     finish_reason: str | None = None
+    cached: bool = False  #: served from the response cache (no provider call)
+    cost_usd: float | None = None  #: provider price where known
 
 
 @runtime_checkable

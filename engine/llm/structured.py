@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from engine.errors import StructuredOutputError
+from engine.llm.meter import current_attempt
 from engine.llm.prompt import PromptTemplate
 from engine.llm.protocol import ChatModel
 
@@ -63,8 +64,12 @@ async def complete_structured(
     conversation = list(messages)
     last_text: str | None = None
     error_text = ""
-    for _ in range(max_attempts):
-        result = await llm.complete(conversation, response_format=response_format, prompt=prompt.id if prompt else None)
+    for attempt in range(1, max_attempts + 1):
+        token = current_attempt.set(attempt)
+        try:
+            result = await llm.complete(conversation, response_format=response_format, prompt=prompt.id if prompt else None)
+        finally:
+            current_attempt.reset(token)
         last_text = result.text
         try:
             return output.model_validate_json(last_text or "")

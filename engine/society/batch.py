@@ -2,13 +2,15 @@
 
 It is an ``async def`` so Dask runs it on the worker's event loop, where awaiting the env actor
 works. Each agent is rebuilt from its workspace, stepped, and written back; a failing agent is
-recorded with its error and the rest of the batch continues. The batch writes its replay and
-trace shards under deterministic names, so a retried task overwrites rather than duplicates.
+recorded with its error and the rest of the batch continues. Shards have deterministic names and
+an agent that already committed this step (a retried task, a resumed tick) re-emits its recorded
+rows instead of stepping again, so a batch is idempotent per (agent, step).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import traceback
 from dataclasses import dataclass
@@ -16,10 +18,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from engine.agent.base import AgentBase
 from engine.agent.registry import resolve_agent
 from engine.agent.service_proxy import ServiceProxy
 from engine.agent.workspace import AgentWorkspace, workspace_path
-from engine.errors import PolisError
+from engine.errors import BudgetExhaustedError, PolisError
+from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.dispatcher import dispatcher_stats
 from engine.society.datasets import ACTIONS, LLM_CALLS
 from engine.storage.replay import ReplayWriter
@@ -39,6 +43,7 @@ class BatchJob:
     tick: int
     t: datetime  #: simulated time at the end of the step
     proxy: ServiceProxy
+    allowance: Allowance | None = None  #: this batch's share of the remaining budget
 
 
 @dataclass(frozen=True)
@@ -47,60 +52,90 @@ class BatchResult:
 
     step: int
     batch: int
-    agents: int
+    agents: int  #: agent-steps committed (rows written)
+    replayed: int  #: of which committed by an earlier attempt and re-emitted
     statuses: dict[str, int]
     llm_calls: int
     input_tokens: int
     output_tokens: int
     env_calls: int
+    usage: Usage  #: provider usage (what budgets count)
+    budget_stopped: int  #: agents not stepped because the budget ran out
     duration_s: float
     worker_pid: int
     dispatcher_builds: int
 
 
-async def _step_one(agent_id: int, job: BatchJob, agents_root: Path, recorder: TraceRecorder) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+_ISOLATED = (PolisError, OSError, ValueError, KeyError, TypeError, AttributeError, LookupError)
+
+
+def _usage_columns(agent: AgentBase | None) -> dict[str, Any]:
+    meter = agent.meter if agent is not None else None
+    return {
+        "llm_calls": meter.calls if meter else 0,
+        "llm_failures": meter.failures if meter else 0,
+        "input_tokens": meter.input_tokens if meter else 0,
+        "output_tokens": meter.output_tokens if meter else 0,
+        "llm_latency_ms": meter.latency_ms if meter else 0.0,
+        "cost_usd": meter.cost_usd if meter else 0.0,
+    }
+
+
+async def _step_one(
+    agent_id: int, job: BatchJob, agents_root: Path, recorder: TraceRecorder, gate: BudgetGate | None
+) -> dict[str, Any] | None:
+    """Step one agent; returns ``{"row", "calls"}``, or None when the budget stopped it."""
     started = time.perf_counter()
     row: dict[str, Any] = {"agent_id": agent_id, "step": job.step, "t": job.t, "agent_type": None}
-    agent = None
+    agent: AgentBase | None = None
     with recorder.span("agent.step", agent_id=agent_id, step=job.step) as span:
         try:
             ws = workspace_path(agents_root, agent_id)
             cls = resolve_agent(AgentWorkspace(ws).read_json("config.json")["type"])
             row["agent_type"] = cls.__name__
-            agent = await cls.from_workspace(ws, job.proxy, trace=recorder)
+            agent = await cls.from_workspace(ws, job.proxy, trace=recorder, budget=gate)
+            replayed = agent.replayed_step(job.step)
+            if replayed is not None:
+                span.set(status="replayed")
+                return {"row": {**replayed["row"], "t": datetime.fromisoformat(str(replayed["row"]["t"]))},
+                        "calls": replayed["calls"], "replayed": True}
             outcome = await agent.step(job.tick, job.t)
-            await agent.to_workspace()
             row.update(status=outcome.status, tools_called=outcome.tools_called, summary=outcome.summary,
                        turns=outcome.turns, env_calls=outcome.env_calls, error=outcome.error)
-        except (PolisError, OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        except BudgetExhaustedError:
+            # Stop cleanly: nothing of this agent-step is written; a resumed run steps it again.
+            span.set(status="budget_exhausted")
+            return None
+        except _ISOLATED as error:
             # Isolate the agent: its row says what went wrong; the batch goes on.
             row.update(status="error", tools_called=[], turns=0, env_calls=0,
                        error=f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=3)}"[:2000])
         span.set(status=row["status"])
-    meter = agent.meter if agent is not None else None
-    row.update(
-        llm_calls=meter.calls if meter else 0,
-        llm_failures=meter.failures if meter else 0,
-        input_tokens=meter.input_tokens if meter else 0,
-        output_tokens=meter.output_tokens if meter else 0,
-        llm_latency_ms=meter.latency_ms if meter else 0.0,
-        duration_ms=(time.perf_counter() - started) * 1000,
-    )
-    calls = [{"step": job.step, **r.as_row()} for r in (meter.records if meter else [])]
-    return row, calls
+    row.update(_usage_columns(agent), duration_ms=(time.perf_counter() - started) * 1000)
+    run = job.proxy.run_id
+    calls = [{"run": run, "step": job.step, **r.as_row()} for r in (agent.meter.records if agent else [])]
+    record = {"row": row, "calls": calls}
+    if agent is not None and row["status"] != "error":
+        try:
+            agent.commit_step(job.step, record)
+            await agent.to_workspace()
+        except _ISOLATED as error:
+            row.update(status="error", error=f"persisting the workspace failed: {error}")
+    return record
 
 
 async def step_agent_batch(job: BatchJob) -> BatchResult:
     """Step every agent of ``job`` concurrently and write the batch's shards."""
-    import os
-
     started = time.perf_counter()
     run_dir = job.proxy.run_dir
     assert run_dir is not None, "a batch needs a run directory"
     recorder = TraceRecorder()
-    results = await asyncio.gather(*(_step_one(a, job, run_dir / "agents", recorder) for a in job.agent_ids))
-    rows = [row for row, _ in results]
-    calls = [call for _, rows_ in results for call in rows_]
+    gate = BudgetGate(job.allowance) if job.allowance is not None else None
+    results = await asyncio.gather(*(_step_one(a, job, run_dir / "agents", recorder, gate) for a in job.agent_ids))
+    done = [r for r in results if r is not None]
+    rows = [r["row"] for r in done]
+    calls = [call for r in done for call in r["calls"]]
+    fresh_calls = [call for r in done if not r.get("replayed") for call in r["calls"]]
     part = shard_name(job.step, job.batch)
     writer = ReplayWriter(run_dir / "replay")
     writer.write_shard(ACTIONS, part, rows)
@@ -109,15 +144,24 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
     statuses: dict[str, int] = {}
     for row in rows:
         statuses[row["status"]] = statuses.get(row["status"], 0) + 1
+    provider = [c for c in fresh_calls if not c.get("cached")]
+    usage = Usage(
+        calls=sum(1 for c in provider if c.get("status") == "ok"),
+        tokens=sum(c["input_tokens"] + c["output_tokens"] for c in provider),
+        cost_usd=sum(c.get("cost_usd") or 0.0 for c in provider),
+    )
     return BatchResult(
         step=job.step,
         batch=job.batch,
         agents=len(rows),
+        replayed=sum(1 for r in done if r.get("replayed")),
         statuses=statuses,
         llm_calls=sum(r["llm_calls"] for r in rows),
         input_tokens=sum(r["input_tokens"] for r in rows),
         output_tokens=sum(r["output_tokens"] for r in rows),
         env_calls=sum(r["env_calls"] for r in rows),
+        usage=usage,
+        budget_stopped=len(results) - len(done),
         duration_s=time.perf_counter() - started,
         worker_pid=os.getpid(),
         dispatcher_builds=dispatcher_stats()["builds"],

@@ -17,13 +17,15 @@ from engine.agent.service_proxy import ServiceProxy
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
 from engine.env.proxy import EnvRouterProxy
 from engine.env.registry import resolve_env_module
-from engine.errors import UnsupportedStepError
+from engine.errors import BudgetExhaustedError, RunError, SpecError, UnsupportedStepError
+from engine.llm.budget import Allowance, Usage
 from engine.llm.client import LLMClient
 from engine.society.batch import BatchResult
 from engine.society.datasets import ACTIONS, LLM_CALLS
 from engine.society.society import AgentSociety
-from engine.society.status import write_society
-from engine.spec import ExperimentSpec, RunStep
+from engine.society.status import SocietyStep, read_society_step, write_society
+from engine.spec import ExperimentSpec, RunStep, parse_spec
+from engine.storage.atomic import read_json
 from engine.storage.catalog import Catalog
 from engine.storage.replay import ReplayWriter
 from engine.storage.shards import shard_name
@@ -33,7 +35,7 @@ __all__ = ["RunProgress", "RunSummary", "run_experiment"]
 
 @dataclass(frozen=True)
 class RunProgress:
-    status: str  #: starting | running | completed | failed | cancelled
+    status: str  #: starting | running | completed | failed | cancelled | budget_exhausted
     ticks_done: int
     ticks_total: int
     agent_steps_done: int
@@ -55,6 +57,8 @@ class RunSummary:
     statuses: dict[str, int] | None = None
     tick_seconds: tuple[float, ...] = ()
     env: dict[str, Any] | None = None
+    provider_calls: int = 0  #: calls that reached a provider, whole run (resumed parts included)
+    dispatcher_builds: dict[int, int] | None = None  #: worker pid -> LLM backends built there
 
 
 def _check_supported(spec: ExperimentSpec) -> None:
@@ -66,11 +70,13 @@ def _check_supported(spec: ExperimentSpec) -> None:
             )
 
 
-def _clients(spec: ExperimentSpec) -> dict[str, LLMClient]:
-    clients = {"default": LLMClient(role="default", seed=spec.seed, **spec.llm.default.model_dump())}
+def _clients(spec: ExperimentSpec, cache_dir: Path | None) -> dict[str, LLMClient]:
+    extra = {"seed": spec.seed, "cache_dir": str(cache_dir) if cache_dir else None}
     coder = spec.llm.coder or spec.llm.default
-    clients["coder"] = LLMClient(role="coder", seed=spec.seed, **coder.model_dump())
-    return clients
+    return {
+        "default": LLMClient(role="default", **extra, **spec.llm.default.model_dump()),
+        "coder": LLMClient(role="coder", **extra, **coder.model_dump()),
+    }
 
 
 def _register_datasets(run_dir: Path, spec: ExperimentSpec) -> None:
@@ -82,14 +88,53 @@ def _register_datasets(run_dir: Path, spec: ExperimentSpec) -> None:
             catalog.register(schema)
 
 
+def _resume_state(spec: ExperimentSpec, run_dir: Path, force: bool) -> SocietyStep:
+    """Where a run stands, after checking that ``spec`` is the one it was started with.
+
+    Raises:
+        RunError: nothing to resume in ``run_dir``.
+        SpecError: the spec changed (other than its budget) and ``force`` is off.
+    """
+    stored = read_json(run_dir / "SOCIETY.json", default=None)
+    status = read_society_step(run_dir)
+    if stored is None or status is None:
+        raise RunError(f"{run_dir} holds no run to resume (SOCIETY.json / SOCIETY_STEP.json missing)")
+    before = parse_spec(stored["spec"]).model_copy(update={"budget": None})
+    if before != spec.model_copy(update={"budget": None}) and not force:
+        raise SpecError(
+            f"the spec differs from the one {run_dir} was started with (hash {stored.get('spec_hash')}); "
+            "only the budget may change on resume. Pass --force to resume anyway."
+        )
+    return status
+
+
+def _budget(spec: ExperimentSpec) -> Allowance | None:
+    if spec.budget is None:
+        return None
+    return Allowance(spec.budget.max_calls, spec.budget.max_tokens, spec.budget.max_cost_usd)
+
+
 async def run_experiment(
     spec: ExperimentSpec,
     run_dir: Path,
     client: Client,
     *,
     on_progress: Callable[[RunProgress], None] | None = None,
+    resume: bool = False,
+    force: bool = False,
+    llm_cache_dir: Path | None = None,
 ) -> RunSummary:
     """Run every step of ``spec`` into ``run_dir``; failures come back as status ``failed``.
+
+    Args:
+        spec: the experiment.
+        run_dir: where everything lands.
+        client: an asynchronous distributed Client.
+        on_progress: called on every batch and tick.
+        resume: continue the run in ``run_dir`` from its last committed tick and top-level step.
+        force: resume even though the spec changed.
+        llm_cache_dir: the response cache (default ``run_dir/llm_cache``); point a rerun at an
+            earlier run's cache to replay it without provider calls.
 
     Raises:
         asyncio.CancelledError: the run was cancelled (status ``cancelled`` is written first).
@@ -106,7 +151,7 @@ async def run_experiment(
             on_progress(RunProgress(status, progress["ticks"], ticks_total, progress["agent_steps"], steps_total, error))
 
     def on_batch(result: BatchResult) -> None:
-        progress["agent_steps"] += result.agents
+        progress["agent_steps"] += result.agents - result.replayed
         report("running")
 
     report("starting")
@@ -117,12 +162,20 @@ async def run_experiment(
         _check_supported(spec)
         for agent in agents:
             resolve_agent(agent.type)
+        state = _resume_state(spec, run_dir, force) if resume else None
+        if state is not None and state.status == "completed":
+            progress.update(ticks=state.step_count, agent_steps=state.agent_steps_done)
+            report("completed")
+            return RunSummary("completed", run_dir, state.step_count, state.agent_steps_done, 0, 0, 0,
+                              time.perf_counter() - started, None)
+        if state is not None:
+            progress.update(ticks=state.step_count, agent_steps=state.agent_steps_done)
         run_dir.mkdir(parents=True, exist_ok=True)
-        clients = _clients(spec)
+        clients = _clients(spec, llm_cache_dir or run_dir / "llm_cache")
         write_society(run_dir, {
             "name": spec.name, "spec_hash": spec.spec_hash(), "spec": spec.model_dump(mode="json"),
             "env_modules": [m.model_dump(mode="json") for m in spec.environment.modules],
-            "llm": {role: c.model_dump(mode="json") for role, c in clients.items()},
+            "llm": {role: c.model_dump(mode="json", exclude={"cache_dir"}) for role, c in clients.items()},
         })
         _register_datasets(run_dir, spec)
         config = EnvRouterConfig(
@@ -135,26 +188,36 @@ async def run_experiment(
         actor_future = client.submit(EnvRouterActor, config, actor=True, key=f"env-router-{uuid.uuid4().hex[:8]}")
         actor = await actor_future
         info = await actor.init(spec.start_time, [a.id for a in agents])
+        run_id = f"{spec.name}-{uuid.uuid4().hex[:6]}"
         proxy = ServiceProxy(
             env=EnvRouterProxy(address=actor._address, key=actor.key, world_description=info["world_description"],
                                env_skill_dirs=tuple(info["env_skill_dirs"])),
             llm=clients,
             run_dir=run_dir,
-            run_id=f"{spec.name}-{uuid.uuid4().hex[:6]}",
+            run_id=run_id,
         )
         society = AgentSociety(
             [a.model_dump() for a in agents], env=actor, service_proxy=proxy, start_t=spec.start_time,
-            run_dir=run_dir, client=client, batch_size=spec.batch_size, max_workers=spec.max_workers, on_batch=on_batch,
+            run_dir=run_dir, client=client, batch_size=spec.batch_size, max_workers=spec.max_workers,
+            budget=_budget(spec), on_batch=on_batch, status=state,
         )
         await society.init()
+        ticks_before = 0
         for index, step in enumerate(spec.steps):
             assert isinstance(step, RunStep)
-            for _ in range(step.num_steps):
+            done_here = max(0, society.step_count - ticks_before)
+            ticks_before += step.num_steps
+            if index < society.completed_steps:
+                continue
+            for _ in range(step.num_steps - done_here):
                 await society.step(step.tick)
-                ReplayWriter(run_dir / "replay").write_shard(
-                    LLM_CALLS, shard_name(society.step_count, "router"),
-                    [{"step": society.step_count, **r} for r in await actor.drain_llm_records()],
-                )
+                records = [{"run": run_id, "step": society.step_count, **r} for r in await actor.drain_llm_records()]
+                ReplayWriter(run_dir / "replay").write_shard(LLM_CALLS, shard_name(society.step_count, "router"), records)
+                society.add_usage(Usage(
+                    calls=sum(1 for r in records if not r["cached"] and r["status"] == "ok"),
+                    tokens=sum(r["input_tokens"] + r["output_tokens"] for r in records if not r["cached"]),
+                    cost_usd=sum(r["cost_usd"] or 0.0 for r in records if not r["cached"]),
+                ))
                 progress["ticks"] = society.step_count
                 report("running")
             society.mark_step_completed(index)
@@ -166,6 +229,8 @@ async def run_experiment(
             society.set_status("cancelled")
         report("cancelled")
         raise
+    except BudgetExhaustedError as caught:
+        status, error = "budget_exhausted", str(caught)
     except Exception as caught:  # noqa: BLE001 - workers re-raise any type (ImportError, KilledWorker, ...); record it
         status, error = "failed", f"{type(caught).__name__}: {caught}"
         if society is not None:
@@ -188,4 +253,6 @@ async def run_experiment(
         statuses=dict(totals.statuses) if totals else None,
         tick_seconds=tuple(totals.tick_seconds) if totals else (),
         env=env_usage,
+        provider_calls=society.usage.calls if society is not None else 0,
+        dispatcher_builds=dict(totals.dispatcher_builds) if totals else None,
     )

@@ -2,6 +2,8 @@
 
 Per tick: split ids into batches, submit one ``step_agent_batch`` future per batch (at most
 ``max_workers`` in flight), gather, run the env step, advance the clock, write SOCIETY_STEP.json.
+With a budget, each batch gets a share of what remains; when the budget runs out the tick stops
+at agent-step boundaries, the env state is saved as it is, and the run can resume later.
 """
 
 from __future__ import annotations
@@ -18,15 +20,35 @@ from distributed import Client, as_completed
 from engine.agent.registry import resolve_agent
 from engine.agent.service_proxy import ServiceProxy
 from engine.agent.workspace import workspace_path
+from engine.errors import BudgetExhaustedError
+from engine.llm.budget import Allowance, Usage
 from engine.society.batch import BatchJob, BatchResult, step_agent_batch
 from engine.society.status import SocietyStep, write_society_step
 
-__all__ = ["AgentSociety", "SocietyTotals", "plan_batches"]
+__all__ = ["AgentSociety", "SocietyTotals", "plan_batches", "split_allowance"]
 
 
 def plan_batches(agent_ids: list[int], batch_size: int) -> list[tuple[int, ...]]:
     """Split ids into ⌈N / batch_size⌉ consecutive batches."""
     return [tuple(agent_ids[i : i + batch_size]) for i in range(0, len(agent_ids), batch_size)]
+
+
+def split_allowance(budget: Allowance, used: Usage, parts: int) -> list[Allowance]:
+    """Share what remains of ``budget`` after ``used`` evenly over ``parts`` batches."""
+
+    def share(limit: float | None, spent: float, integral: bool) -> list[Any]:
+        if limit is None:
+            return [None] * parts
+        left = max(0.0, limit - spent)
+        if integral:
+            base, extra = divmod(int(left), parts)
+            return [base + (i < extra) for i in range(parts)]
+        return [left / parts] * parts
+
+    calls = share(budget.calls, used.calls, True)
+    tokens = share(budget.tokens, used.tokens, True)
+    cost = share(budget.cost_usd, used.cost_usd, False)
+    return [Allowance(calls[i], tokens[i], cost[i]) for i in range(parts)]
 
 
 @dataclass
@@ -39,6 +61,7 @@ class SocietyTotals:
     statuses: dict[str, int] = field(default_factory=dict)
     tick_seconds: list[float] = field(default_factory=list)
     worker_pids: set[int] = field(default_factory=set)
+    dispatcher_builds: dict[int, int] = field(default_factory=dict)  #: worker pid -> backends built there
 
     def add(self, result: BatchResult) -> None:
         self.agent_steps += result.agents
@@ -47,6 +70,7 @@ class SocietyTotals:
         self.output_tokens += result.output_tokens
         self.env_calls += result.env_calls
         self.worker_pids.add(result.worker_pid)
+        self.dispatcher_builds[result.worker_pid] = result.dispatcher_builds
         for status, n in result.statuses.items():
             self.statuses[status] = self.statuses.get(status, 0) + n
 
@@ -56,14 +80,16 @@ class AgentSociety:
 
     Args:
         agent_specs: ``{"id", "type", "profile", "config"}`` per agent.
-        env: the env actor handle (driver side) or an in-process RouterBase.
+        env: the env actor handle (awaitable ``set_current_time``, ``step``, ``save``).
         service_proxy: what batch tasks receive (env proxy, LLM clients, run dir).
         start_t: simulated start time.
         run_dir: the run directory (``agents/`` holds the workspaces).
         client: an asynchronous distributed Client.
         batch_size: agents per batch future.
         max_workers: batch futures in flight at once (None: all).
+        budget: the run's budget (None: unlimited).
         on_batch: called after each batch completes (progress reporting).
+        status: where a resumed run stands (None: a fresh start at ``start_t``).
     """
 
     def __init__(
@@ -77,7 +103,9 @@ class AgentSociety:
         client: Client,
         batch_size: int = 256,
         max_workers: int | None = None,
+        budget: Allowance | None = None,
         on_batch: Callable[[BatchResult], None] | None = None,
+        status: SocietyStep | None = None,
     ) -> None:
         self._specs = agent_specs
         self._env = env
@@ -86,8 +114,10 @@ class AgentSociety:
         self._client = client
         self._batch_size = batch_size
         self._max_workers = max_workers
+        self._budget = budget
         self._on_batch = on_batch
-        self._status = SocietyStep(current_time=start_t)
+        self._status = status or SocietyStep(current_time=start_t)
+        self.usage = Usage(**self._status.extra.get("usage", {}))
         self.totals = SocietyTotals()
 
     @property
@@ -97,6 +127,10 @@ class AgentSociety:
     @property
     def step_count(self) -> int:
         return self._status.step_count
+
+    @property
+    def completed_steps(self) -> int:
+        return self._status.completed_steps
 
     @property
     def agent_ids(self) -> list[int]:
@@ -113,39 +147,56 @@ class AgentSociety:
             ws = workspace_path(root, int(spec["id"]))
             if not (ws / "config.json").exists():
                 resolve_agent(spec["type"]).create(ws, agent_id=int(spec["id"]), profile=spec["profile"], config=spec["config"])
-        await self.to_workspace()
+        self.set_status("running")
+
+    def _write_status(self) -> None:
+        self._status.updated_at = time.time()
+        self._status.extra["usage"] = {"calls": self.usage.calls, "tokens": self.usage.tokens, "cost_usd": self.usage.cost_usd}
+        write_society_step(self._run_dir, self._status)
 
     async def to_workspace(self) -> None:
-        self._status.updated_at = time.time()
-        write_society_step(self._run_dir, self._status)
+        self._write_status()
 
     def mark_step_completed(self, step_idx: int) -> None:
         """Record that top-level spec step ``step_idx`` (0-based) finished."""
         self._status.completed_steps = step_idx + 1
-        self._status.updated_at = time.time()
-        write_society_step(self._run_dir, self._status)
+        self._write_status()
 
     def set_status(self, status: str, error: str | None = None) -> None:
         self._status.status, self._status.error = status, error
-        self._status.updated_at = time.time()
-        write_society_step(self._run_dir, self._status)
+        self._write_status()
+
+    def add_usage(self, usage: Usage) -> None:
+        """Count provider usage made outside agent batches (the env router's calls)."""
+        self.usage.add(usage)
 
     async def step(self, tick: int) -> list[BatchResult]:
-        """One tick: batches of agents, then the env step, then the clock."""
+        """One tick: batches of agents, then the env step, then the clock.
+
+        Raises:
+            BudgetExhaustedError: the budget ran out during the tick; the agents that finished it
+                are committed, the env state is saved, and the tick resumes from there.
+        """
         started = time.perf_counter()
         step = self._status.step_count + 1
         t_end = self._status.current_time + timedelta(seconds=tick)
         await self._env.set_current_time(self._status.current_time)
         batches = plan_batches(self.agent_ids, self._batch_size)
+        allowances = split_allowance(self._budget, self.usage, len(batches)) if self._budget else [None] * len(batches)
         results = await self._run_batches(
-            [BatchJob(ids, step, i, tick, t_end, self._proxy) for i, ids in enumerate(batches)]
+            [BatchJob(ids, step, i, tick, t_end, self._proxy, allowances[i]) for i, ids in enumerate(batches)]
         )
+        stopped = sum(r.budget_stopped for r in results)
+        self._status.agent_steps_done += sum(r.agents - r.replayed for r in results)
+        if stopped:
+            await self._env.save()
+            self.set_status("budget_exhausted", f"{stopped} agent-steps of step {step} wait for more budget")
+            raise BudgetExhaustedError(f"budget exhausted during step {step}: {stopped} agent-steps not run")
         await self._env.step(step, tick, t_end)
         self._status.current_time = t_end
         self._status.step_count = step
-        self._status.agent_steps_done += sum(r.agents for r in results)
         self.totals.tick_seconds.append(time.perf_counter() - started)
-        await self.to_workspace()
+        self._write_status()
         return results
 
     async def _run_batches(self, jobs: list[BatchJob]) -> list[BatchResult]:
@@ -158,6 +209,7 @@ class AgentSociety:
         async for _, result in running:
             results.append(result)
             self.totals.add(result)
+            self.usage.add(result.usage)
             if self._on_batch is not None:
                 self._on_batch(result)
             if pending:

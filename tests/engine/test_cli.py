@@ -52,3 +52,34 @@ def test_query_refuses_anything_but_select(tmp_path: Path):
     result = polis("query", str(tmp_path / "run"), "COPY (SELECT 1) TO 'x.csv'")
     assert result.returncode == 2
     assert "SELECT" in result.stderr
+
+
+def test_estimate_projects_calls_for_the_whole_spec(tmp_path: Path):
+    spec = {
+        "name": "est",
+        "population": [{"count": 40, "config": {"max_react_turns": 1, "tools": ["finish"]}}],
+        "steps": [{"type": "run", "num_steps": 5, "tick": 600}],
+    }
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    result = polis("estimate", str(tmp_path / "spec.yaml"), "--agents", "4", "--ticks", "1")
+    assert result.returncode == 0, result.stderr
+    # One decision per agent-step and no env asks: exactly 1 call per agent-step, 200 agent-steps.
+    assert "1.00 LLM calls" in result.stdout
+    assert "~200 calls" in result.stdout
+
+
+def test_resume_with_a_raised_budget_completes_the_run(tmp_path: Path):
+    spec = {
+        "name": "budget",
+        "population": [{"count": 4, "config": {"max_react_turns": 1, "tools": ["finish"]}}],
+        "steps": [{"type": "run", "num_steps": 2, "tick": 600}],
+        "budget": {"max_calls": 5},
+        "batch_size": 2,
+    }
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    first = polis("run", str(tmp_path / "spec.yaml"), "--run-dir", str(tmp_path / "run"))
+    assert first.returncode == 1
+    assert "status: budget_exhausted" in first.stdout
+    resumed = polis("run", "--run-dir", str(tmp_path / "run"), "--resume", "--max-calls", "50")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "status: completed" in resumed.stdout

@@ -9,9 +9,9 @@ from engine.errors import LLMRateLimitError
 from engine.llm.client import LLMClient
 from engine.llm.dispatcher import get_chat_model
 from engine.llm.litellm_backend import LiteLLMChatModel
-from engine.llm.retry import RetryingModel
 from engine.llm.sim import SimFaults
 from engine.llm.sim.background import serving
+from engine.llm.single_flight import SingleFlightModel
 from engine.llm.structured import complete_structured
 
 
@@ -33,7 +33,7 @@ async def test_structured_output_through_litellm_over_http(sim_url, monkeypatch)
     monkeypatch.setenv("POLIS_TEST_KEY", SECRET)
     client = LLMClient(model="openai/sim-default", base_url=f"{sim_url}/v1", api_key_env="POLIS_TEST_KEY")
     model = get_chat_model(client)
-    assert isinstance(model, RetryingModel)
+    assert isinstance(model, SingleFlightModel)
 
     vote = await complete_structured(model, [{"role": "user", "content": "vote"}], Vote)
 

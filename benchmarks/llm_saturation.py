@@ -1,0 +1,194 @@
+"""LLM saturation: 1,000 callers in one process against a simulated LLM with a hard capacity, over HTTP.
+
+The simulated LLM runs in its own process (default: 256 concurrent calls, 200 ms each, so at most
+1,280 calls/s; beyond capacity it answers 429 at once). The callers are asyncio tasks in this
+process, each making ``--calls`` calls one after another through the dispatcher's model for a
+litellm client, ``RetryingModel(LimitedModel(LiteLLMChatModel))``: the AIMD limiter alone decides
+how many are in flight. Prints:
+    calls: <ok> ok, <failed> failed in <s> s
+    achieved: <calls/s>; bound: <capacity / latency> calls/s
+    ratio: <achieved / bound>
+    429s: <answered 429 by the server, from /stats>
+    limit: final <n>, max <n>, decreases <n>
+and writes a PNG of the limit (blue) and the calls in flight (orange) over time.
+
+``--overhead`` first measures the client's own ceiling against a zero-latency, unlimited server:
+litellm calls/s, and raw httpx POSTs/s for comparison, then also prints the ratio against
+``min(bound, litellm ceiling)``.
+
+Usage: python benchmarks/llm_saturation.py [--agents 1000] [--calls 5] [--capacity 256]
+       [--latency-ms 200] [--rate-429 0.3] [--concurrency 16] [--png PATH] [--overhead]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import multiprocessing
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # pngplot, when run as a script
+
+from pngplot import line_plot, write_png  # noqa: E402
+
+from engine.errors import LLMCallError  # noqa: E402
+from engine.llm.client import LimiterConfig, LLMClient  # noqa: E402
+from engine.llm.dispatcher import get_chat_model, limiter_for  # noqa: E402
+from engine.llm.protocol import ChatModel  # noqa: E402
+from engine.llm.sim import SimFaults  # noqa: E402
+from engine.llm.sim.server import run_server  # noqa: E402
+
+DEFAULT_PNG = Path(__file__).resolve().parent / "out" / "llm_saturation.png"
+
+
+@contextlib.contextmanager
+def sim_server(faults: SimFaults) -> Iterator[str]:
+    """The simulated LLM in a child process (its own core and GIL); yields its base URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = multiprocessing.get_context("spawn").Process(
+        target=run_server, kwargs={"host": "127.0.0.1", "port": port, "name": "bench", "seed": 1, "faults": faults},
+        daemon=True,
+    )
+    process.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx.get(url + "/health", timeout=1).raise_for_status()
+            break
+        except httpx.HTTPError:
+            if not process.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the simulated LLM server did not start") from None
+            time.sleep(0.05)
+    try:
+        yield url
+    finally:
+        process.terminate()
+        process.join(10)
+
+
+async def drive(model: ChatModel, agents: int, calls: int) -> tuple[int, int, float]:
+    """Run ``agents`` callers making ``calls`` calls each; return (ok, failed, seconds)."""
+    ok = failed = 0
+
+    async def agent(i: int) -> None:
+        nonlocal ok, failed
+        for k in range(calls):
+            try:
+                await model.complete([{"role": "user", "content": f"agent {i}, call {k}: say something"}])
+                ok += 1
+            except LLMCallError:
+                failed += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(agent(i) for i in range(agents)))
+    return ok, failed, time.perf_counter() - started
+
+
+async def client_ceilings(seconds: float = 5.0, width: int = 64) -> tuple[float, float]:
+    """Calls/s of bare litellm and of raw httpx against a zero-latency, unlimited sim."""
+    from engine.llm.litellm_backend import LiteLLMChatModel
+
+    with sim_server(SimFaults()) as url:
+        litellm_model = LiteLLMChatModel(LLMClient(model="openai/bench", base_url=url + "/v1"))
+        body = {"model": "bench", "messages": [{"role": "user", "content": "say something"}]}
+        async with httpx.AsyncClient(limits=httpx.Limits(max_connections=width)) as http:
+
+            async def raw() -> None:
+                (await http.post(url + "/v1/chat/completions", json=body)).raise_for_status()
+
+            async def lite() -> None:
+                await litellm_model.complete(body["messages"])
+
+            rates = []
+            for call in (lite, raw):
+                await asyncio.gather(*(call() for _ in range(width)))  # warm connections
+                done = 0
+                end = time.perf_counter() + seconds
+
+                async def loop() -> None:
+                    nonlocal done
+                    while time.perf_counter() < end:
+                        await call()  # noqa: B023 - the loop runs before `call` changes
+                        done += 1
+
+                started = time.perf_counter()
+                await asyncio.gather(*(loop() for _ in range(width)))
+                rates.append(done / (time.perf_counter() - started))
+    return rates[0], rates[1]
+
+
+async def sample(limiter, trace: list[tuple[float, int, int]], every: float = 0.01) -> None:  # type: ignore[no-untyped-def]
+    """Record (time, limit, in flight) until cancelled."""
+    while True:
+        trace.append((time.monotonic(), limiter.limit, limiter.in_flight))
+        await asyncio.sleep(every)
+
+
+async def main(args: argparse.Namespace) -> None:
+    ceiling = None
+    if args.overhead:
+        ceiling, raw = await client_ceilings()
+        print(f"client ceiling (zero-latency sim, 64 callers): litellm {ceiling:.0f} calls/s, raw httpx {raw:.0f} POST/s")
+    faults = SimFaults(latency_ms=args.latency_ms, capacity=args.capacity, rate_429=args.rate_429, seed=1)
+    bound = args.capacity / (args.latency_ms / 1000)
+    print(
+        f"agents: {args.agents} x {args.calls} calls; server: capacity {args.capacity}, "
+        f"latency {args.latency_ms:g} ms, rate_429 {args.rate_429:g}; initial limit {args.concurrency}"
+    )
+    with sim_server(faults) as url:
+        client = LLMClient(
+            model="openai/bench", base_url=url + "/v1", limits=LimiterConfig(concurrency=args.concurrency)
+        )
+        model = get_chat_model(client)
+        limiter = limiter_for(client)
+        assert limiter is not None
+        trace: list[tuple[float, int, int]] = []
+        sampler = asyncio.create_task(sample(limiter, trace))
+        ok, failed, seconds = await drive(model, args.agents, args.calls)
+        sampler.cancel()
+        stats = httpx.get(url + "/stats").json()["outcomes"]
+    achieved = ok / seconds
+    rejected = stats["rejected_capacity"] + stats["injected_429"]
+    limits = [limit for _, limit in limiter.history]
+    print(f"calls: {ok} ok, {failed} failed in {seconds:.2f} s")
+    print(f"achieved: {achieved:.1f} calls/s; bound: {bound:.0f} calls/s")
+    print(f"ratio: {achieved / bound:.2f}")
+    if ceiling is not None:
+        effective = min(bound, ceiling)
+        print(f"ratio vs min(bound, litellm ceiling) = {effective:.0f} calls/s: {achieved / effective:.2f}")
+    print(f"429s: {rejected} (over capacity {stats['rejected_capacity']}, injected {stats['injected_429']})")
+    print(f"limit: final {limiter.limit}, max {max(limits)}, decreases {limiter.core.decreases}")
+
+    t0 = trace[0][0] if trace else 0.0
+    limit_line = [(t - t0, float(limit)) for t, limit, _ in trace]
+    flight_line = [(t - t0, float(flying)) for t, _, flying in trace]
+    path = write_png(args.png, line_plot([limit_line, flight_line]))
+    y_max = max((y for _, y in limit_line + flight_line), default=0)
+    print(f"png: {path} (blue = limit, orange = in flight; x 0..{seconds:.1f} s, y 0..{y_max:.0f})")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", type=int, default=1000)
+    parser.add_argument("--calls", type=int, default=5, help="calls per agent, one after another")
+    parser.add_argument("--capacity", type=int, default=256, help="the server's concurrent calls")
+    parser.add_argument("--latency-ms", type=float, default=200.0)
+    parser.add_argument("--rate-429", type=float, default=0.0, help="share of calls the server answers 429 anyway")
+    parser.add_argument("--concurrency", type=int, default=16, help="the limiter's initial limit")
+    parser.add_argument("--png", type=Path, default=DEFAULT_PNG)
+    parser.add_argument("--overhead", action="store_true", help="first measure the client's own calls/s ceiling")
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(parse_args()))

@@ -1,0 +1,257 @@
+"""Serve a local model with llama.cpp's OpenAI-compatible server, in a child process.
+
+The parent (:class:`LocalModelServer`) never imports xllamacpp: it starts
+``python -m engine.llm.local.server --model NAME --port P``, waits for ``GET /health``, and stops
+the child with SIGTERM (then SIGKILL) on ``close()``, on context-manager exit and at interpreter
+exit. The child builds ``xllamacpp.Server`` (which serves in its own threads) and blocks until
+SIGTERM/SIGINT or until its parent is gone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from engine.llm.local.errors import LocalServerError
+from engine.llm.local.models import gguf_path, require_server_runtime
+
+__all__ = ["LocalModelServer", "LocalServerConfig", "local_server", "main", "serve"]
+
+_HOST = "127.0.0.1"
+_STDERR_TAIL_LINES = 20
+
+
+@dataclass(frozen=True)
+class LocalServerConfig:
+    """How the llama.cpp server runs."""
+
+    n_ctx: int = 2048  #: context tokens per parallel slot
+    n_parallel: int = 2  #: requests decoded together (continuous batching)
+    threads: int = field(default_factory=lambda: os.cpu_count() or 1)  #: CPU threads for decoding and prompt processing
+    verbosity: int = 1  #: llama.cpp's log threshold; 1 keeps errors only (3 logs every request)
+    startup_timeout_s: float = 60.0  #: how long the child may take to load the model and answer /health
+    stop_timeout_s: float = 5.0  #: how long SIGTERM may take before SIGKILL
+
+
+class LocalModelServer:
+    """One llama.cpp server process for one local model.
+
+    Args:
+        name: the local model (``smollm2`` for ``local/smollm2``).
+        config: server settings (default :class:`LocalServerConfig`).
+
+    Usage::
+
+        with LocalModelServer("smollm2") as server:
+            client = LLMClient(model="openai/smollm2", base_url=server.base_url)
+    """
+
+    def __init__(self, name: str, config: LocalServerConfig | None = None) -> None:
+        self.name = name
+        self.config = config or LocalServerConfig()
+        self.port: int | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._stderr: IO[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-compatible base URL, ``http://127.0.0.1:PORT/v1`` (after :meth:`start`)."""
+        if self.port is None:
+            raise LocalServerError(f"the server for local model {self.name!r} has not been started")
+        return f"http://{_HOST}:{self.port}/v1"
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id while it runs."""
+        return self._process.pid if self._process is not None else None
+
+    def start(self) -> str:
+        """Start the child and wait until it answers ``/health``; return :attr:`base_url`.
+
+        Raises:
+            LocalModelMissingError: the model or xllamacpp is not installed.
+            LocalServerError: the child exited, or was not healthy within ``startup_timeout_s``.
+        """
+        if self._process is not None:
+            return self.base_url
+        gguf_path(self.name)  # fail here, with the install hint, rather than in the child
+        require_server_runtime()
+        self.port = _free_port()
+        self._stderr = tempfile.TemporaryFile()
+        self._process = subprocess.Popen(
+            self._command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr, env=_child_env()
+        )
+        atexit.register(self.close)
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.close()
+            raise
+        return self.base_url
+
+    def _command(self) -> list[str]:
+        c = self.config
+        return [
+            sys.executable, "-m", __name__, "--model", self.name, "--port", str(self.port), "--n-ctx", str(c.n_ctx),
+            "--n-parallel", str(c.n_parallel), "--threads", str(c.threads), "--verbosity", str(c.verbosity),
+        ]
+
+    def _wait_healthy(self) -> None:
+        assert self._process is not None
+        deadline = time.monotonic() + self.config.startup_timeout_s
+        url = f"http://{_HOST}:{self.port}/health"
+        while True:
+            code = self._process.poll()
+            if code is not None:
+                tail = self.stderr_tail()
+                raise LocalServerError(
+                    f"the llama.cpp server for local model {self.name!r} exited with code {code} before it was healthy;"
+                    f" its stderr ends with:\n{tail or '(nothing)'}", stderr_tail=tail)
+            if _answers_ok(url):
+                return
+            if time.monotonic() > deadline:
+                tail = self.stderr_tail()
+                raise LocalServerError(
+                    f"the llama.cpp server for local model {self.name!r} did not answer {url} within"
+                    f" {self.config.startup_timeout_s:g} s; its stderr ends with:\n{tail or '(nothing)'}", stderr_tail=tail)
+            time.sleep(0.05)
+
+    def stderr_tail(self, lines: int = _STDERR_TAIL_LINES) -> str:
+        """The last ``lines`` lines the child wrote to stderr."""
+        if self._stderr is None or self._stderr.closed:
+            return ""
+        self._stderr.seek(0)
+        text = self._stderr.read().decode("utf-8", errors="replace")
+        return "\n".join(text.rstrip().splitlines()[-lines:])
+
+    def close(self) -> None:
+        """Stop the child (SIGTERM, then SIGKILL after ``stop_timeout_s``). Idempotent."""
+        process, self._process = self._process, None
+        atexit.unregister(self.close)
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=self.config.stop_timeout_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    def __enter__(self) -> LocalModelServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@contextlib.contextmanager
+def local_server(name: str, config: LocalServerConfig | None = None) -> Iterator[str]:
+    """Serve the local model ``name`` for the duration of the block; yield its base URL.
+
+    Args:
+        name: the local model (``smollm2``).
+        config: server settings.
+
+    Raises:
+        LocalModelMissingError: the model or xllamacpp is not installed.
+        LocalServerError: the server did not start.
+    """
+    with LocalModelServer(name, config) as server:
+        yield server.base_url
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((_HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def _answers_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return response.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        # Not listening yet (refused), or still loading (503).
+        return False
+
+
+def _child_env() -> dict[str, str]:
+    # The child runs ``-m engine.llm.local.server``: make this checkout importable even when
+    # polis is not installed into the interpreter.
+    root = str(Path(__file__).resolve().parents[3])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+# ---- the child ---------------------------------------------------------------------------------
+def serve(name: str, *, port: int, config: LocalServerConfig) -> None:
+    """Run llama.cpp's server for ``name`` on 127.0.0.1:``port`` until SIGTERM/SIGINT or the parent exits.
+
+    Raises:
+        LocalModelMissingError: the model is not installed.
+        RuntimeError: llama.cpp could not load the model or bind the port.
+    """
+    import xllamacpp
+
+    params = xllamacpp.CommonParams()
+    params.model.path = str(gguf_path(name))
+    params.model_alias = {name}
+    params.hostnames = [_HOST]
+    params.port = port
+    # n_ctx is per slot in our config; llama.cpp splits its n_ctx across the slots.
+    params.n_ctx = config.n_ctx * config.n_parallel
+    params.n_parallel = config.n_parallel
+    params.cpuparams.n_threads = config.threads
+    params.cpuparams_batch.n_threads = config.threads
+    params.verbosity = config.verbosity
+    params.ui = False
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    parent = os.getppid()
+    server = xllamacpp.Server(params)
+    try:
+        # If the parent dies without closing us (SIGKILL), we are re-parented: stop as well.
+        while not stop.wait(0.5) and os.getppid() == parent:
+            pass
+    finally:
+        del server
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The child's command line: ``python -m engine.llm.local.server --model NAME --port P``."""
+    parser = argparse.ArgumentParser(prog="python -m engine.llm.local.server", description=main.__doc__)
+    defaults = LocalServerConfig()
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--n-ctx", type=int, default=defaults.n_ctx)
+    parser.add_argument("--n-parallel", type=int, default=defaults.n_parallel)
+    parser.add_argument("--threads", type=int, default=defaults.threads)
+    parser.add_argument("--verbosity", type=int, default=defaults.verbosity)
+    args = parser.parse_args(argv)
+    config = LocalServerConfig(n_ctx=args.n_ctx, n_parallel=args.n_parallel, threads=args.threads, verbosity=args.verbosity)
+    serve(args.model, port=args.port, config=config)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

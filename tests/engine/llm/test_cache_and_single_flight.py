@@ -1,0 +1,110 @@
+"""Response cache and single-flight wrappers."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from engine.errors import LLMCallError
+from engine.llm.cache import CachedModel, ResponseCache
+from engine.llm.protocol import ChatResult
+from engine.llm.single_flight import SingleFlightModel
+
+
+class CountingModel:
+    """A slow fake provider that counts calls."""
+
+    def __init__(self, delay: float = 0.05, fail: bool = False) -> None:
+        self.calls = 0
+        self.delay = delay
+        self.fail = fail
+
+    async def complete(self, messages, **kwargs) -> ChatResult:
+        self.calls += 1
+        await asyncio.sleep(self.delay)
+        if self.fail:
+            raise LLMCallError("provider down", status=500)
+        return ChatResult(text=f"answer to {messages[-1]['content']}", model="m", input_tokens=3, output_tokens=2)
+
+
+MSG = [{"role": "user", "content": "q"}]
+
+
+async def test_single_flight_collapses_50_identical_concurrent_requests_into_one_call():
+    provider = CountingModel()
+    model = SingleFlightModel(provider, model="m", seed=1)
+
+    results = await asyncio.gather(*(model.complete(MSG) for _ in range(50)))
+
+    assert provider.calls == 1
+    assert {r.text for r in results} == {"answer to q"}
+    assert model.shared == 49
+
+
+async def test_single_flight_keeps_different_requests_apart_and_forgets_finished_ones():
+    provider = CountingModel(delay=0.01)
+    model = SingleFlightModel(provider, model="m", seed=1)
+    await asyncio.gather(model.complete(MSG), model.complete([{"role": "user", "content": "other"}]))
+    await model.complete(MSG)
+    assert provider.calls == 3
+
+
+async def test_single_flight_shares_a_failure_with_every_waiter():
+    model = SingleFlightModel(CountingModel(fail=True), model="m", seed=1)
+    results = await asyncio.gather(*(model.complete(MSG) for _ in range(5)), return_exceptions=True)
+    assert all(isinstance(r, LLMCallError) for r in results)
+
+
+async def test_a_cancelled_caller_does_not_cancel_the_shared_call():
+    provider = CountingModel(delay=0.05)
+    model = SingleFlightModel(provider, model="m", seed=1)
+    first = asyncio.ensure_future(model.complete(MSG))
+    await asyncio.sleep(0.01)
+    second = asyncio.ensure_future(model.complete(MSG))
+    await asyncio.sleep(0)
+    first.cancel()
+    assert (await second).text == "answer to q"
+    assert provider.calls == 1
+
+
+async def test_cache_serves_a_rerun_without_calling_the_provider(tmp_path):
+    provider = CountingModel(delay=0)
+    cold = CachedModel(provider, ResponseCache(tmp_path), model="m", seed=7)
+    first = await cold.complete(MSG, response_format={"type": "json_object"})
+
+    warm = CachedModel(provider, ResponseCache(tmp_path), model="m", seed=7)  # e.g. another process
+    again = await warm.complete(MSG, response_format={"type": "json_object"})
+
+    assert provider.calls == 1
+    assert again.cached and not first.cached
+    assert (again.text, again.input_tokens, again.output_tokens) == (first.text, first.input_tokens, first.output_tokens)
+
+
+@pytest.mark.parametrize("change", ["seed", "model", "format", "options"])
+async def test_cache_key_covers_model_request_seed_and_options(tmp_path, change):
+    provider = CountingModel(delay=0)
+    base = {"model": "m", "seed": 7, "options": {"temperature": 0}}
+    await CachedModel(provider, ResponseCache(tmp_path), **base).complete(MSG)
+    other = dict(base)
+    fmt = None
+    if change == "seed":
+        other["seed"] = 8
+    elif change == "model":
+        other["model"] = "m2"
+    elif change == "options":
+        other["options"] = {"temperature": 1}
+    else:
+        fmt = {"type": "json_object"}
+    await CachedModel(provider, ResponseCache(tmp_path), **other).complete(MSG, response_format=fmt)
+    assert provider.calls == 2
+
+
+async def test_a_failed_call_is_not_cached(tmp_path):
+    provider = CountingModel(delay=0, fail=True)
+    model = CachedModel(provider, ResponseCache(tmp_path), model="m", seed=1)
+    for _ in range(2):
+        with pytest.raises(LLMCallError):
+            await model.complete(MSG)
+    assert provider.calls == 2
+    assert not list(tmp_path.rglob("*.json"))
