@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from engine.agent.outcome import StepOutcome
 from engine.agent.service_proxy import ServiceProxy
 from engine.agent.tools import ASK_ENV, FINISH, AgentTool
+from engine.agent.toolset import Toolset
 from engine.agent.workspace import AgentWorkspace
 from engine.errors import LLMCallError, StructuredOutputError, WorkspaceError
 from engine.llm.budget import BudgetedModel, BudgetGate
@@ -60,6 +61,7 @@ class AgentBase(ABC):
         self._budget: BudgetGate | None = None
         self._current_time: datetime | None = None
         self._step_count = 0
+        self._toolsets: list[Toolset] = []
         self._thread: list[dict[str, Any]] = []
         self._tool_log: list[dict[str, Any]] = []
 
@@ -119,6 +121,7 @@ class AgentBase(ABC):
         self._trace = trace
         self._budget = budget
         self._bind_services(service_proxy)
+        self._toolsets = self.build_toolsets()
 
     def _bind_services(self, service_proxy: ServiceProxy) -> None:
         self._service_proxy = service_proxy
@@ -154,6 +157,8 @@ class AgentBase(ABC):
     async def to_workspace(self, workspace_path: Path | None = None) -> None:
         """Write AGENT.json and flush this step's thread and tool-call logs."""
         assert self.workspace is not None
+        for toolset in self._toolsets:
+            toolset.save()
         self.persist_agent_json(tick=None, t=self._current_time)
         self.workspace.append_jsonl(".runtime/logs/thread_messages.jsonl", self._thread)
         self.workspace.append_jsonl(".runtime/logs/tool_calls.jsonl", self._tool_log)
@@ -195,7 +200,13 @@ class AgentBase(ABC):
     def react_tools(self, *, readonly: bool = False) -> dict[str, AgentTool]:
         """Tools offered this turn. Subclasses add theirs to ``super().react_tools(...)``."""
         tools = {ASK_ENV.name: ASK_ENV, FINISH.name: FINISH}
+        for toolset in self._toolsets:
+            tools.update(toolset.tools(readonly=readonly))
         return self._offer(tools, readonly=readonly)
+
+    def build_toolsets(self) -> list[Toolset]:
+        """The toolsets this agent offers (built at restore). Subclasses extend ``super()``'s list."""
+        return []
 
     def _offer(self, tools: dict[str, AgentTool], *, readonly: bool) -> dict[str, AgentTool]:
         """Filter by readonly and by ``config.tools`` (a researcher's allow-list; finish always stays)."""
@@ -226,6 +237,9 @@ class AgentBase(ABC):
         """
         if action == ASK_ENV.name:
             return await self.ask_env(args["instruction"], readonly=readonly)
+        for toolset in self._toolsets:
+            if action in toolset.tools(readonly=readonly):
+                return await toolset.dispatch(action, args, readonly=readonly)
         valid = list(self.react_tools(readonly=readonly))
         near = difflib.get_close_matches(action, valid, n=3)
         return f"error: unknown tool {action!r}" + (f"; did you mean {', '.join(near)}?" if near else f"; valid: {', '.join(valid)}")

@@ -152,6 +152,10 @@ async def test_invalid_json_on_every_attempt_is_an_llm_error_not_a_decision(worl
     assert outcome.summary is None
     assert outcome.tools_called == []
     assert len(llm.requests) == 3
+    # Each retry fed the validation error back to the model.
+    assert all("Your previous answer was not valid" in r["messages"][-1]["content"] for r in llm.requests[1:])
+    # Every attempt is recorded as an llm_calls row, numbered; nothing stands in for the missing decision.
+    assert [r.attempt for r in agent.meter.records] == [1, 2, 3]
     assert "recent" not in agent.state
     assert world.router_llm.requests == []
 
