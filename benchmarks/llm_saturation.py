@@ -29,7 +29,8 @@ import multiprocessing
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -42,10 +43,22 @@ from engine.errors import LLMCallError  # noqa: E402
 from engine.llm.client import LimiterConfig, LLMClient  # noqa: E402
 from engine.llm.dispatcher import get_chat_model, limiter_for  # noqa: E402
 from engine.llm.protocol import ChatModel  # noqa: E402
-from engine.llm.sim import SimFaults  # noqa: E402
-from engine.llm.sim.server import run_server  # noqa: E402
+from engine.llm.sim import SimFaults, SimLLM  # noqa: E402
+from engine.llm.sim.server import create_app  # noqa: E402
 
 DEFAULT_PNG = Path(__file__).resolve().parent / "out" / "llm_saturation.png"
+
+
+def serve(port: int, faults: SimFaults) -> None:
+    """The child process: uvicorn with a keep-alive longer than the client pool's (15 s).
+
+    With uvicorn's default 5 s, connections left idle after the limit shrinks are closed by the
+    server while the client still pools them, and the next call on one fails ("Server disconnected").
+    """
+    import uvicorn
+
+    app = create_app(SimLLM(name="bench", seed=1), faults)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", timeout_keep_alive=60)
 
 
 @contextlib.contextmanager
@@ -54,10 +67,7 @@ def sim_server(faults: SimFaults) -> Iterator[str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    process = multiprocessing.get_context("spawn").Process(
-        target=run_server, kwargs={"host": "127.0.0.1", "port": port, "name": "bench", "seed": 1, "faults": faults},
-        daemon=True,
-    )
+    process = multiprocessing.get_context("spawn").Process(target=serve, args=(port, faults), daemon=True)
     process.start()
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
@@ -76,55 +86,60 @@ def sim_server(faults: SimFaults) -> Iterator[str]:
         process.join(10)
 
 
-async def drive(model: ChatModel, agents: int, calls: int) -> tuple[int, int, float]:
-    """Run ``agents`` callers making ``calls`` calls each; return (ok, failed, seconds)."""
-    ok = failed = 0
+async def drive(model: ChatModel, agents: int, calls: int) -> tuple[int, Counter[str], float]:
+    """Run ``agents`` callers making ``calls`` calls each; return (ok, failures by kind, seconds)."""
+    ok = 0
+    failed: Counter[str] = Counter()
 
     async def agent(i: int) -> None:
-        nonlocal ok, failed
+        nonlocal ok
         for k in range(calls):
             try:
                 await model.complete([{"role": "user", "content": f"agent {i}, call {k}: say something"}])
                 ok += 1
-            except LLMCallError:
-                failed += 1
+            except LLMCallError as error:
+                failed[f"{type(error).__name__}({error.status})"] += 1
+            except Exception as error:  # noqa: BLE001 - a benchmark counts what escapes the stack, by type
+                failed[f"unwrapped {type(error).__module__}.{type(error).__name__}"] += 1
 
     started = time.perf_counter()
     await asyncio.gather(*(agent(i) for i in range(agents)))
     return ok, failed, time.perf_counter() - started
 
 
+async def calls_per_second(call: Callable[[], Awaitable[object]], *, width: int, seconds: float) -> float:
+    """How many ``call()``s per second ``width`` concurrent loops complete over ``seconds``."""
+    await asyncio.gather(*(call() for _ in range(width)))  # warm the connections up
+    done = 0
+    end = time.perf_counter() + seconds
+
+    async def loop() -> None:
+        nonlocal done
+        while time.perf_counter() < end:
+            await call()
+            done += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(loop() for _ in range(width)))
+    return done / (time.perf_counter() - started)
+
+
 async def client_ceilings(seconds: float = 5.0, width: int = 64) -> tuple[float, float]:
     """Calls/s of bare litellm and of raw httpx against a zero-latency, unlimited sim."""
     from engine.llm.litellm_backend import LiteLLMChatModel
 
+    messages = [{"role": "user", "content": "say something"}]
     with sim_server(SimFaults()) as url:
         litellm_model = LiteLLMChatModel(LLMClient(model="openai/bench", base_url=url + "/v1"))
-        body = {"model": "bench", "messages": [{"role": "user", "content": "say something"}]}
+        lite = await calls_per_second(lambda: litellm_model.complete(messages), width=width, seconds=seconds)
         async with httpx.AsyncClient(limits=httpx.Limits(max_connections=width)) as http:
 
-            async def raw() -> None:
+            async def post() -> None:
+                body = {"model": "bench", "messages": messages}
                 (await http.post(url + "/v1/chat/completions", json=body)).raise_for_status()
 
-            async def lite() -> None:
-                await litellm_model.complete(body["messages"])
-
-            rates = []
-            for call in (lite, raw):
-                await asyncio.gather(*(call() for _ in range(width)))  # warm connections
-                done = 0
-                end = time.perf_counter() + seconds
-
-                async def loop() -> None:
-                    nonlocal done
-                    while time.perf_counter() < end:
-                        await call()  # noqa: B023 - the loop runs before `call` changes
-                        done += 1
-
-                started = time.perf_counter()
-                await asyncio.gather(*(loop() for _ in range(width)))
-                rates.append(done / (time.perf_counter() - started))
-    return rates[0], rates[1]
+            raw = await calls_per_second(post, width=width, seconds=seconds)
+    return lite, raw
 
 
 async def sample(limiter, trace: list[tuple[float, int, int]], every: float = 0.01) -> None:  # type: ignore[no-untyped-def]
@@ -146,9 +161,7 @@ async def main(args: argparse.Namespace) -> None:
         f"latency {args.latency_ms:g} ms, rate_429 {args.rate_429:g}; initial limit {args.concurrency}"
     )
     with sim_server(faults) as url:
-        client = LLMClient(
-            model="openai/bench", base_url=url + "/v1", limits=LimiterConfig(concurrency=args.concurrency)
-        )
+        client = LLMClient(model="openai/bench", base_url=url + "/v1", limits=LimiterConfig(concurrency=args.concurrency))
         model = get_chat_model(client)
         limiter = limiter_for(client)
         assert limiter is not None
@@ -160,7 +173,8 @@ async def main(args: argparse.Namespace) -> None:
     achieved = ok / seconds
     rejected = stats["rejected_capacity"] + stats["injected_429"]
     limits = [limit for _, limit in limiter.history]
-    print(f"calls: {ok} ok, {failed} failed in {seconds:.2f} s")
+    kinds = ", ".join(f"{n} {kind}" for kind, n in failed.most_common())
+    print(f"calls: {ok} ok, {failed.total()} failed in {seconds:.2f} s" + (f" ({kinds})" if kinds else ""))
     print(f"achieved: {achieved:.1f} calls/s; bound: {bound:.0f} calls/s")
     print(f"ratio: {achieved / bound:.2f}")
     if ceiling is not None:
@@ -172,7 +186,8 @@ async def main(args: argparse.Namespace) -> None:
     t0 = trace[0][0] if trace else 0.0
     limit_line = [(t - t0, float(limit)) for t, limit, _ in trace]
     flight_line = [(t - t0, float(flying)) for t, _, flying in trace]
-    path = write_png(args.png, line_plot([limit_line, flight_line]))
+    # in flight first, so the limit is drawn on top of it
+    path = write_png(args.png, line_plot([flight_line, limit_line], colors=[(255, 127, 14), (31, 119, 180)]))
     y_max = max((y for _, y in limit_line + flight_line), default=0)
     print(f"png: {path} (blue = limit, orange = in flight; x 0..{seconds:.1f} s, y 0..{y_max:.0f})")
 

@@ -16,10 +16,14 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from engine.agent.memory.episodes import EpisodeStore
+from engine.agent.memory.thread import ThreadMemory
 from engine.agent.outcome import StepOutcome
 from engine.agent.service_proxy import ServiceProxy
+from engine.agent.skills.discovery import env_skill_dirs_of
 from engine.agent.tools import ASK_ENV, FINISH, AgentTool
 from engine.agent.toolset import Toolset
+from engine.agent.toolsets import FileTools, MemoryTools, SkillTools, TodoTools
 from engine.agent.workspace import AgentWorkspace
 from engine.errors import LLMCallError, StructuredOutputError, WorkspaceError
 from engine.llm.budget import BudgetedModel, BudgetGate
@@ -121,6 +125,13 @@ class AgentBase(ABC):
         self._trace = trace
         self._budget = budget
         self._bind_services(service_proxy)
+        self.thread = ThreadMemory.from_config(self.workspace, self._dispatcher, self.config)
+        self.episodes = EpisodeStore(self.workspace)
+        self.skills = SkillTools(
+            self.workspace, env_skill_dirs=env_skill_dirs_of(self._env), profile=self.profile,
+            clock=lambda: self._current_time, agent_id=self.id,
+            timeout_s=float(self.config.get("skill_timeout_s", 10.0)),
+        )
         self._toolsets = self.build_toolsets()
 
     def _bind_services(self, service_proxy: ServiceProxy) -> None:
@@ -159,6 +170,7 @@ class AgentBase(ABC):
         assert self.workspace is not None
         for toolset in self._toolsets:
             toolset.save()
+        self.thread.save()
         self.persist_agent_json(tick=None, t=self._current_time)
         self.workspace.append_jsonl(".runtime/logs/thread_messages.jsonl", self._thread)
         self.workspace.append_jsonl(".runtime/logs/tool_calls.jsonl", self._tool_log)
@@ -196,6 +208,11 @@ class AgentBase(ABC):
                         found = record
         return found
 
+    def _log_thread(self, t: datetime, messages: list[dict[str, Any]]) -> None:
+        """Keep messages in the thread memory and in this step's thread log."""
+        self.thread.append(messages)
+        self._thread.extend({"t": t.isoformat(), **m} for m in messages)
+
     # ---- the ReAct loop ----------------------------------------------------------------------
     def react_tools(self, *, readonly: bool = False) -> dict[str, AgentTool]:
         """Tools offered this turn. Subclasses add theirs to ``super().react_tools(...)``."""
@@ -206,7 +223,8 @@ class AgentBase(ABC):
 
     def build_toolsets(self) -> list[Toolset]:
         """The toolsets this agent offers (built at restore). Subclasses extend ``super()``'s list."""
-        return []
+        assert self.workspace is not None
+        return [FileTools(self.workspace), TodoTools(self.workspace), self.skills, MemoryTools(self.workspace, self.episodes)]
 
     def _offer(self, tools: dict[str, AgentTool], *, readonly: bool) -> dict[str, AgentTool]:
         """Filter by readonly and by ``config.tools`` (a researcher's allow-list; finish always stays)."""
@@ -267,8 +285,11 @@ class AgentBase(ABC):
         """
         tools = self.react_tools(readonly=readonly)
         decision_type = self.decision_model(tools)
-        messages = self.build_react_messages(tick=tick, t=t, observations=observations or [], question=question, readonly=readonly)
-        self._thread.extend({"t": t.isoformat(), **m} for m in messages)
+        fresh = self.build_react_messages(tick=tick, t=t, observations=observations or [], question=question, readonly=readonly)
+        # Earlier turns (the thread memory's window) go between the system prompt and this turn.
+        earlier = self.thread.context()
+        self._log_thread(t, fresh)
+        messages = [*(m for m in fresh if m["role"] == "system"), *earlier, *(m for m in fresh if m["role"] != "system")]
         outcome = StepOutcome(status="turn_limit")
         max_turns = int(self.config.get("max_react_turns", 4))
         for turn in range(1, max_turns + 1):
@@ -286,10 +307,12 @@ class AgentBase(ABC):
             args = action.arguments.model_dump()
             reply = json.dumps({"thought": decision.thought, "tool": action.tool, "arguments": args}, ensure_ascii=False)  # type: ignore[attr-defined]
             messages = [*messages, {"role": "assistant", "content": reply}]
-            self._thread.append({"t": t.isoformat(), "role": "assistant", "content": reply})
+            self._log_thread(t, [{"role": "assistant", "content": reply}])
             outcome.tools_called.append(action.tool)
             if action.tool == FINISH.name:
                 outcome.status, outcome.summary = "finished", args["summary"]
+                if not readonly:  # an ask (e.g. a questionnaire) leaves memory as it was
+                    self.episodes.finish(args.get("memories", []), t=t, step=self._step_count + 1)
                 return outcome
             started = time.perf_counter()
             result = await self.dispatch_react_tool(action.tool, args, readonly=readonly)
@@ -298,7 +321,7 @@ class AgentBase(ABC):
                                    "ms": round((time.perf_counter() - started) * 1000, 3)})
             observation = {"role": "user", "content": f"Result of {action.tool}: {result}"}
             messages = [*messages, observation]
-            self._thread.append({"t": t.isoformat(), **observation})
+            self._log_thread(t, [observation])
             if decision.finish:  # type: ignore[attr-defined]
                 outcome.status, outcome.summary = "finished", decision.thought  # type: ignore[attr-defined]
                 return outcome

@@ -33,6 +33,9 @@ class PersonAgent(AgentBase):
             world=self._env.get_world_description() if self._env is not None else "",
             time=t.isoformat(),
             memory=self._memory_text(),
+            long_memory=self.thread.summary().strip() or "(nothing yet)",
+            skills=self.skills.catalog_text() or "(none)",
+            active_skills=f"Active skills:\n{self.skills.active_text()}\n" if self.skills.active else "",
             tools="\n".join(f"- {name}: {tool.description}" for name, tool in tools.items()),
         )
         if question is not None:
@@ -44,7 +47,11 @@ class PersonAgent(AgentBase):
     async def step(self, tick: int, t: datetime) -> StepOutcome:
         self._current_time = t
         observation = await self._env.observe(self.id)
-        outcome = await self.run_react_loop(tick=tick, t=t, observations=[observation])
+        hooks = await self.skills.run_hooks("pre_step", observations=[observation])
+        observations = [observation, *(f"[{name}] {out}" for name, out in hooks.items() if out)]
+        outcome = await self.run_react_loop(tick=tick, t=t, observations=observations)
+        await self.skills.run_hooks("post_step")
+        await self.thread.maybe_compact(t=t)
         outcome.env_calls += 1
         self._step_count += 1
         if outcome.summary:

@@ -13,6 +13,9 @@ PERSON_SYSTEM = PromptTemplate(
     "World: {world}\n"
     "Current simulated time: {time}.\n"
     "Your recent activity:\n{memory}\n\n"
+    "What you remember from earlier (AGENT_MEMORY.md):\n{long_memory}\n\n"
+    "Skills you can activate (activate_skill NAME shows how to use one):\n{skills}\n"
+    "{active_skills}"
     "Tools:\n{tools}\n"
     "Each turn, answer with one JSON decision: a short thought, one action (tool + arguments), and "
     "finish=true when your step is complete.",

@@ -10,7 +10,13 @@ from engine.errors import SpecError
 
 __all__ = ["agent_type_names", "register_agent", "resolve_agent"]
 
-_BUILTIN = {"PersonAgent": "engine.agent.person:PersonAgent"}
+_BUILTIN = {
+    "PersonAgent": "engine.agent.person:PersonAgent",
+    "PrisonersDilemmaAgent": "engine.agent.contrib.prisoners_dilemma:PrisonersDilemmaAgent",
+    "PublicGoodsAgent": "engine.agent.contrib.public_goods:PublicGoodsAgent",
+    "TrustGameAgent": "engine.agent.contrib.trust_game:TrustGameAgent",
+    "RuleBasedAgent": "engine.agent.contrib.rule_based:RuleBasedAgent",
+}
 _REGISTERED: dict[str, type] = {}
 
 

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.agent.memory.episodes import FinishWithMemories
+
 __all__ = ["ASK_ENV", "FINISH", "AgentTool", "AskEnvArgs", "FinishArgs"]
 
 
@@ -30,4 +32,4 @@ class AgentTool:
 
 
 ASK_ENV = AgentTool("ask_env", "Observe or act in the environment (messages, groups, ...)", AskEnvArgs, readonly=True)
-FINISH = AgentTool("finish", "End this step with a summary", FinishArgs, readonly=True)
+FINISH = AgentTool("finish", "End this step with a summary and, optionally, memories worth keeping", FinishWithMemories, readonly=True)

@@ -42,9 +42,7 @@ class LimitedModel:
         async with self.limiter.slot() as slot:
             started = time.perf_counter()
             try:
-                result = await self._inner.complete(
-                    messages, response_format=response_format, tools=tools, prompt=prompt
-                )
+                result = await self._inner.complete(messages, response_format=response_format, tools=tools, prompt=prompt)
             except LLMRateLimitError:
                 slot.record(time.perf_counter() - started, rate_limited=True)
                 raise

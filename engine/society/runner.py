@@ -58,7 +58,7 @@ class RunSummary:
     tick_seconds: tuple[float, ...] = ()
     env: dict[str, Any] | None = None
     provider_calls: int = 0  #: calls that reached a provider, whole run (resumed parts included)
-    dispatcher_builds: dict[int, int] | None = None  #: worker pid -> LLM backends built there
+    dispatcher_builds: dict[int, tuple[int, int]] | None = None  #: worker pid -> backends built (at first batch, at end)
 
 
 def _check_supported(spec: ExperimentSpec) -> None:
@@ -254,5 +254,6 @@ async def run_experiment(
         tick_seconds=tuple(totals.tick_seconds) if totals else (),
         env=env_usage,
         provider_calls=society.usage.calls if society is not None else 0,
-        dispatcher_builds=dict(totals.dispatcher_builds) if totals else None,
+        dispatcher_builds={pid: (totals.dispatcher_builds_first[pid], n) for pid, n in totals.dispatcher_builds.items()}
+        if totals else None,
     )

@@ -61,7 +61,8 @@ class SocietyTotals:
     statuses: dict[str, int] = field(default_factory=dict)
     tick_seconds: list[float] = field(default_factory=list)
     worker_pids: set[int] = field(default_factory=set)
-    dispatcher_builds: dict[int, int] = field(default_factory=dict)  #: worker pid -> backends built there
+    dispatcher_builds: dict[int, int] = field(default_factory=dict)  #: worker pid -> backends built there (latest)
+    dispatcher_builds_first: dict[int, int] = field(default_factory=dict)  #: ... as first seen in this run
 
     def add(self, result: BatchResult) -> None:
         self.agent_steps += result.agents
@@ -71,6 +72,7 @@ class SocietyTotals:
         self.env_calls += result.env_calls
         self.worker_pids.add(result.worker_pid)
         self.dispatcher_builds[result.worker_pid] = result.dispatcher_builds
+        self.dispatcher_builds_first.setdefault(result.worker_pid, result.dispatcher_builds)
         for status, n in result.statuses.items():
             self.statuses[status] = self.statuses.get(status, 0) + n
 

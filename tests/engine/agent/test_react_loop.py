@@ -183,11 +183,16 @@ async def test_tools_allow_list_restricts_what_is_offered(world_factory) -> None
     assert world.router_llm.requests == []
 
 
-async def test_default_offers_ask_env_and_finish(world_factory) -> None:
+async def test_default_offers_the_base_toolsets(world_factory) -> None:
     world = world_factory()
     agent, llm = await world.agent(1, [finish("ok")])
     await agent.step(900, T1)
-    assert offered_tools(llm.requests[0]) == {"ask_env", "finish"}
+    assert offered_tools(llm.requests[0]) == {
+        "ask_env", "finish", "read", "write", "append", "list", "grep",
+        "todo_list", "todo_add", "todo_update", "todo_start", "todo_complete", "todo_defer", "todo_clear_completed",
+        "activate_skill", "deactivate_skill", "read_skill_file", "execute_skill_script",
+        "memory_search", "memory_recent", "memory_read_summary",
+    }
     assert "- ask_env:" in llm.requests[0]["messages"][0]["content"]
 
 

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from engine.llm.client import LimiterConfig, LLMClient
+from engine.llm.dispatcher import get_chat_model, limiter_for
 from engine.llm.limited import LimitedModel
 from engine.llm.limiter import AdaptiveLimit, AdaptiveSemaphore
 from engine.llm.litellm_backend import LiteLLMChatModel
@@ -241,9 +242,7 @@ async def test_limited_model_backs_off_on_429s_over_real_http():
         limiter = AdaptiveSemaphore(LimiterConfig(concurrency=16))
         model = RetryingModel(LimitedModel(LiteLLMChatModel(client), limiter), max_attempts=30, base_delay=0.01, max_delay=0.2)
         calls = 48
-        results = await asyncio.gather(
-            *(model.complete([{"role": "user", "content": f"caller {i}"}]) for i in range(calls))
-        )
+        results = await asyncio.gather(*(model.complete([{"role": "user", "content": f"caller {i}"}]) for i in range(calls)))
         async with httpx.AsyncClient() as http:
             stats = (await http.get(url + "/stats")).json()
 
@@ -254,3 +253,17 @@ async def test_limited_model_backs_off_on_429s_over_real_http():
     assert limiter.core.decreases >= 1
     assert min(limit for _, limit in limiter.history) <= 8
     assert limiter.in_flight == 0
+
+
+def test_dispatcher_keeps_one_limiter_per_client_and_none_for_the_in_process_sim():
+    client = LLMClient(model="openai/limited", base_url="http://127.0.0.1:9/v1", limits=LimiterConfig(concurrency=5))
+    get_chat_model(client)
+    limiter = limiter_for(client)
+    assert isinstance(limiter, AdaptiveSemaphore)
+    assert limiter.limit == 5
+    get_chat_model(client)
+    assert limiter_for(client) is limiter
+
+    sim = LLMClient(model="sim/unlimited")
+    get_chat_model(sim)
+    assert limiter_for(sim) is None
