@@ -163,7 +163,7 @@ class AgentBase(ABC):
 
     def persist_agent_json(self, *, tick: int | None, t: datetime | None) -> None:
         assert self.workspace is not None
-        self.workspace.write_json("AGENT.json", self.build_agent_json(tick=tick, t=t))
+        self.workspace.swap_json("AGENT.json", self.build_agent_json(tick=tick, t=t))
 
     async def to_workspace(self, workspace_path: Path | None = None) -> None:
         """Write AGENT.json and flush this step's thread and tool-call logs."""

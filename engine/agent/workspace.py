@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import WorkspaceError
-from engine.storage.atomic import atomic_write_json
+from engine.storage.atomic import atomic_write_json, swap_write_json
 
 __all__ = ["AgentWorkspace", "workspace_path"]
 
@@ -63,6 +63,10 @@ class AgentWorkspace:
         # Atomic against a process crash (rename); no fsync: one per agent per tick costs more
         # than the rest of the agent-step, and run-level files keep theirs.
         atomic_write_json(self.root / relative, value, durable=False)
+
+    def swap_json(self, relative: str, value: Any) -> None:
+        """Rewrite a file that changes every step (``AGENT.json``) by symlink swap (see ``swap_write_json``)."""
+        swap_write_json(self.root / relative, value)
 
     def append_jsonl(self, relative: str, records: list[dict[str, Any]]) -> None:
         """Append records to a log (one write call, so a crash loses at most the tail line)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,17 @@ def test_read_json_default_only_for_missing_files(tmp_path: Path) -> None:
     bad.write_text("{not json")
     with pytest.raises(StorageError, match="not valid JSON"):
         read_json(bad, default={})
+
+
+def test_swap_write_json_replaces_by_symlink_and_keeps_one_version(tmp_path) -> None:
+    from engine.storage.atomic import swap_write_json
+
+    target = tmp_path / "AGENT.json"
+    target.write_text('{"step": 0}')  # a regular file first, as create() leaves it
+    for step in (1, 2, 3):
+        swap_write_json(target, {"step": step})
+        assert json.loads(target.read_text()) == {"step": step}
+    assert target.is_symlink()
+    assert (tmp_path / os.readlink(target)).parent == tmp_path
+    versions = sorted(p.name for p in tmp_path.iterdir() if p.name != "AGENT.json")
+    assert versions == [os.readlink(target)]
