@@ -51,6 +51,7 @@ async def _run(args: argparse.Namespace) -> int:
         summary = await run_experiment(
             spec, run_dir, client, on_progress=_progress_printer(), resume=args.resume, force=args.force,
             llm_cache_dir=Path(args.llm_cache).resolve() if args.llm_cache else None,
+            llm_limits=settings.limiter_config(),
         )
     print(f"status: {summary.status}")
     if summary.error:

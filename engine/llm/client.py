@@ -17,6 +17,7 @@ class LimiterConfig(BaseModel):
     concurrency: int = Field(default=16, ge=1)  #: the initial limit on calls in flight per process
     latency_degrade_factor: float = Field(default=4.0, gt=1)  #: back off above this multiple of the healthy latency
     slow_latency_ms: float | None = Field(default=None, gt=0)  #: back off above this latency too; None = relative only
+    timeout_s: float = Field(default=120.0, gt=0)  #: one request's time limit (a hung request is cancelled)
 
 
 class LLMClient(BaseModel):

@@ -17,6 +17,7 @@ from engine.llm.limiter import AdaptiveSemaphore
 from engine.llm.protocol import ChatModel
 from engine.llm.retry import RetryingModel
 from engine.llm.single_flight import SingleFlightModel
+from engine.llm.timeout import TimeoutModel
 
 __all__ = ["dispatcher_stats", "get_chat_model", "limiter_for"]
 
@@ -35,7 +36,7 @@ def _build(client: LLMClient) -> ChatModel:
     # one limiter per client and process, living as long as the cached model; retries outside it,
     # so a backoff sleep holds no slot
     limiter = _LIMITERS[client.cache_key()] = AdaptiveSemaphore(client.limits)
-    return RetryingModel(LimitedModel(LiteLLMChatModel(client), limiter))
+    return RetryingModel(LimitedModel(TimeoutModel(LiteLLMChatModel(client), client.limits.timeout_s), limiter))
 
 
 def _compose(client: LLMClient) -> ChatModel:

@@ -79,8 +79,9 @@ class LiteLLMChatModel:
             raise LLMCallError(_scrub(str(error), key), status=getattr(error, "status_code", None)) from None
         except (self._litellm.APIConnectionError, self._litellm.Timeout) as error:
             raise LLMCallError(_scrub(str(error), key)) from None
-        except self._litellm.exceptions.OpenAIError as error:
-            raise LLMCallError(_scrub(str(error), key), status=getattr(error, "status_code", None)) from None
+        except Exception as error:  # noqa: BLE001 - any other provider failure (InternalServerError, disconnects, ...)
+            status = getattr(error, "status_code", None)
+            raise LLMCallError(_scrub(f"{type(error).__name__}: {error}", key), status=status) from None
         choice = response.choices[0]
         try:
             cost = float(self._litellm.completion_cost(completion_response=response))

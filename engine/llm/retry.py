@@ -1,4 +1,7 @@
-"""RetryingModel: exponential backoff that honours Retry-After, wrapped around any ChatModel."""
+"""RetryingModel: exponential backoff that honours Retry-After, wrapped around any ChatModel.
+
+Per-request timeouts are :class:`engine.llm.timeout.TimeoutModel`'s job (inside the limiter).
+"""
 
 from __future__ import annotations
 
@@ -22,7 +25,6 @@ class RetryingModel:
         max_attempts: tries in all (at least 1).
         base_delay: first backoff in seconds, doubled each try, with jitter.
         max_delay: cap on one backoff.
-        timeout: seconds one call may take before it is cancelled and counted as failed.
     """
 
     def __init__(
@@ -32,20 +34,16 @@ class RetryingModel:
         max_attempts: int = 4,
         base_delay: float = 0.5,
         max_delay: float = 20.0,
-        timeout: float = 120.0,
     ) -> None:
         self._inner = inner
         self._max_attempts = max(1, max_attempts)
         self._base_delay = base_delay
         self._max_delay = max_delay
-        self._timeout = timeout
 
     async def complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResult:
         for attempt in range(1, self._max_attempts + 1):
             try:
-                return await asyncio.wait_for(self._inner.complete(messages, **kwargs), self._timeout)
-            except TimeoutError:
-                error: LLMCallError = LLMCallError(f"LLM call timed out after {self._timeout:.0f} s")
+                return await self._inner.complete(messages, **kwargs)
             except LLMCallError as caught:
                 error = caught
                 if error.status not in _TRANSIENT:

@@ -19,7 +19,7 @@ from engine.env.proxy import EnvRouterProxy
 from engine.env.registry import resolve_env_module
 from engine.errors import BudgetExhaustedError, RunError, SpecError, UnsupportedStepError
 from engine.llm.budget import Allowance, Usage
-from engine.llm.client import LLMClient
+from engine.llm.client import LimiterConfig, LLMClient
 from engine.society.batch import BatchResult
 from engine.society.datasets import ACTIONS, LLM_CALLS
 from engine.society.society import AgentSociety
@@ -70,8 +70,10 @@ def _check_supported(spec: ExperimentSpec) -> None:
             )
 
 
-def _clients(spec: ExperimentSpec, cache_dir: Path | None) -> dict[str, LLMClient]:
-    extra = {"seed": spec.seed, "cache_dir": str(cache_dir) if cache_dir else None}
+def _clients(spec: ExperimentSpec, cache_dir: Path | None, limits: LimiterConfig | None) -> dict[str, LLMClient]:
+    extra: dict[str, Any] = {"seed": spec.seed, "cache_dir": str(cache_dir) if cache_dir else None}
+    if limits is not None:
+        extra["limits"] = limits
     coder = spec.llm.coder or spec.llm.default
     return {
         "default": LLMClient(role="default", **extra, **spec.llm.default.model_dump()),
@@ -123,6 +125,7 @@ async def run_experiment(
     resume: bool = False,
     force: bool = False,
     llm_cache_dir: Path | None = None,
+    llm_limits: LimiterConfig | None = None,
 ) -> RunSummary:
     """Run every step of ``spec`` into ``run_dir``; failures come back as status ``failed``.
 
@@ -135,6 +138,7 @@ async def run_experiment(
         force: resume even though the spec changed.
         llm_cache_dir: the response cache (default ``run_dir/llm_cache``); point a rerun at an
             earlier run's cache to replay it without provider calls.
+        llm_limits: the AIMD limiter settings (from ``EngineSettings.limiter_config()``).
 
     Raises:
         asyncio.CancelledError: the run was cancelled (status ``cancelled`` is written first).
@@ -171,7 +175,7 @@ async def run_experiment(
         if state is not None:
             progress.update(ticks=state.step_count, agent_steps=state.agent_steps_done)
         run_dir.mkdir(parents=True, exist_ok=True)
-        clients = _clients(spec, llm_cache_dir or run_dir / "llm_cache")
+        clients = _clients(spec, llm_cache_dir or run_dir / "llm_cache", llm_limits)
         write_society(run_dir, {
             "name": spec.name, "spec_hash": spec.spec_hash(), "spec": spec.model_dump(mode="json"),
             "env_modules": [m.model_dump(mode="json") for m in spec.environment.modules],

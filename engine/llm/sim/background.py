@@ -33,7 +33,10 @@ def serving(
     sock.bind((host, port))
     bound = sock.getsockname()[1]
     app = create_app(sim or SimLLM(seed=1), faults or SimFaults())
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=2))
+    server = uvicorn.Server(uvicorn.Config(
+        app, log_level="warning", lifespan="off", timeout_graceful_shutdown=2,
+        timeout_keep_alive=60,  # longer than clients' idle pools, so a reused connection is never half-closed
+    ))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10

@@ -1,0 +1,31 @@
+"""TimeoutModel: a call that takes longer than its limit is cancelled and becomes a failure."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from engine.errors import LLMCallError
+from engine.llm.protocol import ChatModel, ChatResult
+
+__all__ = ["TimeoutModel"]
+
+
+class TimeoutModel:
+    """Cancel a hung request after ``timeout`` seconds (sits inside the limiter: queueing for a slot
+    does not count against the call's time).
+
+    Args:
+        inner: the model.
+        timeout: seconds one request may take.
+    """
+
+    def __init__(self, inner: ChatModel, timeout: float = 120.0) -> None:
+        self._inner = inner
+        self._timeout = timeout
+
+    async def complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResult:
+        try:
+            return await asyncio.wait_for(self._inner.complete(messages, **kwargs), self._timeout)
+        except TimeoutError:
+            raise LLMCallError(f"LLM call timed out after {self._timeout:g} s (cancelled)") from None
