@@ -17,6 +17,7 @@ from engine.env.registry import resolve_env_module
 from engine.env.requests import EnvReply, EnvRequest
 from engine.env.router_base import RouterBase
 from engine.env.routers import ROUTERS
+from engine.errors import ToolCallError
 from engine.llm.client import LLMClient
 from engine.llm.dispatcher import get_chat_model
 from engine.llm.meter import Meter, MeteredModel
@@ -66,7 +67,7 @@ class EnvRouterActor:
         return {
             "restored": restored,
             "world_description": self.router.get_world_description(),
-            "env_skill_dirs": [str(d) for m in self.router.env_modules for d in m.skill_dirs()],
+            "env_skill_dirs": [(m.name, str(d)) for m in self.router.env_modules for d in m.skill_dirs()],
         }
 
     async def set_current_time(self, t: datetime) -> None:
@@ -77,6 +78,12 @@ class EnvRouterActor:
         with self._trace.span("env.ask", trace_id=request.trace_id, parent=parent, op=request.op, agent_id=request.agent_id):
             if request.op == "observe":
                 return EnvReply(await self.router.observe(request.agent_id), "success")
+            if request.op == "call_tool":
+                try:
+                    value = await self.router.call_tool(request.instruction, request.arguments or {}, readonly=request.readonly)
+                except ToolCallError as error:
+                    return EnvReply(f"error: {error}", "fail", (request.instruction,))
+                return EnvReply(str(value), "success", (request.instruction,), value)
             ctx, answer = await self.router.ask(
                 {"agent_id": request.agent_id}, request.instruction, readonly=request.readonly,
                 trace_id=request.trace_id, parent_span_id=request.parent_span_id,

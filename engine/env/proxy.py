@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.env.requests import EnvReply, EnvRequest
+from engine.errors import ToolCallError
 
 __all__ = ["Coalescer", "EnvRouterProxy"]
 
@@ -82,7 +83,7 @@ class EnvRouterProxy:
     address: str
     key: str
     world_description: str = ""
-    env_skill_dirs: tuple[str, ...] = ()
+    env_skill_dirs: tuple[tuple[str, str], ...] = ()  #: (module class name, skill directory)
     window_s: float = 0.002
 
     def _coalescer(self) -> Coalescer:
@@ -115,6 +116,18 @@ class EnvRouterProxy:
             EnvRequest("ask", int(ctx["agent_id"]), instruction, readonly, trace_id, parent_span_id)
         )
         return {**ctx, "status": reply.status, "tools": list(reply.tools)}, reply.answer
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], *, readonly: bool = False) -> Any:
+        """Call one tool directly, no LLM routing (rule-based agents, tool-call throughput).
+
+        Raises:
+            ToolCallError: the tool refused (unknown name, bad arguments, readonly violation).
+        """
+        agent_id = int(arguments.get("agent_id", -1))
+        reply = await self.request(EnvRequest("call_tool", agent_id, name, readonly, arguments=dict(arguments)))
+        if reply.status != "success":
+            raise ToolCallError(reply.answer.removeprefix("error: "))
+        return reply.value
 
     async def observe(self, agent_id: int) -> str:
         reply = await self.request(EnvRequest("observe", agent_id, readonly=True))

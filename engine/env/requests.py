@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = ["EnvReply", "EnvRequest"]
 
@@ -12,12 +12,13 @@ __all__ = ["EnvReply", "EnvRequest"]
 class EnvRequest:
     """One agent's request to the environment."""
 
-    op: Literal["ask", "observe"]
+    op: Literal["ask", "observe", "call_tool"]
     agent_id: int
-    instruction: str = ""
+    instruction: str = ""  #: the instruction (ask) or the tool name (call_tool)
     readonly: bool = False
     trace_id: str | None = None
     parent_span_id: str | None = None
+    arguments: dict[str, Any] | None = None  #: call_tool only
 
 
 @dataclass(frozen=True)
@@ -27,3 +28,4 @@ class EnvReply:
     answer: str
     status: str  #: success | in_progress | fail | error | unknown
     tools: tuple[str, ...] = ()  #: tools the router called
+    value: Any = None  #: call_tool only: the tool's return value

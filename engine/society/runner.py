@@ -195,7 +195,7 @@ async def run_experiment(
         run_id = f"{spec.name}-{uuid.uuid4().hex[:6]}"
         proxy = ServiceProxy(
             env=EnvRouterProxy(address=actor._address, key=actor.key, world_description=info["world_description"],
-                               env_skill_dirs=tuple(info["env_skill_dirs"])),
+                               env_skill_dirs=tuple(tuple(pair) for pair in info["env_skill_dirs"])),
             llm=clients,
             run_dir=run_dir,
             run_id=run_id,
