@@ -142,7 +142,9 @@ class EnvModuleSpec(_Frozen):
 class EnvironmentSpec(_Frozen):
     """The environment: a router kind and its modules."""
 
-    router: Literal["react"] = Field("react", description="the router that maps ask_env instructions to tool calls")
+    router: Literal["react", "plan_execute", "two_tier_react", "two_tier_plan_execute", "search_tool"] = Field(
+        "react", description="the router that maps ask_env instructions to tool calls"
+    )
     modules: list[EnvModuleSpec] = Field(default_factory=lambda: [EnvModuleSpec(type="MessagingSpace")], min_length=1)
     max_router_steps: int = Field(3, ge=1, le=50)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import time
 from abc import ABC, abstractmethod
 from datetime import datetime
 from pathlib import Path
@@ -314,11 +313,11 @@ class AgentBase(ABC):
                 if not readonly:  # an ask (e.g. a questionnaire) leaves memory as it was
                     self.episodes.finish(args.get("memories", []), t=t, step=self._step_count + 1)
                 return outcome
-            started = time.perf_counter()
             result = await self.dispatch_react_tool(action.tool, args, readonly=readonly)
             outcome.env_calls += action.tool == ASK_ENV.name
-            self._tool_log.append({"t": t.isoformat(), "tool": action.tool, "arguments": args, "result": result,
-                                   "ms": round((time.perf_counter() - started) * 1000, 3)})
+            # No wall-clock fields in the workspace: the agent can read it, and a seeded rerun must see
+            # the same bytes (timings live in the trace spans).
+            self._tool_log.append({"t": t.isoformat(), "tool": action.tool, "arguments": args, "result": result})
             observation = {"role": "user", "content": f"Result of {action.tool}: {result}"}
             messages = [*messages, observation]
             self._log_thread(t, [observation])

@@ -9,7 +9,17 @@ from engine.errors import SpecError
 
 __all__ = ["env_module_known", "env_module_names", "resolve_env_module"]
 
-_BUILTIN = {"MessagingSpace": "engine.env.modules.messaging:MessagingSpace"}
+_BUILTIN = {
+    "MessagingSpace": "engine.env.modules.messaging:MessagingSpace",
+    "SocialMediaSpace": "engine.env.modules.social_media:SocialMediaSpace",
+    "EconomySpace": "engine.env.modules.economy:EconomySpace",
+    "EventSpace": "engine.env.modules.events:EventSpace",
+    "GlobalInformationSpace": "engine.env.modules.global_info:GlobalInformationSpace",
+    "MobilitySpace": "engine.env.modules.mobility:MobilitySpace",
+    "PrisonersDilemmaGame": "engine.env.modules.games:PrisonersDilemmaGame",
+    "PublicGoodsGame": "engine.env.modules.games:PublicGoodsGame",
+    "TrustGame": "engine.env.modules.games:TrustGame",
+}
 # Names the reference system's configs use for the same modules.
 _ALIASES = {"SimpleSocialSpace": "MessagingSpace", "messaging": "MessagingSpace"}
 

@@ -8,6 +8,7 @@ as ``*.parquet`` or ``*.jsonl`` never match it, even if a crash leaves it behind
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import uuid
@@ -166,12 +167,16 @@ def swap_write_json(path: str | os.PathLike[str], obj: Any) -> None:
         StorageError: the file system refused the write.
     """
     target = Path(path)
-    version = target.parent / f".{target.name}.v-{uuid.uuid4().hex[:12]}"
+    data = json.dumps(obj, default=str, ensure_ascii=False).encode("utf-8")
+    # Named by content, so the directory looks the same on every rerun of a seeded run.
+    version = target.parent / f".{target.name}.v-{hashlib.sha256(data).hexdigest()[:12]}"
     link = temp_path_for(target)
     try:
         previous = os.readlink(target) if target.is_symlink() else None
+        if previous == version.name:
+            return  # same content already in place
         with open(version, "wb") as fh:
-            fh.write(json.dumps(obj, default=str, ensure_ascii=False).encode("utf-8"))
+            fh.write(data)
         os.symlink(version.name, link)
         os.replace(link, target)
     except OSError as exc:

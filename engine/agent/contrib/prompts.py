@@ -39,7 +39,7 @@ TRUST_GAME = PromptTemplate(
     "game.trust.system",
     _PLAYER
     + "Rules: the investor receives {endowment} tokens each round and may send any part of them to the "
-    "trustee; what is sent is multiplied by {multiplier:g}. The trustee then returns any part of what "
+    "trustee; what is sent is multiplied by {multiplier:g}. In the next round the trustee returns any part of what "
     "they received. You are the {role}; your partner is {partner}. "
     "Use the {move_tool} tool to make your move."
     + _STATE,

@@ -1,5 +1,21 @@
 """Built-in environment modules."""
 
+from engine.env.modules.economy import EconomySpace
+from engine.env.modules.events import EventSpace
+from engine.env.modules.games import PrisonersDilemmaGame, PublicGoodsGame, TrustGame
+from engine.env.modules.global_info import GlobalInformationSpace
 from engine.env.modules.messaging import MessagingSpace
+from engine.env.modules.mobility import MobilitySpace
+from engine.env.modules.social_media import SocialMediaSpace
 
-__all__ = ["MessagingSpace"]
+__all__ = [
+    "EconomySpace",
+    "EventSpace",
+    "GlobalInformationSpace",
+    "MessagingSpace",
+    "MobilitySpace",
+    "PrisonersDilemmaGame",
+    "PublicGoodsGame",
+    "SocialMediaSpace",
+    "TrustGame",
+]

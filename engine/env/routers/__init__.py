@@ -1,7 +1,23 @@
 """Routers selectable in the spec (``environment.router``)."""
 
+from engine.env.routers.plan_execute import PlanExecuteRouter
 from engine.env.routers.react import ReActRouter
+from engine.env.routers.search_tool import SearchToolRouter
+from engine.env.routers.two_tier import TwoTierPlanExecuteRouter, TwoTierReActRouter
 
-__all__ = ["ROUTERS", "ReActRouter"]
+__all__ = [
+    "ROUTERS",
+    "PlanExecuteRouter",
+    "ReActRouter",
+    "SearchToolRouter",
+    "TwoTierPlanExecuteRouter",
+    "TwoTierReActRouter",
+]
 
-ROUTERS = {"react": ReActRouter}
+ROUTERS = {
+    "react": ReActRouter,
+    "plan_execute": PlanExecuteRouter,
+    "two_tier_react": TwoTierReActRouter,
+    "two_tier_plan_execute": TwoTierPlanExecuteRouter,
+    "search_tool": SearchToolRouter,
+}

@@ -1,0 +1,3 @@
+"""Bundled data files of the environment modules (read with ``importlib.resources``)."""
+
+__all__: list[str] = []

@@ -1,0 +1,388 @@
+"""EconomySpace: accounts, wages and work, a goods market with demand-driven prices, and a bank.
+
+Updates are synchronous, as in MessagingSpace: purchases, payments, deposits, withdrawals and work
+made during a tick are queued and settled when the tick's env step runs, in (agent id, call order)
+order. A call is refused at once when it would overdraw: outflows are checked against the
+start-of-tick balance minus the agent's own queued outflows, and inflows (wages, withdrawals,
+payments received) only count from the next step, so settlement never fails and never depends on
+how agents were interleaved.
+
+The step settles in this order: interest on the deposits held when the tick began, salaries, the
+queued operations, then each good's price moves with the units bought in the step::
+
+    price *= 1 + price_adjustment * clamp((demand - target_demand) / target_demand, -1, 1)
+
+rounded to cents and never below ``min_price``. Money is kept in cents (rounded to 2 decimals).
+"""
+
+from __future__ import annotations
+
+import statistics
+from datetime import datetime
+from typing import Any
+
+from engine.env.base import EnvBase
+from engine.env.tool import tool
+from engine.errors import SpecError
+from engine.storage.catalog import Column, DatasetSchema
+
+__all__ = ["EconomySpace"]
+
+_DEFAULT_GOODS = {"food": 5.0, "clothing": 20.0, "entertainment": 15.0}
+_OUTFLOWS = ("buy", "deposit", "transfer")
+#: how each queued operation moves the actor's (cash, deposits), as signs of its amount
+_EFFECTS = {"work": (1, 0), "buy": (-1, 0), "transfer": (-1, 0), "deposit": (-1, 1), "withdraw": (1, -1)}
+
+_STATE = DatasetSchema(
+    name="economy_state",
+    kind="env",
+    description="EconomySpace aggregates after each env step",
+    columns=(
+        Column(name="step", type="int64", description="society step (1-based) that just ended"),
+        Column(name="t", type="timestamp", description="simulated time at the end of the step"),
+        Column(name="spending", type="float64", description="money spent on goods in this step (GDP-like)"),
+        Column(name="income", type="float64", description="salaries and wages for work paid in this step"),
+        Column(name="interest", type="float64", description="bank interest paid in this step"),
+        Column(name="spending_total", type="float64", description="money spent on goods since the start"),
+        Column(name="mean_cash", type="float64", description="mean cash balance over accounts"),
+        Column(name="median_cash", type="float64", description="median cash balance over accounts"),
+        Column(name="gini", type="float64", description="Gini coefficient of wealth (cash + deposits)"),
+        Column(name="deposits_total", type="float64", description="money deposited in the bank"),
+        Column(name="accounts", type="int64", description="number of accounts"),
+        Column(name="prices", type="json", description="good -> price after this step's adjustment"),
+    ),
+)
+_ACCOUNTS = DatasetSchema(
+    name="economy_accounts",
+    kind="env",
+    description="each account after each env step",
+    columns=(
+        Column(name="step", type="int64", description="society step that just ended"),
+        Column(name="t", type="timestamp", description="simulated time at the end of the step"),
+        Column(name="agent_id", type="int64", description="account holder"),
+        Column(name="cash", type="float64", description="cash balance"),
+        Column(name="deposits", type="float64", description="bank deposits"),
+        Column(name="spent", type="float64", description="spent on goods in this step"),
+        Column(name="earned", type="float64", description="salary, wages and interest received in this step"),
+    ),
+)
+_TRANSACTIONS = DatasetSchema(
+    name="economy_transactions",
+    kind="env",
+    description="every purchase, payment, deposit, withdrawal and work shift, as settled",
+    columns=(
+        Column(name="step", type="int64", description="step in which it was settled"),
+        Column(name="t", type="timestamp", description="simulated time of settlement"),
+        Column(name="agent_id", type="int64", description="acting agent"),
+        Column(name="kind", type="string", description="buy | transfer | deposit | withdraw | work"),
+        Column(name="good", type="string", description="good bought (buy)"),
+        Column(name="quantity", type="float64", description="units bought (buy) or hours worked (work)"),
+        Column(name="amount", type="float64", description="money moved"),
+        Column(name="to_agent_id", type="int64", description="payee (transfer)"),
+    ),
+)
+
+
+def _money(value: float) -> float:
+    return round(value + 0.0, 2)
+
+
+def _gini(values: list[float]) -> float:
+    xs = sorted(values)
+    total = sum(xs)
+    if not xs or total <= 0:
+        return 0.0
+    weighted = sum((i + 1) * x for i, x in enumerate(xs))
+    return 2 * weighted / (len(xs) * total) - (len(xs) + 1) / len(xs)
+
+
+class EconomySpace(EnvBase):
+    """An economy: agents earn money, buy goods at market prices, save in a bank that pays interest, and pay each other.
+
+    Agents may work for an hourly wage, buy goods (refused when they cannot afford them), deposit
+    money in or withdraw it from the bank, and transfer money to other agents. All of it is settled
+    at the end of the current step; salaries and interest are paid then too, and prices move with
+    demand (they rise when a good sells more than its target, fall when it sells less).
+
+    Args:
+        accounts: initial cash by agent id; bound agents without an entry start with ``default_balance``.
+        default_balance: starting cash of accounts opened when agents are bound.
+        salaries: income paid to an agent every step, by agent id.
+        hourly_wage: pay per hour of ``work``.
+        max_hours_per_step: most hours an agent may work in one step.
+        goods: good -> starting price.
+        price_adjustment: how strongly prices react to demand each step (0 keeps prices fixed).
+        target_demand: units of a good per step at which its price stays put.
+        min_price: the lowest price a good can fall to.
+        interest_rate: bank interest per step, e.g. 0.001 for 0.1%.
+    """
+
+    def __init__(
+        self,
+        accounts: dict[int, float] | None = None,
+        default_balance: float = 100.0,
+        salaries: dict[int, float] | None = None,
+        hourly_wage: float = 15.0,
+        max_hours_per_step: float = 8.0,
+        goods: dict[str, float] | None = None,
+        price_adjustment: float = 0.0,
+        target_demand: float = 1.0,
+        min_price: float = 0.01,
+        interest_rate: float = 0.0,
+    ) -> None:
+        super().__init__()
+        goods = dict(_DEFAULT_GOODS if goods is None else goods)
+        if not goods or any(price <= 0 for price in goods.values()):
+            raise SpecError("goods must map at least one good to a positive price")
+        if min(default_balance, hourly_wage, max_hours_per_step, price_adjustment, interest_rate) < 0:
+            raise SpecError("balances, wages, hours, price_adjustment and interest_rate cannot be negative")
+        if target_demand <= 0 or min_price <= 0:
+            raise SpecError("target_demand and min_price must be positive")
+        self._default_balance = float(default_balance)
+        self._salaries = {int(k): float(v) for k, v in (salaries or {}).items()}
+        self._wage = float(hourly_wage)
+        self._max_hours = float(max_hours_per_step)
+        self._adjustment = float(price_adjustment)
+        self._target = float(target_demand)
+        self._min_price = float(min_price)
+        self._rate = float(interest_rate)
+        self._prices: dict[str, float] = {name: _money(price) for name, price in goods.items()}
+        self._accounts: dict[int, dict[str, Any]] = {}
+        for agent_id, cash in (accounts or {}).items():
+            self._open(int(agent_id), float(cash))
+        self._pending: list[dict[str, Any]] = []
+        self._seq = 0
+        #: what the last step did: money totals, units sold per good, per-agent flows, transactions
+        self._last: dict[str, Any] = {"spending": 0.0, "income": 0.0, "interest": 0.0, "demand": {}, "flows": {}, "transactions": []}
+        self._spending_total = 0.0
+        self._agent_ids: list[int] = []
+
+    def _open(self, agent_id: int, cash: float) -> None:
+        self._accounts[agent_id] = {"cash": _money(cash), "deposits": 0.0, "goods": {}}
+
+    def bind_agents(self, agent_ids: list[int]) -> None:
+        """Open an account with ``default_balance`` for every agent that has none."""
+        self._agent_ids = sorted(agent_ids)
+        for agent_id in self._agent_ids:
+            if agent_id not in self._accounts:
+                self._open(agent_id, self._default_balance)
+
+    # ---- checks and queueing -----------------------------------------------------------------
+    def _account(self, agent_id: int) -> dict[str, Any]:
+        account = self._accounts.get(agent_id)
+        if account is None:
+            raise ValueError(f"agent {agent_id} has no account")
+        return account
+
+    def _queued(self, agent_id: int, kinds: tuple[str, ...], key: str = "amount") -> float:
+        return sum(op[key] for op in self._pending if op["agent_id"] == agent_id and op["kind"] in kinds)
+
+    def _available_cash(self, agent_id: int) -> float:
+        return _money(self._account(agent_id)["cash"] - self._queued(agent_id, _OUTFLOWS))
+
+    def _spend(self, agent_id: int, amount: float, what: str) -> None:
+        available = self._available_cash(agent_id)
+        if amount > available:
+            raise ValueError(f"cannot afford {what} for ${amount:.2f}: you have ${available:.2f} available this step")
+
+    @staticmethod
+    def _positive(value: float, name: str) -> None:
+        if not value > 0:  # also refuses NaN
+            raise ValueError(f"{name} must be positive, got {value}")
+
+    @staticmethod
+    def _amount(value: float) -> float:
+        if not _money(value) >= 0.01:  # also refuses NaN
+            raise ValueError(f"amount must be at least $0.01, got {value}")
+        return _money(value)
+
+    def _queue(self, kind: str, agent_id: int, amount: float, **extra: Any) -> None:
+        self._seq += 1
+        self._pending.append({"kind": kind, "agent_id": agent_id, "amount": _money(amount), "good": None,
+                              "quantity": None, "to_agent_id": None, **extra, "seq": self._seq})
+
+    # ---- acting ------------------------------------------------------------------------------
+    @tool(readonly=False)
+    def work(self, agent_id: int, hours: float) -> str:
+        """Work for the hourly wage; the pay arrives at the end of this step."""
+        self._account(agent_id)
+        self._positive(hours, "hours")
+        done = self._queued(agent_id, ("work",), key="quantity")
+        if done + hours > self._max_hours:
+            raise ValueError(f"you can work at most {self._max_hours:g} hours per step ({done:g} already queued)")
+        pay = _money(hours * self._wage)
+        self._queue("work", agent_id, pay, quantity=float(hours))
+        return f"{hours:g} hours of work queued; you will be paid ${pay:.2f} at the end of this step"
+
+    @tool(readonly=False)
+    def buy(self, agent_id: int, good: str, quantity: int) -> str:
+        """Buy units of a good at its current price; refused if you cannot afford it."""
+        self._account(agent_id)
+        if good not in self._prices:
+            raise ValueError(f"there is no good {good!r}; goods: {', '.join(sorted(self._prices))}")
+        self._positive(quantity, "quantity")
+        cost = _money(self._prices[good] * quantity)
+        self._spend(agent_id, cost, f"{quantity} {good}")
+        self._queue("buy", agent_id, cost, good=good, quantity=float(quantity))
+        return f"bought {quantity} {good} for ${cost:.2f} (settled at the end of this step)"
+
+    @tool(readonly=False)
+    def transfer(self, agent_id: int, to_agent_id: int, amount: float) -> str:
+        """Pay money to another agent; they receive it at the end of this step."""
+        self._account(agent_id)
+        self._account(to_agent_id)
+        if to_agent_id == agent_id:
+            raise ValueError("you cannot transfer money to yourself")
+        amount = self._amount(amount)
+        self._spend(agent_id, amount, f"a transfer to agent {to_agent_id}")
+        self._queue("transfer", agent_id, amount, to_agent_id=to_agent_id)
+        return f"${amount:.2f} to agent {to_agent_id} queued"
+
+    @tool(readonly=False)
+    def deposit(self, agent_id: int, amount: float) -> str:
+        """Move cash into your bank deposit, which earns interest every step."""
+        self._account(agent_id)
+        amount = self._amount(amount)
+        self._spend(agent_id, amount, "a deposit")
+        self._queue("deposit", agent_id, amount)
+        return f"deposit of ${amount:.2f} queued"
+
+    @tool(readonly=False)
+    def withdraw(self, agent_id: int, amount: float) -> str:
+        """Move money from your bank deposit back to cash (available from the next step)."""
+        account = self._account(agent_id)
+        amount = self._amount(amount)
+        available = _money(account["deposits"] - self._queued(agent_id, ("withdraw",)))
+        if amount > available:
+            raise ValueError(f"cannot withdraw ${amount:.2f}: you have ${available:.2f} in the bank")
+        self._queue("withdraw", agent_id, amount)
+        return f"withdrawal of ${amount:.2f} queued"
+
+    # ---- reading -----------------------------------------------------------------------------
+    @tool(readonly=True, kind="observe")
+    def my_account(self, agent_id: int) -> str:
+        """Show agent_id's cash, bank deposits, income, goods owned, queued operations and the market prices."""
+        account = self._accounts.get(agent_id)
+        if account is None:
+            return "You have no account in the economy."
+        lines = [
+            f"Cash ${account['cash']:.2f} (${self._available_cash(agent_id):.2f} available this step); "
+            f"bank deposits ${account['deposits']:.2f} earning {self._rate:.2%} per step.",
+            f"Salary ${self._salaries.get(agent_id, 0.0):.2f} per step; work pays ${self._wage:.2f} per hour.",
+        ]
+        queued = [op for op in self._pending if op["agent_id"] == agent_id]
+        if queued:
+            lines.append("Queued this step: " + "; ".join(self._describe(op) for op in queued) + ".")
+        if account["goods"]:
+            lines.append("You own: " + ", ".join(f"{n} {g}" for g, n in sorted(account["goods"].items())) + ".")
+        lines.append("Prices: " + self._price_list() + ".")
+        return "\n".join(lines)
+
+    @tool(readonly=True)
+    def list_goods(self) -> str:
+        """List the goods for sale with their current prices and the units sold last step."""
+        return "\n".join(f"- {g}: ${p:.2f} ({self._last['demand'].get(g, 0)} sold last step)" for g, p in sorted(self._prices.items()))
+
+    @tool(readonly=True, kind="statistics")
+    def economy_statistics(self) -> str:
+        """Aggregates: spending (GDP-like), income, interest, mean/median cash, Gini of wealth, deposits, prices."""
+        s = self._aggregates()
+        return (
+            f"Last step: spending ${s['spending']:.2f} (total ${s['spending_total']:.2f}), income ${s['income']:.2f}, "
+            f"interest ${s['interest']:.2f}. {s['accounts']} accounts: mean cash ${s['mean_cash']:.2f}, "
+            f"median cash ${s['median_cash']:.2f}, Gini of wealth {s['gini']:.3f}; bank deposits ${s['deposits_total']:.2f}. "
+            f"Prices: {self._price_list()}."
+        )
+
+    def _describe(self, op: dict[str, Any]) -> str:
+        if op["kind"] == "buy":
+            return f"buy {op['quantity']:g} {op['good']} (${op['amount']:.2f})"
+        if op["kind"] == "work":
+            return f"work {op['quantity']:g}h (+${op['amount']:.2f})"
+        if op["kind"] == "transfer":
+            return f"pay agent {op['to_agent_id']} ${op['amount']:.2f}"
+        return f"{op['kind']} ${op['amount']:.2f}"
+
+    def _price_list(self) -> str:
+        return ", ".join(f"{g} ${p:.2f}" for g, p in sorted(self._prices.items()))
+
+    def _aggregates(self) -> dict[str, Any]:
+        ids = sorted(self._accounts)
+        cash = [self._accounts[a]["cash"] for a in ids]
+        return {
+            **{k: self._last[k] for k in ("spending", "income", "interest")},
+            "spending_total": _money(self._spending_total),
+            "mean_cash": _money(statistics.fmean(cash)) if cash else 0.0,
+            "median_cash": _money(statistics.median(cash)) if cash else 0.0,
+            "gini": _gini([self._accounts[a]["cash"] + self._accounts[a]["deposits"] for a in ids]),
+            "deposits_total": _money(sum(self._accounts[a]["deposits"] for a in ids)),
+            "accounts": len(ids),
+        }
+
+    # ---- the step ----------------------------------------------------------------------------
+    async def step(self, tick: int, t: datetime) -> None:
+        flows = {a: {"spent": 0.0, "earned": 0.0} for a in sorted(self._accounts)}
+        totals = {"spending": 0.0, "income": 0.0, "interest": 0.0}
+        for agent_id, account in sorted(self._accounts.items()):
+            interest, salary = _money(account["deposits"] * self._rate), _money(self._salaries.get(agent_id, 0.0))
+            account["deposits"] = _money(account["deposits"] + interest)
+            account["cash"] = _money(account["cash"] + salary)
+            flows[agent_id]["earned"] += interest + salary
+            totals["interest"] += interest
+            totals["income"] += salary
+        demand: dict[str, int] = {}
+        ops = sorted(self._pending, key=lambda o: (o["agent_id"], o["seq"]))
+        for op in ops:
+            agent_id, amount, kind = op["agent_id"], op["amount"], op["kind"]
+            account = self._accounts[agent_id]
+            cash_sign, deposit_sign = _EFFECTS[kind]
+            account["cash"] = _money(account["cash"] + cash_sign * amount)
+            account["deposits"] = _money(account["deposits"] + deposit_sign * amount)
+            if kind == "work":
+                flows[agent_id]["earned"] += amount
+                totals["income"] += amount
+            elif kind == "buy":
+                good, units = op["good"], int(op["quantity"])
+                account["goods"][good] = account["goods"].get(good, 0) + units
+                demand[good] = demand.get(good, 0) + units
+                flows[agent_id]["spent"] += amount
+                totals["spending"] += amount
+            elif kind == "transfer":
+                payee = self._accounts[op["to_agent_id"]]
+                payee["cash"] = _money(payee["cash"] + amount)
+        self._pending = []
+        if self._adjustment:
+            for good, price in self._prices.items():
+                pressure = max(-1.0, min(1.0, (demand.get(good, 0) - self._target) / self._target))
+                self._prices[good] = max(self._min_price, _money(price * (1 + self._adjustment * pressure)))
+        self._last = {
+            **{k: _money(v) for k, v in totals.items()},
+            "demand": demand,
+            "flows": {str(a): {k: _money(v) for k, v in f.items()} for a, f in flows.items()},
+            "transactions": [{k: op[k] for k in ("agent_id", "kind", "good", "quantity", "amount", "to_agent_id")} for op in ops],
+        }
+        self._spending_total = _money(self._spending_total + totals["spending"])
+        self.t = t
+
+    # ---- replay and persistence --------------------------------------------------------------
+    @classmethod
+    def replay_datasets(cls) -> list[DatasetSchema]:
+        return [_STATE, _ACCOUNTS, _TRANSACTIONS]
+
+    def replay_rows(self, step: int, t: datetime) -> dict[str, list[dict[str, Any]]]:
+        state = {"step": step, "t": t, **self._aggregates(), "prices": dict(self._prices)}
+        idle = {"spent": 0.0, "earned": 0.0}
+        accounts = [{"step": step, "t": t, "agent_id": a, "cash": acct["cash"], "deposits": acct["deposits"],
+                     **self._last["flows"].get(str(a), idle)} for a, acct in sorted(self._accounts.items())]
+        transactions = [{"step": step, "t": t, **op} for op in self._last["transactions"]]
+        return {_STATE.name: [state], _ACCOUNTS.name: accounts, _TRANSACTIONS.name: transactions}
+
+    def dump_state(self) -> dict[str, Any]:
+        return {"accounts": {str(k): v for k, v in self._accounts.items()}, "prices": self._prices, "pending": self._pending,
+                "seq": self._seq, "last": self._last, "spending_total": self._spending_total}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self._accounts = {int(k): v for k, v in state["accounts"].items()}
+        self._prices, self._pending, self._seq = dict(state["prices"]), list(state["pending"]), state["seq"]
+        self._last, self._spending_total = dict(state["last"]), state["spending_total"]
+        self.bind_agents(self._agent_ids)  # agents bound before the restore keep an account
