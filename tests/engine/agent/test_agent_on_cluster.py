@@ -1,0 +1,88 @@
+"""Agents as stateless records on a real LocalCluster: state crosses workers only through the workspace."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from distributed import Client, LocalCluster
+
+from engine.agent.person import PersonAgent
+from engine.agent.service_proxy import ServiceProxy
+from engine.env.actor import EnvRouterConfig, build_router
+from engine.llm.client import LLMClient
+from engine.society.runner import run_experiment
+from engine.spec import parse_spec
+
+T1 = datetime(2026, 1, 1, 9)
+
+
+async def _activate(ws: str) -> tuple[int, tuple[str, ...]]:
+    """Tick 1 on one worker: the agent activates a skill and writes its workspace back."""
+    proxy = ServiceProxy(env=build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),))), llm={"default": LLMClient()})
+    agent = await PersonAgent.from_workspace(Path(ws), proxy)
+    reply = await agent.dispatch_react_tool("activate_skill", {"name": "daily-planning"})
+    assert not reply.startswith("error"), reply
+    await agent.to_workspace()
+    return os.getpid(), agent.skills.active
+
+
+async def _active(ws: str) -> tuple[int, tuple[str, ...]]:
+    """Tick 2 on another worker: a fresh agent object rebuilt from the workspace."""
+    proxy = ServiceProxy(env=build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),))), llm={"default": LLMClient()})
+    agent = await PersonAgent.from_workspace(Path(ws), proxy)
+    return os.getpid(), agent.skills.active
+
+
+async def test_a_skill_activated_in_tick_1_is_active_in_tick_2_on_another_worker(dask_client, tmp_path):
+    ws = tmp_path / "agents" / "agent_0001"
+    PersonAgent.create(ws, agent_id=1, profile={"name": "Ada", "occupation": "teacher"}, config={})
+    workers = list(await dask_client.run(os.getpid))
+    pid1, active1 = await dask_client.submit(_activate, str(ws), workers=[workers[0]], pure=False)
+    pid2, active2 = await dask_client.submit(_active, str(ws), workers=[workers[1]], pure=False)
+
+    assert pid1 != pid2
+    assert active1 == active2 == ("daily-planning",)
+
+
+async def test_killing_a_worker_mid_step_leaves_every_workspace_readable(tmp_path):
+    spec = parse_spec({
+        "name": "kill",
+        "population": [{"count": 60, "profile_template": {"name": "P{i}"}, "config": {"max_react_turns": 3}}],
+        "steps": [{"type": "run", "num_steps": 30, "tick": 600}],
+        "batch_size": 10,
+    })
+    cluster = await LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                 dashboard_address="127.0.0.1:0", asynchronous=True)
+    client = await Client(cluster, asynchronous=True)
+    try:
+        run = asyncio.ensure_future(run_experiment(spec, tmp_path / "run", client))
+        agents = tmp_path / "run" / "agents"
+        for _ in range(400):  # wait until agents have stepped at least once
+            await asyncio.sleep(0.05)
+            if (tmp_path / "run" / "replay" / "actions").exists():
+                break
+        pids = await client.run(os.getpid)
+        os.kill(sorted(pids.values())[0], signal.SIGKILL)  # mid-tick, no warning
+        summary = await asyncio.wait_for(run, 180)
+    finally:
+        await client.close()
+        await cluster.close()
+
+    # Whatever the run's fate (Dask retries the lost batches elsewhere), no workspace is torn.
+    assert summary.status in ("completed", "failed")
+    workspaces = sorted(agents.iterdir())
+    assert len(workspaces) == 60
+    for ws in workspaces:
+        config = json.loads((ws / "config.json").read_text())
+        snapshot = json.loads((ws / "AGENT.json").read_text())
+        assert config["id"] == snapshot["id"]
+        for log in (ws / ".runtime" / "logs").glob("*.jsonl"):
+            lines = log.read_text().splitlines()
+            for line in lines[:-1]:  # only a crash's last line may be torn
+                json.loads(line)
