@@ -9,7 +9,6 @@ import signal
 from datetime import datetime
 from pathlib import Path
 
-import pytest
 from distributed import Client, LocalCluster
 
 from engine.agent.person import PersonAgent
