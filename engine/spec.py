@@ -142,9 +142,11 @@ class EnvModuleSpec(_Frozen):
 class EnvironmentSpec(_Frozen):
     """The environment: a router kind and its modules."""
 
-    router: Literal["react", "plan_execute", "two_tier_react", "two_tier_plan_execute", "search_tool"] = Field(
-        "react", description="the router that maps ask_env instructions to tool calls"
+    router: Literal["codegen", "react", "plan_execute", "two_tier_react", "two_tier_plan_execute", "search_tool"] = Field(
+        "codegen", description="the router that maps ask_env instructions to tool calls"
     )
+    cache_similarity: float = Field(0.85, gt=0, le=1, description="codegen: reuse cached code above this embedding similarity")
+    embedder: str = Field("sim", description="codegen template cache embeddings: sim, wordllama, auto, or a litellm model")
     modules: list[EnvModuleSpec] = Field(default_factory=lambda: [EnvModuleSpec(type="MessagingSpace")], min_length=1)
     max_router_steps: int = Field(3, ge=1, le=50)
 

@@ -37,6 +37,8 @@ class EnvRouterConfig:
     max_steps: int = 3
     coder: LLMClient = field(default_factory=lambda: LLMClient(role="coder"))
     run_dir: Path | None = None
+    cache_similarity: float = 0.85  #: codegen only
+    embedder: str = "sim"  #: codegen only
 
 
 def build_router(config: EnvRouterConfig) -> RouterBase:
@@ -44,7 +46,14 @@ def build_router(config: EnvRouterConfig) -> RouterBase:
     modules = [resolve_env_module(type_name)(**kwargs) for type_name, kwargs in config.modules]
     meter = Meter()
     llm = MeteredModel(get_chat_model(config.coder), meter, caller="router", role="coder")
-    router = ROUTERS[config.router](modules, llm, meter=meter, max_steps=config.max_steps)
+    options: dict[str, Any] = {}
+    if config.router == "codegen":
+        options = {
+            "cache_dir": Path(config.run_dir) / "env" / "_codegen_cache" if config.run_dir else None,
+            "similarity_threshold": config.cache_similarity,
+            "embedder": config.embedder,
+        }
+    router = ROUTERS[config.router](modules, llm, meter=meter, max_steps=config.max_steps, **options)
     if config.run_dir is not None:
         router.bind_env_workspaces(Path(config.run_dir) / "env", [t for t, _ in config.modules])
     return router

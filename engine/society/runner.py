@@ -188,6 +188,8 @@ async def run_experiment(
             max_steps=spec.environment.max_router_steps,
             coder=clients["coder"],
             run_dir=run_dir,
+            cache_similarity=spec.environment.cache_similarity,
+            embedder=spec.environment.embedder,
         )
         actor_future = client.submit(EnvRouterActor, config, actor=True, key=f"env-router-{uuid.uuid4().hex[:8]}")
         actor = await actor_future

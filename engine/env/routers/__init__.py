@@ -1,5 +1,6 @@
 """Routers selectable in the spec (``environment.router``)."""
 
+from engine.env.routers.codegen import CodeGenRouter
 from engine.env.routers.plan_execute import PlanExecuteRouter
 from engine.env.routers.react import ReActRouter
 from engine.env.routers.search_tool import SearchToolRouter
@@ -7,6 +8,7 @@ from engine.env.routers.two_tier import TwoTierPlanExecuteRouter, TwoTierReActRo
 
 __all__ = [
     "ROUTERS",
+    "CodeGenRouter",
     "PlanExecuteRouter",
     "ReActRouter",
     "SearchToolRouter",
@@ -15,6 +17,7 @@ __all__ = [
 ]
 
 ROUTERS = {
+    "codegen": CodeGenRouter,
     "react": ReActRouter,
     "plan_execute": PlanExecuteRouter,
     "two_tier_react": TwoTierReActRouter,

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from engine.env.prompts import REACT_INSTRUCTION, REACT_SYSTEM
 from engine.env.router_base import RouterBase
 from engine.env.routers.decision import FINAL_ANSWER, build_router_decision, caller_fields
+from engine.env.routers.template_cache import fill_template
 from engine.env.tool import ToolInfo
 from engine.errors import LLMCallError, StructuredOutputError, ToolCallError
 from engine.llm.structured import complete_structured
@@ -86,7 +87,8 @@ def unreadable(error: Exception) -> LoopOutcome:
 
 
 def resolve_instruction(ctx: dict[str, Any], instruction: str, template_mode: bool) -> str:
-    return instruction.format(**ctx.get("variables", {})) if template_mode else instruction
+    # Bare {name} substitution only: str.format would let a template reach attributes ({x.__class__}).
+    return fill_template(instruction, ctx.get("variables", {})) if template_mode else instruction
 
 
 async def run_tool(

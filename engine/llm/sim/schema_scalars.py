@@ -19,7 +19,9 @@ _NUMBER_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "m
 
 
 def string_instance(schema: dict[str, Any], rng: random.Random, path: str = "#") -> str:
-    """A string for a ``type: string`` schema: readable words, or a supported ``format``.
+    """A string for a ``type: string`` schema: one of its ``examples``, readable words, or a ``format``.
+
+    Examples are used for plain strings (no ``format``) that fit the length bounds.
 
     Raises:
         ValueError: an unknown format or length bounds nothing fits.
@@ -28,6 +30,11 @@ def string_instance(schema: dict[str, Any], rng: random.Random, path: str = "#")
     lo, hi = schema.get("minLength", 0), schema.get("maxLength")
     if hi is not None and lo > hi:
         raise ValueError(f"{path}: minLength {lo} > maxLength {hi}")
+    examples = schema.get("examples")
+    if fmt is None and isinstance(examples, list):
+        fitting = [e for e in examples if isinstance(e, str) and lo <= len(e) and (hi is None or len(e) <= hi)]
+        if fitting:
+            return rng.choice(fitting)
     if fmt is not None and fmt not in FORMATS:
         raise ValueError(f"unsupported string format {fmt!r} at {path}/format")
     if fmt is None:

@@ -67,8 +67,11 @@ async def test_killing_a_worker_mid_step_leaves_every_workspace_readable(tmp_pat
             if (tmp_path / "run" / "replay" / "actions").exists():
                 break
         pids = await client.run(os.getpid)
-        os.kill(sorted(pids.values())[0], signal.SIGKILL)  # mid-tick, no warning
-        summary = await asyncio.wait_for(run, 180)
+        # Kill the worker that does not host the env actor (losing the actor is issue 6's recovery).
+        holders = {addr for key, addrs in (await client.who_has()).items() if str(key).startswith("env-router") for addr in addrs}
+        victim = next(addr for addr in pids if addr not in holders)
+        os.kill(pids[victim], signal.SIGKILL)  # mid-tick, no warning
+        summary = await asyncio.wait_for(run, 120)
     finally:
         await client.close()
         await cluster.close()

@@ -352,3 +352,26 @@ def test_unsupported_keyword_error_names_the_path() -> None:
 def test_unsatisfiable_or_unknown_schemas_raise(schema: Any) -> None:
     with pytest.raises(ValueError):
         generate_instance(schema, random.Random(0))
+
+
+# -- string examples ---------------------------------------------------------------------------
+
+
+def test_string_examples_are_honoured_and_chosen_by_the_seed() -> None:
+    class Decision(BaseModel):
+        thought: str
+        code: str = Field(examples=["send_message(to_agent_id=1)", "results['a'] = read_inbox()", "join_group('x')"])
+
+    schema = Decision.model_json_schema()
+    chosen = {generate_instance(schema, random.Random(seed))["code"] for seed in range(40)}
+    assert chosen == set(Decision.model_fields["code"].examples)
+    assert generate_instance(schema, random.Random(7)) == generate_instance(schema, random.Random(7))
+
+
+def test_string_examples_that_break_the_schema_are_not_used() -> None:
+    schema = {"type": "string", "maxLength": 5, "examples": ["far too long", 12, "short"]}
+    assert {generate_instance(schema, random.Random(seed)) for seed in range(20)} == {"short"}
+    unfit = {"type": "string", "minLength": 50, "examples": ["short"]}
+    assert all(len(generate_instance(unfit, random.Random(seed))) >= 50 for seed in range(5))
+    dated = {"type": "string", "format": "date", "examples": ["not a date"]}
+    assert_valid(generate_instance(dated, random.Random(0)), dated)

@@ -1,0 +1,310 @@
+"""CodeGenRouter: the LLM writes a few lines of Python against the tools; the sandbox runs them.
+
+Per ask: the tools are shown as a pyi-like listing, the LLM answers with a JSON-schema decision
+``{thought, code}`` (the ``code`` field carries one example call per offered tool, which also lets
+the simulated LLM produce runnable code), the guard checks the code and the executor runs it. A
+refusal or a mistake in the code is fed back for another try, up to ``max_steps`` LLM calls; a run
+that already changed the environment or that the environment refused is never retried, so a
+change is not applied twice. In template mode the working code is cached by template
+(``template_cache``) and reused with the next caller's variables.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from engine.env.base import EnvBase
+from engine.env.router_base import STATUS_DESCRIPTIONS, RouterBase
+from engine.env.routers.codegen_prompts import CODEGEN_FEEDBACK, CODEGEN_INSTRUCTION, CODEGEN_SYSTEM, READONLY_NOTE, TEMPLATE_NOTE
+from engine.env.routers.decision import caller_fields
+from engine.env.routers.embedding import Embedder, resolve_embedder
+from engine.env.routers.template_cache import CacheStats, TemplateCache
+from engine.env.sandbox import CodeRejectedError, ExecutionResult, SandboxLimits, SandboxTool, execute
+from engine.env.tool import ToolInfo
+from engine.errors import LLMCallError, StructuredOutputError, ToolCallError
+from engine.llm.meter import Meter
+from engine.llm.protocol import ChatModel
+from engine.llm.structured import complete_structured
+
+__all__ = ["CodeGenRouter", "build_code_decision", "example_call", "pyi_listing"]
+
+
+def _annotation(tp: Any) -> str:
+    return tp.__name__ if isinstance(tp, type) else repr(tp).replace("typing.", "")
+
+
+def pyi_listing(tools: dict[str, ToolInfo]) -> str:
+    """Tools as pyi-like stubs grouped by module; caller-filled arguments (agent_id) are left out."""
+    by_module: dict[str, list[str]] = defaultdict(list)
+    for name, info in tools.items():
+        params = []
+        for field_name, field in info.args_model.model_fields.items():
+            if field_name in caller_fields:
+                continue
+            default = "" if field.is_required() else f" = {field.default!r}"
+            params.append(f"{field_name}: {_annotation(field.annotation)}{default}")
+        marker = "  # read-only" if info.readonly else ""
+        by_module[info.module].append(f'def {name}({", ".join(params)}):{marker}\n    """{info.description}"""')
+    return "\n\n".join(f"# {module}\n" + "\n".join(stubs) for module, stubs in by_module.items())
+
+
+def _placeholder(spec: dict[str, Any]) -> str:
+    if "enum" in spec:
+        return repr(spec["enum"][0])
+    if "const" in spec:
+        return repr(spec["const"])
+    for branch in spec.get("anyOf", []):
+        if branch.get("type") != "null":
+            return _placeholder(branch)
+    kind = spec.get("type")
+    values = {"integer": "1", "number": "1.0", "boolean": "True", "string": '"hello"', "array": "[]", "object": "{}"}
+    return values.get(kind, "None") if isinstance(kind, str) else "None"
+
+
+def example_call(name: str, info: ToolInfo) -> str:
+    """One example line calling ``name`` with placeholder values of the right types.
+
+    Read-only tools store their result in ``results["answer"]``; others are called for effect.
+    """
+    schema = info.args_model.model_json_schema()
+    props = schema.get("properties", {})
+    args = [f"{arg}={_placeholder(props[arg])}" for arg in schema.get("required", []) if arg not in caller_fields]
+    call = f"{name}({', '.join(args)})"
+    return f'results["answer"] = {call}' if info.readonly else call
+
+
+def build_code_decision(tools: dict[str, ToolInfo]) -> type[BaseModel]:
+    """The decision model ``{thought, code}``; ``code`` lists one example call per tool."""
+    examples = [example_call(name, info) for name, info in tools.items()]
+    code_field = Field(
+        description="Python statements calling the functions; store what the agent should learn in results[...]",
+        **({"examples": examples} if examples else {}),
+    )
+    return create_model(  # type: ignore[call-overload,no-any-return]
+        "CodeDecision",
+        __config__=ConfigDict(extra="forbid"),
+        thought=(str, Field(description="brief reasoning")),
+        code=(str, code_field),
+    )
+
+
+@dataclass
+class _Attempt:
+    code: str | None = None
+    execution: ExecutionResult | None = None
+    error: str | None = None  #: refusal or LLM failure when there is no execution
+
+    @property
+    def final(self) -> bool:
+        """True when another try must not follow: it worked, changed state, or the env refused."""
+        ex = self.execution
+        return ex is not None and (ex.ok or ex.mutations > 0 or any(not c["ok"] for c in ex.calls))
+
+
+class CodeGenRouter(RouterBase):
+    """Routes asks by having the LLM write sandboxed Python against the modules' tools.
+
+    Args:
+        env_modules: the modules, in spec order.
+        llm: the routing model (already metered).
+        meter: where the router's LLM usage accumulates.
+        max_steps: LLM calls per ask (the first try plus retries with the error fed back).
+        cache_dir: where the template cache file lives (``<run_dir>/env/_codegen_cache``); None
+            keeps the cache in memory.
+        similarity_threshold: cosine similarity for reusing code of a similar template.
+        embedder: an :class:`Embedder`, or a spec string for :func:`resolve_embedder`
+            (None: the simulated embeddings).
+        limits: sandbox limits per execution.
+    """
+
+    def __init__(
+        self,
+        env_modules: list[EnvBase],
+        llm: ChatModel | None = None,
+        *,
+        meter: Meter | None = None,
+        max_steps: int = 3,
+        cache_dir: Path | None = None,
+        similarity_threshold: float = 0.85,
+        embedder: Embedder | str | None = None,
+        limits: SandboxLimits | None = None,
+    ) -> None:
+        super().__init__(env_modules, llm, meter=meter, max_steps=max_steps)
+        self.limits = limits or SandboxLimits()
+        self.config_hash = self._config_hash()
+        if embedder is None or isinstance(embedder, str):
+            embedder = resolve_embedder(embedder)
+        path = Path(cache_dir) / f"{self.config_hash}.json" if cache_dir is not None else None
+        self.cache = TemplateCache(path, embedder=embedder, threshold=similarity_threshold)
+        self._decisions: dict[bool, type[BaseModel]] = {}
+
+    def _config_hash(self) -> str:
+        described = [
+            [info.module, name, info.readonly, info.kind, info.description, info.args_model.model_json_schema()]
+            for name, info in self.tools().items()
+        ]
+        return hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def decision_model(self, readonly: bool) -> type[BaseModel]:
+        if readonly not in self._decisions:
+            self._decisions[readonly] = build_code_decision(self.tools(readonly=readonly))
+        return self._decisions[readonly]
+
+    def get_cache_stats(self) -> CacheStats:
+        return self.cache.stats
+
+    async def ask(
+        self,
+        ctx: dict[str, Any],
+        instruction: str,
+        readonly: bool = False,
+        template_mode: bool = False,
+        trace_id: str | None = None,
+        parent_span_id: str | None = None,
+    ) -> tuple[dict[str, Any], str]:
+        if self.llm is None:
+            raise ToolCallError("CodeGenRouter needs an LLM")
+        if template_mode:
+            attempt = await self._ask_template(ctx, instruction, readonly, dict(ctx.get("variables") or {}))
+        else:
+            attempt = await self._generate(ctx, instruction, readonly, None)
+        execution = attempt.execution
+        out = {
+            **ctx,
+            "status": _status(attempt),
+            "results": execution.calls if execution else [],
+            "code_results": execution.results if execution else {},
+        }
+        return out, _answer(attempt)
+
+    async def _ask_template(self, ctx: dict[str, Any], template: str, readonly: bool, variables: dict[str, Any]) -> _Attempt:
+        mode = "ro" if readonly else "rw"
+        hit = await self.cache.lookup(mode, template)
+        if hit is not None:
+            attempt = await self._run(hit.code, ctx, readonly, variables)
+            if attempt.final:
+                return attempt
+            self.cache.evict(hit)  # broken for these tools or variables: generate afresh
+
+        async def generate() -> tuple[str | None, _Attempt]:
+            attempt = await self._generate(ctx, template, readonly, variables)
+            return (attempt.code if attempt.execution is not None and attempt.execution.ok else None), attempt
+
+        code, attempt, leader = await self.cache.generate_once(mode, template, generate)
+        if leader:
+            return attempt
+        if code is None:  # the shared generation failed; its tool calls were the leader's, not ours
+            return _Attempt(error=attempt.error or (attempt.execution.error if attempt.execution else None))
+        return await self._run(code, ctx, readonly, variables)
+
+    async def _generate(
+        self, ctx: dict[str, Any], instruction: str, readonly: bool, variables: dict[str, Any] | None
+    ) -> _Attempt:
+        agent_id = ctx.get("agent_id")
+        system = CODEGEN_SYSTEM.render(
+            agent_id=agent_id, world=self.get_world_description(), listing=pyi_listing(self.tools(readonly=readonly)),
+            statuses=", ".join(STATUS_DESCRIPTIONS), readonly_note=READONLY_NOTE if readonly else "",
+        )  # fmt: skip
+        template_note = "" if variables is None else TEMPLATE_NOTE.render(values=json.dumps(variables, default=str))
+        user = CODEGEN_INSTRUCTION.render(
+            time=self.t.isoformat() if self.t else "unknown", agent_id=agent_id, instruction=instruction,
+            template_note=template_note,
+        )  # fmt: skip
+        messages: list[dict[str, Any]] = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        llm = self.llm
+        if llm is None:
+            raise ToolCallError("CodeGenRouter needs an LLM")
+        attempt = _Attempt()
+        for _ in range(self.max_steps):
+            try:
+                decision = await complete_structured(llm, messages, self.decision_model(readonly), prompt=CODEGEN_INSTRUCTION)
+            except (StructuredOutputError, LLMCallError) as error:
+                return _Attempt(code=attempt.code, error=f"the environment could not interpret the request: {error}")
+            attempt = await self._run(decision.code, ctx, readonly, variables)  # type: ignore[attr-defined]
+            if attempt.final:
+                return attempt
+            if attempt.execution is None:
+                problem, detail, output = "was refused by the sandbox", attempt.error or "", ""
+            else:
+                ex = attempt.execution
+                problem, detail = "failed", ex.error or ""
+                output = f"Printed output:\n{ex.output}\n" if ex.output else ""
+            feedback = CODEGEN_FEEDBACK.render(problem=problem, error=detail, output=output)
+            messages = [
+                *messages,
+                {"role": "assistant", "content": decision.model_dump_json()},
+                {"role": "user", "content": feedback},
+            ]
+        return attempt
+
+    async def _run(self, code: str, ctx: dict[str, Any], readonly: bool, variables: dict[str, Any] | None) -> _Attempt:
+        try:
+            execution = await execute(code, self._sandbox_tools(ctx, readonly), ctx=ctx, variables=variables, limits=self.limits)
+        except CodeRejectedError as error:
+            return _Attempt(code=code, error=str(error))
+        return _Attempt(code=code, execution=execution)
+
+    def _sandbox_tools(self, ctx: dict[str, Any], readonly: bool) -> list[SandboxTool]:
+        agent_id = ctx.get("agent_id")
+        tools = []
+        for name, info in self.tools(readonly=readonly).items():
+            fields = info.args_model.model_fields
+            bound = {key: agent_id for key in caller_fields if key in fields}
+
+            async def call(arguments: dict[str, Any], name: str = name) -> Any:
+                return await self.call_tool(name, arguments, readonly=readonly)
+
+            params = tuple(key for key in fields if key not in bound)
+            tools.append(SandboxTool(name, params, info.readonly, call, bound, _validator(name, info)))
+        return tools
+
+
+def _validator(name: str, info: ToolInfo) -> Any:
+    def validate(arguments: dict[str, Any]) -> None:
+        try:
+            info.args_model.model_validate(arguments)
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "arguments"
+            raise TypeError(f"{name}(): {where}: {first['msg']}") from None
+
+    return validate
+
+
+def _status(attempt: _Attempt) -> str:
+    ex = attempt.execution
+    if ex is None:
+        return "error"
+    declared = ex.results.get("status")
+    if declared in STATUS_DESCRIPTIONS:
+        return str(declared)
+    if any(not call["ok"] for call in ex.calls):
+        return "fail"
+    if not ex.ok:
+        return "error"
+    return "success" if ex.calls else "fail"
+
+
+def _answer(attempt: _Attempt) -> str:
+    ex = attempt.execution
+    if ex is None:
+        return attempt.error or "nothing was done"
+    parts: list[str] = []
+    answer = ex.results.get("answer")
+    if answer is not None:
+        parts.append(answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False))
+    else:
+        parts += [f"{call['tool']}: {call['result']}" for call in ex.calls]
+        parts += [f"{key}: {value}" for key, value in ex.results.items() if key != "status"]
+    if ex.output:
+        parts.append(ex.output.rstrip())
+    if ex.error:
+        parts.append(f"error: {ex.error}")
+    return "\n".join(parts) or "nothing was done"

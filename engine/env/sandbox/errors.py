@@ -1,0 +1,32 @@
+"""Errors of the CodeGen sandbox.
+
+    EnvError                       (engine.errors)
+    └── SandboxError               the sandbox
+        └── CodeRejectedError      the guard refused the code before it ran (names construct and line)
+
+Failures while generated code runs (an exception, a limit, a failing tool) are not raised: the
+executor returns them as text in :class:`~engine.env.sandbox.executor.ExecutionResult`, because
+they are fed back to the LLM.
+"""
+
+from __future__ import annotations
+
+from engine.errors import EnvError
+
+__all__ = ["CodeRejectedError", "SandboxError"]
+
+
+class SandboxError(EnvError):
+    """The CodeGen sandbox."""
+
+
+class CodeRejectedError(SandboxError):
+    """Generated code the guard refuses to run.
+
+    Args:
+        problems: one line per refused construct, each starting with ``line N:``.
+    """
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("code refused: " + "; ".join(problems))
+        self.problems = problems
