@@ -1,11 +1,14 @@
 """Run the demo experiment on the embedded defaults and show where the results are.
 
-20 PersonAgents in a messaging space, 3 ticks, simulated LLM, LocalCluster; then one DuckDB query
-over the Parquet replay. Usage: python examples/demo.py [RUN_DIR]
+With the offline model installed (``make install-local``): 4 PersonAgents x 2 ticks on SmolLM2
+served by llama.cpp (``demo_local.yaml``); otherwise 20 PersonAgents x 3 ticks on the simulated
+LLM (``demo.yaml``). Then one DuckDB query over the Parquet replay.
+Usage: python examples/demo.py [RUN_DIR]
 """
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -15,12 +18,27 @@ from engine.storage.reader import ReplayReader, format_table
 HERE = Path(__file__).resolve().parent
 
 
+def _spec() -> Path:
+    """The real offline model when ``make install-local`` put it here, else the simulated LLM."""
+    from engine.llm.local import LocalModelMissingError, gguf_path
+
+    try:
+        gguf_path("smollm2")
+        if importlib.util.find_spec("xllamacpp") is None:
+            raise LocalModelMissingError("the llama.cpp server (xllamacpp) is not installed")
+    except LocalModelMissingError as missing:
+        print(f"(simulated LLM: {missing})")
+        return HERE / "demo.yaml"
+    print("(real offline model: SmolLM2-135M-Instruct via llama.cpp on 127.0.0.1)")
+    return HERE / "demo_local.yaml"
+
+
 def demo(run_dir: Path) -> int:
     if run_dir.exists() and any(run_dir.iterdir()):
         import shutil
 
         shutil.rmtree(run_dir)
-    code = polis(["run", str(HERE / "demo.yaml"), "--run-dir", str(run_dir)])
+    code = polis(["run", str(_spec()), "--run-dir", str(run_dir)])
     if code != 0:
         return code
     print(f"\nParquet replay: {run_dir / 'replay'}")

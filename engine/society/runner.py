@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from engine.env.registry import resolve_env_module
 from engine.errors import BudgetExhaustedError, RunError, SpecError, UnsupportedStepError
 from engine.llm.budget import Allowance, Usage
 from engine.llm.client import LimiterConfig, LLMClient
+from engine.llm.local import is_local, resolve_local_clients
 from engine.society.batch import BatchResult
 from engine.society.datasets import ACTIONS, LLM_CALLS
 from engine.society.society import AgentSociety
@@ -159,6 +161,7 @@ async def run_experiment(
         report("running")
 
     report("starting")
+    local_servers = contextlib.ExitStack()
     society: AgentSociety | None = None
     actor_future = None
     env_usage: dict[str, Any] | None = None
@@ -176,6 +179,9 @@ async def run_experiment(
             progress.update(ticks=state.step_count, agent_steps=state.agent_steps_done)
         run_dir.mkdir(parents=True, exist_ok=True)
         clients = _clients(spec, llm_cache_dir or run_dir / "llm_cache", llm_limits)
+        if any(is_local(c) for c in clients.values()):
+            # local/<name>: start the offline model's server for this run (blocking start-up in a thread).
+            clients = await asyncio.to_thread(local_servers.enter_context, resolve_local_clients(clients))
         write_society(run_dir, {
             "name": spec.name, "spec_hash": spec.spec_hash(), "spec": spec.model_dump(mode="json"),
             "env_modules": [m.model_dump(mode="json") for m in spec.environment.modules],
@@ -244,6 +250,7 @@ async def run_experiment(
     finally:
         if actor_future is not None:
             actor_future.release()
+        await asyncio.to_thread(local_servers.close)
     report(status, error)
     totals = society.totals if society is not None else None
     return RunSummary(
