@@ -46,6 +46,9 @@ class LocalServerConfig:
     n_ctx: int = 4096
     n_parallel: int = 2  #: requests decoded together (continuous batching)
     threads: int = field(default_factory=lambda: os.cpu_count() or 1)  #: CPU threads for decoding and prompt processing
+    #: how hard idle threads busy-wait for work, 0-100 (llama.cpp's default is 50). 0 lets them
+    #: sleep, which matters when the Dask workers and other processes share the cores.
+    poll: int = 0
     #: default repetition penalty of requests that set none; 1.1 stops SmolLM2's runaway strings
     #: inside JSON (24/24 schema-valid decisions instead of 13/16 at 1.0)
     repeat_penalty: float = 1.1
@@ -118,7 +121,7 @@ class LocalModelServer:
         c = self.config
         return [
             sys.executable, "-m", __name__, "--model", self.name, "--port", str(self.port), "--n-ctx", str(c.n_ctx),
-            "--n-parallel", str(c.n_parallel), "--threads", str(c.threads), "--repeat-penalty", str(c.repeat_penalty),
+            "--n-parallel", str(c.n_parallel), "--threads", str(c.threads), "--poll", str(c.poll), "--repeat-penalty", str(c.repeat_penalty),
             "--max-tokens", str(c.max_tokens), "--verbosity", str(c.verbosity),
         ]
 
@@ -233,6 +236,8 @@ def serve(name: str, *, port: int, config: LocalServerConfig) -> None:
     params.n_parallel = config.n_parallel
     params.cpuparams.n_threads = config.threads
     params.cpuparams_batch.n_threads = config.threads
+    params.cpuparams.poll = config.poll
+    params.cpuparams_batch.poll = config.poll
     params.sampling.penalty_repeat = config.repeat_penalty
     params.n_predict = config.max_tokens
     params.verbosity = config.verbosity
@@ -259,12 +264,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-ctx", type=int, default=defaults.n_ctx)
     parser.add_argument("--n-parallel", type=int, default=defaults.n_parallel)
     parser.add_argument("--threads", type=int, default=defaults.threads)
+    parser.add_argument("--poll", type=int, default=defaults.poll)
     parser.add_argument("--repeat-penalty", type=float, default=defaults.repeat_penalty)
     parser.add_argument("--max-tokens", type=int, default=defaults.max_tokens)
     parser.add_argument("--verbosity", type=int, default=defaults.verbosity)
     args = parser.parse_args(argv)
     config = LocalServerConfig(
-        n_ctx=args.n_ctx, n_parallel=args.n_parallel, threads=args.threads, repeat_penalty=args.repeat_penalty,
+        n_ctx=args.n_ctx, n_parallel=args.n_parallel, threads=args.threads, poll=args.poll, repeat_penalty=args.repeat_penalty,
         max_tokens=args.max_tokens, verbosity=args.verbosity,
     )
     try:
