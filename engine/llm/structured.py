@@ -6,7 +6,6 @@ a failure. Nothing is ever invented in place of a valid answer.
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -17,7 +16,7 @@ from engine.llm.meter import current_attempt
 from engine.llm.prompt import PromptTemplate
 from engine.llm.protocol import ChatModel
 
-__all__ = ["FEEDBACK_PROMPT", "complete_structured", "dumps_compact", "response_format_for"]
+__all__ = ["FEEDBACK_PROMPT", "complete_structured", "response_format_for"]
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -96,6 +95,3 @@ def _describe(error: ValidationError) -> str:
         return str(error)
     return "; ".join(parts) + ("" if len(error.errors()) <= 5 else f" (+{len(error.errors()) - 5} more)")
 
-
-def dumps_compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
