@@ -45,10 +45,11 @@ class LocalServerConfig:
     #: parse retry), and they grow with memory, so 2048 leaves too little room.
     n_ctx: int = 4096
     n_parallel: int = 2  #: requests decoded together (continuous batching)
-    threads: int = field(default_factory=lambda: os.cpu_count() or 1)  #: CPU threads for decoding and prompt processing
-    #: how hard idle threads busy-wait for work, 0-100 (llama.cpp's default is 50). 0 lets them
-    #: sleep, which matters when the Dask workers and other processes share the cores.
-    poll: int = 0
+    #: CPU threads for prompt processing and decoding. Half the cores: llama.cpp's threads meet at a
+    #: spinning barrier per operation, so when the Dask workers or anything else want the same cores
+    #: they stall. On 2 busy cores 2 threads took 15-95 s for a 30-token answer, 1 thread 0.7 s
+    #: (idle, 2 threads are ~1.6x faster than 1).
+    threads: int = field(default_factory=lambda: max(1, (os.cpu_count() or 2) // 2))
     #: default repetition penalty of requests that set none; 1.1 stops SmolLM2's runaway strings
     #: inside JSON (24/24 schema-valid decisions instead of 13/16 at 1.0)
     repeat_penalty: float = 1.1
@@ -121,7 +122,7 @@ class LocalModelServer:
         c = self.config
         return [
             sys.executable, "-m", __name__, "--model", self.name, "--port", str(self.port), "--n-ctx", str(c.n_ctx),
-            "--n-parallel", str(c.n_parallel), "--threads", str(c.threads), "--poll", str(c.poll), "--repeat-penalty", str(c.repeat_penalty),
+            "--n-parallel", str(c.n_parallel), "--threads", str(c.threads), "--repeat-penalty", str(c.repeat_penalty),
             "--max-tokens", str(c.max_tokens), "--verbosity", str(c.verbosity),
         ]
 
@@ -218,7 +219,7 @@ def _child_env() -> dict[str, str]:
 
 # ---- the child ---------------------------------------------------------------------------------
 def serve(name: str, *, port: int, config: LocalServerConfig) -> None:
-    """Run llama.cpp's server for ``name`` on 127.0.0.1:``port`` until SIGTERM/SIGINT or the parent exits.
+    """Run llama.cpp's server for ``name`` on 127.0.0.1:``port``; exit the process on SIGTERM/SIGINT or when the parent is gone.
 
     Raises:
         LocalModelMissingError: the model is not installed.
@@ -236,8 +237,6 @@ def serve(name: str, *, port: int, config: LocalServerConfig) -> None:
     params.n_parallel = config.n_parallel
     params.cpuparams.n_threads = config.threads
     params.cpuparams_batch.n_threads = config.threads
-    params.cpuparams.poll = config.poll
-    params.cpuparams_batch.poll = config.poll
     params.sampling.penalty_repeat = config.repeat_penalty
     params.n_predict = config.max_tokens
     params.verbosity = config.verbosity
@@ -246,13 +245,13 @@ def serve(name: str, *, port: int, config: LocalServerConfig) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     parent = os.getppid()
-    server = xllamacpp.Server(params)
-    try:
-        # If the parent dies without closing us (SIGKILL), we are re-parented: stop as well.
-        while not stop.wait(0.5) and os.getppid() == parent:
-            pass
-    finally:
-        del server
+    _server = xllamacpp.Server(params)  # serves from its own threads while it is referenced
+    # If the parent dies without closing us (SIGKILL), we are re-parented: stop as well.
+    while not stop.wait(0.5) and os.getppid() == parent:
+        pass
+    # Exit at once, without ``del _server``: a graceful shutdown waits for in-flight generations
+    # (minutes on a busy CPU), and whoever asked for them is gone or done.
+    os._exit(0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -264,13 +263,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-ctx", type=int, default=defaults.n_ctx)
     parser.add_argument("--n-parallel", type=int, default=defaults.n_parallel)
     parser.add_argument("--threads", type=int, default=defaults.threads)
-    parser.add_argument("--poll", type=int, default=defaults.poll)
     parser.add_argument("--repeat-penalty", type=float, default=defaults.repeat_penalty)
     parser.add_argument("--max-tokens", type=int, default=defaults.max_tokens)
     parser.add_argument("--verbosity", type=int, default=defaults.verbosity)
     args = parser.parse_args(argv)
     config = LocalServerConfig(
-        n_ctx=args.n_ctx, n_parallel=args.n_parallel, threads=args.threads, poll=args.poll, repeat_penalty=args.repeat_penalty,
+        n_ctx=args.n_ctx, n_parallel=args.n_parallel, threads=args.threads, repeat_penalty=args.repeat_penalty,
         max_tokens=args.max_tokens, verbosity=args.verbosity,
     )
     try:
