@@ -223,6 +223,8 @@ async def test_event_loop_stays_responsive_while_code_runs() -> None:
             ticks += 1
 
     task = asyncio.create_task(ticker())
-    await execute("x = 0\nwhile True:\n    x += 1", [], limits=SandboxLimits(timeout_s=0.3, max_steps=10**12))
+    await execute("x = 0\nwhile True:\n    x += 1", [], limits=SandboxLimits(timeout_s=1.0, max_steps=10**12))
     task.cancel()
-    assert ticks >= 10
+    # A blocked loop would tick at most once; the sandbox thread shares the GIL, so on a loaded
+    # 2-core machine the loop gets a few ticks a second rather than a hundred.
+    assert ticks >= 4
