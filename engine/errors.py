@@ -9,13 +9,15 @@
     │   └── BudgetExhaustedError  the run's call/token/cost budget is spent
     ├── EnvError                  the environment layer
     │   ├── ToolDefinitionError   a @tool that breaks the tool contract (raised at class definition)
-    │   └── ToolCallError         a tool call with an unknown name or bad arguments
+    │   ├── ToolCallError         a tool call with an unknown name or bad arguments
+    │   └── EnvUnavailableError   the env actor cannot be reached (its worker died)
     ├── AgentError                the agent runtime
     │   └── WorkspaceError        a workspace that is missing, corrupt or escaped from
     ├── StorageError              replay / trace storage
     │   └── QueryError            a query the read-only surface refuses or DuckDB rejects
     └── RunError                  the society / run lifecycle
-        └── UnsupportedStepError  a spec step this build cannot execute yet
+        ├── UnsupportedStepError  a spec step this build cannot execute yet
+        └── RunLockedError        another live driver holds the run directory's lease
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ __all__ = [
     "AgentError",
     "BudgetExhaustedError",
     "EnvError",
+    "EnvUnavailableError",
     "LLMCallError",
     "LLMError",
     "LLMRateLimitError",
     "PolisError",
     "QueryError",
     "RunError",
+    "RunLockedError",
     "SpecError",
     "StorageError",
     "StructuredOutputError",
@@ -99,6 +103,10 @@ class ToolCallError(EnvError):
     """A tool call with an unknown name or bad arguments."""
 
 
+class EnvUnavailableError(EnvError):
+    """The env actor cannot be reached: the worker holding it died. The tick is re-run on a new actor."""
+
+
 class AgentError(PolisError):
     """The agent runtime."""
 
@@ -121,3 +129,7 @@ class RunError(PolisError):
 
 class UnsupportedStepError(RunError):
     """A spec step type this build cannot execute yet."""
+
+
+class RunLockedError(RunError):
+    """Another driver, still alive by its lease, is running this run directory."""

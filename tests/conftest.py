@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import dask
 import pytest
 from distributed import LocalCluster
+
+from engine.society.cluster import CLUSTER_CONFIG
 
 
 @pytest.fixture(scope="session")
 def cluster_address():
     """A LocalCluster of 2 worker processes x 1 thread, as on the default embedded setup."""
-    cluster = LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0"
-    )
+    with dask.config.set(CLUSTER_CONFIG):
+        cluster = LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0"
+        )
     try:
         yield cluster.scheduler_address
     finally:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -25,7 +27,22 @@ from engine.storage.replay import ReplayWriter
 from engine.storage.shards import shard_name
 from engine.trace import SpanRef, TraceRecorder, write_trace_shard
 
-__all__ = ["EnvRouterActor", "EnvRouterConfig", "build_router"]
+__all__ = ["SNAPSHOTS", "EnvRouterActor", "EnvRouterConfig", "build_router", "snapshot_name"]
+
+#: where committed env state snapshots live, under ``<run_dir>/env/``
+SNAPSHOTS = "_snapshots"
+
+
+def snapshot_name(txn: int) -> str:
+    return f"txn_{txn:06d}"
+
+
+def _publish_dir(temp: Path, final: Path) -> None:
+    """Replace ``final`` by ``temp`` (a re-run of the same transaction overwrites its snapshot)."""
+    if final.exists():
+        shutil.rmtree(final)
+    temp.mkdir(parents=True, exist_ok=True)  # a module-less router writes nothing
+    os.replace(temp, final)
 
 
 @dataclass(frozen=True)
@@ -70,9 +87,13 @@ class EnvRouterActor:
         self.requests_served = 0
         self.batches_served = 0
 
-    async def init(self, start_t: datetime, agent_ids: list[int]) -> dict[str, Any]:
-        """Initialise modules (restoring saved state); returns what the proxy carries."""
-        restored = await self.router.init(start_t, agent_ids)
+    def _snapshots(self) -> Path:
+        assert self.config.run_dir is not None, "snapshots need a run directory"
+        return Path(self.config.run_dir) / "env" / SNAPSHOTS
+
+    async def init(self, start_t: datetime, agent_ids: list[int], snapshot: str | None = None) -> dict[str, Any]:
+        """Initialise modules, restoring the committed snapshot ``snapshot`` when given; returns what the proxy carries."""
+        restored = await self.router.init(start_t, agent_ids, snapshot=self._snapshots() / snapshot if snapshot else None)
         return {
             "restored": restored,
             "world_description": self.router.get_world_description(),
@@ -87,6 +108,9 @@ class EnvRouterActor:
         with self._trace.span("env.ask", trace_id=request.trace_id, parent=parent, op=request.op, agent_id=request.agent_id):
             if request.op == "observe":
                 return EnvReply(await self.router.observe(request.agent_id), "success")
+            if request.op == "discard":
+                dropped = await self.router.discard_pending(request.agent_id)
+                return EnvReply(f"{dropped} queued updates dropped", "success", (), dropped)
             if request.op == "call_tool":
                 try:
                     value = await self.router.call_tool(request.instruction, request.arguments or {}, readonly=request.readonly)
@@ -105,23 +129,42 @@ class EnvRouterActor:
         self.batches_served += 1
         return list(await asyncio.gather(*(self._serve(r) for r in requests)))
 
-    async def step(self, step: int, tick: int, t: datetime) -> dict[str, int]:
-        """Run the env step, write its replay rows, trace and state; returns row counts."""
+    async def step(self, step: int, tick: int, t: datetime, txn: int) -> dict[str, Any]:
+        """Run the env step inside transaction ``txn``: apply the tick's updates, stage its replay rows
+        and trace, and write the state snapshot the transaction commits.
+
+        Returns:
+            ``{"counts": rows per dataset, "staged": staged paths, "snapshot": snapshot name}``.
+        """
         await self.router.step(tick, t)
         counts: dict[str, int] = {}
+        staged: list[str] = []
         if self._replay is not None:
+            writer = ReplayWriter(self._replay.replay_dir, txn=txn)
             schemas = {s.name: s for m in self.router.env_modules for s in m.replay_datasets()}
             for module in self.router.env_modules:
                 for name, rows in module.replay_rows(step, t).items():
-                    self._replay.write_shard(schemas[name], shard_name(step, f"env-{module.name}"), rows)
+                    path = writer.write_shard(schemas[name], shard_name(step, f"env-{module.name}"), rows)
+                    staged += [str(path)] if path else []
                     counts[name] = counts.get(name, 0) + len(rows)
-            write_trace_shard(Path(self.config.run_dir) / "trace", shard_name(step, "env"), self._trace.drain())
-            await self.router.to_workspaces()
-        return counts
+            trace = write_trace_shard(Path(self.config.run_dir) / "trace", shard_name(step, "env"), self._trace.drain(), txn=txn)
+            staged += [str(trace)] if trace else []
+        return {"counts": counts, "staged": staged, "snapshot": await self.snapshot(txn)}
 
-    async def save(self) -> None:
-        """Write every module's state as it is now (e.g. when a run stops mid-tick)."""
-        await self.router.to_workspaces()
+    async def snapshot(self, txn: int) -> str | None:
+        """Write every module's state as snapshot ``txn_<txn>`` (published by one directory rename)."""
+        if self.config.run_dir is None:
+            return None
+        name = snapshot_name(txn)
+        final = self._snapshots() / name
+        temp = self._snapshots() / f".{name}.tmp-{uuid.uuid4().hex}"
+        await self.router.to_workspaces(temp)
+        await asyncio.to_thread(_publish_dir, temp, final)
+        return name
+
+    async def settle(self) -> int:
+        """Apply queued updates now (after an intervention), without advancing time."""
+        return int(self.router.apply_pending()) if hasattr(self.router, "apply_pending") else 0
 
     async def usage(self) -> dict[str, int]:
         return {**self.router.get_token_usages(), "requests": self.requests_served, "batches": self.batches_served}

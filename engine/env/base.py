@@ -15,9 +15,12 @@ from engine.errors import ToolCallError
 from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.catalog import DatasetSchema
 
-__all__ = ["EnvBase"]
+__all__ = ["EXPERIMENTER_ID", "EnvBase"]
 
 _STATE_FILE = "ENV_STATE.json"
+#: The caller id of the experimenter (ask/intervene helper); routers fill ``agent_id`` from the caller,
+#: so a tool that requires this id cannot be used by an agent's routed request.
+EXPERIMENTER_ID = -1
 
 
 class EnvBase:
@@ -97,11 +100,27 @@ class EnvBase:
         """Advance one simulation step; ``t`` is the time at its end."""
         self.t = t
 
+    def apply_pending(self) -> int:
+        """Apply updates queued since the last step now, at ``self.t``; returns how many (default 0).
+
+        Modules with synchronous updates apply their queue here (their ``step`` calls it too), so
+        an intervention made between ticks reaches agents in the next tick.
+        """
+        return 0
+
     async def close(self) -> None:
         """Release resources (optional)."""
 
     def set_current_time(self, t: datetime) -> None:
         self.t = t
+
+    def discard_pending(self, agent_id: int) -> int:
+        """Drop the updates ``agent_id`` queued during this tick; returns how many.
+
+        Called when an agent-step is re-run after its worker died mid-step, so the retried step does
+        not queue its messages, trades or moves twice. Modules that queue updates override this.
+        """
+        return 0
 
     def replay_rows(self, step: int, t: datetime) -> dict[str, list[dict[str, Any]]]:
         """Rows for each declared dataset after env step ``step`` (at time ``t``)."""

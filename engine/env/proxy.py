@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.env.requests import EnvReply, EnvRequest
-from engine.errors import ToolCallError
+from engine.errors import EnvUnavailableError, ToolCallError
 
 __all__ = ["Coalescer", "EnvRouterProxy"]
 
@@ -100,7 +100,16 @@ class EnvRouterProxy:
         return coalescer
 
     async def request(self, request: EnvRequest) -> EnvReply:
-        return await self._coalescer().submit(request)
+        """Send one request (coalesced with its neighbours).
+
+        Raises:
+            EnvUnavailableError: the actor's worker cannot be reached (it died); the caller must not
+                treat this as the agent's own failure.
+        """
+        try:
+            return await self._coalescer().submit(request)
+        except OSError as error:  # distributed: "Unable to contact Actor's worker", CommClosedError
+            raise EnvUnavailableError(f"env actor {self.key} at {self.address} unreachable: {error}") from error
 
     async def ask(
         self,
@@ -128,6 +137,11 @@ class EnvRouterProxy:
         if reply.status != "success":
             raise ToolCallError(reply.answer.removeprefix("error: "))
         return reply.value
+
+    async def discard_pending(self, agent_id: int) -> int:
+        """Drop what ``agent_id`` queued this tick (its agent-step is about to be re-run)."""
+        reply = await self.request(EnvRequest("discard", agent_id))
+        return int(reply.value or 0)
 
     async def observe(self, agent_id: int) -> str:
         reply = await self.request(EnvRequest("observe", agent_id, readonly=True))

@@ -12,7 +12,7 @@ __all__ = ["EnvReply", "EnvRequest"]
 class EnvRequest:
     """One agent's request to the environment."""
 
-    op: Literal["ask", "observe", "call_tool"]
+    op: Literal["ask", "observe", "call_tool", "discard"]  #: discard: drop what the agent queued this tick
     agent_id: int
     instruction: str = ""  #: the instruction (ask) or the tool name (call_tool)
     readonly: bool = False

@@ -86,19 +86,28 @@ class RouterBase(ABC):
         for module in self.env_modules:
             module.set_current_time(t)
 
-    async def init(self, start_datetime: datetime, agent_ids: list[int] | None = None) -> bool:
-        """Initialise modules, then restore bound workspaces; True when any state was restored."""
+    async def discard_pending(self, agent_id: int) -> int:
+        """Drop what ``agent_id`` queued this tick in every module (its step is being re-run)."""
+        return sum(module.discard_pending(agent_id) for module in self.env_modules)
+
+    async def init(self, start_datetime: datetime, agent_ids: list[int] | None = None, snapshot: Path | None = None) -> bool:
+        """Initialise modules, then restore their state (from ``snapshot`` when given, else from the
+        bound workspaces); True when any state was restored."""
         self.t = start_datetime
         for module in self.env_modules:
             await module.init(start_datetime)
             if agent_ids is not None and hasattr(module, "bind_agents"):
                 module.bind_agents(agent_ids)
-        return await self.from_workspaces()
+        return await self.from_workspaces(snapshot)
 
     async def step(self, tick: int, t: datetime) -> None:
         for module in self.env_modules:
             await module.step(tick, t)
         self.t = t
+
+    def apply_pending(self) -> int:
+        """Apply every module's queued updates now (between ticks); returns how many were applied."""
+        return sum(module.apply_pending() for module in self.env_modules)
 
     async def close(self) -> None:
         for module in self.env_modules:
@@ -107,16 +116,26 @@ class RouterBase(ABC):
     def bind_env_workspaces(self, root: Path, module_types: list[str]) -> None:
         """Bind module i to ``root/module_types[i]`` (index-suffixed when a type repeats)."""
         seen: dict[str, int] = {}
+        self._workspace_names = []
         for module, type_name in zip(self.env_modules, module_types, strict=True):
             n = seen.get(type_name, 0)
             seen[type_name] = n + 1
-            module.bind_workspace(root / (type_name if n == 0 else f"{type_name}_{n}"))
+            self._workspace_names.append(type_name if n == 0 else f"{type_name}_{n}")
+            module.bind_workspace(root / self._workspace_names[-1])
 
-    async def to_workspaces(self) -> None:
-        await asyncio.gather(*(m.to_workspace() for m in self.env_modules))
+    def _roots(self, root: Path | None) -> list[Path | None]:
+        if root is None:
+            return [None] * len(self.env_modules)
+        names = getattr(self, "_workspace_names", None) or [m.name for m in self.env_modules]
+        return [root / name for name in names]
 
-    async def from_workspaces(self) -> bool:
-        restored = await asyncio.gather(*(m.restore() for m in self.env_modules))
+    async def to_workspaces(self, root: Path | None = None) -> None:
+        """Write every module's state to its bound workspace, or under ``root`` (a snapshot) when given."""
+        await asyncio.gather(*(m.to_workspace(r) for m, r in zip(self.env_modules, self._roots(root), strict=True)))
+
+    async def from_workspaces(self, root: Path | None = None) -> bool:
+        """Restore every module from its bound workspace or from the snapshot ``root``."""
+        restored = await asyncio.gather(*(m.restore(r) for m, r in zip(self.env_modules, self._roots(root), strict=True)))
         return any(restored)
 
     def get_tool_call_history(self) -> list[dict[str, Any]]:

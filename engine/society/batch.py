@@ -2,14 +2,20 @@
 
 It is an ``async def`` so Dask runs it on the worker's event loop, where awaiting the env actor
 works. Each agent is rebuilt from its workspace, stepped, and written back; a failing agent is
-recorded with its error and the rest of the batch continues. Shards have deterministic names and
-an agent that already committed this step (a retried task, a resumed tick) re-emits its recorded
-rows instead of stepping again, so a batch is idempotent per (agent, step).
+recorded with its error and the rest of the batch continues.
+
+Exactly once per (agent, step): before an agent steps, a :class:`StepJournal` records its workspace.
+An agent that already committed this step *in this attempt of the tick* (Dask retried the task after
+its worker died; the env actor still holds the agent's queued updates) re-emits its recorded rows.
+Any other journalled agent (died mid-step, or the tick is being re-run on restored env state) is
+rolled back to the journal and its queued env updates are dropped before it steps again. Shards are
+staged in the tick's transaction and appear only when the society commits it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 import traceback
@@ -19,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from engine.agent.base import AgentBase
+from engine.agent.journal import StepJournal
 from engine.agent.registry import resolve_agent
 from engine.agent.service_proxy import ServiceProxy
 from engine.agent.workspace import AgentWorkspace, workspace_path
-from engine.errors import BudgetExhaustedError, PolisError
+from engine.errors import BudgetExhaustedError, EnvUnavailableError, PolisError
 from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.dispatcher import dispatcher_stats
 from engine.society.datasets import ACTIONS, LLM_CALLS
@@ -44,6 +51,8 @@ class BatchJob:
     t: datetime  #: simulated time at the end of the step
     proxy: ServiceProxy
     allowance: Allowance | None = None  #: this batch's share of the remaining budget
+    txn: int = 1  #: the society transaction this tick commits as
+    attempt: str = ""  #: this attempt of the tick; commits from other attempts are rolled back
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,8 @@ class BatchResult:
     duration_s: float
     worker_pid: int
     dispatcher_builds: int
+    staged: tuple[str, ...] = ()  #: staged shard paths the society commits with the tick
+    rolled_back: int = 0  #: agents put back to their journal before stepping again
 
 
 _ISOLATED = (PolisError, OSError, ValueError, KeyError, TypeError, AttributeError, LookupError)
@@ -81,6 +92,14 @@ def _usage_columns(agent: AgentBase | None) -> dict[str, Any]:
     }
 
 
+async def _undo_failed_step(agent_id: int, job: BatchJob, agents_root: Path) -> None:
+    journal = StepJournal(workspace_path(agents_root, agent_id))
+    if journal.has(job.step):
+        with contextlib.suppress(PolisError, OSError):
+            journal.rollback(job.step)
+            await job.proxy.env.discard_pending(agent_id)
+
+
 async def _step_one(
     agent_id: int, job: BatchJob, agents_root: Path, recorder: TraceRecorder, gate: BudgetGate | None
 ) -> dict[str, Any] | None:
@@ -88,33 +107,47 @@ async def _step_one(
     started = time.perf_counter()
     row: dict[str, Any] = {"agent_id": agent_id, "step": job.step, "t": job.t, "agent_type": None}
     agent: AgentBase | None = None
+    rolled_back = False
     with recorder.span("agent.step", agent_id=agent_id, step=job.step) as span:
         try:
             ws = workspace_path(agents_root, agent_id)
             cls = resolve_agent(AgentWorkspace(ws).read_json("config.json")["type"])
             row["agent_type"] = cls.__name__
+            journal = StepJournal(ws)
+            journal.discard_through(job.step - 1)  # earlier ticks are committed
             agent = await cls.from_workspace(ws, job.proxy, trace=recorder, budget=gate)
-            replayed = agent.replayed_step(job.step)
-            if replayed is not None:
-                span.set(status="replayed")
-                return {"row": {**replayed["row"], "t": datetime.fromisoformat(str(replayed["row"]["t"]))},
-                        "calls": replayed["calls"], "replayed": True}
+            if journal.has(job.step):
+                replayed = agent.replayed_step(job.step)
+                if replayed is not None and replayed.get("attempt") == job.attempt:
+                    span.set(status="replayed")
+                    return {"row": {**replayed["row"], "t": datetime.fromisoformat(str(replayed["row"]["t"]))},
+                            "calls": replayed["calls"], "replayed": True}
+                journal.rollback(job.step)
+                await job.proxy.env.discard_pending(agent_id)
+                rolled_back = True
+                agent = await cls.from_workspace(ws, job.proxy, trace=recorder, budget=gate)
+            else:
+                journal.begin(job.step)
             outcome = await agent.step(job.tick, job.t)
             row.update(status=outcome.status, tools_called=outcome.tools_called, summary=outcome.summary,
                        turns=outcome.turns, env_calls=outcome.env_calls, error=outcome.error)
         except BudgetExhaustedError:
-            # Stop cleanly: nothing of this agent-step is written; a resumed run steps it again.
+            # Stop cleanly: nothing of this agent-step is committed; a resumed run steps it again.
             span.set(status="budget_exhausted")
             return None
+        except EnvUnavailableError:
+            raise  # not the agent's fault: the whole tick is re-run on a new env actor
         except _ISOLATED as error:
-            # Isolate the agent: its row says what went wrong; the batch goes on.
+            # Isolate the agent: its row says what went wrong; the batch goes on. The failed step is
+            # undone (workspace and queued env updates), so the agent simply missed this tick.
             row.update(status="error", tools_called=[], turns=0, env_calls=0,
                        error=f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=3)}"[:2000])
+            await _undo_failed_step(agent_id, job, agents_root)
         span.set(status=row["status"])
     row.update(_usage_columns(agent), duration_ms=(time.perf_counter() - started) * 1000)
     run = job.proxy.run_id
     calls = [{"run": run, "step": job.step, **r.as_row()} for r in (agent.meter.records if agent else [])]
-    record = {"row": row, "calls": calls}
+    record = {"row": row, "calls": calls, "attempt": job.attempt, "rolled_back": rolled_back}
     if agent is not None and row["status"] != "error":
         try:
             agent.commit_step(job.step, record)
@@ -131,16 +164,24 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
     assert run_dir is not None, "a batch needs a run directory"
     recorder = TraceRecorder()
     gate = BudgetGate(job.allowance) if job.allowance is not None else None
-    results = await asyncio.gather(*(_step_one(a, job, run_dir / "agents", recorder, gate) for a in job.agent_ids))
+    try:
+        async with asyncio.TaskGroup() as group:  # the env actor lost: cancel the batch's other agents
+            tasks = [group.create_task(_step_one(a, job, run_dir / "agents", recorder, gate)) for a in job.agent_ids]
+    except BaseExceptionGroup as errors:
+        lost = errors.subgroup(EnvUnavailableError)
+        raise (lost.exceptions[0] if lost else errors) from None
+    results = [task.result() for task in tasks]
     done = [r for r in results if r is not None]
     rows = [r["row"] for r in done]
     calls = [call for r in done for call in r["calls"]]
     fresh_calls = [call for r in done if not r.get("replayed") for call in r["calls"]]
     part = shard_name(job.step, job.batch)
-    writer = ReplayWriter(run_dir / "replay")
-    writer.write_shard(ACTIONS, part, rows)
-    writer.write_shard(LLM_CALLS, part, calls)
-    write_trace_shard(run_dir / "trace", part, recorder.drain())
+    writer = ReplayWriter(run_dir / "replay", txn=job.txn)
+    written = [
+        writer.write_shard(ACTIONS, part, rows),
+        writer.write_shard(LLM_CALLS, part, calls),
+        write_trace_shard(run_dir / "trace", part, recorder.drain(), txn=job.txn),
+    ]
     statuses: dict[str, int] = {}
     for row in rows:
         statuses[row["status"]] = statuses.get(row["status"], 0) + 1
@@ -165,4 +206,6 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
         duration_s=time.perf_counter() - started,
         worker_pid=os.getpid(),
         dispatcher_builds=dispatcher_stats()["builds"],
+        staged=tuple(str(p) for p in written if p is not None),
+        rolled_back=sum(1 for r in done if r.get("rolled_back")),
     )

@@ -6,9 +6,14 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import dask
 from distributed import Client, LocalCluster
 
-__all__ = ["open_client"]
+__all__ = ["CLUSTER_CONFIG", "open_client"]
+
+#: Dask settings for clusters Polis starts. A call to an actor whose worker died retries its
+#: connection until this timeout (30 s by default) before the society can replace the actor.
+CLUSTER_CONFIG = {"distributed.comm.timeouts.connect": "10s"}
 
 
 @asynccontextmanager
@@ -29,14 +34,15 @@ async def open_client(
         finally:
             await client.close()
         return
-    cluster = await LocalCluster(
-        n_workers=n_workers or os.cpu_count() or 1,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address=dashboard_address,
-        asynchronous=True,
-    )
+    with dask.config.set(CLUSTER_CONFIG):  # the nannies hand this config to their workers
+        cluster = await LocalCluster(
+            n_workers=n_workers or os.cpu_count() or 1,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=dashboard_address,
+            asynchronous=True,
+        )
     client = await Client(cluster, asynchronous=True)
     try:
         yield client

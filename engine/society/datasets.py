@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.storage.catalog import Column, DatasetSchema
 
-__all__ = ["ACTIONS", "LLM_CALLS"]
+__all__ = ["ACTIONS", "LLM_CALLS", "QUESTIONNAIRE_ANSWERS", "SOCIETY_QUERIES"]
 
 ACTIONS = DatasetSchema(
     name="actions",
@@ -51,5 +51,49 @@ LLM_CALLS = DatasetSchema(
         Column(name="cost_usd", type="float64", description="provider cost where the price is known"),
         Column(name="status", type="string", description="ok | error"),
         Column(name="error", type="string", description="error text"),
+    ),
+)
+
+SOCIETY_QUERIES = DatasetSchema(
+    name="society_queries",
+    kind="society",
+    description="one row per ask / intervene step: the question or instruction, the plan executed and the answer",
+    columns=(
+        Column(name="run", type="string", description="run id"),
+        Column(name="step_index", type="int64", description="the spec's top-level step (0-based)"),
+        Column(name="step", type="int64", description="society steps (ticks) completed before it"),
+        Column(name="t", type="timestamp", description="simulated time when it ran"),
+        Column(name="kind", type="string", description="ask | intervene"),
+        Column(name="text", type="string", description="the question or instruction"),
+        Column(name="status", type="string", description="ok | failed"),
+        Column(name="answer", type="string", description="the helper's final answer or report"),
+        Column(name="replans", type="int64", description="replans used"),
+        Column(name="steps_json", type="json", description="executed plan steps: tool, args, result, ok"),
+        Column(name="error", type="string", description="why it failed"),
+    ),
+)
+
+QUESTIONNAIRE_ANSWERS = DatasetSchema(
+    name="questionnaire_answers",
+    kind="questionnaire",
+    description="one row per agent per question of a questionnaire step; value columns are null unless parse_success",
+    columns=(
+        Column(name="run", type="string", description="run id"),
+        Column(name="questionnaire_id", type="string", description="the questionnaire"),
+        Column(name="step_index", type="int64", description="the spec step that asked it, 0-based"),
+        Column(name="step", type="int64", description="society steps (ticks) done when it was asked"),
+        Column(name="t", type="timestamp", description="simulated time when it was asked"),
+        Column(name="agent_id", type="int64", description="the agent answering"),
+        Column(name="question_id", type="string", description="the question"),
+        Column(name="response_type", type="string", description="text | integer | float | choice | json"),
+        Column(name="raw_text", type="string", description="the model's raw answer (the whole reply if it had none for this question)"),
+        Column(name="value_json", type="json", description="the validated value as JSON text"),
+        Column(name="value_int", type="int64", description="the value of an integer question"),
+        Column(name="value_float", type="float64", description="the value of a float question"),
+        Column(name="value_text", type="string", description="the value of a text or choice question"),
+        Column(name="reason", type="string", description="the agent's reason for its answer"),
+        Column(name="parse_success", type="bool", description="a valid typed value was given"),
+        Column(name="error", type="string", description="why no valid value was recorded"),
+        Column(name="attempts", type="int64", description="structured-output attempts made (0: never asked)"),
     ),
 )

@@ -14,23 +14,21 @@ from typing import Any
 from distributed import Client
 
 from engine.agent.registry import resolve_agent
-from engine.agent.service_proxy import ServiceProxy
-from engine.env.actor import EnvRouterActor, EnvRouterConfig
-from engine.env.proxy import EnvRouterProxy
+from engine.env.actor import EnvRouterConfig
 from engine.env.registry import resolve_env_module
-from engine.errors import BudgetExhaustedError, RunError, SpecError, UnsupportedStepError
-from engine.llm.budget import Allowance, Usage
+from engine.errors import BudgetExhaustedError, RunError, SpecError
+from engine.llm.budget import Allowance
 from engine.llm.client import LimiterConfig, LLMClient
 from engine.llm.local import is_local, resolve_local_clients
 from engine.society.batch import BatchResult
-from engine.society.datasets import ACTIONS, LLM_CALLS
+from engine.society.datasets import ACTIONS, LLM_CALLS, SOCIETY_QUERIES
+from engine.society.env_host import EnvHost
+from engine.society.lease import RunLease
 from engine.society.society import AgentSociety
 from engine.society.status import SocietyStep, read_society_step, write_society
-from engine.spec import ExperimentSpec, RunStep, parse_spec
+from engine.spec import AskStep, ExperimentSpec, InterveneStep, QuestionnaireStep, RunStep, parse_spec
 from engine.storage.atomic import read_json
 from engine.storage.catalog import Catalog
-from engine.storage.replay import ReplayWriter
-from engine.storage.shards import shard_name
 
 __all__ = ["RunProgress", "RunSummary", "run_experiment"]
 
@@ -61,15 +59,7 @@ class RunSummary:
     env: dict[str, Any] | None = None
     provider_calls: int = 0  #: calls that reached a provider, whole run (resumed parts included)
     dispatcher_builds: dict[int, tuple[int, int]] | None = None  #: worker pid -> backends built (at first batch, at end)
-
-
-def _check_supported(spec: ExperimentSpec) -> None:
-    for i, step in enumerate(spec.steps):
-        if not isinstance(step, RunStep):
-            raise UnsupportedStepError(
-                f"steps.{i}: step type {step.type!r} is not executable in this build yet (only 'run'); "
-                "remove it or run the spec's 'run' steps alone"
-            )
+    env_recoveries: int = 0  #: env actors replaced after their worker died
 
 
 def _clients(spec: ExperimentSpec, cache_dir: Path | None, limits: LimiterConfig | None) -> dict[str, LLMClient]:
@@ -85,7 +75,7 @@ def _clients(spec: ExperimentSpec, cache_dir: Path | None, limits: LimiterConfig
 
 def _register_datasets(run_dir: Path, spec: ExperimentSpec) -> None:
     catalog = Catalog(run_dir / "replay")
-    for schema in (ACTIONS, LLM_CALLS):
+    for schema in (ACTIONS, LLM_CALLS, SOCIETY_QUERIES):
         catalog.register(schema)
     for module in spec.environment.modules:
         for schema in resolve_env_module(module.type).replay_datasets():
@@ -118,6 +108,31 @@ def _budget(spec: ExperimentSpec) -> Allowance | None:
     return Allowance(spec.budget.max_calls, spec.budget.max_tokens, spec.budget.max_cost_usd)
 
 
+async def _run_steps(spec: ExperimentSpec, society: AgentSociety, on_tick: Callable[[], None]) -> None:
+    """Run the spec's top-level steps that are not completed yet (a resumed run skips the rest)."""
+    from engine.society.questionnaire import Questionnaire
+
+    ticks_before = 0
+    for index, step in enumerate(spec.steps):
+        if isinstance(step, RunStep):
+            done_here = min(step.num_steps, max(0, society.step_count - ticks_before))
+            ticks_before += step.num_steps
+            if index < society.completed_steps:
+                continue
+            for _ in range(step.num_steps - done_here):
+                await society.step(step.tick)
+                on_tick()
+            society.mark_step_completed(index)
+        elif index < society.completed_steps:
+            continue
+        elif isinstance(step, QuestionnaireStep):
+            await society.run_questionnaire(Questionnaire.from_step(step), step.target_agent_ids, step_index=index)
+        elif isinstance(step, AskStep):
+            await society.ask(step.question, step_index=index)
+        elif isinstance(step, InterveneStep):
+            await society.intervene(step.instruction, step_index=index)
+
+
 async def run_experiment(
     spec: ExperimentSpec,
     run_dir: Path,
@@ -136,14 +151,15 @@ async def run_experiment(
         run_dir: where everything lands.
         client: an asynchronous distributed Client.
         on_progress: called on every batch and tick.
-        resume: continue the run in ``run_dir`` from its last committed tick and top-level step.
+        resume: continue the run in ``run_dir`` from its last committed transaction.
         force: resume even though the spec changed.
         llm_cache_dir: the response cache (default ``run_dir/llm_cache``); point a rerun at an
             earlier run's cache to replay it without provider calls.
         llm_limits: the AIMD limiter settings (from ``EngineSettings.limiter_config()``).
 
     Raises:
-        asyncio.CancelledError: the run was cancelled (status ``cancelled`` is written first).
+        asyncio.CancelledError: the run was cancelled (status ``cancelled`` is written first; the run
+            resumes from its last committed transaction).
     """
     started = time.perf_counter()
     run_dir = Path(run_dir)
@@ -160,16 +176,20 @@ async def run_experiment(
         progress["agent_steps"] += result.agents - result.replayed
         report("running")
 
+    def on_tick() -> None:
+        progress["ticks"] = society.step_count if society is not None else 0
+        report("running")
+
     report("starting")
     local_servers = contextlib.ExitStack()
     society: AgentSociety | None = None
-    actor_future = None
     env_usage: dict[str, Any] | None = None
     try:
-        _check_supported(spec)
         for agent in agents:
             resolve_agent(agent.type)
         state = _resume_state(spec, run_dir, force) if resume else None
+        if state is None and (run_dir / "SOCIETY_STEP.json").exists():
+            raise RunError(f"{run_dir} already holds a run; resume it (--resume) or choose another run directory")
         if state is not None and state.status == "completed":
             progress.update(ticks=state.step_count, agent_steps=state.agent_steps_done)
             report("completed")
@@ -178,67 +198,44 @@ async def run_experiment(
         if state is not None:
             progress.update(ticks=state.step_count, agent_steps=state.agent_steps_done)
         run_dir.mkdir(parents=True, exist_ok=True)
-        clients = _clients(spec, llm_cache_dir or run_dir / "llm_cache", llm_limits)
-        if any(is_local(c) for c in clients.values()):
-            # local/<name>: start the offline model's server for this run (blocking start-up in a thread).
-            clients = await asyncio.to_thread(local_servers.enter_context, resolve_local_clients(clients))
-        write_society(run_dir, {
-            "name": spec.name, "spec_hash": spec.spec_hash(), "spec": spec.model_dump(mode="json"),
-            "env_modules": [m.model_dump(mode="json") for m in spec.environment.modules],
-            "llm": {role: c.model_dump(mode="json", exclude={"cache_dir"}) for role, c in clients.items()},
-        })
-        _register_datasets(run_dir, spec)
-        config = EnvRouterConfig(
-            modules=tuple((m.type, dict(m.kwargs)) for m in spec.environment.modules),
-            router=spec.environment.router,
-            max_steps=spec.environment.max_router_steps,
-            coder=clients["coder"],
-            run_dir=run_dir,
-            cache_similarity=spec.environment.cache_similarity,
-            embedder=spec.environment.embedder,
-        )
-        actor_future = client.submit(EnvRouterActor, config, actor=True, key=f"env-router-{uuid.uuid4().hex[:8]}")
-        actor = await actor_future
-        info = await actor.init(spec.start_time, [a.id for a in agents])
-        run_id = f"{spec.name}-{uuid.uuid4().hex[:6]}"
-        proxy = ServiceProxy(
-            env=EnvRouterProxy(address=actor._address, key=actor.key, world_description=info["world_description"],
-                               env_skill_dirs=tuple(tuple(pair) for pair in info["env_skill_dirs"])),
-            llm=clients,
-            run_dir=run_dir,
-            run_id=run_id,
-        )
-        society = AgentSociety(
-            [a.model_dump() for a in agents], env=actor, service_proxy=proxy, start_t=spec.start_time,
-            run_dir=run_dir, client=client, batch_size=spec.batch_size, max_workers=spec.max_workers,
-            budget=_budget(spec), on_batch=on_batch, status=state,
-        )
-        await society.init()
-        ticks_before = 0
-        for index, step in enumerate(spec.steps):
-            assert isinstance(step, RunStep)
-            done_here = max(0, society.step_count - ticks_before)
-            ticks_before += step.num_steps
-            if index < society.completed_steps:
-                continue
-            for _ in range(step.num_steps - done_here):
-                await society.step(step.tick)
-                records = [{"run": run_id, "step": society.step_count, **r} for r in await actor.drain_llm_records()]
-                ReplayWriter(run_dir / "replay").write_shard(LLM_CALLS, shard_name(society.step_count, "router"), records)
-                society.add_usage(Usage(
-                    calls=sum(1 for r in records if not r["cached"] and r["status"] == "ok"),
-                    tokens=sum(r["input_tokens"] + r["output_tokens"] for r in records if not r["cached"]),
-                    cost_usd=sum(r["cost_usd"] or 0.0 for r in records if not r["cached"]),
-                ))
-                progress["ticks"] = society.step_count
-                report("running")
-            society.mark_step_completed(index)
-        env_usage = await actor.usage()
-        society.set_status("completed")
+        async with RunLease(run_dir):
+            clients = _clients(spec, llm_cache_dir or run_dir / "llm_cache", llm_limits)
+            if any(is_local(c) for c in clients.values()):
+                # local/<name>: start the offline model's server for this run (blocking start-up in a thread).
+                clients = await asyncio.to_thread(local_servers.enter_context, resolve_local_clients(clients))
+            specs = [a.model_dump() for a in agents]
+            write_society(run_dir, {
+                "name": spec.name, "spec_hash": spec.spec_hash(), "spec": spec.model_dump(mode="json"),
+                "env_modules": [m.model_dump(mode="json") for m in spec.environment.modules],
+                "agent_specs": specs,
+                "llm": {role: c.model_dump(mode="json", exclude={"cache_dir"}) for role, c in clients.items()},
+            })
+            _register_datasets(run_dir, spec)
+            config = EnvRouterConfig(
+                modules=tuple((m.type, dict(m.kwargs)) for m in spec.environment.modules),
+                router=spec.environment.router,
+                max_steps=spec.environment.max_router_steps,
+                coder=clients["coder"],
+                run_dir=run_dir,
+                cache_similarity=spec.environment.cache_similarity,
+                embedder=spec.environment.embedder,
+            )
+            run_id = f"{spec.name}-{uuid.uuid4().hex[:6]}"
+            options: dict[str, Any] = {
+                "env": EnvHost(client, config, start_t=spec.start_time, agent_ids=[a.id for a in agents], run_id=run_id),
+                "llm": clients, "client": client, "run_id": run_id, "batch_size": spec.batch_size,
+                "max_workers": spec.max_workers, "budget": _budget(spec), "on_batch": on_batch,
+            }
+            society = (await AgentSociety.from_workspace(run_dir, **options) if state is not None
+                       else AgentSociety(specs, start_t=spec.start_time, run_dir=run_dir, **options))
+            async with society:
+                await _run_steps(spec, society, on_tick)
+                env_usage = await society.env.call("usage")
+                society.set_status("completed")
         status, error = "completed", None
     except asyncio.CancelledError:
         if society is not None:
-            society.set_status("cancelled")
+            society.set_status("cancelled", "stopped by a signal or a cancel request; resume to continue")
         report("cancelled")
         raise
     except BudgetExhaustedError as caught:
@@ -248,15 +245,13 @@ async def run_experiment(
         if society is not None:
             society.set_status("failed", error)
     finally:
-        if actor_future is not None:
-            actor_future.release()
         await asyncio.to_thread(local_servers.close)
     report(status, error)
     totals = society.totals if society is not None else None
     return RunSummary(
         status=status,
         run_dir=run_dir,
-        ticks_done=progress["ticks"],
+        ticks_done=society.step_count if society is not None else progress["ticks"],
         agent_steps=progress["agent_steps"],
         llm_calls=(totals.llm_calls if totals else 0) + (env_usage or {}).get("calls", 0),
         input_tokens=(totals.input_tokens if totals else 0) + (env_usage or {}).get("input_tokens", 0),
@@ -269,4 +264,5 @@ async def run_experiment(
         provider_calls=society.usage.calls if society is not None else 0,
         dispatcher_builds={pid: (totals.dispatcher_builds_first[pid], n) for pid, n in totals.dispatcher_builds.items()}
         if totals else None,
+        env_recoveries=society.env_recoveries if society is not None else 0,
     )

@@ -1,92 +1,63 @@
 """AgentSociety: the record-based orchestrator. It holds agent specs and ids, never agent objects.
 
-Per tick: split ids into batches, submit one ``step_agent_batch`` future per batch (at most
-``max_workers`` in flight), gather, run the env step, advance the clock, write SOCIETY_STEP.json.
-With a budget, each batch gets a share of what remains; when the budget runs out the tick stops
-at agent-step boundaries, the env state is saved as it is, and the run can resume later.
+Every tick and every non-run top-level step (questionnaire, ask, intervene) is a transaction:
+per tick, ids are split into batches, one ``step_agent_batch`` future per batch (at most
+``max_workers`` in flight), then the env step stages its rows and writes a state snapshot, and
+:func:`engine.society.transaction.commit` makes it all visible at once. A tick that fails before
+its commit — a killed driver, a lost env actor, an exhausted budget — is re-run from the state before
+it: agents roll back to their step journals, the env restores the last committed snapshot, and
+staged files of the failed attempt are deleted.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import uuid
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from distributed import Client, as_completed
 
 from engine.agent.registry import resolve_agent
 from engine.agent.service_proxy import ServiceProxy
 from engine.agent.workspace import workspace_path
-from engine.errors import BudgetExhaustedError
+from engine.errors import BudgetExhaustedError, EnvUnavailableError, RunError
 from engine.llm.budget import Allowance, Usage
+from engine.llm.client import LLMClient
 from engine.society.batch import BatchJob, BatchResult, step_agent_batch
-from engine.society.status import SocietyStep, write_society_step
+from engine.society.datasets import LLM_CALLS
+from engine.society.env_host import EnvHost
+from engine.society.planning import SocietyTotals, plan_batches, split_allowance
+from engine.society.status import SocietyStep, read_society_step, write_society_step
+from engine.society.transaction import commit, recover
+from engine.storage.atomic import read_json
+from engine.storage.replay import ReplayWriter
+from engine.storage.shards import shard_name
 
 __all__ = ["AgentSociety", "SocietyTotals", "plan_batches", "split_allowance"]
 
+T = TypeVar("T")
 
-def plan_batches(agent_ids: list[int], batch_size: int) -> list[tuple[int, ...]]:
-    """Split ids into ⌈N / batch_size⌉ consecutive batches."""
-    return [tuple(agent_ids[i : i + batch_size]) for i in range(0, len(agent_ids), batch_size)]
-
-
-def split_allowance(budget: Allowance, used: Usage, parts: int) -> list[Allowance]:
-    """Share what remains of ``budget`` after ``used`` evenly over ``parts`` batches."""
-
-    def share(limit: float | None, spent: float, integral: bool) -> list[Any]:
-        if limit is None:
-            return [None] * parts
-        left = max(0.0, limit - spent)
-        if integral:
-            base, extra = divmod(int(left), parts)
-            return [base + (i < extra) for i in range(parts)]
-        return [left / parts] * parts
-
-    calls = share(budget.calls, used.calls, True)
-    tokens = share(budget.tokens, used.tokens, True)
-    cost = share(budget.cost_usd, used.cost_usd, False)
-    return [Allowance(calls[i], tokens[i], cost[i]) for i in range(parts)]
-
-
-@dataclass
-class SocietyTotals:
-    agent_steps: int = 0
-    llm_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    env_calls: int = 0
-    statuses: dict[str, int] = field(default_factory=dict)
-    tick_seconds: list[float] = field(default_factory=list)
-    worker_pids: set[int] = field(default_factory=set)
-    dispatcher_builds: dict[int, int] = field(default_factory=dict)  #: worker pid -> backends built there (latest)
-    dispatcher_builds_first: dict[int, int] = field(default_factory=dict)  #: ... as first seen in this run
-
-    def add(self, result: BatchResult) -> None:
-        self.agent_steps += result.agents
-        self.llm_calls += result.llm_calls
-        self.input_tokens += result.input_tokens
-        self.output_tokens += result.output_tokens
-        self.env_calls += result.env_calls
-        self.worker_pids.add(result.worker_pid)
-        self.dispatcher_builds[result.worker_pid] = result.dispatcher_builds
-        self.dispatcher_builds_first.setdefault(result.worker_pid, result.dispatcher_builds)
-        for status, n in result.statuses.items():
-            self.statuses[status] = self.statuses.get(status, 0) + n
+#: how often one transaction may lose its env actor before the run fails
+MAX_ENV_RECOVERIES = 3
 
 
 class AgentSociety:
     """Drive agents (as workspace records) and the environment (through its actor) tick by tick.
 
+    Use as ``async with society:`` (``init`` / ``close``), or call them yourself.
+
     Args:
         agent_specs: ``{"id", "type", "profile", "config"}`` per agent.
-        env: the env actor handle (awaitable ``set_current_time``, ``step``, ``save``).
-        service_proxy: what batch tasks receive (env proxy, LLM clients, run dir).
+        env: the host of the env router actor.
+        llm: LLM clients by role (``default``, ``coder``).
         start_t: simulated start time.
         run_dir: the run directory (``agents/`` holds the workspaces).
         client: an asynchronous distributed Client.
+        run_id: names task keys and replay rows.
         batch_size: agents per batch future.
         max_workers: batch futures in flight at once (None: all).
         budget: the run's budget (None: unlimited).
@@ -98,11 +69,12 @@ class AgentSociety:
         self,
         agent_specs: list[dict[str, Any]],
         *,
-        env: Any,
-        service_proxy: ServiceProxy,
+        env: EnvHost,
+        llm: dict[str, LLMClient],
         start_t: datetime,
         run_dir: Path,
         client: Client,
+        run_id: str,
         batch_size: int = 256,
         max_workers: int | None = None,
         budget: Allowance | None = None,
@@ -111,17 +83,38 @@ class AgentSociety:
     ) -> None:
         self._specs = agent_specs
         self._env = env
-        self._proxy = service_proxy
+        self._llm = llm
         self._run_dir = Path(run_dir)
         self._client = client
+        self.run_id = run_id
         self._batch_size = batch_size
         self._max_workers = max_workers
         self._budget = budget
         self._on_batch = on_batch
         self._status = status or SocietyStep(current_time=start_t)
+        self._inflight: list[Any] = []
         self.usage = Usage(**self._status.extra.get("usage", {}))
         self.totals = SocietyTotals()
+        self.env_recoveries = 0
 
+    @classmethod
+    async def from_workspace(cls, run_dir: Path, **options: Any) -> AgentSociety:
+        """Rebuild a society to resume the run in ``run_dir`` (``options`` as for the constructor,
+        without ``agent_specs``, ``start_t`` and ``status``). Staged files of the transaction that was
+        running when the run stopped are deleted; committed ones are published.
+
+        Raises:
+            RunError: ``run_dir`` holds no run.
+        """
+        run_dir = Path(run_dir)
+        stored = read_json(run_dir / "SOCIETY.json", default=None)
+        status = read_society_step(run_dir)
+        if stored is None or status is None:
+            raise RunError(f"{run_dir} holds no run to resume (SOCIETY.json / SOCIETY_STEP.json missing)")
+        recover(run_dir, status)
+        return cls(stored["agent_specs"], start_t=status.current_time, run_dir=run_dir, status=status, **options)
+
+    # ---- what it is ----------------------------------------------------------------------------
     @property
     def current_time(self) -> datetime:
         return self._status.current_time
@@ -135,6 +128,11 @@ class AgentSociety:
         return self._status.completed_steps
 
     @property
+    def txn(self) -> int:
+        """Transactions committed so far."""
+        return self._status.txn
+
+    @property
     def agent_ids(self) -> list[int]:
         return [int(s["id"]) for s in self._specs]
 
@@ -142,14 +140,36 @@ class AgentSociety:
     def agent_specs(self) -> list[dict[str, Any]]:
         return [dict(s) for s in self._specs]
 
+    @property
+    def run_dir(self) -> Path:
+        return self._run_dir
+
+    @property
+    def proxy(self) -> ServiceProxy:
+        """What tasks receive: the current env actor's proxy, the LLM clients, the run directory."""
+        return ServiceProxy(env=self._env.proxy, llm=self._llm, run_dir=self._run_dir, run_id=self.run_id)
+
+    # ---- lifecycle -----------------------------------------------------------------------------
     async def init(self) -> None:
-        """Create every agent workspace (skipping ones that exist) and write SOCIETY_STEP.json."""
+        """Create every agent workspace (skipping ones that exist), start the env actor from the last
+        committed snapshot, and mark the run running."""
         root = self._run_dir / "agents"
         for spec in self._specs:
             ws = workspace_path(root, int(spec["id"]))
             if not (ws / "config.json").exists():
                 resolve_agent(spec["type"]).create(ws, agent_id=int(spec["id"]), profile=spec["profile"], config=spec["config"])
+        await self._env.start(self._status.env_snapshot)
         self.set_status("running")
+
+    async def close(self) -> None:
+        self._env.release()
+
+    async def __aenter__(self) -> AgentSociety:
+        await self.init()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     def _write_status(self) -> None:
         self._status.updated_at = time.time()
@@ -157,6 +177,7 @@ class AgentSociety:
         write_society_step(self._run_dir, self._status)
 
     async def to_workspace(self) -> None:
+        """Persist the small status record (env state is snapshotted by every commit)."""
         self._write_status()
 
     def mark_step_completed(self, step_idx: int) -> None:
@@ -169,59 +190,179 @@ class AgentSociety:
         self._write_status()
 
     def add_usage(self, usage: Usage) -> None:
-        """Count provider usage made outside agent batches (the env router's calls)."""
+        """Count provider usage made outside agent batches."""
         self.usage.add(usage)
 
+    def _commit(self, staged: list[str], *, step_index: int | None = None, env_snapshot: str | None = None) -> None:
+        self._status.txn += 1
+        if env_snapshot is not None:
+            self._status.env_snapshot = env_snapshot
+        if step_index is not None:
+            self._status.completed_steps = step_index + 1
+        self._status.updated_at = time.time()
+        self._status.extra["usage"] = {"calls": self.usage.calls, "tokens": self.usage.tokens, "cost_usd": self.usage.cost_usd}
+        commit(self._run_dir, self._status, staged)
+
+    async def _with_env_recovery(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        """Run one transaction; when the env actor is lost, start a new one from the last committed
+        snapshot, drop what the failed attempt staged, and run the transaction again."""
+        for recoveries in range(MAX_ENV_RECOVERIES + 1):
+            try:
+                return await attempt()
+            except EnvUnavailableError as error:
+                if recoveries == MAX_ENV_RECOVERIES:
+                    raise RunError(f"the env actor was lost {recoveries + 1} times in one transaction: {error}") from error
+                self.env_recoveries += 1
+                recover(self._run_dir, self._status)
+                await self._env.restart(self._status.env_snapshot)
+        raise AssertionError("unreachable")
+
+    # ---- ticks ---------------------------------------------------------------------------------
     async def step(self, tick: int) -> list[BatchResult]:
-        """One tick: batches of agents, then the env step, then the clock.
+        """One tick (a transaction): batches of agents, then the env step, then the commit.
 
         Raises:
-            BudgetExhaustedError: the budget ran out during the tick; the agents that finished it
-                are committed, the env state is saved, and the tick resumes from there.
+            BudgetExhaustedError: the budget ran out during the tick; nothing of it is committed and a
+                resumed run re-runs it (agents that finished it hit the response cache).
         """
-        started = time.perf_counter()
-        step = self._status.step_count + 1
-        t_end = self._status.current_time + timedelta(seconds=tick)
-        await self._env.set_current_time(self._status.current_time)
-        batches = plan_batches(self.agent_ids, self._batch_size)
-        allowances = split_allowance(self._budget, self.usage, len(batches)) if self._budget else [None] * len(batches)
-        results = await self._run_batches(
-            [BatchJob(ids, step, i, tick, t_end, self._proxy, allowances[i]) for i, ids in enumerate(batches)]
-        )
-        stopped = sum(r.budget_stopped for r in results)
-        self._status.agent_steps_done += sum(r.agents - r.replayed for r in results)
-        if stopped:
-            await self._env.save()
-            self.set_status("budget_exhausted", f"{stopped} agent-steps of step {step} wait for more budget")
-            raise BudgetExhaustedError(f"budget exhausted during step {step}: {stopped} agent-steps not run")
-        await self._env.step(step, tick, t_end)
-        self._status.current_time = t_end
-        self._status.step_count = step
-        self.totals.tick_seconds.append(time.perf_counter() - started)
-        self._write_status()
-        return results
-
-    async def _run_batches(self, jobs: list[BatchJob]) -> list[BatchResult]:
-        limit = self._max_workers or len(jobs)
-        pending = list(jobs)
-        results: list[BatchResult] = []
-        running = as_completed([], with_results=True)
-        for _ in range(min(limit, len(pending))):
-            running.add(self._submit(pending.pop(0)))
-        async for _, result in running:
-            results.append(result)
-            self.totals.add(result)
-            self.usage.add(result.usage)
-            if self._on_batch is not None:
-                self._on_batch(result)
-            if pending:
-                running.add(self._submit(pending.pop(0)))
-        return sorted(results, key=lambda r: r.batch)
-
-    def _submit(self, job: BatchJob) -> Any:
-        key = f"step_agent_batch-{self._proxy.run_id}-{job.step:06d}-{job.batch:04d}"
-        return self._client.submit(step_agent_batch, job, key=key, pure=False)
+        return await self._with_env_recovery(lambda: self._tick(tick))
 
     async def run(self, num_steps: int, tick: int) -> None:
         for _ in range(num_steps):
             await self.step(tick)
+
+    async def _tick(self, tick: int) -> list[BatchResult]:
+        started = time.perf_counter()
+        txn, step = self._status.txn + 1, self._status.step_count + 1
+        t_end = self._status.current_time + timedelta(seconds=tick)
+        attempt = uuid.uuid4().hex
+        await self._env.call("set_current_time", self._status.current_time)
+        batches = plan_batches(self.agent_ids, self._batch_size)
+        allowances = split_allowance(self._budget, self.usage, len(batches)) if self._budget else [None] * len(batches)
+        proxy = self.proxy
+        results = await self._run_batches(
+            [BatchJob(ids, step, i, tick, t_end, proxy, allowances[i], txn, attempt) for i, ids in enumerate(batches)]
+        )
+        stopped = sum(r.budget_stopped for r in results)
+        if stopped:
+            self.set_status("budget_exhausted", f"{stopped} agent-steps of step {step} wait for more budget")
+            raise BudgetExhaustedError(f"budget exhausted during step {step}: {stopped} agent-steps not run")
+        env = await self._env.call("step", step, tick, t_end, txn)
+        staged = [path for r in results for path in r.staged] + env["staged"]
+        staged += await self._stage_router_calls(step, txn)
+        self._status.current_time = t_end
+        self._status.step_count = step
+        self._status.agent_steps_done += sum(r.agents for r in results)
+        self._commit(staged, env_snapshot=env["snapshot"])
+        self.totals.tick_seconds.append(time.perf_counter() - started)
+        return results
+
+    async def _stage_router_calls(self, step: int, txn: int) -> list[str]:
+        """Stage the env router's LLM call rows of this transaction; count their provider usage."""
+        records = [{"run": self.run_id, "step": step, **r} for r in await self._env.call("drain_llm_records")]
+        self.usage.add(Usage(
+            calls=sum(1 for r in records if not r["cached"] and r["status"] == "ok"),
+            tokens=sum(r["input_tokens"] + r["output_tokens"] for r in records if not r["cached"]),
+            cost_usd=sum(r["cost_usd"] or 0.0 for r in records if not r["cached"]),
+        ))
+        path = ReplayWriter(self._run_dir / "replay", txn=txn).write_shard(LLM_CALLS, shard_name(step, f"router-{txn:06d}"), records)
+        return [str(path)] if path else []
+
+    async def _run_batches(self, jobs: list[BatchJob]) -> list[BatchResult]:
+        """Run ``jobs`` with at most ``max_workers`` in flight. On a failure (or a lost env actor) no new
+        batch starts and the ones in flight are waited for, so no stale attempt outlives the tick."""
+        limit = self._max_workers or len(jobs)
+        pending = list(jobs)
+        results: list[BatchResult] = []
+        failure: BaseException | None = None
+        running = as_completed([])
+        try:
+            for _ in range(min(limit, len(pending))):
+                running.add(self._submit(pending.pop(0)))
+            async for future in running:
+                self._inflight.remove(future)
+                try:
+                    result = await future
+                except Exception as error:  # noqa: BLE001 - re-raised once the in-flight batches are done
+                    failure = failure or error
+                    continue
+                results.append(result)
+                self.totals.add(result)
+                self.usage.add(result.usage)
+                if self._on_batch is not None:
+                    self._on_batch(result)
+                if pending and failure is None and not self._env.lost:
+                    running.add(self._submit(pending.pop(0)))
+        except asyncio.CancelledError:
+            await self._client.cancel(self._inflight)
+            self._inflight.clear()
+            raise
+        if failure is None and self._env.lost:
+            failure = EnvUnavailableError("the env actor was lost during the tick")
+        if failure is not None:
+            raise failure
+        return sorted(results, key=lambda r: r.batch)
+
+    def _submit(self, job: BatchJob) -> Any:
+        key = f"step_agent_batch-{self.run_id}-{job.txn:06d}-{job.attempt[:8]}-{job.batch:04d}"
+        future = self._client.submit(step_agent_batch, job, key=key, pure=False)
+        self._inflight.append(future)
+        return future
+
+    # ---- questionnaires, ask, intervene ------------------------------------------------------------
+    async def run_questionnaire(self, questionnaire: Any, target_agent_ids: list[int] | None = None, *,
+                                step_index: int | None = None) -> Any:
+        """Give ``questionnaire`` to the target agents (default: all) in batches on the cluster, as one
+        transaction; answers land in the ``questionnaire_answers`` dataset and under ``artifacts/``."""
+        from engine.society.questionnaire_batch import distribute_questionnaire
+
+        ids = self.agent_ids if target_agent_ids is None else list(target_agent_ids)
+        unknown = sorted(set(ids) - set(self.agent_ids))
+        if unknown:
+            raise RunError(f"questionnaire {questionnaire.questionnaire_id}: unknown target agent ids {unknown[:10]}")
+
+        async def attempt() -> Any:
+            response, staged = await distribute_questionnaire(
+                self._client, questionnaire, ids, proxy=self.proxy, txn=self._status.txn + 1,
+                step_count=self.step_count, step_index=self.completed_steps if step_index is None else step_index,
+                t=self.current_time, batch_size=self._batch_size, max_workers=self._max_workers,
+            )
+            self._commit([str(p) for p in staged], step_index=step_index)
+            return response
+
+        return await self._with_env_recovery(attempt)
+
+    async def ask_agents(self, agent_ids: list[int], question: str) -> dict[int, str]:
+        """Interview chosen agents in this process (read-only: their workspaces are not changed)."""
+        from engine.society.interview import ask_agents
+
+        return await ask_agents(self._run_dir, self.proxy, list(agent_ids), question, self.current_time)
+
+    async def ask(self, question: str, *, step_index: int | None = None) -> str:
+        """Answer a question about the simulation (the plan-and-execute helper; read-only)."""
+        return (await self._consult("ask", question, step_index)).answer
+
+    async def intervene(self, instruction: str, *, step_index: int | None = None) -> str:
+        """Carry out an intervention (the helper may change env state and message agents)."""
+        return (await self._consult("intervene", instruction, step_index)).answer
+
+    async def _consult(self, kind: str, text: str, step_index: int | None) -> Any:
+        from engine.society.consult import run_helper
+
+        async def attempt() -> Any:
+            txn = self._status.txn + 1
+            result, staged, usage = await run_helper(self, kind, text, txn=txn, step_index=step_index)
+            self.usage.add(usage)
+            snapshot = None
+            if kind == "intervene":
+                await self._env.call("settle")
+                snapshot = await self._env.call("snapshot", txn)
+            self._commit(staged, step_index=step_index, env_snapshot=snapshot)
+            return result
+
+        return await self._with_env_recovery(attempt)
+
+    # ---- used by the helper -------------------------------------------------------------------------
+    @property
+    def env(self) -> EnvHost:
+        return self._env

@@ -20,8 +20,10 @@ class SocietyStep:
     step_count: int = 0
     completed_steps: int = 0  #: top-level spec steps completed
     agent_steps_done: int = 0
-    status: str = "running"  #: running | completed | failed | cancelled
+    status: str = "running"  #: running | completed | failed | cancelled | budget_exhausted
     error: str | None = None
+    txn: int = 0  #: transactions committed (ticks and non-run top-level steps)
+    env_snapshot: str | None = None  #: the env state snapshot the last committed transaction wrote
     updated_at: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -2,7 +2,9 @@
 
 ``<replay_dir>/<dataset>/<shard>.parquet`` is written atomically (temp file, fsync, rename), so a
 reader never sees half a shard, and writing the same shard name again replaces it, so a retried
-Dask task does not duplicate rows. The write path reads nothing: no catalog, no directory listing.
+Dask task does not duplicate rows. Inside a transaction (``txn``) the shard is staged instead and
+appears only when the driver commits it (see :mod:`engine.storage.staging`). The write path reads
+nothing: no catalog, no directory listing.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pyarrow.parquet as pq
 from engine.storage.atomic import atomic_writer
 from engine.storage.catalog import DatasetSchema
 from engine.storage.shards import check_shard, shard_name
+from engine.storage.staging import staged_path
 
 __all__ = ["ReplayWriter", "shard_name"]
 
@@ -24,10 +27,12 @@ class ReplayWriter:
 
     Args:
         replay_dir: the run's ``replay`` directory; created on first write.
+        txn: the transaction the writes belong to; shards are then staged until it commits.
     """
 
-    def __init__(self, replay_dir: Path) -> None:
+    def __init__(self, replay_dir: Path, txn: int | None = None) -> None:
         self.replay_dir = Path(replay_dir)
+        self.txn = txn
 
     def shard_path(self, dataset: str, shard: str) -> Path:
         """Return where shard ``shard`` of ``dataset`` lives.
@@ -46,12 +51,15 @@ class ReplayWriter:
             rows: one dict per row.
 
         Returns:
-            The shard's path, or ``None`` if ``rows`` is empty (nothing is written).
+            The path written (the staged path inside a transaction), or ``None`` if ``rows`` is
+            empty (nothing is written).
 
         Raises:
             StorageError: invalid shard name, rows that do not fit the schema, or a failed write.
         """
         path = self.shard_path(schema.name, shard)
+        if self.txn is not None:
+            path = staged_path(path, self.txn)
         if not rows:
             return None
         table = schema.to_table(rows)

@@ -11,26 +11,30 @@ from pathlib import Path
 
 from engine.storage.atomic import atomic_write_text
 from engine.storage.shards import check_shard
+from engine.storage.staging import staged_path
 from engine.trace.spans import Span
 
 __all__ = ["read_trace_shard", "write_trace_shard"]
 
 
-def write_trace_shard(trace_dir: Path, shard: str, spans: list[Span]) -> Path | None:
+def write_trace_shard(trace_dir: Path, shard: str, spans: list[Span], *, txn: int | None = None) -> Path | None:
     """Write ``spans`` as one JSONL shard, replacing any earlier shard of that name.
 
     Args:
         trace_dir: the run's ``trace`` directory; created if missing.
         shard: the shard name (``[A-Za-z0-9_.-]``), e.g. from :func:`engine.storage.shard_name`.
         spans: the spans to write.
+        txn: stage the shard in this transaction (see :mod:`engine.storage.staging`).
 
     Returns:
-        The shard's path, or ``None`` if ``spans`` is empty (nothing is written).
+        The path written (staged inside a transaction), or ``None`` if ``spans`` is empty.
 
     Raises:
         StorageError: an invalid shard name or a failed write.
     """
     path = Path(trace_dir) / f"{check_shard(shard)}.jsonl"
+    if txn is not None:
+        path = staged_path(path, txn)
     if not spans:
         return None
     lines = [json.dumps(s.to_dict(), default=str, ensure_ascii=False, sort_keys=True) for s in spans]

@@ -320,6 +320,11 @@ class EconomySpace(EnvBase):
         }
 
     # ---- the step ----------------------------------------------------------------------------
+    def discard_pending(self, agent_id: int) -> int:
+        kept = [op for op in self._pending if op["agent_id"] != agent_id]
+        dropped, self._pending = len(self._pending) - len(kept), kept
+        return dropped
+
     async def step(self, tick: int, t: datetime) -> None:
         flows = {a: {"spent": 0.0, "earned": 0.0} for a in sorted(self._accounts)}
         totals = {"spending": 0.0, "income": 0.0, "interest": 0.0}

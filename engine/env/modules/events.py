@@ -223,6 +223,11 @@ class EventSpace(EnvBase):
         return f"- event {event['id']}: {event['title']}{where}, {when}{now}; {len(event['attendees'])} signed up{mine}"
 
     # ---- the step ----------------------------------------------------------------------------
+    def discard_pending(self, agent_id: int) -> int:
+        kept = [op for op in self._pending if op["agent_id"] != agent_id]
+        dropped, self._pending = len(self._pending) - len(kept), kept
+        return dropped
+
     async def step(self, tick: int, t: datetime) -> None:
         applied = []
         for op in sorted(self._pending, key=lambda o: (o["agent_id"], o["seq"])):

@@ -166,17 +166,30 @@ class GlobalInformationSpace(EnvBase):
         return f"{public} public facts ({broadcasts} broadcast by agents); {len(self._facts) - public} scheduled for later"
 
     # ---- the step ----------------------------------------------------------------------------
-    async def step(self, tick: int, t: datetime) -> None:
+    def discard_pending(self, agent_id: int) -> int:
+        kept = [op for op in self._pending if op["agent_id"] != agent_id]
+        dropped, self._pending = len(self._pending) - len(kept), kept
+        return dropped
+
+    def apply_pending(self) -> int:
+        """Add the queued broadcasts as facts dated ``self.t``, in (agent id, call order) order.
+
+        They are readable at once and counted as published by the next env step.
+        """
         for op in sorted(self._pending, key=lambda o: (o["agent_id"], o["seq"])):
             self._facts.append({"id": len(self._facts) + 1, "text": op["text"], "source": f"agent {op['agent_id']}",
-                                "agent_id": op["agent_id"], "time": t, "published": False})
-        self._pending = []
+                                "agent_id": op["agent_id"], "time": self.t, "published": False})
+        applied, self._pending = len(self._pending), []
+        return applied
+
+    async def step(self, tick: int, t: datetime) -> None:
+        self.t = t
+        self.apply_pending()
         self._published_last = []
         for fact in self._facts:
             if not fact["published"] and (fact["time"] is None or fact["time"] <= t):
                 fact["published"] = True
                 self._published_last.append(fact["id"])
-        self.t = t
 
     # ---- replay and persistence --------------------------------------------------------------
     @classmethod

@@ -3,7 +3,8 @@
 Updates are synchronous: messages, posts and joins made during a tick are queued and applied when
 the tick's env step runs, in (agent id, call order) order. Every agent in a tick therefore reads
 the same start-of-tick state, and a tick's outcome does not depend on how agents were batched or
-interleaved, which is what makes runs with a fixed seed reproducible.
+interleaved, which is what makes runs with a fixed seed reproducible. The experimenter's system
+messages queue the same way; ``apply_pending`` delivers a queue between ticks (after an intervention).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from engine.env.base import EnvBase
+from engine.env.base import EXPERIMENTER_ID, EnvBase
 from engine.env.tool import tool
 from engine.storage.catalog import Column, DatasetSchema
 
@@ -38,8 +39,8 @@ _EVENTS = DatasetSchema(
     columns=(
         Column(name="step", type="int64", description="step in which it was delivered"),
         Column(name="t", type="timestamp", description="simulated time of delivery"),
-        Column(name="kind", type="string", description="direct | group"),
-        Column(name="sender", type="int64", description="sending agent id"),
+        Column(name="kind", type="string", description="direct | group | system"),
+        Column(name="sender", type="int64", description="sending agent id (null for system messages)"),
         Column(name="recipient", type="int64", description="receiving agent id (direct messages)"),
         Column(name="group", type="string", description="group name (group posts)"),
         Column(name="content", type="string", description="message text"),
@@ -64,6 +65,7 @@ class MessagingSpace(EnvBase):
         self._inboxes: dict[int, list[dict[str, Any]]] = {}
         self._pending: list[dict[str, Any]] = []
         self._delivered_last: list[dict[str, Any]] = []
+        self._delivered_unreported: list[dict[str, Any]] = []  #: delivered since the last step (by apply_pending)
         self._messages_total = 0
         self._posts_total = 0
         self._agent_ids: set[int] | None = None
@@ -114,6 +116,15 @@ class MessagingSpace(EnvBase):
         self._queue(kind="join", sender=agent_id, recipient=None, group=group, content=None)
         return f"you will be a member of {group!r} from the next step"
 
+    @tool(readonly=False)
+    def send_system_message(self, agent_id: int, to_agent_id: int, content: str) -> str:
+        """Experimenter only: send to_agent_id a message from the system; it arrives at the end of this step."""
+        if agent_id != EXPERIMENTER_ID:
+            raise ValueError("only the experimenter can send system messages")
+        self._check_agent(to_agent_id)
+        self._queue(kind="system", sender=None, recipient=to_agent_id, group=None, content=self._check_text(content))
+        return f"system message to agent {to_agent_id} queued for delivery"
+
     @tool(readonly=True, kind="observe")
     def read_inbox(self, agent_id: int) -> str:
         """Show the most recent messages received by agent_id (the inbox is not emptied)."""
@@ -122,7 +133,8 @@ class MessagingSpace(EnvBase):
             return "Your inbox is empty."
         recent = inbox[-self._inbox_limit :]
         lines = [
-            f"- from agent {m['sender']}" + (f" in group {m['group']}" if m["group"] else "") + f": {m['content']}"
+            ("- from the experimenter (system)" if m["sender"] is None else f"- from agent {m['sender']}")
+            + (f" in group {m['group']}" if m["group"] else "") + f": {m['content']}"
             for m in recent
         ]
         return f"Inbox ({len(inbox)} messages, latest {len(recent)}):\n" + "\n".join(lines)
@@ -149,14 +161,26 @@ class MessagingSpace(EnvBase):
             members.sort()
         return members
 
-    async def step(self, tick: int, t: datetime) -> None:
-        delivered = []
-        for op in sorted(self._pending, key=lambda o: (o["sender"], o["seq"])):
+    def discard_pending(self, agent_id: int) -> int:
+        kept = [op for op in self._pending if op["sender"] != agent_id]
+        dropped, self._pending = len(self._pending) - len(kept), kept
+        return dropped
+
+    def apply_pending(self) -> int:
+        """Deliver the queued messages, posts and joins now, at ``self.t``, in (sender, call order) order.
+
+        System messages (no sender) come first. What is delivered here is reported in the replay
+        rows of the next env step.
+        """
+        stamp = self.t.isoformat() if self.t else None
+        applied = 0
+        for op in sorted(self._pending, key=lambda o: (-1 if o["sender"] is None else o["sender"], o["seq"])):
+            applied += 1
             if op["kind"] == "join":
                 self._join(op["sender"], op["group"])
                 continue
-            message = {k: op[k] for k in ("kind", "sender", "recipient", "group", "content")} | {"t": t.isoformat()}
-            if op["kind"] == "direct":
+            message = {k: op[k] for k in ("kind", "sender", "recipient", "group", "content")} | {"t": stamp}
+            if op["kind"] in ("direct", "system"):
                 self._inboxes.setdefault(op["recipient"], []).append(message)
                 self._messages_total += 1
             else:
@@ -164,10 +188,14 @@ class MessagingSpace(EnvBase):
                     if member != op["sender"]:
                         self._inboxes.setdefault(member, []).append(message)
                 self._posts_total += 1
-            delivered.append(message)
+            self._delivered_unreported.append(message)
         self._pending = []
-        self._delivered_last = delivered
+        return applied
+
+    async def step(self, tick: int, t: datetime) -> None:
         self.t = t
+        self.apply_pending()
+        self._delivered_last, self._delivered_unreported = self._delivered_unreported, []
 
     @classmethod
     def replay_datasets(cls) -> list[DatasetSchema]:
@@ -195,6 +223,7 @@ class MessagingSpace(EnvBase):
             "groups": self._groups,
             "inboxes": {str(k): v for k, v in self._inboxes.items()},
             "pending": self._pending,
+            "delivered_unreported": self._delivered_unreported,
             "messages_total": self._messages_total,
             "posts_total": self._posts_total,
             "seq": self._seq,
@@ -204,6 +233,7 @@ class MessagingSpace(EnvBase):
         self._groups = {k: list(v) for k, v in state["groups"].items()}
         self._inboxes = {int(k): v for k, v in state["inboxes"].items()}
         self._pending = list(state["pending"])
+        self._delivered_unreported = list(state.get("delivered_unreported", []))
         self._messages_total = state["messages_total"]
         self._posts_total = state["posts_total"]
         self._seq = state.get("seq", len(self._pending))

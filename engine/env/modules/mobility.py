@@ -225,6 +225,9 @@ class MobilitySpace(EnvBase):
             self._completed += 1
             self._event("arrive", agent_id, trip)
 
+    def discard_pending(self, agent_id: int) -> int:
+        return int(self._pending.pop(agent_id, None) is not None)
+
     async def step(self, tick: int, t: datetime) -> None:
         self._events = []
         for agent_id in sorted(self._trips):

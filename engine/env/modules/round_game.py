@@ -168,6 +168,9 @@ class RoundGame(EnvBase):
     def _add(self, key: str, value: float) -> None:
         self._agg[key] = self._agg.get(key, 0) + value
 
+    def discard_pending(self, agent_id: int) -> int:
+        return int(self._moves.pop(agent_id, None) is not None)
+
     async def step(self, tick: int, t: datetime) -> None:
         rows = self.resolve()
         for row in rows:

@@ -291,6 +291,11 @@ class SocialMediaSpace(EnvBase):
         return f"{head} [{len(post['likes'])} likes, {len(post['comments'])} comments, {len(post['reposts'])} reposts]{liked}"
 
     # ---- the step ----------------------------------------------------------------------------
+    def discard_pending(self, agent_id: int) -> int:
+        kept = [op for op in self._pending if op["agent_id"] != agent_id]
+        dropped, self._pending = len(self._pending) - len(kept), kept
+        return dropped
+
     async def step(self, tick: int, t: datetime) -> None:
         applied = [self._apply(op, t) for op in sorted(self._pending, key=lambda o: (o["agent_id"], o["seq"]))]
         self._pending = []

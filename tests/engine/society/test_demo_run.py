@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import os
 from pathlib import Path
 
@@ -43,7 +45,11 @@ async def test_demo_yields_one_action_row_per_agent_per_tick(demo_spec, dask_cli
     run = tmp_path / "run"
     assert (run / "SOCIETY.json").exists() and (run / "SOCIETY_STEP.json").exists()
     assert (run / "agents" / "agent_0000" / "AGENT.json").exists()
-    assert (run / "env" / "MessagingSpace" / "state" / "ENV_STATE.json").exists()
+    status = json.loads((run / "SOCIETY_STEP.json").read_text())
+    assert status["txn"] == 3 and status["env_snapshot"] == "txn_000003"
+    assert (run / "env" / "_snapshots" / "txn_000003" / "MessagingSpace" / "state" / "ENV_STATE.json").exists()
+    assert [p.name for p in (run / "env" / "_snapshots").iterdir()] == ["txn_000003"]  # older ones pruned
+    assert not list(run.rglob("*.staged-*"))
 
 
 async def test_env_router_lives_inside_a_dask_actor_on_a_worker(dask_client, tmp_path):

@@ -92,14 +92,21 @@ async def test_budget_stops_within_one_batch_then_resumes_after_raising_it(dask_
 
     assert stopped.status == "budget_exhausted"
     assert k - 3 <= stopped.provider_calls <= k  # batch size 3: within one batch of K
+    # The stopped tick is not committed: readers see tick 1 only; its agents' rows wait staged.
     with ReplayReader(run) as reader:
-        assert reader.count("actions") == stopped.provider_calls
+        assert reader.count("actions") == 8
+        assert reader.query("SELECT max(step) AS s FROM actions").column("s")[0].as_py() == 1
+    assert list(run.glob("replay/actions/*.staged-*"))
 
     resumed = await run_experiment(small_spec(population=population, budget={"max_calls": 100}), run, dask_client, resume=True)
     assert resumed.status == "completed", resumed.error
     with ReplayReader(run) as reader:
         rows = reader.query("SELECT agent_id, step, count(*) AS n FROM actions GROUP BY ALL").to_pylist()
     assert len(rows) == 8 * 2 and {r["n"] for r in rows} == {1}
+    # The re-run of the stopped tick replays the agents that had finished it from the response
+    # cache: the provider saw exactly one call per agent-step over the whole run.
+    assert resumed.provider_calls == 16
+    assert not list(run.rglob("*.staged-*"))
 
 
 async def test_resume_refuses_a_changed_spec(dask_client, tmp_path):

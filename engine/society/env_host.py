@@ -1,0 +1,91 @@
+"""EnvHost: owns a run's env router actor, and replaces it when the worker holding it dies.
+
+Dask actors are not resilient: "if the worker dies while holding an actor that actor is lost
+forever". The host keeps the actor's future (which keeps the actor alive) but talks to it through
+an address-only handle, so a call to a dead actor fails instead of silently reaching the blank actor
+Dask would rebuild from the future. :meth:`restart` starts a new actor on a live worker and restores
+it from the last committed env snapshot; the society then re-runs the tick.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from distributed import Client
+from distributed.actor import Actor
+
+from engine.env.actor import EnvRouterActor, EnvRouterConfig
+from engine.env.proxy import EnvRouterProxy
+from engine.errors import EnvUnavailableError
+
+__all__ = ["EnvHost"]
+
+
+class EnvHost:
+    """The env actor of one run.
+
+    Args:
+        client: an asynchronous distributed Client.
+        config: how to build the router.
+        start_t: the run's start time (modules initialise with it before a snapshot is restored).
+        agent_ids: every agent of the run.
+        run_id: names the actor's task key (with a generation counter).
+    """
+
+    def __init__(self, client: Client, config: EnvRouterConfig, *, start_t: datetime, agent_ids: list[int], run_id: str) -> None:
+        self._client = client
+        self._config = config
+        self._start_t = start_t
+        self._agent_ids = agent_ids
+        self._run_id = run_id
+        self._future: Any = None
+        self._handle: Any = None
+        self.generation = 0
+        self.proxy: EnvRouterProxy | None = None
+        self.info: dict[str, Any] = {}
+
+    async def start(self, snapshot: str | None) -> EnvRouterProxy:
+        """Create the actor (on any live worker) and restore snapshot ``snapshot``; returns the agents' proxy."""
+        self.generation += 1
+        key = f"env-router-{self._run_id}-g{self.generation}"
+        self._future = self._client.submit(EnvRouterActor, self._config, actor=True, key=key)
+        actor = await self._future
+        self._handle = Actor(EnvRouterActor, actor._address, actor.key)
+        self.info = await self.call("init", self._start_t, self._agent_ids, snapshot)
+        self.proxy = EnvRouterProxy(
+            address=actor._address, key=actor.key, world_description=self.info["world_description"],
+            env_skill_dirs=tuple(tuple(pair) for pair in self.info["env_skill_dirs"]),
+        )
+        return self.proxy
+
+    @property
+    def lost(self) -> bool:
+        """True once the scheduler has lost the actor (its worker died)."""
+        return self._future is not None and self._future.status != "finished"
+
+    async def call(self, method: str, *args: Any) -> Any:
+        """Call an actor method.
+
+        Raises:
+            EnvUnavailableError: the actor's worker cannot be reached.
+        """
+        if self.lost:
+            raise EnvUnavailableError(f"env actor generation {self.generation} was lost with its worker")
+        try:
+            return await getattr(self._handle, method)(*args)
+        except OSError as error:
+            raise EnvUnavailableError(f"env actor generation {self.generation} unreachable: {error}") from error
+
+    async def where(self) -> dict[str, Any]:
+        return await self.call("where")
+
+    async def restart(self, snapshot: str | None) -> EnvRouterProxy:
+        """Drop the lost actor and start a new one from ``snapshot``."""
+        self.release()
+        return await self.start(snapshot)
+
+    def release(self) -> None:
+        if self._future is not None:
+            self._future.release()
+            self._future = None

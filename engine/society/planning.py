@@ -1,0 +1,60 @@
+"""Splitting a tick into batch futures, sharing a budget over them, and the run's running totals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.llm.budget import Allowance, Usage
+from engine.society.batch import BatchResult
+
+__all__ = ["SocietyTotals", "plan_batches", "split_allowance"]
+
+
+def plan_batches(agent_ids: list[int], batch_size: int) -> list[tuple[int, ...]]:
+    """Split ids into ⌈N / batch_size⌉ consecutive batches."""
+    return [tuple(agent_ids[i : i + batch_size]) for i in range(0, len(agent_ids), batch_size)]
+
+
+def split_allowance(budget: Allowance, used: Usage, parts: int) -> list[Allowance]:
+    """Share what remains of ``budget`` after ``used`` evenly over ``parts`` batches."""
+
+    def share(limit: float | None, spent: float, integral: bool) -> list[Any]:
+        if limit is None:
+            return [None] * parts
+        left = max(0.0, limit - spent)
+        if integral:
+            base, extra = divmod(int(left), parts)
+            return [base + (i < extra) for i in range(parts)]
+        return [left / parts] * parts
+
+    calls = share(budget.calls, used.calls, True)
+    tokens = share(budget.tokens, used.tokens, True)
+    cost = share(budget.cost_usd, used.cost_usd, False)
+    return [Allowance(calls[i], tokens[i], cost[i]) for i in range(parts)]
+
+
+@dataclass
+class SocietyTotals:
+    agent_steps: int = 0
+    llm_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    env_calls: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    tick_seconds: list[float] = field(default_factory=list)
+    worker_pids: set[int] = field(default_factory=set)
+    dispatcher_builds: dict[int, int] = field(default_factory=dict)  #: worker pid -> backends built there (latest)
+    dispatcher_builds_first: dict[int, int] = field(default_factory=dict)  #: ... as first seen in this run
+
+    def add(self, result: BatchResult) -> None:
+        self.agent_steps += result.agents
+        self.llm_calls += result.llm_calls
+        self.input_tokens += result.input_tokens
+        self.output_tokens += result.output_tokens
+        self.env_calls += result.env_calls
+        self.worker_pids.add(result.worker_pid)
+        self.dispatcher_builds[result.worker_pid] = result.dispatcher_builds
+        self.dispatcher_builds_first.setdefault(result.worker_pid, result.dispatcher_builds)
+        for status, n in result.statuses.items():
+            self.statuses[status] = self.statuses.get(status, 0) + n

@@ -1,0 +1,52 @@
+"""Committing and recovering society transactions (one per tick or non-run top-level step).
+
+A transaction's effects are staged while it runs: replay and trace shards as ``*.staged-<txn>``
+files, the env state as snapshot ``env/_snapshots/txn_<txn>``, agent workspaces under their step
+journals. :func:`commit` makes it durable in one atomic write of ``SOCIETY_STEP.json`` (the commit
+point) and then publishes the staged files; :func:`recover` repairs a run directory after a crash,
+so a transaction is either committed everywhere or re-run from the state before it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+from engine.env.actor import SNAPSHOTS
+from engine.society.status import SocietyStep, write_society_step
+from engine.storage.staging import commit_staged, recover_staged
+
+__all__ = ["commit", "recover", "staged_roots"]
+
+
+def staged_roots(run_dir: Path) -> list[Path]:
+    """Where staged files can be."""
+    return [run_dir / "replay", run_dir / "trace", run_dir / "artifacts"]
+
+
+def commit(run_dir: Path, status: SocietyStep, staged: Iterable[str | Path]) -> None:
+    """Commit transaction ``status.txn``: write the status (the commit point), publish staged files,
+    and drop env snapshots older than the one just committed."""
+    write_society_step(run_dir, status)
+    commit_staged(Path(p) for p in staged)
+    _prune_snapshots(run_dir, status.env_snapshot)
+
+
+def recover(run_dir: Path, status: SocietyStep) -> tuple[int, int]:
+    """Roll committed transactions forward and delete what uncommitted ones staged.
+
+    Returns:
+        ``(files committed, files deleted)``.
+    """
+    return recover_staged(staged_roots(run_dir), status.txn)
+
+
+def _prune_snapshots(run_dir: Path, keep: str | None) -> None:
+    root = run_dir / "env" / SNAPSHOTS
+    if keep is None or not root.is_dir():
+        return
+    for entry in root.iterdir():
+        if entry.name != keep and not entry.name.startswith("."):
+            if entry.name < keep:  # names sort by transaction; newer ones belong to a running transaction
+                shutil.rmtree(entry, ignore_errors=True)
