@@ -1,10 +1,11 @@
-"""The ``polis`` command: run, estimate, query, serve, sim-llm, spec-schema."""
+"""The ``polis`` command: run, status, estimate, query, serve, sim-llm, spec-schema."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -31,36 +32,109 @@ def _progress_printer(stream=sys.stderr):  # type: ignore[no-untyped-def]
     return show
 
 
+def _load_run_spec(args: argparse.Namespace, run_dir: Path):  # type: ignore[no-untyped-def]
+    from engine.spec import load_spec
+
+    if (args.config is None) != (args.steps is None):
+        raise SpecError("--config and --steps go together (the reference format's init_config.json and steps.yaml)")
+    if args.config is not None:
+        if args.spec is not None:
+            raise SpecError("give either a SPEC or --config/--steps, not both")
+        from engine.reference_format import load_reference
+
+        return load_reference(args.config, args.steps, name=run_dir.name)
+    if args.spec is None and not args.resume:
+        raise SpecError("give a SPEC (or --config and --steps), or --resume to continue the run in --run-dir")
+    return load_spec(args.spec) if args.spec else _stored_spec(run_dir)
+
+
+def _stop_on_signals(task: asyncio.Task) -> None:  # type: ignore[type-arg]
+    """SIGINT / SIGTERM cancel the run: in-flight batches are cancelled, the status becomes
+    ``cancelled`` and the cluster shuts down. A second signal takes the default action."""
+    loop = asyncio.get_running_loop()
+
+    def stop(sig: signal.Signals) -> None:
+        print(f"\npolis: {sig.name}: stopping (status will be 'cancelled'; resume with --resume)", file=sys.stderr)
+        for s in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(s)
+        task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop, sig)
+
+
 async def _run(args: argparse.Namespace) -> int:
+    from engine.failpoints import arm_process_group
     from engine.settings import EngineSettings
     from engine.society.cluster import open_client
     from engine.society.runner import run_experiment
-    from engine.spec import load_spec
 
     run_dir = Path(args.run_dir).resolve()
-    if args.spec is None and not args.resume:
-        raise SpecError("give a SPEC, or --resume to continue the run in --run-dir")
-    spec = load_spec(args.spec) if args.spec else _stored_spec(run_dir)
+    spec = _load_run_spec(args, run_dir)
     if args.batch_size:
         spec = spec.model_copy(update={"batch_size": args.batch_size})
     if args.max_calls is not None:
         spec = spec.model_copy(update={"budget": BudgetSpec(max_calls=args.max_calls)})
     settings = EngineSettings()
-    async with open_client(settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address) as client:
-        print(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr)
-        summary = await run_experiment(
-            spec, run_dir, client, on_progress=_progress_printer(), resume=args.resume, force=args.force,
-            llm_cache_dir=Path(args.llm_cache).resolve() if args.llm_cache else None,
-            llm_limits=settings.limiter_config(),
-        )
+    arm_process_group()
+    current = asyncio.current_task()
+    assert current is not None
+    _stop_on_signals(current)
+    options = {
+        "resume": args.resume, "force": args.force, "llm_limits": settings.limiter_config(),
+        "llm_cache_dir": Path(args.llm_cache).resolve() if args.llm_cache else None,
+    }
+    try:
+        async with open_client(settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address) as client:
+            print(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr)
+            if spec.sweep is not None:
+                from engine.society.sweep import run_sweep
+
+                sweep = await run_sweep(spec, run_dir, client, **options)
+                return _print_sweep(sweep, run_dir)
+            summary = await run_experiment(spec, run_dir, client, on_progress=_progress_printer(), **options)
+    except asyncio.CancelledError:
+        print("status: cancelled")
+        print(f"resume with: polis run --resume --run-dir {run_dir}")
+        return 130
     print(f"status: {summary.status}")
     if summary.error:
         print(f"error: {summary.error}")
     print(f"ticks: {summary.ticks_done}  agent-steps: {summary.agent_steps}  statuses: {summary.statuses}")
     print(f"LLM calls: {summary.llm_calls}  tokens: {summary.input_tokens} in / {summary.output_tokens} out")
+    if summary.env_recoveries:
+        print(f"env actor recovered {summary.env_recoveries} time(s) after losing its worker")
     print(f"time: {summary.duration_s:.1f} s  run dir: {summary.run_dir}")
     print(f"replay: {summary.run_dir / 'replay'}  (polis query {summary.run_dir} \"SELECT ...\")")
     return 0 if summary.status == "completed" else 1
+
+
+def _print_sweep(sweep, run_dir: Path) -> int:  # type: ignore[no-untyped-def]
+    for cell, run in zip(sweep.cells, sweep.runs, strict=True):
+        print(f"{cell.cell_id}: {run.status}  params={cell.params}  replication={cell.replication}  seed={cell.seed}"
+              + (f"  error={run.error}" if run.error else ""))
+    print(f"sweep: {len(sweep.cells)} cells {sweep.statuses()} in {run_dir}")
+    print(f"compare: polis query {run_dir} \"SELECT cell, count(*) FROM actions GROUP BY cell\"")
+    return 0 if all(run.status == "completed" for run in sweep.runs) else 1
+
+
+def _status(args: argparse.Namespace) -> int:
+    from engine.society.lease import effective_status, read_lease
+    from engine.society.status import read_society_step
+
+    run_dir = Path(args.run_dir)
+    status = read_society_step(run_dir)
+    if status is None:
+        raise SpecError(f"{run_dir} holds no run (no SOCIETY_STEP.json)")
+    lease = read_lease(run_dir) or {}
+    print(f"status: {effective_status(run_dir)}" + (f" (last written: {status.status})" if status.status != effective_status(run_dir) else ""))
+    print(f"ticks: {status.step_count}  top-level steps done: {status.completed_steps}  transactions: {status.txn}")
+    print(f"simulated time: {status.current_time.isoformat()}")
+    if status.error:
+        print(f"error: {status.error}")
+    if lease:
+        print(f"driver: pid {lease.get('pid')} on {lease.get('host')}, lease {'released' if lease.get('released') else 'held'}")
+    return 0
 
 
 def _stored_spec(run_dir: Path):  # type: ignore[no-untyped-def]
@@ -135,12 +209,18 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run an experiment spec (JSON or YAML)")
     run.add_argument("spec", nargs="?", default=None, help="the spec; with --resume it defaults to the run's own")
     run.add_argument("--run-dir", required=True)
+    run.add_argument("--config", default=None, help="the reference format's init_config.json (with --steps)")
+    run.add_argument("--steps", default=None, help="the reference format's steps.yaml (with --config)")
     run.add_argument("--batch-size", type=int, default=None)
     run.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its last committed tick")
     run.add_argument("--force", action="store_true", help="resume even though the spec changed")
     run.add_argument("--max-calls", type=int, default=None, help="set the call budget (e.g. raise it to resume)")
     run.add_argument("--llm-cache", default=None, help="response cache directory (default RUN_DIR/llm_cache)")
     run.set_defaults(handler=lambda a: asyncio.run(_run(a)))
+
+    status = sub.add_parser("status", help="where a run stands (a crashed driver shows as 'crashed', never 'running')")
+    status.add_argument("run_dir")
+    status.set_defaults(handler=_status)
 
     est = sub.add_parser("estimate", help="project a spec's LLM calls and tokens from a short simulated run")
     est.add_argument("spec")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from engine.errors import SpecError
 
@@ -34,6 +34,7 @@ __all__ = [
     "QuestionnaireStep",
     "RunStep",
     "StepSpec",
+    "SweepSpec",
     "format_validation_error",
     "load_spec",
     "parse_spec",
@@ -200,6 +201,29 @@ class BudgetSpec(_Frozen):
     max_cost_usd: float | None = Field(None, gt=0)
 
 
+class SweepSpec(_Frozen):
+    """A parameter sweep: every combination of the grid's values, each run ``replications`` times.
+
+    Grid keys are dotted paths into the spec (``llm.default.options.temperature``,
+    ``population.0.count``, ``environment.modules.0.kwargs.groups``); ``*`` stands for every element
+    of a list (``agents.*.config.max_react_turns``). Every segment must exist, except that the last
+    may add a key to a free-form mapping (``options``, ``kwargs``, ``config``, ``profile``).
+    ``seed`` cannot be swept: each cell's seed is derived from the spec's seed, its parameters and
+    its replication.
+    """
+
+    grid: dict[str, list[Any]] = Field(default_factory=dict, description="dotted spec path -> the values it takes")
+    replications: int = Field(1, ge=1, le=10_000, description="runs per parameter combination, each with its own seed")
+
+    @field_validator("grid")
+    @classmethod
+    def _values_not_empty(cls, value: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for key, values in value.items():
+            if not values:
+                raise ValueError(f"grid key {key!r} has an empty list of values")
+        return value
+
+
 class ExperimentSpec(_Frozen):
     """A whole experiment."""
 
@@ -214,6 +238,17 @@ class ExperimentSpec(_Frozen):
     batch_size: int = Field(256, ge=1, le=100_000)
     max_workers: int | None = Field(None, ge=1, description="cap on concurrently running batch futures")
     budget: BudgetSpec | None = None
+    # Keep ``sweep`` last: its validator resolves grid keys against the fields validated before it.
+    sweep: SweepSpec | None = Field(None, description="run a grid of variants of this spec; see SweepSpec")
+
+    @field_validator("sweep")
+    @classmethod
+    def _grid_keys_resolve(cls, value: SweepSpec | None, info: ValidationInfo) -> SweepSpec | None:
+        if value is not None:
+            from engine.society.sweep import check_grid_keys
+
+            check_grid_keys(value.grid, info.data)
+        return value
 
     @model_validator(mode="after")
     def _has_agents_and_unique_ids(self) -> ExperimentSpec:

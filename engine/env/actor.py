@@ -20,6 +20,7 @@ from engine.env.requests import EnvReply, EnvRequest
 from engine.env.router_base import RouterBase
 from engine.env.routers import ROUTERS
 from engine.errors import ToolCallError
+from engine.failpoints import failpoint
 from engine.llm.client import LLMClient
 from engine.llm.dispatcher import get_chat_model
 from engine.llm.meter import Meter, MeteredModel
@@ -149,6 +150,7 @@ class EnvRouterActor:
                     counts[name] = counts.get(name, 0) + len(rows)
             trace = write_trace_shard(Path(self.config.run_dir) / "trace", shard_name(step, "env"), self._trace.drain(), txn=txn)
             staged += [str(trace)] if trace else []
+            failpoint("env_step", step=step)
         return {"counts": counts, "staged": staged, "snapshot": await self.snapshot(txn)}
 
     async def snapshot(self, txn: int) -> str | None:

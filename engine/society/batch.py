@@ -30,6 +30,7 @@ from engine.agent.registry import resolve_agent
 from engine.agent.service_proxy import ServiceProxy
 from engine.agent.workspace import AgentWorkspace, workspace_path
 from engine.errors import BudgetExhaustedError, EnvUnavailableError, PolisError
+from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.dispatcher import dispatcher_stats
 from engine.society.datasets import ACTIONS, LLM_CALLS
@@ -152,6 +153,7 @@ async def _step_one(
         try:
             agent.commit_step(job.step, record)
             await agent.to_workspace()
+            failpoint("mid_batch", step=job.step)
         except _ISOLATED as error:
             row.update(status="error", error=f"persisting the workspace failed: {error}")
     return record

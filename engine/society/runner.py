@@ -17,6 +17,7 @@ from engine.agent.registry import resolve_agent
 from engine.env.actor import EnvRouterConfig
 from engine.env.registry import resolve_env_module
 from engine.errors import BudgetExhaustedError, RunError, SpecError
+from engine.failpoints import failpoint
 from engine.llm.budget import Allowance
 from engine.llm.client import LimiterConfig, LLMClient
 from engine.llm.local import is_local, resolve_local_clients
@@ -131,6 +132,7 @@ async def _run_steps(spec: ExperimentSpec, society: AgentSociety, on_tick: Calla
             await society.ask(step.question, step_index=index)
         elif isinstance(step, InterveneStep):
             await society.intervene(step.instruction, step_index=index)
+        failpoint("between_steps", index=index)
 
 
 async def run_experiment(

@@ -25,6 +25,7 @@ from engine.agent.registry import resolve_agent
 from engine.agent.service_proxy import ServiceProxy
 from engine.agent.workspace import workspace_path
 from engine.errors import BudgetExhaustedError, EnvUnavailableError, RunError
+from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, Usage
 from engine.llm.client import LLMClient
 from engine.society.batch import BatchJob, BatchResult, step_agent_batch
@@ -291,6 +292,7 @@ class AgentSociety:
                 self.usage.add(result.usage)
                 if self._on_batch is not None:
                     self._on_batch(result)
+                failpoint("between_batches", step=result.step)
                 if pending and failure is None and not self._env.lost:
                     running.add(self._submit(pending.pop(0)))
         except asyncio.CancelledError:
@@ -321,16 +323,25 @@ class AgentSociety:
         if unknown:
             raise RunError(f"questionnaire {questionnaire.questionnaire_id}: unknown target agent ids {unknown[:10]}")
 
-        async def attempt() -> Any:
-            response, staged = await distribute_questionnaire(
-                self._client, questionnaire, ids, proxy=self.proxy, txn=self._status.txn + 1,
-                step_count=self.step_count, step_index=self.completed_steps if step_index is None else step_index,
-                t=self.current_time, batch_size=self._batch_size, max_workers=self._max_workers,
-            )
-            self._commit([str(p) for p in staged], step_index=step_index)
-            return response
+        response, staged = await distribute_questionnaire(
+            self._client, questionnaire, ids, proxy=self.proxy, txn=self._status.txn + 1,
+            step_count=self.step_count, step_index=self.completed_steps if step_index is None else step_index,
+            t=self.current_time, batch_size=self._batch_size, max_workers=self._max_workers,
+            budget=self._remaining_budget(),
+        )
+        self.usage.add(response.usage)
+        self._commit([str(p) for p in staged], step_index=step_index)
+        return response
 
-        return await self._with_env_recovery(attempt)
+    def _remaining_budget(self) -> Allowance | None:
+        if self._budget is None:
+            return None
+        b, u = self._budget, self.usage
+        return Allowance(
+            None if b.calls is None else max(0, b.calls - u.calls),
+            None if b.tokens is None else max(0, b.tokens - u.tokens),
+            None if b.cost_usd is None else max(0.0, b.cost_usd - u.cost_usd),
+        )
 
     async def ask_agents(self, agent_ids: list[int], question: str) -> dict[int, str]:
         """Interview chosen agents in this process (read-only: their workspaces are not changed)."""

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from engine.env.actor import SNAPSHOTS
+from engine.failpoints import failpoint
 from engine.society.status import SocietyStep, write_society_step
 from engine.storage.staging import commit_staged, recover_staged
 
@@ -29,6 +30,7 @@ def commit(run_dir: Path, status: SocietyStep, staged: Iterable[str | Path]) -> 
     """Commit transaction ``status.txn``: write the status (the commit point), publish staged files,
     and drop env snapshots older than the one just committed."""
     write_society_step(run_dir, status)
+    failpoint("after_commit", txn=status.txn)
     commit_staged(Path(p) for p in staged)
     _prune_snapshots(run_dir, status.env_snapshot)
 

@@ -8,6 +8,14 @@ lock alone would still allow ``COPY ... TO`` into the replay directory and ``ATT
 Which datasets, and whether the trace, have files is decided when the reader opens (reopen to see a
 first shard); shards added later to a dataset that already had one are visible to later queries,
 since each view globs at query time.
+
+A sweep root (``SWEEP.json``, see :mod:`engine.storage.sweep_layout`) reads as one run: each
+dataset, and ``spans``, is a view over every cell's files with leading columns ``cell``,
+``replication``, ``seed`` and one ``param_<path>`` per grid key, and a ``cells`` table holds one
+row per cell (its statuses as of opening). File access is allowed only under the cells' ``replay``
+and ``trace`` directories. The cell comes from each file's path, never from hive partitioning,
+which DuckDB would also apply to any ``key=value`` directory above the run and let it override
+a real column.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import pyarrow as pa
 
 from engine.errors import QueryError, StorageError
 from engine.storage.catalog import Catalog, DatasetSchema
+from engine.storage.sweep_layout import SWEEP_COLUMNS, SweepManifest, cells_table, param_column, read_sweep_manifest
 from engine.storage.text_table import format_table
 
 __all__ = ["SPAN_COLUMNS", "ReplayReader", "format_table"]
@@ -62,6 +71,35 @@ def _empty_view_sql(name: str, columns: dict[str, str]) -> str:
     return f"CREATE VIEW {_ident(name)} AS SELECT {cols} WHERE false"
 
 
+#: The column sweep views read each row's source file into (to find its cell); dropped from the view.
+_FILE_COLUMN = "_polis_source_file"
+_CELL_OF_FILE = {"replay": r"/cell=([0-9]+)/replay/[^/]+/[^/]+$", "trace": r"/cell=([0-9]+)/trace/[^/]+$"}
+
+
+def _sql_list(items: list[str]) -> str:
+    return "[" + ", ".join(_literal(i) for i in items) + "]"
+
+
+def _source(kind: str, globs: list[str], *options: str) -> str:
+    # hive_partitioning=false: DuckDB would otherwise turn any key=value directory on the path into a column.
+    if kind == "trace":
+        columns = "{" + ", ".join(f"{_literal(c)}: {_literal(t)}" for c, t in SPAN_COLUMNS.items()) + "}"
+        call, args = "read_json", ["format='newline_delimited'", f"columns={columns}"]
+    else:
+        call, args = "read_parquet", ["union_by_name=true"]
+    return f"{call}({', '.join([_sql_list(globs), *args, 'hive_partitioning=false', *options])})"
+
+
+def _sweep_schemas(sweep: SweepManifest) -> dict[str, DatasetSchema]:
+    # Cells of one sweep register the same datasets unless the grid changes the env modules;
+    # the first cell to register a name gives its schema (its empty-view columns).
+    schemas: dict[str, DatasetSchema] = {}
+    for cell in sweep.cells:
+        for name, schema in Catalog(sweep.cell_dir(cell.index) / "replay").load().items():
+            schemas.setdefault(name, schema)
+    return schemas
+
+
 def _has_files(directory: Path, suffix: str) -> bool:
     return directory.is_dir() and any(
         p.name.endswith(suffix) and not p.name.startswith(".") for p in directory.iterdir()
@@ -74,17 +112,20 @@ class ReplayReader:
     Use as a context manager, or call :meth:`close`. Queries may run from several threads.
 
     Args:
-        run_dir: the run directory holding ``replay/`` and ``trace/``.
+        run_dir: the run directory holding ``replay/`` and ``trace/``, or a sweep root (``SWEEP.json``).
 
     Raises:
-        StorageError: the catalog is malformed or DuckDB could not set up the views.
+        StorageError: the catalog or sweep manifest is malformed, a sweep's dataset has a column
+            the sweep views add, or DuckDB could not set up the views.
     """
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = Path(run_dir).resolve()
         self.replay_dir = self.run_dir / "replay"
         self.trace_dir = self.run_dir / "trace"
-        self._schemas = Catalog(self.replay_dir).load()
+        #: The sweep manifest when ``run_dir`` is a sweep root, else None.
+        self.sweep = read_sweep_manifest(self.run_dir)
+        self._schemas = Catalog(self.replay_dir).load() if self.sweep is None else _sweep_schemas(self.sweep)
         self._lock = threading.Lock()
         self._con: duckdb.DuckDBPyConnection | None = duckdb.connect(":memory:")
         try:
@@ -92,24 +133,13 @@ class ReplayReader:
         except duckdb.Error as exc:
             self.close()
             raise StorageError(f"cannot open the replay of {self.run_dir}: {exc}") from exc
+        except StorageError:
+            self.close()
+            raise
 
     def _setup(self, con: duckdb.DuckDBPyConnection) -> None:
-        for name, schema in sorted(self._schemas.items()):
-            directory = self.replay_dir / name
-            if _has_files(directory, ".parquet"):
-                glob = _literal(str(directory / "*.parquet"))
-                con.execute(f"CREATE VIEW {_ident(name)} AS SELECT * FROM read_parquet({glob}, union_by_name=true)")
-            else:
-                con.execute(_empty_view_sql(name, {c.name: _DUCKDB_TYPES[c.type] for c in schema.columns}))
-        if _has_files(self.trace_dir, ".jsonl"):
-            glob = _literal(str(self.trace_dir / "*.jsonl"))
-            columns = "{" + ", ".join(f"{_literal(c)}: {_literal(t)}" for c, t in SPAN_COLUMNS.items()) + "}"
-            con.execute(
-                f"CREATE VIEW spans AS SELECT * FROM read_json({glob}, format='newline_delimited', columns={columns})"
-            )
-        else:
-            con.execute(_empty_view_sql("spans", SPAN_COLUMNS))
-        allowed = ", ".join(_literal(f"{d}/") for d in (self.replay_dir, self.trace_dir))
+        readable = self._run_views(con) if self.sweep is None else self._sweep_views(con, self.sweep)
+        allowed = ", ".join(_literal(f"{d}/") for d in readable)
         # Order matters (RUNTIME_NOTES): allow-list first, then cut external access, then lock.
         # An empty temp_directory keeps DuckDB from adding its spill directory to the allow-list.
         con.execute("SET temp_directory = ''")
@@ -118,6 +148,52 @@ class ReplayReader:
         con.execute("SET autoinstall_known_extensions = false")
         con.execute("SET autoload_known_extensions = false")
         con.execute("SET lock_configuration = true")
+
+    def _run_views(self, con: duckdb.DuckDBPyConnection) -> list[Path]:
+        for name, schema in sorted(self._schemas.items()):
+            directory = self.replay_dir / name
+            if _has_files(directory, ".parquet"):
+                source = _source("replay", [str(directory / "*.parquet")])
+                con.execute(f"CREATE VIEW {_ident(name)} AS SELECT * FROM {source}")
+            else:
+                con.execute(_empty_view_sql(name, {c.name: _DUCKDB_TYPES[c.type] for c in schema.columns}))
+        if _has_files(self.trace_dir, ".jsonl"):
+            con.execute(f"CREATE VIEW spans AS SELECT * FROM {_source('trace', [str(self.trace_dir / '*.jsonl')])}")
+        else:
+            con.execute(_empty_view_sql("spans", SPAN_COLUMNS))
+        return [self.replay_dir, self.trace_dir]
+
+    def _sweep_views(self, con: duckdb.DuckDBPyConnection, sweep: SweepManifest) -> list[Path]:
+        added = [*SWEEP_COLUMNS, *(param_column(p) for p in sweep.params)]
+        taken = {c.lower() for c in added} | {_FILE_COLUMN}
+        if "cells" in self._schemas:
+            raise StorageError("a dataset named 'cells' clashes with the sweep's cells table")
+        con.register("_polis_cells", cells_table(sweep))
+        con.execute("CREATE TABLE cells AS SELECT * FROM _polis_cells")
+        con.unregister("_polis_cells")
+        picked = ", ".join(f"c.{_ident(c)}" for c in added)
+
+        def view(name: str, columns: dict[str, str], kind: str, suffix: str) -> None:
+            clash = sorted(c for c in columns if c.lower() in taken)
+            if clash:
+                raise StorageError(f"{name!r} has column(s) {clash} that a sweep view adds itself; it cannot be read as a sweep")
+            dirs = [sweep.cell_dir(c.index) / (kind if kind == "trace" else f"replay/{name}") for c in sweep.cells]
+            globs = [str(d / f"*{suffix}") for d in dirs if _has_files(d, suffix)]
+            if not globs:
+                nulls = ", ".join(f"CAST(NULL AS {t}) AS {_ident(c)}" for c, t in columns.items())
+                con.execute(f"CREATE VIEW {_ident(name)} AS SELECT {picked}, {nulls} FROM cells AS c WHERE false")
+                return
+            source = _source(kind, globs, f"filename={_literal(_FILE_COLUMN)}")
+            cell = f"CAST(regexp_extract(d.{_FILE_COLUMN}, {_literal(_CELL_OF_FILE[kind])}, 1) AS BIGINT)"
+            con.execute(
+                f"CREATE VIEW {_ident(name)} AS SELECT {picked}, d.* EXCLUDE ({_FILE_COLUMN}) "
+                f"FROM {source} AS d JOIN cells AS c ON c.cell = {cell}"
+            )
+
+        for name, schema in sorted(self._schemas.items()):
+            view(name, {c.name: _DUCKDB_TYPES[c.type] for c in schema.columns}, "replay", ".parquet")
+        view("spans", SPAN_COLUMNS, "trace", ".jsonl")
+        return [d for c in sweep.cells for d in (sweep.cell_dir(c.index) / "replay", sweep.cell_dir(c.index) / "trace")]
 
     def __enter__(self) -> ReplayReader:
         return self

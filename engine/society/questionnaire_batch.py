@@ -1,0 +1,290 @@
+"""questionnaire_agent_batch: the Dask task that puts one questionnaire to one batch of agents.
+
+Like ``step_agent_batch`` it is an ``async def`` (it runs on the worker's event loop), rebuilds each
+agent from its workspace and isolates a failing agent (its answers say why). Unlike a tick it never
+writes a workspace back: interviewing must not change the subject. Its rows (answers, LLM calls,
+spans) are staged in the caller's transaction; :func:`distribute_questionnaire` fans the batches out,
+writes the whole response as an artifact and hands back every staged path for the driver to commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from distributed import Client, as_completed
+
+from engine.agent.base import AgentBase
+from engine.agent.registry import resolve_agent
+from engine.agent.service_proxy import ServiceProxy
+from engine.agent.workspace import AgentWorkspace, workspace_path
+from engine.errors import BudgetExhaustedError, PolisError, RunError
+from engine.failpoints import failpoint
+from engine.llm.budget import Allowance, BudgetGate, Usage
+from engine.society.datasets import LLM_CALLS, QUESTIONNAIRE_ANSWERS
+from engine.society.planning import plan_batches, split_allowance
+from engine.society.questionnaire import Questionnaire, QuestionnaireAnswer, QuestionnaireResponse, failed_answers
+from engine.society.questionnaire_ask import Persona, answer_questionnaire
+from engine.storage.atomic import atomic_write_json
+from engine.storage.catalog import Catalog
+from engine.storage.replay import ReplayWriter
+from engine.storage.shards import shard_name
+from engine.storage.staging import staged_path
+from engine.trace import TraceRecorder, write_trace_shard
+
+__all__ = [
+    "QuestionnaireBatchResult",
+    "QuestionnaireJob",
+    "answer_rows",
+    "artifact_path",
+    "distribute_questionnaire",
+    "questionnaire_agent_batch",
+]
+
+_ISOLATED = (PolisError, OSError, ValueError, KeyError, TypeError, AttributeError, LookupError)
+
+
+@dataclass(frozen=True)
+class QuestionnaireJob:
+    """One batch of agents answering one questionnaire."""
+
+    questionnaire: Questionnaire
+    agent_ids: tuple[int, ...]
+    batch: int
+    txn: int  #: the transaction the batch's shards are staged in
+    step_count: int  #: ticks done when the questionnaire is asked
+    step_index: int  #: the spec step (0-based) that asks it
+    t: datetime  #: simulated time
+    proxy: ServiceProxy
+    allowance: Allowance | None = None  #: this batch's share of the remaining budget
+
+
+@dataclass(frozen=True)
+class QuestionnaireBatchResult:
+    """The batch's answers (small) and where its staged shards are."""
+
+    batch: int
+    answers: list[QuestionnaireAnswer]
+    paths: list[Path]  #: staged files to commit with the transaction
+    llm_calls: int
+    input_tokens: int
+    output_tokens: int
+    usage: Usage  #: provider usage (what budgets count)
+    budget_stopped: int  #: agents not asked because the budget ran out (their answers are not written)
+    duration_s: float
+    worker_pid: int
+
+
+def _shard(job: QuestionnaireJob) -> str:
+    return shard_name(job.step_count, f"q{job.step_index:03d}-{job.batch:04d}")
+
+
+def _persona(agent: AgentBase, t: datetime) -> Persona:
+    recent = agent.state.get("recent") or []
+    return Persona(name=agent.name, profile=dict(agent.profile), recent=[str(r) for r in recent],
+                   long_memory=agent.thread.summary(), time=t)
+
+
+async def _answer_one(
+    agent_id: int, job: QuestionnaireJob, recorder: TraceRecorder, gate: BudgetGate | None
+) -> tuple[list[QuestionnaireAnswer] | None, AgentBase | None]:
+    """One agent's answers (None: the budget stopped it); a broken agent fails all its questions, saying why."""
+    run_dir = job.proxy.run_dir
+    assert run_dir is not None
+    q = job.questionnaire
+    agent: AgentBase | None = None
+    answers: list[QuestionnaireAnswer] | None = None
+    with recorder.span("agent.questionnaire", agent_id=agent_id, questionnaire_id=q.questionnaire_id) as span:
+        try:
+            ws = workspace_path(run_dir / "agents", agent_id)
+            cls: type[AgentBase] = resolve_agent(AgentWorkspace(ws).read_json("config.json")["type"])
+            agent = await cls.from_workspace(ws, job.proxy, trace=recorder, budget=gate)
+            llm = agent._dispatcher  # the agent's metered model: its calls land in agent.meter.records
+            assert llm is not None
+            answers = await answer_questionnaire(
+                llm, _persona(agent, job.t), q, agent_id=agent_id,
+                max_attempts=int(agent.config.get("max_parse_attempts", 3)),
+            )
+        except BudgetExhaustedError:
+            # Not a failed answer: the questionnaire stops and is asked again once there is budget.
+            span.set(status="budget_exhausted")
+        except _ISOLATED as error:
+            text = f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=3)}"[:2000]
+            answers = failed_answers(q, agent_id, text, attempts=agent.meter.calls if agent else 0)
+        if answers is not None:
+            span.set(ok=sum(a.parse_success for a in answers), failed=sum(not a.parse_success for a in answers))
+    # No to_workspace: a questionnaire leaves the workspace exactly as it found it.
+    return answers, agent
+
+
+def answer_rows(job: QuestionnaireJob, answers: list[QuestionnaireAnswer]) -> list[dict[str, Any]]:
+    """The ``questionnaire_answers`` rows of ``answers`` (one per agent and question)."""
+    types = {item.id: item.response_type for item in job.questionnaire.questions}
+    rows = []
+    for a in answers:
+        kind = types[a.question_id]
+        ok = a.parse_success
+        rows.append({
+            "run": job.proxy.run_id, "questionnaire_id": job.questionnaire.questionnaire_id,
+            "step_index": job.step_index, "step": job.step_count, "t": job.t, "agent_id": a.agent_id,
+            "question_id": a.question_id, "response_type": kind, "raw_text": a.raw_text,
+            "value_json": a.value if ok else None,
+            "value_int": a.value if ok and kind == "integer" else None,
+            "value_float": a.value if ok and kind == "float" else None,
+            "value_text": a.value if ok and kind in ("text", "choice") else None,
+            "reason": a.reason, "parse_success": ok, "error": a.error, "attempts": a.attempts,
+        })
+    return rows
+
+
+async def questionnaire_agent_batch(job: QuestionnaireJob) -> QuestionnaireBatchResult:
+    """Answer ``job.questionnaire`` for every agent of the batch concurrently and stage the shards."""
+    started = time.perf_counter()
+    run_dir = job.proxy.run_dir
+    assert run_dir is not None, "a questionnaire batch needs a run directory"
+    recorder = TraceRecorder()
+    gate = BudgetGate(job.allowance) if job.allowance is not None else None
+    results = await asyncio.gather(*(_answer_one(a, job, recorder, gate) for a in job.agent_ids))
+    answers = [answer for agent_answers, _ in results if agent_answers is not None for answer in agent_answers]
+    meters = [agent.meter for _, agent in results if agent is not None]
+    calls = [{"run": job.proxy.run_id, "step": job.step_count, **r.as_row()} for m in meters for r in m.records]
+    part = _shard(job)
+    writer = ReplayWriter(run_dir / "replay", txn=job.txn)
+    written = [
+        writer.write_shard(QUESTIONNAIRE_ANSWERS, part, answer_rows(job, answers)),
+        writer.write_shard(LLM_CALLS, part, calls),
+        write_trace_shard(run_dir / "trace", part, recorder.drain(), txn=job.txn),
+    ]
+    failpoint("questionnaire", step_index=job.step_index)
+    provider = [c for c in calls if not c.get("cached")]
+    return QuestionnaireBatchResult(
+        batch=job.batch,
+        answers=answers,
+        paths=[p for p in written if p is not None],
+        llm_calls=sum(m.calls for m in meters),
+        input_tokens=sum(m.input_tokens for m in meters),
+        output_tokens=sum(m.output_tokens for m in meters),
+        usage=Usage(
+            calls=sum(1 for c in provider if c["status"] == "ok"),
+            tokens=sum(c["input_tokens"] + c["output_tokens"] for c in provider),
+            cost_usd=sum(c.get("cost_usd") or 0.0 for c in provider),
+        ),
+        budget_stopped=sum(1 for agent_answers, _ in results if agent_answers is None),
+        duration_s=time.perf_counter() - started,
+        worker_pid=os.getpid(),
+    )
+
+
+def artifact_path(run_dir: Path, step_index: int, questionnaire_id: str) -> Path:
+    """Where the whole response of a questionnaire step lands once committed."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", questionnaire_id).lstrip(".") or "_"
+    return Path(run_dir) / "artifacts" / f"questionnaire-{step_index:03d}-{safe}.json"
+
+
+async def distribute_questionnaire(
+    client: Client,
+    questionnaire: Questionnaire,
+    agent_ids: list[int],
+    *,
+    proxy: ServiceProxy,
+    txn: int,
+    step_count: int,
+    step_index: int,
+    t: datetime,
+    batch_size: int,
+    max_workers: int | None,
+    budget: Allowance | None = None,
+    on_batch: Callable[[QuestionnaireBatchResult], None] | None = None,
+) -> tuple[QuestionnaireResponse, list[Path]]:
+    """Put ``questionnaire`` to ``agent_ids`` in ⌈N / batch_size⌉ batch futures, at most ``max_workers`` at once.
+
+    Args:
+        client: an asynchronous distributed Client.
+        questionnaire: what to ask.
+        agent_ids: who answers.
+        proxy: the run's service handles (its ``run_dir`` receives the shards).
+        txn: the transaction every output is staged in.
+        step_count: ticks done so far (the shards' step).
+        step_index: the spec step asking the questionnaire (0-based).
+        t: the simulated time.
+        batch_size: agents per batch future.
+        max_workers: batch futures in flight at once (None: all).
+        budget: what remains of the run's budget, shared evenly by the batches (None: unlimited).
+        on_batch: called after each batch completes (progress reporting).
+
+    Returns:
+        The merged response (answers in agent order) and every staged path (shards and the
+        ``artifacts/questionnaire-<step_index>-<id>.json`` response), for ``commit_staged``.
+
+    Raises:
+        RunError: the proxy has no run directory.
+        BudgetExhaustedError: the budget ran out before every agent was asked; nothing of the
+            questionnaire is meant to be committed (its staged files belong to ``txn`` and are
+            swept by ``recover_staged``), so a resumed run asks it again.
+    """
+    run_dir = proxy.run_dir
+    if run_dir is None:
+        raise RunError("a questionnaire needs a run directory (ServiceProxy.run_dir)")
+    catalog = Catalog(run_dir / "replay")
+    for schema in (QUESTIONNAIRE_ANSWERS, LLM_CALLS):
+        catalog.register(schema)
+    batches = plan_batches(list(agent_ids), batch_size)
+    shares = split_allowance(budget, Usage(), len(batches)) if budget and batches else [None] * len(batches)
+    jobs = [
+        QuestionnaireJob(questionnaire, ids, i, txn, step_count, step_index, t, proxy, shares[i])
+        for i, ids in enumerate(batches)
+    ]
+    results = await _run_batches(client, jobs, max_workers, on_batch)
+    stopped = sum(r.budget_stopped for r in results)
+    if stopped:
+        raise BudgetExhaustedError(
+            f"budget exhausted during questionnaire {questionnaire.questionnaire_id!r}: {stopped} agents not asked"
+        )
+    usage = Usage()
+    for result in results:
+        usage.add(result.usage)
+    response = QuestionnaireResponse(
+        questionnaire_id=questionnaire.questionnaire_id,
+        answers=[a for r in results for a in r.answers],
+        llm_calls=sum(r.llm_calls for r in results),
+        input_tokens=sum(r.input_tokens for r in results),
+        output_tokens=sum(r.output_tokens for r in results),
+        usage=usage,
+    )
+    artifact = staged_path(artifact_path(run_dir, step_index, questionnaire.questionnaire_id), txn)
+    atomic_write_json(artifact, response.model_dump(mode="json"), indent=2)
+    return response, [p for r in results for p in r.paths] + [artifact]
+
+
+async def _run_batches(
+    client: Client, jobs: list[QuestionnaireJob], max_workers: int | None,
+    on_batch: Callable[[QuestionnaireBatchResult], None] | None,
+) -> list[QuestionnaireBatchResult]:
+    if not jobs:
+        return []
+    limit = max_workers or len(jobs)
+    pending = list(jobs)
+    results: list[QuestionnaireBatchResult] = []
+    running = as_completed([], with_results=True)
+    for _ in range(min(limit, len(pending))):
+        running.add(_submit(client, pending.pop(0)))
+    async for _, result in running:
+        results.append(result)
+        if on_batch is not None:
+            on_batch(result)
+        if pending:
+            running.add(_submit(client, pending.pop(0)))
+    return sorted(results, key=lambda r: r.batch)
+
+
+def _submit(client: Client, job: QuestionnaireJob) -> Any:
+    key = f"questionnaire_agent_batch-{job.proxy.run_id}-{job.txn:06d}-{job.batch:04d}"
+    return client.submit(questionnaire_agent_batch, job, key=key, pure=False)

@@ -1,0 +1,141 @@
+"""The on-disk layout of a parameter sweep, shared by the sweep runner (writes) and the reader.
+
+A sweep root holds ``SWEEP.json`` (the manifest) and one ordinary run directory per cell::
+
+    <root>/SWEEP.json
+    <root>/cells/cell=0000/replay/<dataset>/*.parquet
+    <root>/cells/cell=0000/trace/*.jsonl
+    <root>/cells/cell=0001/...
+
+The ``cell=<index>`` directory names are hive partitions, so DuckDB reads the cell index from the
+path. A cell's directory is always derived from its index, never from a path in the manifest, so
+a tampered manifest cannot point the reader outside the root.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from engine.errors import StorageError
+from engine.storage.atomic import read_json
+
+__all__ = [
+    "CELLS_DIR",
+    "SWEEP_COLUMNS",
+    "SWEEP_FILE",
+    "SweepCellRecord",
+    "SweepManifest",
+    "cell_dir",
+    "cells_table",
+    "param_column",
+    "read_sweep_manifest",
+]
+
+#: The manifest file that marks a directory as a sweep root.
+SWEEP_FILE = "SWEEP.json"
+#: The directory under the root holding one run directory per cell.
+CELLS_DIR = "cells"
+#: Columns every sweep view gains besides one ``param_*`` column per grid parameter.
+SWEEP_COLUMNS = ("cell", "replication", "seed")
+
+
+def cell_dir(root: Path, index: int) -> Path:
+    """Return the run directory of cell ``index`` (``<root>/cells/cell=0003``)."""
+    return Path(root) / CELLS_DIR / f"cell={index:04d}"
+
+
+def param_column(path: str) -> str:
+    """Return the SQL column of a grid parameter: ``llm.default.options.temperature`` -> ``param_llm_default_options_temperature``."""
+    return "param_" + re.sub(r"[^A-Za-z0-9_]", "_", path)
+
+
+@dataclass(frozen=True)
+class SweepCellRecord:
+    """One cell as the manifest records it."""
+
+    index: int  #: position in the sweep, 0-based; also the ``cell`` column
+    cell_id: str  #: ``cell-0003``
+    replication: int  #: 0-based replication of its parameter combination
+    seed: int  #: the seed the cell ran with
+    params: dict[str, Any]  #: grid path -> value
+    status: str  #: pending | running | completed | failed | cancelled | budget_exhausted
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class SweepManifest:
+    """What a reader needs from ``SWEEP.json``."""
+
+    root: Path
+    params: tuple[str, ...]  #: grid paths, in grid order
+    cells: tuple[SweepCellRecord, ...]
+
+    def cell_dir(self, index: int) -> Path:
+        """Return the run directory of cell ``index``."""
+        return cell_dir(self.root, index)
+
+
+def read_sweep_manifest(root: Path) -> SweepManifest | None:
+    """Read ``<root>/SWEEP.json``; None when ``root`` is not a sweep root.
+
+    Raises:
+        StorageError: the manifest exists but is unreadable or malformed.
+    """
+    root = Path(root)
+    doc = read_json(root / SWEEP_FILE, default=None)
+    if doc is None:
+        return None
+    try:
+        params = tuple(str(p) for p in doc["grid"])
+        cells = tuple(
+            SweepCellRecord(
+                index=int(c["index"]), cell_id=str(c["cell_id"]), replication=int(c["replication"]),
+                seed=int(c["seed"]), params=dict(c["params"]), status=str(c["status"]), error=c.get("error"),
+            )
+            for c in doc["cells"]
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise StorageError(f"{root / SWEEP_FILE} is malformed: {exc!r}") from exc
+    if [c.index for c in cells] != list(range(len(cells))):
+        raise StorageError(f"{root / SWEEP_FILE} is malformed: cell indexes are not 0..{len(cells) - 1} in order")
+    return SweepManifest(root=root, params=params, cells=cells)
+
+
+def _param_array(values: list[Any]) -> pa.Array:
+    # One SQL type per parameter: the values' common scalar type, else their JSON text; None is null.
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, bool) for v in present):
+        return pa.array(values, pa.bool_())
+    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        return pa.array(values, pa.int64())
+    if present and all(isinstance(v, int | float) and not isinstance(v, bool) for v in present):
+        return pa.array([None if v is None else float(v) for v in values], pa.float64())
+    if all(isinstance(v, str) for v in present):
+        return pa.array(values, pa.string())
+    return pa.array([None if v is None else json.dumps(v, sort_keys=True, default=str) for v in values], pa.string())
+
+
+def cells_table(manifest: SweepManifest) -> pa.Table:
+    """Return one row per cell: ``cell``, ``cell_id``, ``replication``, ``seed``, ``param_*``, ``status``, ``error``.
+
+    A parameter whose values share a scalar type (bool, integer, number, string) gets that type;
+    any other parameter holds each value's JSON text.
+    """
+    cells = manifest.cells
+    columns: dict[str, pa.Array] = {
+        "cell": pa.array([c.index for c in cells], pa.int64()),
+        "cell_id": pa.array([c.cell_id for c in cells], pa.string()),
+        "replication": pa.array([c.replication for c in cells], pa.int64()),
+        "seed": pa.array([c.seed for c in cells], pa.int64()),
+    }
+    for path in manifest.params:
+        columns[param_column(path)] = _param_array([c.params.get(path) for c in cells])
+    columns["status"] = pa.array([c.status for c in cells], pa.string())
+    columns["error"] = pa.array([c.error for c in cells], pa.string())
+    return pa.table(columns)
