@@ -16,7 +16,7 @@ from typing import Any
 from engine.env.requests import EnvReply, EnvRequest
 from engine.errors import EnvUnavailableError, ToolCallError
 
-__all__ = ["Coalescer", "EnvRouterProxy"]
+__all__ = ["Coalescer", "EnvRouterProxy", "detached_actor"]
 
 _COALESCERS: dict[tuple[str, int], Coalescer] = {}
 
@@ -76,6 +76,26 @@ class Coalescer:
                 future.set_result(reply)
 
 
+def detached_actor(address: str, key: str) -> Any:
+    """A handle on the env actor at ``address`` that fails when that worker is gone.
+
+    Dask's own handle holds a future for the actor's key; when a call cannot reach the worker it
+    waits for Dask to recompute that key, which builds a *blank* actor on another worker and sends
+    the call there (or waits forever once the society has released the key). Our handle never
+    does: the call fails, and the society restores a new actor from the last committed snapshot.
+    """
+    from distributed.actor import Actor
+
+    from engine.env.actor import EnvRouterActor
+
+    class _Detached(Actor):  # type: ignore[misc]
+        def _try_bind_worker_client(self) -> None:
+            super()._try_bind_worker_client()
+            self._future = None
+
+    return _Detached(EnvRouterActor, address, key)
+
+
 @dataclass(frozen=True)
 class EnvRouterProxy:
     """What ServiceProxy.env holds when the router lives in a Dask actor."""
@@ -90,11 +110,7 @@ class EnvRouterProxy:
         loop_id = id(asyncio.get_running_loop())
         coalescer = _COALESCERS.get((self.key, loop_id))
         if coalescer is None:
-            from distributed.actor import Actor
-
-            from engine.env.actor import EnvRouterActor
-
-            handle = Actor(EnvRouterActor, self.address, self.key)
+            handle = detached_actor(self.address, self.key)
             coalescer = Coalescer(handle.ask_many, window_s=self.window_s)
             _COALESCERS[(self.key, loop_id)] = coalescer
         return coalescer

@@ -166,12 +166,18 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
     assert run_dir is not None, "a batch needs a run directory"
     recorder = TraceRecorder()
     gate = BudgetGate(job.allowance) if job.allowance is not None else None
+    lost: str | None = None
     try:
         async with asyncio.TaskGroup() as group:  # the env actor lost: cancel the batch's other agents
             tasks = [group.create_task(_step_one(a, job, run_dir / "agents", recorder, gate)) for a in job.agent_ids]
     except BaseExceptionGroup as errors:
-        lost = errors.subgroup(EnvUnavailableError)
-        raise (lost.exceptions[0] if lost else errors) from None
+        found = errors.subgroup(EnvUnavailableError)
+        if found is None:
+            raise
+        lost = str(found.exceptions[0])
+    if lost is not None:
+        # A fresh exception, outside the handler: the group's reference cycles do not pickle.
+        raise EnvUnavailableError(lost)
     results = [task.result() for task in tasks]
     done = [r for r in results if r is not None]
     rows = [r["row"] for r in done]

@@ -13,10 +13,9 @@ from datetime import datetime
 from typing import Any
 
 from distributed import Client
-from distributed.actor import Actor
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
-from engine.env.proxy import EnvRouterProxy
+from engine.env.proxy import EnvRouterProxy, detached_actor
 from engine.errors import EnvUnavailableError
 
 __all__ = ["EnvHost"]
@@ -51,7 +50,7 @@ class EnvHost:
         key = f"env-router-{self._run_id}-g{self.generation}"
         self._future = self._client.submit(EnvRouterActor, self._config, actor=True, key=key)
         actor = await self._future
-        self._handle = Actor(EnvRouterActor, actor._address, actor.key)
+        self._handle = detached_actor(actor._address, actor.key)
         self.info = await self.call("init", self._start_t, self._agent_ids, snapshot)
         self.proxy = EnvRouterProxy(
             address=actor._address, key=actor.key, world_description=self.info["world_description"],

@@ -1,0 +1,133 @@
+"""Processes die under a live run: a batch worker, the env actor's worker, or the driver gets SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.society.lease import effective_status
+from engine.society.runner import run_experiment
+from engine.spec import parse_spec
+from engine.storage.reader import ReplayReader
+from tests.engine.society.crash_support import AGENTS, crash_spec, final_state, group_is_gone, kill_group, start_driver, write_spec
+
+
+def _long_spec(ticks: int) -> dict:
+    spec = crash_spec()
+    spec["steps"] = [{"type": "run", "num_steps": ticks, "tick": 3600}]
+    return spec
+
+
+async def _actor_worker(client) -> str:
+    who = await client.who_has()
+    holders = [addrs for key, addrs in who.items() if str(key).startswith("env-router-") and addrs]
+    assert len(holders) == 1, who
+    return holders[0][0]
+
+
+async def _kill_worker(client, address: str) -> None:
+    pids = await client.run(os.getpid)
+    os.kill(pids[address], signal.SIGKILL)
+
+
+async def _run_and_kill(client, run: Path, spec: dict, choose) -> object:  # noqa: ANN001
+    """Run ``spec``; once tick 2's first batch is done, SIGKILL the worker ``choose`` picks."""
+    killed: list[str] = []
+
+    def on_progress(progress) -> None:  # noqa: ANN001
+        if not killed and progress.ticks_done == 1 and progress.agent_steps_done >= AGENTS + 2:
+            killed.append("pending")
+            asyncio.get_running_loop().create_task(kill())
+
+    async def kill() -> None:
+        address = await choose(client)
+        killed[0] = address
+        await _kill_worker(client, address)
+
+    summary = await run_experiment(parse_spec(spec), run, client, on_progress=on_progress)
+    assert killed and killed[0] != "pending", "the kill never happened"
+    return summary
+
+
+async def _wait_for_workers(client, n: int = 2) -> None:
+    for _ in range(100):
+        if len(await client.run(os.getpid)) >= n:
+            return
+        await asyncio.sleep(0.2)
+
+
+async def test_killing_a_batch_worker_mid_tick_still_steps_every_agent_exactly_once(dask_client, tmp_path):
+    spec = _long_spec(3)
+    spec["max_workers"] = 2
+
+    async def not_the_actor(client) -> str:  # noqa: ANN001
+        actor = await _actor_worker(client)
+        return next(a for a in await client.run(os.getpid) if a != actor)
+
+    summary = await _run_and_kill(dask_client, tmp_path / "run", spec, not_the_actor)
+    assert summary.status == "completed", summary.error
+    assert summary.env_recoveries == 0
+    with ReplayReader(tmp_path / "run") as reader:
+        rows = reader.query("SELECT agent_id, step, count(*) AS n FROM actions GROUP BY ALL").to_pylist()
+        assert len(rows) == AGENTS * 3 and {r["n"] for r in rows} == {1}
+        assert reader.query("SELECT count(*) AS n FROM actions WHERE status = 'error'").column("n")[0].as_py() == 0
+    await _wait_for_workers(dask_client)
+
+
+async def test_killing_the_env_actors_worker_recovers_the_actor_and_reruns_the_tick(dask_client, tmp_path):
+    spec = _long_spec(3)
+    reference = await run_experiment(parse_spec(spec), tmp_path / "reference", dask_client)
+    assert reference.status == "completed"
+    await _wait_for_workers(dask_client)
+
+    summary = await _run_and_kill(dask_client, tmp_path / "run", spec, _actor_worker)
+    assert summary.status == "completed", summary.error
+    assert summary.env_recoveries >= 1
+    # The tick that lost its actor was re-run from the last committed snapshot: the run ends exactly
+    # as one that never lost it.
+    state, expected = final_state(tmp_path / "run"), final_state(tmp_path / "reference")
+    for key in ("actions", "messaging", "env", "workspaces"):
+        assert state[key] == expected[key], key
+    await _wait_for_workers(dask_client)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+async def test_a_signal_cancels_within_10_s_leaves_no_process_and_the_run_resumes(sig, dask_client, tmp_path):
+    spec = _long_spec(40)
+    run = tmp_path / "run"
+    driver = start_driver(["run", str(write_spec(tmp_path / "spec.yaml", spec)), "--run-dir", str(run)], cwd=Path.cwd())
+    try:
+        for _ in range(600):  # wait for the first committed tick
+            status_file = run / "SOCIETY_STEP.json"
+            if status_file.exists() and '"step_count": 1' in status_file.read_text():
+                break
+            assert driver.poll() is None, driver.communicate()[1][-3000:]
+            await asyncio.sleep(0.1)
+        else:
+            pytest.fail("the run never committed a tick")
+        sent = time.monotonic()
+        driver.send_signal(sig)
+        out, err = await asyncio.to_thread(driver.communicate, timeout=30)
+        took = time.monotonic() - sent
+        assert took < 10, f"stopping took {took:.1f} s"
+        assert driver.returncode == 130, err[-3000:]
+        assert "status: cancelled" in out
+        for _ in range(50):
+            if group_is_gone(driver.pid):
+                break
+            await asyncio.sleep(0.1)
+        assert group_is_gone(driver.pid), "a process of the cancelled run is still alive"
+    finally:
+        kill_group(driver.pid)
+    assert effective_status(run) == "cancelled"
+
+    resumed = await run_experiment(parse_spec(spec), run, dask_client, resume=True)
+    assert resumed.status == "completed", resumed.error
+    with ReplayReader(run) as reader:
+        rows = reader.query("SELECT agent_id, step, count(*) AS n FROM actions GROUP BY ALL").to_pylist()
+    assert len(rows) == AGENTS * 40 and {r["n"] for r in rows} == {1}
