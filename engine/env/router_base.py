@@ -53,8 +53,14 @@ class RouterBase(ABC):
 
     # ---- tools -------------------------------------------------------------------------------
     def tools(self, *, readonly: bool = False) -> dict[str, ToolInfo]:
-        """Routable tools by name (observe/statistics kinds included), read-only ones if asked."""
-        return {name: info for name, (_, info) in self._tools.items() if info.readonly or not readonly}
+        """Routable tools by name (observe/statistics kinds included), read-only ones if asked.
+
+        Experimenter tools are not routable: only :meth:`call_tool` reaches them.
+        """
+        return {
+            name: info for name, (_, info) in self._tools.items()
+            if (info.readonly or not readonly) and not info.experimenter
+        }
 
     async def call_tool(self, name: str, arguments: dict[str, Any], *, readonly: bool = False) -> Any:
         """Run one tool, serialising execution for modules that are not concurrency-safe.

@@ -3,7 +3,8 @@
 Contract (checked when the module class is defined):
 - ``kind="observe"`` tools are read-only and take exactly one argument, ``agent_id``;
 - ``kind="statistics"`` tools are read-only and take no argument;
-- other tools take any JSON-describable arguments.
+- other tools take any JSON-describable arguments;
+- ``experimenter=True`` tools are never offered to agents by a router; only ``call_tool`` reaches them.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class ToolInfo:
     description: str
     args_model: type[BaseModel]  #: validates arguments; its JSON schema is shown to the LLM
     is_async: bool
+    experimenter: bool = False  #: hidden from routing (the ask/intervene helper calls it directly)
 
     def signature_line(self) -> str:
         """A pyi-like one-liner: ``send_message(agent_id: int, to_agent_id: int, content: str)``."""
@@ -42,19 +44,20 @@ class ToolInfo:
         return f"{self.name}({params})"
 
 
-def tool(readonly: bool = False, kind: ToolKind | None = None) -> Callable[[F], F]:
+def tool(readonly: bool = False, kind: ToolKind | None = None, *, experimenter: bool = False) -> Callable[[F], F]:
     """Mark an EnvBase method as a tool.
 
     Args:
         readonly: True when the tool never changes environment state.
         kind: ``"observe"`` (single ``agent_id`` argument, run automatically for observations),
             ``"statistics"`` (no arguments, aggregate queries) or None.
+        experimenter: for the experimenter only: routers never offer it to agents.
     """
     if kind is not None and kind not in ("observe", "statistics"):
         raise ToolDefinitionError(f"@tool kind must be 'observe', 'statistics' or None, not {kind!r}")
 
     def mark(fn: F) -> F:
-        fn.__polis_tool__ = {"readonly": readonly, "kind": kind}  # type: ignore[attr-defined]
+        fn.__polis_tool__ = {"readonly": readonly, "kind": kind, "experimenter": experimenter}  # type: ignore[attr-defined]
         return fn
 
     return mark
@@ -95,4 +98,5 @@ def build_tool_info(owner: str, fn: Callable[..., Any]) -> ToolInfo:
         description=doc.splitlines()[0],
         args_model=args_model,
         is_async=inspect.iscoroutinefunction(fn),
+        experimenter=bool(marks.get("experimenter", False)),
     )

@@ -116,7 +116,7 @@ class MessagingSpace(EnvBase):
         self._queue(kind="join", sender=agent_id, recipient=None, group=group, content=None)
         return f"you will be a member of {group!r} from the next step"
 
-    @tool(readonly=False)
+    @tool(readonly=False, experimenter=True)
     def send_system_message(self, agent_id: int, to_agent_id: int, content: str) -> str:
         """Experimenter only: send to_agent_id a message from the system; it arrives at the end of this step."""
         if agent_id != EXPERIMENTER_ID:

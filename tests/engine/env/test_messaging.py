@@ -196,3 +196,55 @@ async def test_restore_without_saved_state_reports_nothing_restored(tmp_path: Pa
     space = MessagingSpace()
     assert await space.restore(tmp_path) is False
     assert await MessagingSpace().restore() is False
+
+
+async def test_system_message_comes_from_the_experimenter_and_only_the_experimenter_may_send_one() -> None:
+    from engine.env.base import EXPERIMENTER_ID
+
+    space = MessagingSpace()
+    space.bind_agents([1, 2])
+    await space.init(T0)
+    args = {"to_agent_id": 2, "content": "Please stay indoors."}
+    with pytest.raises(ToolCallError, match="only the experimenter can send system messages"):
+        await space.call_tool("send_system_message", {"agent_id": 1, **args})
+    with pytest.raises(ToolCallError, match="there is no agent 9"):
+        await space.call_tool("send_system_message", {"agent_id": EXPERIMENTER_ID, "to_agent_id": 9, "content": "x"})
+    await send(space, 1, 2, "hi")
+    await space.call_tool("send_system_message", {"agent_id": EXPERIMENTER_ID, **args})
+    await space.step(900, T1)
+
+    # System messages are applied first; the replay shows them with no sender.
+    assert await inbox(space, 2) == (
+        "Inbox (2 messages, latest 2):\n- from the experimenter (system): Please stay indoors.\n- from agent 1: hi"
+    )
+    events = space.replay_rows(1, T1)["messages"]
+    assert [(e["kind"], e["sender"]) for e in events] == [("system", None), ("direct", 1)]
+
+
+async def test_apply_pending_delivers_between_steps_and_the_next_step_reports_it() -> None:
+    space = MessagingSpace()
+    await space.init(T0)
+    await send(space, 1, 2, "between ticks")
+
+    assert space.apply_pending() == 1
+    assert await inbox(space, 2) == "Inbox (1 messages, latest 1):\n- from agent 1: between ticks"
+    assert space.apply_pending() == 0
+    await send(space, 3, 2, "in the tick")
+    await space.step(900, T1)
+
+    events = space.replay_rows(1, T1)["messages"]
+    assert [e["content"] for e in events] == ["between ticks", "in the tick"]
+    assert space.replay_rows(1, T1)["env_messaging"][0]["delivered"] == 2
+    await space.step(900, T2)
+    assert space.replay_rows(2, T2)["messages"] == []
+
+
+async def test_delivered_but_unreported_messages_survive_a_restore() -> None:
+    space = MessagingSpace()
+    await space.init(T0)
+    await send(space, 1, 2, "settled")
+    space.apply_pending()
+    restored = MessagingSpace()
+    restored.load_state(space.dump_state())
+    await restored.step(900, T1)
+    assert [e["content"] for e in restored.replay_rows(1, T1)["messages"]] == ["settled"]

@@ -89,7 +89,7 @@ async def test_plan_schema_offers_every_tool_caps_the_length_and_hides_agent_id(
     await router.ask({"agent_id": 1}, "anything")
 
     schema = llm.requests[0]["response_format"]["json_schema"]["schema"]
-    assert offered_tools(llm.requests[0]) == {*MessagingSpace.tools(), *Bank.tools(), "final_answer"}
+    assert offered_tools(llm.requests[0]) == {*MessagingSpace.tools(), *Bank.tools(), "final_answer"} - {"send_system_message"}  # experimenter-only
     assert (schema["properties"]["steps"]["minItems"], schema["properties"]["steps"]["maxItems"]) == (1, 4)
     assert "agent_id" not in schema["$defs"]["deposit_arguments"]["properties"]
     assert set(schema["$defs"]["PlanStep_deposit"]["properties"]) == {"tool", "arguments", "purpose"}

@@ -125,7 +125,7 @@ async def test_mutating_ask_offers_every_tool() -> None:
     llm = ScriptedModel([decision("final_answer", {"answer": "-", "status": "success"})])
     router = ReActRouter([MessagingSpace()], llm)
     await router.ask({"agent_id": 1}, "anything")
-    assert offered_tools(llm.requests[0]) == {*MessagingSpace.tools(), "final_answer"}
+    assert offered_tools(llm.requests[0]) == {*MessagingSpace.tools(), "final_answer"} - {"send_system_message"}  # experimenter-only
 
 
 async def test_failing_tool_call_sets_status_fail_and_reports_the_error() -> None:

@@ -127,10 +127,12 @@ def test_messaging_space_tools_describe_their_contract() -> None:
         "send_message": (False, None),
         "post_to_group": (False, None),
         "join_group": (False, None),
+        "send_system_message": (False, None),
         "read_inbox": (True, "observe"),
         "list_groups": (True, None),
         "message_statistics": (True, "statistics"),
     }
+    assert tools["send_system_message"].experimenter and not tools["send_message"].experimenter
     assert tools["send_message"].signature_line() == "send_message(agent_id: integer, to_agent_id: integer, content: string)"
 
 

@@ -193,3 +193,16 @@ async def test_state_survives_to_workspace_and_from_workspace_including_queued_b
     assert fresh.dump_state() == space.dump_state()
     assert fresh.replay_rows(2, at(2)) == space.replay_rows(2, at(2))
     assert "- [2024-01-01 10:00, from agent 2] still queued" in await news(fresh)
+
+
+async def test_apply_pending_publishes_a_broadcast_between_steps_at_the_current_time() -> None:
+    space = GlobalInformationSpace()
+    await space.init(T0)
+    await space.step(HOUR, at(1))
+    await space.call_tool("broadcast", {"agent_id": 4, "text": "Free concert in the park."})
+
+    assert space.apply_pending() == 1
+    assert await news(space) == "Latest news (1 of 1):\n- [2024-01-01 09:00, from agent 4] Free concert in the park."
+    await space.step(HOUR, at(2))
+    published = space.replay_rows(2, at(2))["global_info_facts"]
+    assert [(f["text"], f["time"]) for f in published] == [("Free concert in the park.", at(1))]

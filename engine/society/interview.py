@@ -1,0 +1,61 @@
+"""Interviewing agents: rebuild chosen agents in this process from their workspaces and ask them a question.
+
+External questions are rare and touch few agents, so they run in-process (no batch task). The ask is
+read-only: agents are offered read-only tools only, remember nothing from it (``PersonAgent.ask``
+with ``readonly=True`` stores no episode) and are never written back, so the workspaces stay
+byte-for-byte as they were.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from pathlib import Path
+
+from engine.agent.base import AgentBase
+from engine.agent.registry import resolve_agent
+from engine.agent.service_proxy import ServiceProxy
+from engine.agent.workspace import AgentWorkspace, workspace_path
+from engine.errors import WorkspaceError
+
+__all__ = ["ask_agents"]
+
+
+async def ask_agents(
+    run_dir: Path, proxy: ServiceProxy, agent_ids: list[int], question: str, t: datetime, *, max_concurrency: int = 8
+) -> dict[int, str]:
+    """Ask each agent ``question`` at simulated time ``t``; returns each agent's answer by id.
+
+    An agent whose reasoning fails answers with its failure status (``[llm_error] ...``), as
+    ``AgentBase.ask`` reports it; nothing is invented in its place.
+
+    Args:
+        run_dir: the run directory (workspaces under ``agents/``).
+        proxy: the service handles the agents bind (env router, LLM clients).
+        agent_ids: who to ask (duplicates are asked once).
+        question: the question.
+        t: the simulated time the agents see.
+        max_concurrency: agents reasoning at once.
+
+    Raises:
+        WorkspaceError: an agent without a workspace (checked before anyone is asked), or a corrupt one.
+        SpecError: a workspace naming an unknown agent type.
+    """
+    root = Path(run_dir) / "agents"
+    paths = {agent_id: workspace_path(root, agent_id) for agent_id in dict.fromkeys(agent_ids)}
+    missing = [agent_id for agent_id, path in paths.items() if not (path / "config.json").exists()]
+    if missing:
+        raise WorkspaceError(f"no workspace for agents {missing} under {root}")
+    limit = asyncio.Semaphore(max_concurrency)
+
+    async def one(agent_id: int) -> tuple[int, str]:
+        async with limit:
+            path = paths[agent_id]
+            type_name = AgentWorkspace(path).read_json("config.json").get("type")
+            if not type_name:
+                raise WorkspaceError(f"{path / 'config.json'} names no agent type")
+            agent_type: type[AgentBase] = resolve_agent(type_name)
+            agent = await agent_type.from_workspace(path, proxy)
+            return agent_id, await agent.ask(question, readonly=True, t=t)
+
+    return dict(await asyncio.gather(*(one(agent_id) for agent_id in paths)))
