@@ -327,13 +327,13 @@ class AgentSociety:
             self._client, questionnaire, ids, proxy=self.proxy, txn=self._status.txn + 1,
             step_count=self.step_count, step_index=self.completed_steps if step_index is None else step_index,
             t=self.current_time, batch_size=self._batch_size, max_workers=self._max_workers,
-            budget=self._remaining_budget(),
+            budget=self.remaining_budget(),
         )
         self.usage.add(response.usage)
         self._commit([str(p) for p in staged], step_index=step_index)
         return response
 
-    def _remaining_budget(self) -> Allowance | None:
+    def remaining_budget(self) -> Allowance | None:
         if self._budget is None:
             return None
         b, u = self._budget, self.usage
@@ -351,11 +351,11 @@ class AgentSociety:
 
     async def ask(self, question: str, *, step_index: int | None = None) -> str:
         """Answer a question about the simulation (the plan-and-execute helper; read-only)."""
-        return (await self._consult("ask", question, step_index)).answer
+        return (await self._consult("ask", question, step_index)).reply
 
     async def intervene(self, instruction: str, *, step_index: int | None = None) -> str:
         """Carry out an intervention (the helper may change env state and message agents)."""
-        return (await self._consult("intervene", instruction, step_index)).answer
+        return (await self._consult("intervene", instruction, step_index)).reply
 
     async def _consult(self, kind: str, text: str, step_index: int | None) -> Any:
         from engine.society.consult import run_helper

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
+import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -77,10 +80,8 @@ def test_overrides_set_the_name_and_llm():
     assert spec.name == "book-club" and spec.llm.default.model == "sim/other"
 
 
-async def test_example_run_steps_run_end_to_end_on_a_local_cluster(example, dask_client, tmp_path):
-    # ask/questionnaire execution is wired separately; this run keeps the reference's run steps only.
-    spec = example.model_copy(update={"steps": [s for s in example.steps if isinstance(s, RunStep)]})
-    summary = await run_experiment(spec, tmp_path / "run", dask_client)
+async def test_example_runs_every_step_end_to_end_on_a_local_cluster(example, dask_client, tmp_path):
+    summary = await run_experiment(example, tmp_path / "run", dask_client)
 
     assert summary.status == "completed", summary.error
     assert summary.ticks_done == 3 and summary.agent_steps == 12
@@ -88,11 +89,29 @@ async def test_example_run_steps_run_end_to_end_on_a_local_cluster(example, dask
         rows = reader.query("SELECT agent_id, step FROM actions ORDER BY step, agent_id").to_pylist()
         assert [(r["step"], r["agent_id"]) for r in rows] == [(s, a) for s in (1, 2, 3) for a in (1, 2, 3, 4)]
         assert reader.query("SELECT step FROM env_messaging ORDER BY step").column("step").to_pylist() == [1, 2, 3]
+        answers = reader.query("SELECT agent_id, question_id, step FROM questionnaire_answers ORDER BY ALL").to_pylist()
+        assert [(a["agent_id"], a["question_id"], a["step"]) for a in answers] == [
+            (agent, q, 2) for agent in (1, 2, 3) for q in ("contacts", "mood")
+        ]
+        asks = reader.query("SELECT kind, step_index, step FROM society_queries").to_pylist()
+        assert asks == [{"kind": "ask", "step_index": 3, "step": 3}]
     workspace = json.loads((tmp_path / "run" / "agents" / "agent_0003" / "config.json").read_text())
     assert workspace["profile"]["interests"] == ["music", "local politics"]
     assert workspace["config"] == {"max_react_turns": 2, "memory": {"window_turns": 6}}
     society = json.loads((tmp_path / "run" / "SOCIETY.json").read_text())
     assert [m["type"] for m in society["env_modules"]] == ["MessagingSpace"]
+
+
+def test_the_cli_runs_the_reference_files_unchanged(tmp_path):
+    run = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "run", "--config", str(CONFIG),
+         "--steps", str(STEPS), "--run-dir", str(run)],
+        capture_output=True, text=True, timeout=170, env={**os.environ, "POLIS_N_WORKERS": "1", "POLIS_DASHBOARD_ADDRESS": "127.0.0.1:0"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "status: completed" in done.stdout
+    assert json.loads((run / "SOCIETY_STEP.json").read_text())["completed_steps"] == 4
 
 
 def test_unknown_module_type_names_the_type_its_path_and_our_modules():

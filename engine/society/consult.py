@@ -1,0 +1,62 @@
+"""Running an ask or intervene step: the helper in the driver, its outputs staged in the step's transaction.
+
+The helper's answer lands as one ``society_queries`` row and as ``artifacts/<kind>-<step>.json``
+(plans, executed steps, answer or error); its LLM calls land in ``llm_calls``. Everything is staged
+under the transaction and appears when the society commits it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.llm.budget import BudgetedModel, BudgetGate, Usage
+from engine.llm.dispatcher import get_chat_model
+from engine.llm.meter import Meter, MeteredModel
+from engine.society.datasets import LLM_CALLS, SOCIETY_QUERIES
+from engine.storage.atomic import atomic_write_text
+from engine.storage.replay import ReplayWriter
+from engine.storage.shards import shard_name
+from engine.storage.staging import staged_path
+
+if TYPE_CHECKING:
+    from engine.society.helper import HelperResult
+    from engine.society.society import AgentSociety
+
+__all__ = ["run_helper"]
+
+
+async def run_helper(
+    society: AgentSociety, kind: str, text: str, *, txn: int, step_index: int | None
+) -> tuple[HelperResult, list[str], Usage]:
+    """Run the plan-and-execute helper for one ``ask`` or ``intervene``.
+
+    Returns:
+        The helper's result, the staged paths to commit, and the provider usage it spent.
+    """
+    from engine.society.helper import AgentSocietyHelper
+
+    index = society.completed_steps if step_index is None else step_index
+    meter = Meter()
+    model: Any = get_chat_model(society.proxy.client("default"))
+    remaining = society.remaining_budget()
+    if remaining is not None:
+        model = BudgetedModel(model, BudgetGate(remaining))
+    helper = AgentSocietyHelper(society.env.proxy, society, llm=MeteredModel(model, meter, caller="helper", role="default"))
+    result = await (helper.ask(text) if kind == "ask" else helper.intervene(text))
+
+    run_dir = society.run_dir
+    part = shard_name(society.step_count, f"{kind}-{index:03d}")
+    writer = ReplayWriter(run_dir / "replay", txn=txn)
+    row = {"run": society.run_id, "step_index": index, "step": society.step_count, **result.to_row()}
+    calls = [{"run": society.run_id, "step": society.step_count, **r.as_row()} for r in meter.records]
+    written = [writer.write_shard(SOCIETY_QUERIES, part, [row]), writer.write_shard(LLM_CALLS, part, calls)]
+    artifact = staged_path(Path(run_dir) / "artifacts" / f"{kind}-{index:03d}.json", txn)
+    atomic_write_text(artifact, result.to_json())
+    provider = [c for c in calls if not c["cached"]]
+    usage = Usage(
+        calls=sum(1 for c in provider if c["status"] == "ok"),
+        tokens=sum(c["input_tokens"] + c["output_tokens"] for c in provider),
+        cost_usd=sum(c["cost_usd"] or 0.0 for c in provider),
+    )
+    return result, [str(p) for p in [*written, artifact] if p is not None], usage
