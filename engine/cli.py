@@ -88,7 +88,7 @@ async def _run(args: argparse.Namespace) -> int:
         async with open_client(settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address) as client:
             print(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr)
             if spec.sweep is not None:
-                from engine.society.sweep import run_sweep
+                from engine.society.sweep_run import run_sweep
 
                 sweep = await run_sweep(spec, run_dir, client, **options)
                 return _print_sweep(sweep, run_dir)

@@ -16,7 +16,6 @@
     ├── StorageError              replay / trace storage
     │   └── QueryError            a query the read-only surface refuses or DuckDB rejects
     └── RunError                  the society / run lifecycle
-        ├── UnsupportedStepError  a spec step this build cannot execute yet
         └── RunLockedError        another live driver holds the run directory's lease
 """
 
@@ -39,7 +38,6 @@ __all__ = [
     "StructuredOutputError",
     "ToolCallError",
     "ToolDefinitionError",
-    "UnsupportedStepError",
     "WorkspaceError",
 ]
 
@@ -125,10 +123,6 @@ class QueryError(StorageError):
 
 class RunError(PolisError):
     """The society and run lifecycle."""
-
-
-class UnsupportedStepError(RunError):
-    """A spec step type this build cannot execute yet."""
 
 
 class RunLockedError(RunError):

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine.storage.reader import ReplayReader
+from engine.storage.sweep_layout import SWEEP_FILE
 from service.errors import DatasetNotFoundError
 from service.schemas import ColumnInfo, DatasetInfo
 
@@ -35,6 +36,11 @@ def check_dataset_name(experiment_id: str, name: str) -> str:
     return name
 
 
+def _has_results(run_dir: Path) -> bool:
+    """A run that wrote replay data, or a sweep root."""
+    return (run_dir / "replay").is_dir() or (run_dir / SWEEP_FILE).is_file()
+
+
 def list_datasets(run_dir: Path) -> list[DatasetInfo]:
     """Describe every catalogued dataset of a run, with its committed row count.
 
@@ -45,7 +51,7 @@ def list_datasets(run_dir: Path) -> list[DatasetInfo]:
         StorageError: the catalog is malformed.
         QueryError: a dataset's shards cannot be read.
     """
-    if not (run_dir / "replay").is_dir():
+    if not _has_results(run_dir):
         return []
     with ReplayReader(run_dir) as reader:
         infos = []
@@ -80,7 +86,7 @@ def export_dataset(experiment_id: str, run_dir: Path, name: str, dest: Path) -> 
         QueryError: the dataset's shards cannot be read.
     """
     check_dataset_name(experiment_id, name)
-    if not (run_dir / "replay").is_dir():
+    if not _has_results(run_dir):
         raise DatasetNotFoundError(experiment_id, name)
     with ReplayReader(run_dir) as reader:
         if name not in reader.datasets():
@@ -88,8 +94,12 @@ def export_dataset(experiment_id: str, run_dir: Path, name: str, dest: Path) -> 
         schema = reader.schema(name)
         table = reader.query(f'SELECT * FROM "{name}"')
     try:
-        # Give the file the dataset's declared column order and Arrow types, not DuckDB's.
-        table = table.select([column.name for column in schema.columns]).cast(schema.arrow_schema())
+        # Give the file the dataset's declared column order and Arrow types, not DuckDB's; a sweep's
+        # cell columns (cell, replication, seed, param_*) lead, as the reader puts them.
+        declared = [column.name for column in schema.columns]
+        extra = [n for n in table.column_names if n not in declared]
+        target = pa.schema([table.schema.field(n) for n in extra] + list(schema.arrow_schema()))
+        table = table.select(extra + declared).cast(target)
     except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
         logger.warning("dataset %s of %s kept DuckDB's schema: %s", name, experiment_id, error)
     pq.write_table(table, dest)

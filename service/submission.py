@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.society.cluster import open_client
-from engine.society.runner import RunProgress, RunSummary, run_experiment
+from engine.society.runner import RunProgress, RunSummary
+from engine.society.sweep_run import run_spec
 from engine.spec import ExperimentSpec
 from service.errors import ExperimentNotRunningError
 from service.registry import ACTIVE_STATUSES, ExperimentRecord, ExperimentRegistry, utc_now
@@ -26,7 +27,7 @@ __all__ = ["ProgressRecorder", "RunFunction", "Submitter", "open_client"]
 
 logger = logging.getLogger(__name__)
 
-#: The shape of ``engine.society.runner.run_experiment``; tests pass a fake of the same shape.
+#: The shape of ``engine.society.runner.run_experiment`` (``run_spec`` also runs sweeps); tests pass a fake of the same shape.
 RunFunction = Callable[..., Awaitable[RunSummary]]
 
 _RUNNING_PHASES = frozenset({"starting", "running"})
@@ -92,7 +93,7 @@ class Submitter:
     Args:
         registry: where records live.
         client: the shared asynchronous ``distributed.Client``.
-        run: the run function; ``run_experiment`` unless a test passes a fake.
+        run: the run function; ``run_spec`` (a run or a sweep) unless a test passes a fake.
         progress_interval: the least time between two progress writes, in seconds.
     """
 
@@ -101,7 +102,7 @@ class Submitter:
         registry: ExperimentRegistry,
         client: Any,
         *,
-        run: RunFunction = run_experiment,
+        run: RunFunction = run_spec,
         progress_interval: float = 0.5,
     ) -> None:
         self._registry = registry

@@ -187,6 +187,8 @@ async def run_experiment(
     society: AgentSociety | None = None
     env_usage: dict[str, Any] | None = None
     try:
+        if spec.sweep is not None:
+            raise SpecError("sweep: this spec declares a sweep; run it with engine.society.sweep_run.run_sweep (polis run does)")
         for agent in agents:
             resolve_agent(agent.type)
         state = _resume_state(spec, run_dir, force) if resume else None

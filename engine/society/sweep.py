@@ -3,37 +3,31 @@
 Expansion (:func:`expand_sweep`) is sans-IO: the cartesian product of the grid's values, each
 combination repeated ``replications`` times, in a stable order (the first grid key varies slowest,
 the replication fastest). Every cell gets a seed derived by hashing (spec seed, params,
-replication), so rerunning a sweep reproduces each cell. :func:`run_sweep` is the shell: it writes
-``SWEEP.json`` and runs every cell concurrently with :func:`run_experiment` on one cluster; the
-layout (``cells/cell=0003``) is :mod:`engine.storage.sweep_layout`, which the reader also uses.
+replication), so rerunning a sweep reproduces each cell. Running them is
+:mod:`engine.society.sweep_run`; the layout (``cells/cell=0003``) is
+:mod:`engine.storage.sweep_layout`, which the reader also uses.
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import hashlib
 import itertools
 import json
 import math
 import re
-import time
-from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from distributed import Client
 from pydantic import BaseModel
 
-from engine.errors import RunError, SpecError
-from engine.society.runner import RunProgress, RunSummary, run_experiment
+from engine.errors import SpecError
 from engine.spec import ExperimentSpec, parse_spec
-from engine.storage.atomic import atomic_write_json
-from engine.storage.sweep_layout import CELLS_DIR, SWEEP_FILE, cell_dir, param_column
+from engine.storage.sweep_layout import cell_dir, param_column
 
-__all__ = ["MAX_CELLS", "SweepCell", "SweepSummary", "check_grid_keys", "derive_seed", "expand_sweep", "run_sweep"]
+__all__ = ["MAX_CELLS", "SweepCell", "check_grid_keys", "derive_seed", "describe_params", "expand_sweep"]
 
 #: The most cells one sweep may expand to.
 MAX_CELLS = 10_000
@@ -59,19 +53,6 @@ class SweepCell:
     def run_dir(self, root: Path) -> Path:
         """Return this cell's run directory under the sweep root."""
         return cell_dir(root, self.index)
-
-
-@dataclass(frozen=True)
-class SweepSummary:
-    """How every cell of a sweep ended."""
-
-    root: Path
-    cells: tuple[SweepCell, ...]
-    runs: tuple[RunSummary, ...]  #: one per cell, same order
-
-    def statuses(self) -> dict[str, int]:
-        """Return how many cells ended in each status."""
-        return dict(Counter(run.status for run in self.runs))
 
 
 def _resolve(node: Any, segments: list[str], where: str) -> list[tuple[Segment, ...]]:
@@ -212,107 +193,12 @@ def expand_sweep(spec: ExperimentSpec) -> list[SweepCell]:
             try:
                 cell_spec = parse_spec(data)
             except SpecError as error:
-                wrapped = SpecError(f"sweep {cell_id} ({_describe(params)}) is not a valid spec:\n{error}")
+                wrapped = SpecError(f"sweep {cell_id} ({describe_params(params)}) is not a valid spec:\n{error}")
                 wrapped.path = error.path
                 raise wrapped from None
             cells.append(SweepCell(index, cell_id, params, replication, seed, cell_spec))
     return cells
 
 
-def _describe(params: Mapping[str, Any]) -> str:
+def describe_params(params: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in params.items()) or "no params"
-
-
-def _manifest(spec: ExperimentSpec, cells: list[SweepCell]) -> dict[str, Any]:
-    assert spec.sweep is not None
-    return {
-        "name": spec.name,
-        "spec_hash": spec.spec_hash(),
-        "spec": spec.model_dump(mode="json"),
-        "grid": spec.sweep.model_dump(mode="json")["grid"],
-        "replications": spec.sweep.replications,
-        "columns": {key: param_column(key) for key in spec.sweep.grid},
-        "cells": [
-            {
-                "index": c.index, "cell_id": c.cell_id, "params": c.params, "replication": c.replication,
-                "seed": c.seed, "spec_hash": c.spec.spec_hash(), "run_dir": f"{CELLS_DIR}/{cell_dir(Path(), c.index).name}",
-                "status": "pending", "error": None, "summary": None,
-            }
-            for c in cells
-        ],
-    }
-
-
-async def run_sweep(
-    spec: ExperimentSpec,
-    root: Path,
-    client: Client,
-    *,
-    max_concurrent_cells: int | None = None,
-    on_progress: Callable[[SweepCell, RunProgress], None] | None = None,
-    **run_kwargs: Any,
-) -> SweepSummary:
-    """Run every cell of ``spec``'s sweep on one cluster; a failed cell does not stop the others.
-
-    ``root/SWEEP.json`` records the base spec, the grid and each cell's params, seed, run
-    directory and status; it is rewritten as cells start and finish.
-
-    Args:
-        spec: a spec with a ``sweep``.
-        root: the sweep root; must not hold a sweep already.
-        client: an asynchronous distributed Client, shared by all cells.
-        max_concurrent_cells: run at most this many cells at once (default: all).
-        on_progress: called with the cell and its progress on every batch and tick.
-        **run_kwargs: passed to :func:`run_experiment` for every cell (``llm_limits``, ...).
-
-    Returns:
-        Every cell and its run summary.
-
-    Raises:
-        SpecError: the sweep does not expand (see :func:`expand_sweep`).
-        RunError: ``root`` already holds a sweep.
-        asyncio.CancelledError: the sweep was cancelled (unfinished cells are recorded as cancelled).
-    """
-    root = Path(root)
-    cells = expand_sweep(spec)
-    if (root / SWEEP_FILE).exists():
-        raise RunError(f"{root} already holds a sweep ({SWEEP_FILE}); choose a new directory")
-    manifest = _manifest(spec, cells)
-    atomic_write_json(root / SWEEP_FILE, manifest, indent=2)
-    gate = asyncio.Semaphore(max_concurrent_cells or len(cells))
-
-    def record(cell: SweepCell, **fields: Any) -> None:
-        manifest["cells"][cell.index].update(fields)
-        atomic_write_json(root / SWEEP_FILE, manifest, indent=2)
-
-    async def run_cell(cell: SweepCell) -> RunSummary:
-        report = None if on_progress is None else (lambda progress: on_progress(cell, progress))
-        async with gate:
-            record(cell, status="running")
-            started = time.perf_counter()
-            try:
-                run = await run_experiment(cell.spec, cell.run_dir(root), client, on_progress=report, **run_kwargs)
-            except asyncio.CancelledError:
-                record(cell, status="cancelled")
-                raise
-            except Exception as caught:  # noqa: BLE001 - one cell's failure is recorded; the others go on
-                error = f"{type(caught).__name__}: {caught}"
-                run = RunSummary("failed", cell.run_dir(root), 0, 0, 0, 0, 0, time.perf_counter() - started, error)
-        record(cell, status=run.status, error=run.error, summary={
-            "ticks_done": run.ticks_done, "agent_steps": run.agent_steps, "llm_calls": run.llm_calls,
-            "input_tokens": run.input_tokens, "output_tokens": run.output_tokens, "duration_s": round(run.duration_s, 3),
-        })
-        return run
-
-    tasks = [asyncio.ensure_future(run_cell(cell)) for cell in cells]
-    try:
-        runs = await asyncio.gather(*tasks)
-    except asyncio.CancelledError:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for cell in cells:
-            if manifest["cells"][cell.index]["status"] in {"pending", "running"}:
-                record(cell, status="cancelled")
-        raise
-    return SweepSummary(root=root, cells=tuple(cells), runs=tuple(runs))

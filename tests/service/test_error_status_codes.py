@@ -9,9 +9,9 @@ from engine.errors import (
     PolisError,
     QueryError,
     RunError,
+    RunLockedError,
     SpecError,
     StorageError,
-    UnsupportedStepError,
 )
 from service.errors import (
     DatasetNotFoundError,
@@ -32,7 +32,7 @@ from service.errors import (
         (ExperimentNotRunningError("abc123", "completed"), 409),
         (StorageError("disk full"), 500),
         (RunError("worker lost"), 500),
-        (UnsupportedStepError("intervene"), 500),
+        (RunLockedError("held"), 500),
         (LLMCallError("boom", status=502), 500),
         (PolisError("anything else"), 500),
         (ServiceError("anything else"), 500),

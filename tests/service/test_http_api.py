@@ -313,3 +313,22 @@ def test_run_serves_with_settings_from_the_environment_and_stops_on_sigterm(clus
         if process.poll() is None:
             process.kill()
             process.communicate()
+
+
+def test_a_sweep_submitted_over_rest_runs_every_cell_and_downloads_with_cell_columns(
+    http: httpx.Client, make_spec_data: Callable[..., dict]
+) -> None:
+    spec = make_spec_data("http-sweep")
+    spec["steps"] = [{"type": "run", "num_steps": 1, "tick": 3600}]
+    spec["sweep"] = {"grid": {"batch_size": [1, 4]}, "replications": 2}
+    response = http.post("/experiments", json=spec)
+    assert response.status_code == 201, response.text
+    body = wait_until_final(http, response.json()["id"])
+    assert body["status"] == "completed", body
+    download = http.get(f"/experiments/{body['id']}/datasets/actions.parquet")
+    assert download.status_code == 200, download.text
+    table = pq.read_table(io.BytesIO(download.content))
+    assert table.num_rows == 4 * 4  # 4 cells x 4 agents x 1 tick
+    cells = table.column("cell").to_pylist()
+    assert sorted(set(cells)) == [0, 1, 2, 3] and all(cells.count(c) == 4 for c in range(4))
+    assert sorted(set(table.column("param_batch_size").to_pylist())) == [1, 4]

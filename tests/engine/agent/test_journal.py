@@ -15,7 +15,7 @@ from engine.storage.atomic import atomic_write_text
 
 def _snapshot(root: Path) -> dict[str, object]:
     out: dict[str, object] = {}
-    for directory, dirs, names in os.walk(root):
+    for directory, _dirs, names in os.walk(root):
         if ".runtime/txn" in directory:
             continue
         for name in names:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from engine.errors import RunError, SpecError
-from engine.society.sweep import derive_seed, expand_sweep, run_sweep
+from engine.society.sweep import derive_seed, expand_sweep
+from engine.society.sweep_run import run_sweep
 from engine.spec import parse_spec
-from engine.storage.atomic import read_json
+from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.reader import ReplayReader
 
 TEMPERATURE = "llm.default.options.temperature"
@@ -173,3 +175,25 @@ async def test_a_failing_cell_does_not_stop_the_others(dask_client, tmp_path):
         assert params.column("g").to_pylist() == ['{"all": [0, 1, 2]}', "5"]
     with pytest.raises(RunError, match="already holds a sweep"):
         await run_sweep(parse_spec(_spec_data({"grid": grid})), root, dask_client)
+
+
+async def test_a_resumed_sweep_keeps_completed_cells_and_finishes_the_rest(dask_client, tmp_path):
+    spec = parse_spec(_spec_data({"grid": {COUNT: [2, 3]}, "replications": 1}))
+    root = tmp_path / "sweep"
+    first = await run_sweep(spec, root, dask_client)
+    assert first.statuses() == {"completed": 2}
+    # As if the driver had died while cell 1 was still pending: its directory never got made.
+    manifest = read_json(root / "SWEEP.json")
+    manifest["cells"][1].update(status="running", summary=None)
+    atomic_write_json(root / "SWEEP.json", manifest)
+    shutil.rmtree(root / "cells" / "cell=0001")
+    kept = (root / "cells" / "cell=0000" / "SOCIETY_STEP.json").read_text()
+
+    resumed = await run_sweep(spec, root, dask_client, resume=True)
+    assert resumed.statuses() == {"completed": 2}
+    assert (root / "cells" / "cell=0000" / "SOCIETY_STEP.json").read_text() == kept  # not run again
+    with ReplayReader(root) as reader:
+        rows = reader.query("SELECT cell, count(*) AS n FROM actions GROUP BY cell ORDER BY cell").to_pylist()
+    assert rows == [{"cell": 0, "n": 2}, {"cell": 1, "n": 3}]
+    with pytest.raises(SpecError, match="differs"):
+        await run_sweep(parse_spec(_spec_data({"grid": {COUNT: [2, 4]}})), root, dask_client, resume=True)

@@ -14,7 +14,15 @@ from engine.society.lease import effective_status
 from engine.society.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
-from tests.engine.society.crash_support import AGENTS, crash_spec, final_state, group_is_gone, kill_group, start_driver, write_spec
+from tests.engine.society.crash_support import (
+    AGENTS,
+    crash_spec,
+    final_state,
+    group_is_gone,
+    kill_group,
+    start_driver,
+    write_spec,
+)
 
 
 def _long_spec(ticks: int) -> dict:

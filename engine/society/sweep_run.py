@@ -1,0 +1,201 @@
+"""Running a sweep: every cell an ordinary run in its own directory, all cells on one cluster.
+
+``root/SWEEP.json`` records the base spec, the grid and each cell's params, seed, run directory and
+status, rewritten as cells start and finish. A resumed sweep skips completed cells, resumes cells
+that started, and starts the rest. :func:`run_sweep_as_run` folds a sweep into one
+:class:`RunSummary` with combined progress, which is what the REST service runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from distributed import Client
+
+from engine.errors import RunError, SpecError
+from engine.society.runner import RunProgress, RunSummary, run_experiment
+from engine.society.sweep import SweepCell, expand_sweep
+from engine.spec import ExperimentSpec
+from engine.storage.atomic import atomic_write_json, read_json
+from engine.storage.sweep_layout import CELLS_DIR, SWEEP_FILE, cell_dir, param_column
+
+__all__ = ["SweepSummary", "run_spec", "run_sweep", "run_sweep_as_run"]
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """How every cell of a sweep ended."""
+
+    root: Path
+    cells: tuple[SweepCell, ...]
+    runs: tuple[RunSummary, ...]  #: one per cell, same order
+
+    def statuses(self) -> dict[str, int]:
+        """Return how many cells ended in each status."""
+        return dict(Counter(run.status for run in self.runs))
+
+
+def _manifest(spec: ExperimentSpec, cells: list[SweepCell]) -> dict[str, Any]:
+    assert spec.sweep is not None
+    return {
+        "name": spec.name,
+        "spec_hash": spec.spec_hash(),
+        "spec": spec.model_dump(mode="json"),
+        "grid": spec.sweep.model_dump(mode="json")["grid"],
+        "replications": spec.sweep.replications,
+        "columns": {key: param_column(key) for key in spec.sweep.grid},
+        "cells": [
+            {
+                "index": c.index, "cell_id": c.cell_id, "params": c.params, "replication": c.replication,
+                "seed": c.seed, "spec_hash": c.spec.spec_hash(), "run_dir": f"{CELLS_DIR}/{cell_dir(Path(), c.index).name}",
+                "status": "pending", "error": None, "summary": None,
+            }
+            for c in cells
+        ],
+    }
+
+
+def _open_manifest(spec: ExperimentSpec, cells: list[SweepCell], root: Path, resume: bool, force: bool) -> dict[str, Any]:
+    existing = read_json(root / SWEEP_FILE, default=None)
+    if not resume:
+        if existing is not None:
+            raise RunError(f"{root} already holds a sweep ({SWEEP_FILE}); resume it or choose a new directory")
+        return _manifest(spec, cells)
+    if existing is None:
+        raise RunError(f"{root} holds no sweep to resume ({SWEEP_FILE} missing)")
+    if existing["spec_hash"] != spec.spec_hash() and not force:
+        raise SpecError(f"the spec differs from the one the sweep in {root} was started with; pass --force to resume anyway")
+    return existing
+
+
+def _done(cell: SweepCell, root: Path, entry: dict[str, Any]) -> RunSummary:
+    summary = entry.get("summary") or {}
+    return RunSummary("completed", cell.run_dir(root), summary.get("ticks_done", 0), summary.get("agent_steps", 0),
+                      summary.get("llm_calls", 0), summary.get("input_tokens", 0), summary.get("output_tokens", 0), 0.0, None)
+
+
+async def run_sweep(
+    spec: ExperimentSpec,
+    root: Path,
+    client: Client,
+    *,
+    max_concurrent_cells: int | None = None,
+    on_progress: Callable[[SweepCell, RunProgress], None] | None = None,
+    resume: bool = False,
+    force: bool = False,
+    **run_kwargs: Any,
+) -> SweepSummary:
+    """Run every cell of ``spec``'s sweep on one cluster; a failed cell does not stop the others.
+
+    Args:
+        spec: a spec with a ``sweep``.
+        root: the sweep root.
+        client: an asynchronous distributed Client, shared by all cells.
+        max_concurrent_cells: run at most this many cells at once (default: all).
+        on_progress: called with the cell and its progress on every batch and tick.
+        resume: continue the sweep in ``root``: completed cells are kept, started ones resumed.
+        force: resume although the spec changed.
+        **run_kwargs: passed to :func:`run_experiment` for every cell (``llm_limits``, ...).
+
+    Raises:
+        SpecError: the sweep does not expand, or (resuming) the spec changed.
+        RunError: ``root`` already holds a sweep (or, resuming, holds none).
+        asyncio.CancelledError: the sweep was cancelled (unfinished cells are recorded as cancelled).
+    """
+    root = Path(root)
+    cells = expand_sweep(spec)
+    manifest = _open_manifest(spec, cells, root, resume, force)
+    root.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(root / SWEEP_FILE, manifest, indent=2)
+    gate = asyncio.Semaphore(max_concurrent_cells or len(cells))
+
+    def record(cell: SweepCell, **fields: Any) -> None:
+        manifest["cells"][cell.index].update(fields)
+        atomic_write_json(root / SWEEP_FILE, manifest, indent=2)
+
+    async def run_cell(cell: SweepCell) -> RunSummary:
+        if manifest["cells"][cell.index]["status"] == "completed":
+            return _done(cell, root, manifest["cells"][cell.index])
+        report = None if on_progress is None else (lambda progress: on_progress(cell, progress))
+        started_before = (cell.run_dir(root) / "SOCIETY_STEP.json").exists()
+        async with gate:
+            record(cell, status="running")
+            started = time.perf_counter()
+            try:
+                run = await run_experiment(cell.spec, cell.run_dir(root), client, on_progress=report,
+                                           resume=started_before, force=force, **run_kwargs)
+            except asyncio.CancelledError:
+                record(cell, status="cancelled")
+                raise
+            except Exception as caught:  # noqa: BLE001 - one cell's failure is recorded; the others go on
+                error = f"{type(caught).__name__}: {caught}"
+                run = RunSummary("failed", cell.run_dir(root), 0, 0, 0, 0, 0, time.perf_counter() - started, error)
+        record(cell, status=run.status, error=run.error, summary={
+            "ticks_done": run.ticks_done, "agent_steps": run.agent_steps, "llm_calls": run.llm_calls,
+            "input_tokens": run.input_tokens, "output_tokens": run.output_tokens, "duration_s": round(run.duration_s, 3),
+        })
+        return run
+
+    tasks = [asyncio.ensure_future(run_cell(cell)) for cell in cells]
+    try:
+        runs = await asyncio.gather(*tasks)
+    except asyncio.CancelledError:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for cell in cells:
+            if manifest["cells"][cell.index]["status"] in {"pending", "running"}:
+                record(cell, status="cancelled")
+        raise
+    return SweepSummary(root=root, cells=tuple(cells), runs=tuple(runs))
+
+
+async def run_sweep_as_run(
+    spec: ExperimentSpec,
+    run_dir: Path,
+    client: Client,
+    *,
+    on_progress: Callable[[RunProgress], None] | None = None,
+    **kwargs: Any,
+) -> RunSummary:
+    """A sweep with ``run_experiment``'s shape: progress summed over cells, one summary.
+
+    The status is ``completed`` when every cell completed, else the first other status of a cell
+    (``failed``, ``budget_exhausted``...), with each such cell's error.
+    """
+    cells = expand_sweep(spec)
+    latest: dict[int, RunProgress] = {}
+
+    def report(cell: SweepCell, progress: RunProgress) -> None:
+        latest[cell.index] = progress
+        if on_progress is not None:
+            parts = list(latest.values())
+            on_progress(RunProgress(
+                "running" if progress.status not in ("starting",) else "starting",
+                sum(p.ticks_done for p in parts), sum(c.spec.total_ticks() for c in cells),
+                sum(p.agent_steps_done for p in parts), sum(c.spec.total_ticks() * len(c.spec.all_agents()) for c in cells),
+            ))
+
+    started = time.perf_counter()
+    sweep = await run_sweep(spec, run_dir, client, on_progress=report, **kwargs)
+    bad = [(cell, run) for cell, run in zip(sweep.cells, sweep.runs, strict=True) if run.status != "completed"]
+    status = bad[0][1].status if bad else "completed"
+    error = "; ".join(f"{cell.cell_id}: {run.status}: {run.error}" for cell, run in bad) or None
+    return RunSummary(
+        status=status, run_dir=Path(run_dir), ticks_done=sum(r.ticks_done for r in sweep.runs),
+        agent_steps=sum(r.agent_steps for r in sweep.runs), llm_calls=sum(r.llm_calls for r in sweep.runs),
+        input_tokens=sum(r.input_tokens for r in sweep.runs), output_tokens=sum(r.output_tokens for r in sweep.runs),
+        duration_s=time.perf_counter() - started, error=error,
+    )
+
+
+async def run_spec(spec: ExperimentSpec, run_dir: Path, client: Client, **kwargs: Any) -> RunSummary:
+    """Run ``spec`` whatever it is: a sweep through :func:`run_sweep_as_run`, else :func:`run_experiment`."""
+    run = run_sweep_as_run if spec.sweep is not None else run_experiment
+    return await run(spec, run_dir, client, **kwargs)
