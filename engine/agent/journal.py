@@ -1,7 +1,7 @@
 """StepJournal: an undo journal that makes one agent-step a transaction over its workspace.
 
 Before an agent steps tick ``k`` the journal records every file of the workspace (size, inode,
-symlink target) and hard-links each regular file into ``.runtime/txn/step_<k>/``. That costs no data
+symlink target) and hard-links each regular file into ``.runtime/txn/``. That costs no data
 copy and is enough to undo anything the runtime does to a workspace, because the runtime only ever
 (a) replaces whole files by rename or symlink swap, which leaves the old inode (our hard link)
 untouched, and (b) appends to files in place, which truncating to the recorded size undoes.
@@ -17,19 +17,24 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
+import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from engine.errors import WorkspaceError
 
 __all__ = ["StepJournal"]
 
-_TXN_DIR = Path(".runtime") / "txn"
-_MANIFEST = "manifest.json"
+_TXN_DIR = os.path.join(".runtime", "txn")
 
 
 class StepJournal:
     """The undo journals of one agent workspace.
+
+    A journal for step ``k`` is ``.runtime/txn/step_<k>.json`` (the manifest, written last, by rename,
+    so its presence means the journal is complete) plus hard links ``step_<k>.f<i>``. One flat
+    directory and no per-step subdirectory: creating and removing a directory per agent-step cost
+    more than everything else the journal does.
 
     Args:
         root: the workspace directory.
@@ -37,37 +42,44 @@ class StepJournal:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        self.dir = self.root / _TXN_DIR
+        self._root = str(root)
+        self._dir = os.path.join(self._root, _TXN_DIR)
+        self.dir = Path(self._dir)
 
-    def _step_dir(self, step: int) -> Path:
-        return self.dir / f"step_{step:06d}"
+    def _prefix(self, step: int) -> str:
+        return os.path.join(self._dir, f"step_{step:06d}")
+
+    def _entries(self) -> list[str]:
+        try:
+            return os.listdir(self._dir)
+        except FileNotFoundError:
+            return []
 
     def steps(self) -> list[int]:
-        """Steps with a complete journal, oldest first (half-written ones are removed)."""
-        if not self.dir.is_dir():
-            return []
-        found = []
-        for entry in os.scandir(self.dir):
-            if entry.name.startswith("step_") and entry.name[5:].isdigit():
-                found.append(int(entry.name[5:]))
-            else:  # a begin() that crashed before its final rename
-                shutil.rmtree(entry.path, ignore_errors=True)
+        """Steps with a complete journal, oldest first."""
+        found = set()
+        for name in self._entries():
+            if name.startswith("step_") and name.endswith(".json") and name[5:-5].isdigit():
+                found.add(int(name[5:-5]))
         return sorted(found)
 
     def has(self, step: int) -> bool:
-        return self._step_dir(step).is_dir()
+        return os.path.exists(self._prefix(step) + ".json")
 
     def _files(self) -> dict[str, os.stat_result]:
         """Every file and symlink of the workspace (outside the journals) by relative path."""
         found: dict[str, os.stat_result] = {}
-        skip = str(self.dir)
-        for directory, dirs, names in os.walk(self.root):
-            if directory == skip or directory.startswith(skip + os.sep):
-                dirs[:] = []
-                continue
-            for name in names + [d for d in dirs if os.path.islink(os.path.join(directory, d))]:
-                path = os.path.join(directory, name)
-                found[os.path.relpath(path, self.root)] = os.lstat(path)
+        pending = [("", self._root)]
+        while pending:
+            relative, directory = pending.pop()
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    rel = f"{relative}{entry.name}"
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.path != self._dir:
+                            pending.append((rel + os.sep, entry.path))
+                    else:
+                        found[rel] = entry.stat(follow_symlinks=False)
         return found
 
     def begin(self, step: int) -> None:
@@ -76,26 +88,29 @@ class StepJournal:
         Raises:
             WorkspaceError: the journal could not be written.
         """
-        final = self._step_dir(step)
-        if final.is_dir():
+        prefix = self._prefix(step)
+        if os.path.exists(prefix + ".json"):
             return
-        staging = self.dir / f".begin-{step:06d}-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
         try:
-            staging.mkdir(parents=True)
+            os.makedirs(self._dir, exist_ok=True)
             entries: dict[str, dict[str, object]] = {}
             for index, (relative, info) in enumerate(sorted(self._files().items())):
-                path = self.root / relative
-                if os.path.islink(path):
+                path = os.path.join(self._root, relative)
+                if stat.S_ISLNK(info.st_mode):
                     entries[relative] = {"link": os.readlink(path)}
-                else:
-                    backup = f"f{index}"
-                    os.link(path, staging / backup)
-                    entries[relative] = {"size": info.st_size, "ino": info.st_ino, "backup": backup}
-            (staging / _MANIFEST).write_text(json.dumps(entries), encoding="utf-8")
-            os.replace(staging, final)
+                    continue
+                backup = f"{prefix}.f{index}"
+                try:
+                    os.link(path, backup)
+                except FileExistsError:  # left by a begin that crashed before its manifest
+                    os.unlink(backup)
+                    os.link(path, backup)
+                entries[relative] = {"size": info.st_size, "ino": info.st_ino, "backup": os.path.basename(backup)}
+            temp = prefix + ".json.tmp"
+            with open(temp, "w", encoding="utf-8") as handle:
+                handle.write(json.dumps(entries))
+            os.replace(temp, prefix + ".json")
         except OSError as error:
-            shutil.rmtree(staging, ignore_errors=True)
             raise WorkspaceError(f"{self.root}: cannot journal step {step}: {error}") from error
 
     def rollback(self, step: int) -> None:
@@ -104,44 +119,53 @@ class StepJournal:
         Raises:
             WorkspaceError: no journal for ``step``, or the file system refused.
         """
-        journal = self._step_dir(step)
         try:
-            entries = json.loads((journal / _MANIFEST).read_text(encoding="utf-8"))
+            with open(self._prefix(step) + ".json", encoding="utf-8") as handle:
+                entries = json.loads(handle.read())
         except (OSError, ValueError) as error:
             raise WorkspaceError(f"{self.root}: no usable journal for step {step}: {error}") from error
         try:
             for relative in self._files():
                 if relative not in entries:
-                    os.unlink(self.root / relative)
+                    os.unlink(os.path.join(self._root, relative))
             for relative, entry in entries.items():
-                path = self.root / relative
+                path = Path(self._root, relative)
                 if "link" in entry:
                     if not (os.path.islink(path) and os.readlink(path) == entry["link"]):
-                        temp = path.with_name(f".{path.name}.undo")
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(temp)
-                        os.symlink(entry["link"], temp)
-                        os.replace(temp, path)
+                        _swap_in(path, lambda temp, target=entry["link"]: os.symlink(target, temp))
                     continue
                 current = os.lstat(path) if os.path.lexists(path) else None
                 if current is None or current.st_ino != entry["ino"]:
                     path.parent.mkdir(parents=True, exist_ok=True)
-                    temp = path.with_name(f".{path.name}.undo")
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(temp)
-                    os.link(journal / entry["backup"], temp)
-                    os.replace(temp, path)
+                    _swap_in(path, lambda temp, backup=os.path.join(self._dir, entry["backup"]): os.link(backup, temp))
                 if os.path.getsize(path) != entry["size"]:
                     os.truncate(path, entry["size"])
         except OSError as error:
             raise WorkspaceError(f"{self.root}: rolling back step {step} failed: {error}") from error
 
     def discard(self, step: int) -> None:
-        """Forget the journal of a committed step."""
-        shutil.rmtree(self._step_dir(step), ignore_errors=True)
+        """Forget the journal of a committed step (manifest first, so a half-discarded journal is no journal)."""
+        name = os.path.basename(self._prefix(step))
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._prefix(step) + ".json")
+        for entry in self._entries():
+            if entry.startswith(name + "."):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self._dir, entry))
 
     def discard_through(self, step: int) -> None:
-        """Forget the journals of every step ``<= step`` (all committed)."""
-        for old in self.steps():
-            if old <= step:
-                self.discard(old)
+        """Forget the journals of every step ``<= step`` (all committed), including half-written ones."""
+        for entry in self._entries():
+            number = entry[5:11]
+            if entry.startswith("step_") and number.isdigit() and int(number) <= step:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self._dir, entry))
+
+
+def _swap_in(path: Path, make: Callable[[str], None]) -> None:
+    """Create the replacement beside ``path`` with ``make(temp)`` and rename it over ``path``."""
+    temp = os.path.join(path.parent, f".{path.name}.undo")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temp)
+    make(temp)
+    os.replace(temp, path)

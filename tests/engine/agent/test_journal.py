@@ -80,8 +80,12 @@ def test_begin_is_idempotent_and_discard_through_forgets_committed_steps(ws: Age
 
 def test_a_crashed_begin_leaves_nothing_that_counts(ws: AgentWorkspace) -> None:
     journal = StepJournal(ws.root)
-    (journal.dir / ".begin-000004-999").mkdir(parents=True)
-    assert journal.steps() == []
-    assert not (journal.dir / ".begin-000004-999").exists()
+    journal.dir.mkdir(parents=True)
+    os.link(ws.root / "config.json", journal.dir / "step_000004.f0")  # links written, manifest never
+    assert journal.steps() == [] and not journal.has(4)
     with pytest.raises(WorkspaceError, match="no usable journal for step 4"):
         journal.rollback(4)
+    journal.begin(4)  # a later begin of the same step reuses the name
+    assert journal.has(4)
+    journal.discard_through(4)
+    assert list(journal.dir.iterdir()) == []
