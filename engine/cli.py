@@ -69,6 +69,12 @@ async def _run(args: argparse.Namespace) -> int:
     from engine.society.cluster import open_client
     from engine.society.runner import run_experiment
 
+    if isinstance(args.resume, str):  # polis run --resume RUN_DIR
+        if args.run_dir not in (None, args.resume):
+            raise SpecError(f"--resume {args.resume} and --run-dir {args.run_dir} name different runs")
+        args.run_dir, args.resume = args.resume, True
+    if args.run_dir is None:
+        raise SpecError("give --run-dir (or --resume RUN_DIR)")
     run_dir = Path(args.run_dir).resolve()
     spec = _load_run_spec(args, run_dir)
     if args.batch_size:
@@ -95,7 +101,7 @@ async def _run(args: argparse.Namespace) -> int:
             summary = await run_experiment(spec, run_dir, client, on_progress=_progress_printer(), **options)
     except asyncio.CancelledError:
         print("status: cancelled")
-        print(f"resume with: polis run --resume --run-dir {run_dir}")
+        print(f"resume with: polis run --resume {run_dir}")
         return 130
     print(f"status: {summary.status}")
     if summary.error:
@@ -121,8 +127,16 @@ def _print_sweep(sweep, run_dir: Path) -> int:  # type: ignore[no-untyped-def]
 def _status(args: argparse.Namespace) -> int:
     from engine.society.lease import effective_status, read_lease
     from engine.society.status import read_society_step
+    from engine.storage.atomic import read_json
+    from engine.storage.sweep_layout import SWEEP_FILE
 
     run_dir = Path(args.run_dir)
+    sweep = read_json(run_dir / SWEEP_FILE, default=None)
+    if sweep is not None:
+        for cell in sweep["cells"]:
+            live = effective_status(run_dir / cell["run_dir"]) or "pending"
+            print(f"{cell['cell_id']}: {live}  params={cell['params']}  replication={cell['replication']}  seed={cell['seed']}")
+        return 0
     status = read_society_step(run_dir)
     if status is None:
         raise SpecError(f"{run_dir} holds no run (no SOCIETY_STEP.json)")
@@ -140,10 +154,11 @@ def _status(args: argparse.Namespace) -> int:
 def _stored_spec(run_dir: Path):  # type: ignore[no-untyped-def]
     from engine.spec import parse_spec
     from engine.storage.atomic import read_json
+    from engine.storage.sweep_layout import SWEEP_FILE
 
-    stored = read_json(run_dir / "SOCIETY.json", default=None)
+    stored = read_json(run_dir / "SOCIETY.json", default=None) or read_json(run_dir / SWEEP_FILE, default=None)
     if stored is None:
-        raise SpecError(f"{run_dir} holds no run to resume (no SOCIETY.json)")
+        raise SpecError(f"{run_dir} holds no run to resume (no SOCIETY.json or {SWEEP_FILE})")
     return parse_spec(stored["spec"])
 
 
@@ -208,11 +223,12 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run an experiment spec (JSON or YAML)")
     run.add_argument("spec", nargs="?", default=None, help="the spec; with --resume it defaults to the run's own")
-    run.add_argument("--run-dir", required=True)
+    run.add_argument("--run-dir", default=None, help="where the run lands (required unless --resume RUN_DIR)")
     run.add_argument("--config", default=None, help="the reference format's init_config.json (with --steps)")
     run.add_argument("--steps", default=None, help="the reference format's steps.yaml (with --config)")
     run.add_argument("--batch-size", type=int, default=None)
-    run.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its last committed tick")
+    run.add_argument("--resume", nargs="?", const=True, default=False, metavar="RUN_DIR",
+                     help="continue a run (or sweep) from its last committed tick and top-level step")
     run.add_argument("--force", action="store_true", help="resume even though the spec changed")
     run.add_argument("--max-calls", type=int, default=None, help="set the call budget (e.g. raise it to resume)")
     run.add_argument("--llm-cache", default=None, help="response cache directory (default RUN_DIR/llm_cache)")

@@ -80,6 +80,28 @@ def test_resume_with_a_raised_budget_completes_the_run(tmp_path: Path):
     first = polis("run", str(tmp_path / "spec.yaml"), "--run-dir", str(tmp_path / "run"))
     assert first.returncode == 1
     assert "status: budget_exhausted" in first.stdout
-    resumed = polis("run", "--run-dir", str(tmp_path / "run"), "--resume", "--max-calls", "50")
+    resumed = polis("run", "--resume", str(tmp_path / "run"), "--max-calls", "50")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "status: completed" in resumed.stdout
+
+
+def test_a_sweep_runs_from_the_cli_and_reports_every_cell(tmp_path: Path):
+    spec = {
+        "name": "cli-sweep",
+        "agents": [{"id": i, "profile": {"name": f"P{i}"}} for i in range(2)],
+        "steps": [{"type": "run", "num_steps": 1, "tick": 600}],
+        "sweep": {"grid": {"environment.router": ["codegen", "react"]}, "replications": 2},
+    }
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    root = tmp_path / "sweep"
+    run = polis("run", str(tmp_path / "spec.yaml"), "--run-dir", str(root))
+    assert run.returncode == 0, run.stderr
+    assert "sweep: 4 cells {'completed': 4}" in run.stdout
+    status = polis("status", str(root))
+    assert status.stdout.count(": completed  params={'environment.router'") == 4
+    query = polis("query", str(root), "SELECT param_environment_router AS router, count(*) AS n FROM actions GROUP BY 1 ORDER BY 1")
+    assert query.returncode == 0, query.stderr
+    assert [line.split() for line in query.stdout.splitlines()[2:4]] == [["codegen", "|", "4"], ["react", "|", "4"]]
+    again = polis("run", "--resume", str(root))  # every cell completed: nothing runs again
+    assert again.returncode == 0, again.stderr
+    assert "sweep: 4 cells {'completed': 4}" in again.stdout
