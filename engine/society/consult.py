@@ -7,12 +7,13 @@ under the transaction and appears when the society commits it.
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.llm.budget import BudgetedModel, BudgetGate, Usage
 from engine.llm.dispatcher import get_chat_model
-from engine.llm.meter import Meter, MeteredModel
+from engine.llm.meter import CallRecord, Meter, MeteredModel
 from engine.society.datasets import LLM_CALLS, SOCIETY_QUERIES
 from engine.storage.atomic import atomic_write_text
 from engine.storage.replay import ReplayWriter
@@ -24,6 +25,35 @@ if TYPE_CHECKING:
     from engine.society.society import AgentSociety
 
 __all__ = ["run_helper"]
+
+
+class _Interviews:
+    """What the helper sees of the society: its specs and clock, and interviews whose agents' LLM
+    calls are recorded and charged to the run's budget like the helper's own."""
+
+    def __init__(self, society: AgentSociety, budget: BudgetGate | None) -> None:
+        self._society = society
+        self._budget = budget
+        self.records: list[CallRecord] = []
+
+    @property
+    def current_time(self) -> datetime:
+        return self._society.current_time
+
+    @property
+    def agent_ids(self) -> list[int]:
+        return self._society.agent_ids
+
+    @property
+    def agent_specs(self) -> list[dict[str, Any]]:
+        return self._society.agent_specs
+
+    async def ask_agents(self, agent_ids: list[int], question: str) -> dict[int, str]:
+        from engine.society.interview import ask_agents
+
+        society = self._society
+        return await ask_agents(society.run_dir, society.proxy, list(agent_ids), question, society.current_time,
+                                records=self.records, budget=self._budget)
 
 
 async def run_helper(
@@ -40,10 +70,13 @@ async def run_helper(
     meter = Meter()
     model: Any = get_chat_model(society.proxy.client("default"))
     remaining = society.remaining_budget()
-    if remaining is not None:
-        model = BudgetedModel(model, BudgetGate(remaining))
-    helper = AgentSocietyHelper(society.env.proxy, society, llm=MeteredModel(model, meter, caller="helper", role="default"))
+    gate = BudgetGate(remaining) if remaining is not None else None
+    if gate is not None:
+        model = BudgetedModel(model, gate)
+    view = _Interviews(society, gate)
+    helper = AgentSocietyHelper(society.env.proxy, view, llm=MeteredModel(model, meter, caller="helper", role="default"))
     result = await (helper.ask(text) if kind == "ask" else helper.intervene(text))
+    meter.records.extend(view.records)
 
     run_dir = society.run_dir
     part = shard_name(society.step_count, f"{kind}-{index:03d}")

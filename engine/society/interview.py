@@ -17,12 +17,15 @@ from engine.agent.registry import resolve_agent
 from engine.agent.service_proxy import ServiceProxy
 from engine.agent.workspace import AgentWorkspace, workspace_path
 from engine.errors import WorkspaceError
+from engine.llm.budget import BudgetGate
+from engine.llm.meter import CallRecord
 
 __all__ = ["ask_agents"]
 
 
 async def ask_agents(
-    run_dir: Path, proxy: ServiceProxy, agent_ids: list[int], question: str, t: datetime, *, max_concurrency: int = 8
+    run_dir: Path, proxy: ServiceProxy, agent_ids: list[int], question: str, t: datetime, *, max_concurrency: int = 8,
+    records: list[CallRecord] | None = None, budget: BudgetGate | None = None,
 ) -> dict[int, str]:
     """Ask each agent ``question`` at simulated time ``t``; returns each agent's answer by id.
 
@@ -36,6 +39,8 @@ async def ask_agents(
         question: the question.
         t: the simulated time the agents see.
         max_concurrency: agents reasoning at once.
+        records: when given, every LLM call the agents make is appended here (for ``llm_calls``).
+        budget: the run's remaining budget; the agents' calls count against it.
 
     Raises:
         WorkspaceError: an agent without a workspace (checked before anyone is asked), or a corrupt one.
@@ -55,7 +60,11 @@ async def ask_agents(
             if not type_name:
                 raise WorkspaceError(f"{path / 'config.json'} names no agent type")
             agent_type: type[AgentBase] = resolve_agent(type_name)
-            agent = await agent_type.from_workspace(path, proxy)
-            return agent_id, await agent.ask(question, readonly=True, t=t)
+            agent = await agent_type.from_workspace(path, proxy, budget=budget)
+            try:
+                return agent_id, await agent.ask(question, readonly=True, t=t)
+            finally:
+                if records is not None:
+                    records.extend(agent.meter.records)
 
     return dict(await asyncio.gather(*(one(agent_id) for agent_id in paths)))

@@ -15,7 +15,8 @@ from engine.agent.service_proxy import ServiceProxy
 from engine.agent.workspace import workspace_path
 from engine.env.actor import EnvRouterConfig, build_router
 from engine.env.router_base import RouterBase
-from engine.errors import WorkspaceError
+from engine.errors import BudgetExhaustedError, WorkspaceError
+from engine.llm.budget import Allowance, BudgetGate
 from engine.llm.client import LLMClient
 from engine.llm.meter import MeteredModel
 from engine.llm.scripted import ScriptedModel
@@ -148,3 +149,23 @@ async def test_sim_llm_agents_answer_without_touching_their_workspaces(tmp_path:
     assert all(isinstance(a, str) and a for a in answers.values())
     assert snapshot(tmp_path / "agents") == before
     assert all(not record["function_name"].startswith(("send_", "post_", "join_")) for record in router.get_tool_call_history())
+
+
+async def test_interview_calls_are_recorded_and_charged_to_the_budget(tmp_path: Path) -> None:
+    router: RouterBase = build_router(EnvRouterConfig(
+        modules=(("MessagingSpace", {}),), router="react", coder=LLMClient(role="coder", model="sim/interview-router")))
+    await router.init(T0, [5, 6])
+    proxy = ServiceProxy(env=router, llm={"default": LLMClient(model="sim/interview", seed=3)}, run_dir=tmp_path)
+    for agent_id in (5, 6):
+        PersonAgent.create(workspace_path(tmp_path / "agents", agent_id), agent_id=agent_id, profile={"name": f"P{agent_id}"}, config={})
+    records: list = []
+    gate = BudgetGate(Allowance(calls=100))
+
+    await ask_agents(tmp_path, proxy, [5, 6], "How are you?", T1, records=records, budget=gate)
+
+    assert {r.caller for r in records} == {"agent:5", "agent:6"}
+    assert gate.used.calls == sum(1 for r in records if r.status == "ok" and not r.cached) >= 2
+
+    starved = BudgetGate(Allowance(calls=0))
+    with pytest.raises(BudgetExhaustedError):
+        await ask_agents(tmp_path, proxy, [5], "And now?", T1, budget=starved)
