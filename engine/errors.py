@@ -16,7 +16,8 @@
     ├── StorageError              replay / trace storage
     │   └── QueryError            a query the read-only surface refuses or DuckDB rejects
     └── RunError                  the society / run lifecycle
-        └── RunLockedError        another live driver holds the run directory's lease
+        ├── RunLockedError        another live driver holds the run directory's lease
+        └── StaleRunError         a task of a driver session that no longer holds the run
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = [
     "RunError",
     "RunLockedError",
     "SpecError",
+    "StaleRunError",
     "StorageError",
     "StructuredOutputError",
     "ToolCallError",
@@ -127,3 +129,7 @@ class RunError(PolisError):
 
 class RunLockedError(RunError):
     """Another driver, still alive by its lease, is running this run directory."""
+
+
+class StaleRunError(RunError):
+    """A task of a driver session that no longer holds the run (it was cancelled and resumed since)."""

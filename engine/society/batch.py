@@ -29,11 +29,12 @@ from engine.agent.journal import StepJournal
 from engine.agent.registry import resolve_agent
 from engine.agent.service_proxy import ServiceProxy
 from engine.agent.workspace import AgentWorkspace, workspace_path
-from engine.errors import BudgetExhaustedError, EnvUnavailableError, PolisError
+from engine.errors import BudgetExhaustedError, EnvUnavailableError, PolisError, StaleRunError
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.dispatcher import dispatcher_stats
 from engine.society.datasets import ACTIONS, LLM_CALLS
+from engine.society.lease import check_session
 from engine.storage.replay import ReplayWriter
 from engine.storage.shards import shard_name
 from engine.trace import TraceRecorder, write_trace_shard
@@ -54,6 +55,7 @@ class BatchJob:
     allowance: Allowance | None = None  #: this batch's share of the remaining budget
     txn: int = 1  #: the society transaction this tick commits as
     attempt: str = ""  #: this attempt of the tick; commits from other attempts are rolled back
+    session: str | None = None  #: the driver's lease session; a task of an older session writes nothing
 
 
 @dataclass(frozen=True)
@@ -136,8 +138,8 @@ async def _step_one(
             # Stop cleanly: nothing of this agent-step is committed; a resumed run steps it again.
             span.set(status="budget_exhausted")
             return None
-        except EnvUnavailableError:
-            raise  # not the agent's fault: the whole tick is re-run on a new env actor
+        except (EnvUnavailableError, StaleRunError):
+            raise  # not the agent's fault: the tick is re-run on a new env actor, or belongs to a newer driver
         except _ISOLATED as error:
             # Isolate the agent: its row says what went wrong; the batch goes on. The failed step is
             # undone (workspace and queued env updates), so the agent simply missed this tick.
@@ -150,6 +152,7 @@ async def _step_one(
     calls = [{"run": run, "step": job.step, **r.as_row()} for r in (agent.meter.records if agent else [])]
     record = {"row": row, "calls": calls, "attempt": job.attempt, "rolled_back": rolled_back}
     if agent is not None and row["status"] != "error":
+        check_session(job.proxy.run_dir, job.session)  # type: ignore[arg-type]
         try:
             agent.commit_step(job.step, record)
             await agent.to_workspace()
@@ -166,24 +169,26 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
     assert run_dir is not None, "a batch needs a run directory"
     recorder = TraceRecorder()
     gate = BudgetGate(job.allowance) if job.allowance is not None else None
-    lost: str | None = None
+    abort: PolisError | None = None
     try:
-        async with asyncio.TaskGroup() as group:  # the env actor lost: cancel the batch's other agents
+        # The env actor lost, or the run taken over by a newer driver: cancel the batch's other agents.
+        async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(_step_one(a, job, run_dir / "agents", recorder, gate)) for a in job.agent_ids]
     except BaseExceptionGroup as errors:
-        found = errors.subgroup(EnvUnavailableError)
+        found = errors.subgroup((EnvUnavailableError, StaleRunError))
         if found is None:
             raise
-        lost = str(found.exceptions[0])
-    if lost is not None:
-        # A fresh exception, outside the handler: the group's reference cycles do not pickle.
-        raise EnvUnavailableError(lost)
+        first = found.exceptions[0]
+        abort = type(first)(str(first))
+    if abort is not None:
+        raise abort  # a fresh exception, outside the handler: the group's reference cycles do not pickle
     results = [task.result() for task in tasks]
     done = [r for r in results if r is not None]
     rows = [r["row"] for r in done]
     calls = [call for r in done for call in r["calls"]]
     fresh_calls = [call for r in done if not r.get("replayed") for call in r["calls"]]
     part = shard_name(job.step, job.batch)
+    check_session(run_dir, job.session)
     writer = ReplayWriter(run_dir / "replay", txn=job.txn)
     written = [
         writer.write_shard(ACTIONS, part, rows),

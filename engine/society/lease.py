@@ -13,20 +13,35 @@ import contextlib
 import os
 import socket
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
-from engine.errors import RunLockedError
+from engine.errors import RunLockedError, StaleRunError
 from engine.society.status import read_society_step
 from engine.storage.atomic import atomic_write_json, read_json
 
-__all__ = ["LEASE_FILE", "RunLease", "effective_status", "lease_is_live", "read_lease"]
+__all__ = ["LEASE_FILE", "RunLease", "check_session", "effective_status", "lease_is_live", "read_lease"]
 
 LEASE_FILE = "LEASE.json"
 
 
 def read_lease(run_dir: Path) -> dict[str, Any] | None:
     return read_json(Path(run_dir) / LEASE_FILE, default=None)
+
+
+def check_session(run_dir: Path, session: str | None) -> None:
+    """Refuse to write for a driver session that no longer holds the run (a stale task on a remote
+    worker outliving its cancelled run must not write into the run that resumed it).
+
+    Raises:
+        StaleRunError: another session holds the lease now.
+    """
+    if not session:
+        return
+    lease = read_lease(run_dir)
+    if lease is not None and lease.get("session") not in (None, session):
+        raise StaleRunError(f"driver session {session} no longer holds {run_dir} (now {lease.get('session')})")
 
 
 def _pid_exists(pid: int) -> bool:
@@ -67,6 +82,7 @@ class RunLease:
 
     def __init__(self, run_dir: Path, *, ttl_s: float = 10.0, interval_s: float = 2.0) -> None:
         self.path = Path(run_dir) / LEASE_FILE
+        self.session = uuid.uuid4().hex  #: batch tasks carry it and refuse to write once it changed
         self.ttl_s = ttl_s
         self.interval_s = interval_s
         self._task: asyncio.Task[None] | None = None
@@ -74,7 +90,7 @@ class RunLease:
     def _write(self, released: bool = False) -> None:
         now = time.time()
         atomic_write_json(self.path, {
-            "pid": os.getpid(), "host": socket.gethostname(), "renewed_at": now,
+            "pid": os.getpid(), "host": socket.gethostname(), "session": self.session, "renewed_at": now,
             "expires_at": now + self.ttl_s, "released": released,
         }, durable=False)
 

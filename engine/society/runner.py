@@ -202,7 +202,7 @@ async def run_experiment(
         if state is not None:
             progress.update(ticks=state.step_count, agent_steps=state.agent_steps_done)
         run_dir.mkdir(parents=True, exist_ok=True)
-        async with RunLease(run_dir):
+        async with RunLease(run_dir) as lease:
             clients = _clients(spec, llm_cache_dir or run_dir / "llm_cache", llm_limits)
             if any(is_local(c) for c in clients.values()):
                 # local/<name>: start the offline model's server for this run (blocking start-up in a thread).
@@ -229,6 +229,7 @@ async def run_experiment(
                 "env": EnvHost(client, config, start_t=spec.start_time, agent_ids=[a.id for a in agents], run_id=run_id),
                 "llm": clients, "client": client, "run_id": run_id, "batch_size": spec.batch_size,
                 "max_workers": spec.max_workers, "budget": _budget(spec), "on_batch": on_batch,
+                "session": lease.session,
             }
             society = (await AgentSociety.from_workspace(run_dir, **options) if state is not None
                        else AgentSociety(specs, start_t=spec.start_time, run_dir=run_dir, **options))

@@ -64,6 +64,7 @@ class AgentSociety:
         budget: the run's budget (None: unlimited).
         on_batch: called after each batch completes (progress reporting).
         status: where a resumed run stands (None: a fresh start at ``start_t``).
+        session: the driver's lease session (batch tasks of another session refuse to write).
     """
 
     def __init__(
@@ -81,8 +82,10 @@ class AgentSociety:
         budget: Allowance | None = None,
         on_batch: Callable[[BatchResult], None] | None = None,
         status: SocietyStep | None = None,
+        session: str | None = None,
     ) -> None:
         self._specs = agent_specs
+        self._session = session
         self._env = env
         self._llm = llm
         self._run_dir = Path(run_dir)
@@ -242,7 +245,8 @@ class AgentSociety:
         allowances = split_allowance(self._budget, self.usage, len(batches)) if self._budget else [None] * len(batches)
         proxy = self.proxy
         results = await self._run_batches(
-            [BatchJob(ids, step, i, tick, t_end, proxy, allowances[i], txn, attempt) for i, ids in enumerate(batches)]
+            [BatchJob(ids, step, i, tick, t_end, proxy, allowances[i], txn, attempt, self._session)
+             for i, ids in enumerate(batches)]
         )
         stopped = sum(r.budget_stopped for r in results)
         if stopped:

@@ -12,8 +12,8 @@ from datetime import datetime
 
 import pytest
 
-from engine.errors import RunLockedError
-from engine.society.lease import LEASE_FILE, RunLease, effective_status, lease_is_live, read_lease
+from engine.errors import RunLockedError, StaleRunError
+from engine.society.lease import LEASE_FILE, RunLease, check_session, effective_status, lease_is_live, read_lease
 from engine.society.status import SocietyStep, write_society_step
 
 
@@ -55,3 +55,13 @@ def test_an_expired_lease_is_dead_even_if_its_pid_exists(tmp_path):
     lease = {"pid": os.getpid(), "host": os.uname().nodename, "renewed_at": 0, "expires_at": time.time() - 1, "released": False}
     (tmp_path / LEASE_FILE).write_text(json.dumps(lease))
     assert effective_status(tmp_path) == "crashed"
+
+
+async def test_a_task_of_an_older_session_may_not_write(tmp_path):
+    async with RunLease(tmp_path) as old:
+        check_session(tmp_path, old.session)  # the holder writes
+    async with RunLease(tmp_path) as new:
+        check_session(tmp_path, new.session)
+        with pytest.raises(StaleRunError, match=old.session):
+            check_session(tmp_path, old.session)
+    check_session(tmp_path, None)  # jobs built outside a leased run are not checked
