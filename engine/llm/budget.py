@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,17 @@ class Usage:
         self.calls += other.calls
         self.tokens += other.tokens
         self.cost_usd += other.cost_usd
+
+    @classmethod
+    def of_calls(cls, rows: Iterable[Mapping[str, Any]]) -> Usage:
+        """What ``llm_calls`` rows cost the provider: answered calls, tokens and cost of every call
+        that was not served from the cache."""
+        provider = [r for r in rows if not r.get("cached")]
+        return cls(
+            calls=sum(1 for r in provider if r.get("status") == "ok"),
+            tokens=sum(r["input_tokens"] + r["output_tokens"] for r in provider),
+            cost_usd=sum(r.get("cost_usd") or 0.0 for r in provider),
+        )
 
 
 class BudgetGate:

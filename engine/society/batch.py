@@ -198,12 +198,7 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
     statuses: dict[str, int] = {}
     for row in rows:
         statuses[row["status"]] = statuses.get(row["status"], 0) + 1
-    provider = [c for c in fresh_calls if not c.get("cached")]
-    usage = Usage(
-        calls=sum(1 for c in provider if c.get("status") == "ok"),
-        tokens=sum(c["input_tokens"] + c["output_tokens"] for c in provider),
-        cost_usd=sum(c.get("cost_usd") or 0.0 for c in provider),
-    )
+    usage = Usage.of_calls(fresh_calls)
     return BatchResult(
         step=job.step,
         batch=job.batch,

@@ -86,10 +86,4 @@ async def run_helper(
     written = [writer.write_shard(SOCIETY_QUERIES, part, [row]), writer.write_shard(LLM_CALLS, part, calls)]
     artifact = staged_path(Path(run_dir) / "artifacts" / f"{kind}-{index:03d}.json", txn)
     atomic_write_text(artifact, result.to_json())
-    provider = [c for c in calls if not c["cached"]]
-    usage = Usage(
-        calls=sum(1 for c in provider if c["status"] == "ok"),
-        tokens=sum(c["input_tokens"] + c["output_tokens"] for c in provider),
-        cost_usd=sum(c["cost_usd"] or 0.0 for c in provider),
-    )
-    return result, [str(p) for p in [*written, artifact] if p is not None], usage
+    return result, [str(p) for p in [*written, artifact] if p is not None], Usage.of_calls(calls)

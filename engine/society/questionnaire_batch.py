@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from distributed import Client, as_completed
+from distributed import Client
 
 from engine.agent.base import AgentBase
 from engine.agent.registry import resolve_agent
@@ -30,6 +30,7 @@ from engine.errors import BudgetExhaustedError, PolisError, RunError
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.society.datasets import LLM_CALLS, QUESTIONNAIRE_ANSWERS
+from engine.society.fanout import fan_out
 from engine.society.planning import plan_batches, split_allowance
 from engine.society.questionnaire import Questionnaire, QuestionnaireAnswer, QuestionnaireResponse, failed_answers
 from engine.society.questionnaire_ask import Persona, answer_questionnaire
@@ -164,7 +165,6 @@ async def questionnaire_agent_batch(job: QuestionnaireJob) -> QuestionnaireBatch
         write_trace_shard(run_dir / "trace", part, recorder.drain(), txn=job.txn),
     ]
     failpoint("questionnaire", step_index=job.step_index)
-    provider = [c for c in calls if not c.get("cached")]
     return QuestionnaireBatchResult(
         batch=job.batch,
         answers=answers,
@@ -172,11 +172,7 @@ async def questionnaire_agent_batch(job: QuestionnaireJob) -> QuestionnaireBatch
         llm_calls=sum(m.calls for m in meters),
         input_tokens=sum(m.input_tokens for m in meters),
         output_tokens=sum(m.output_tokens for m in meters),
-        usage=Usage(
-            calls=sum(1 for c in provider if c["status"] == "ok"),
-            tokens=sum(c["input_tokens"] + c["output_tokens"] for c in provider),
-            cost_usd=sum(c.get("cost_usd") or 0.0 for c in provider),
-        ),
+        usage=Usage.of_calls(calls),
         budget_stopped=sum(1 for agent_answers, _ in results if agent_answers is None),
         duration_s=time.perf_counter() - started,
         worker_pid=os.getpid(),
@@ -242,7 +238,10 @@ async def distribute_questionnaire(
         QuestionnaireJob(questionnaire, ids, i, txn, step_count, step_index, t, proxy, shares[i])
         for i, ids in enumerate(batches)
     ]
-    results = await _run_batches(client, jobs, max_workers, on_batch)
+    results = sorted(
+        await fan_out(client, jobs, lambda job: _submit(client, job), limit=max_workers, on_result=on_batch),
+        key=lambda r: r.batch,
+    )
     stopped = sum(r.budget_stopped for r in results)
     if stopped:
         raise BudgetExhaustedError(
@@ -262,27 +261,6 @@ async def distribute_questionnaire(
     artifact = staged_path(artifact_path(run_dir, step_index, questionnaire.questionnaire_id), txn)
     atomic_write_json(artifact, response.model_dump(mode="json"), indent=2)
     return response, [p for r in results for p in r.paths] + [artifact]
-
-
-async def _run_batches(
-    client: Client, jobs: list[QuestionnaireJob], max_workers: int | None,
-    on_batch: Callable[[QuestionnaireBatchResult], None] | None,
-) -> list[QuestionnaireBatchResult]:
-    if not jobs:
-        return []
-    limit = max_workers or len(jobs)
-    pending = list(jobs)
-    results: list[QuestionnaireBatchResult] = []
-    running = as_completed([], with_results=True)
-    for _ in range(min(limit, len(pending))):
-        running.add(_submit(client, pending.pop(0)))
-    async for _, result in running:
-        results.append(result)
-        if on_batch is not None:
-            on_batch(result)
-        if pending:
-            running.add(_submit(client, pending.pop(0)))
-    return sorted(results, key=lambda r: r.batch)
 
 
 def _submit(client: Client, job: QuestionnaireJob) -> Any:

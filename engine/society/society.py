@@ -11,7 +11,6 @@ staged files of the failed attempt are deleted.
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -19,7 +18,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from distributed import Client, as_completed
+from distributed import Client
 
 from engine.agent.registry import resolve_agent
 from engine.agent.service_proxy import ServiceProxy
@@ -31,6 +30,7 @@ from engine.llm.client import LLMClient
 from engine.society.batch import BatchJob, BatchResult, step_agent_batch
 from engine.society.datasets import LLM_CALLS
 from engine.society.env_host import EnvHost
+from engine.society.fanout import fan_out
 from engine.society.planning import SocietyTotals, plan_batches, split_allowance
 from engine.society.status import SocietyStep, read_society_step, write_society_step
 from engine.society.transaction import commit, recover
@@ -96,7 +96,6 @@ class AgentSociety:
         self._budget = budget
         self._on_batch = on_batch
         self._status = status or SocietyStep(current_time=start_t)
-        self._inflight: list[Any] = []
         self.usage = Usage(**self._status.extra.get("usage", {}))
         self.totals = SocietyTotals()
         self.env_recoveries = 0
@@ -265,55 +264,29 @@ class AgentSociety:
     async def _stage_router_calls(self, step: int, txn: int) -> list[str]:
         """Stage the env router's LLM call rows of this transaction; count their provider usage."""
         records = [{"run": self.run_id, "step": step, **r} for r in await self._env.call("drain_llm_records")]
-        self.usage.add(Usage(
-            calls=sum(1 for r in records if not r["cached"] and r["status"] == "ok"),
-            tokens=sum(r["input_tokens"] + r["output_tokens"] for r in records if not r["cached"]),
-            cost_usd=sum(r["cost_usd"] or 0.0 for r in records if not r["cached"]),
-        ))
+        self.usage.add(Usage.of_calls(records))
         path = ReplayWriter(self._run_dir / "replay", txn=txn).write_shard(LLM_CALLS, shard_name(step, f"router-{txn:06d}"), records)
         return [str(path)] if path else []
 
     async def _run_batches(self, jobs: list[BatchJob]) -> list[BatchResult]:
-        """Run ``jobs`` with at most ``max_workers`` in flight. On a failure (or a lost env actor) no new
-        batch starts and the ones in flight are waited for, so no stale attempt outlives the tick."""
-        limit = self._max_workers or len(jobs)
-        pending = list(jobs)
-        results: list[BatchResult] = []
-        failure: BaseException | None = None
-        running = as_completed([])
-        try:
-            for _ in range(min(limit, len(pending))):
-                running.add(self._submit(pending.pop(0)))
-            async for future in running:
-                self._inflight.remove(future)
-                try:
-                    result = await future
-                except Exception as error:  # noqa: BLE001 - re-raised once the in-flight batches are done
-                    failure = failure or error
-                    continue
-                results.append(result)
-                self.totals.add(result)
-                self.usage.add(result.usage)
-                if self._on_batch is not None:
-                    self._on_batch(result)
-                failpoint("between_batches", step=result.step)
-                if pending and failure is None and not self._env.lost:
-                    running.add(self._submit(pending.pop(0)))
-        except asyncio.CancelledError:
-            await self._client.cancel(self._inflight)
-            self._inflight.clear()
-            raise
-        if failure is None and self._env.lost:
-            failure = EnvUnavailableError("the env actor was lost during the tick")
-        if failure is not None:
-            raise failure
+        """Run the tick's batches (see :func:`fan_out`); a lost env actor ends the attempt."""
+
+        def on_result(result: BatchResult) -> None:
+            self.totals.add(result)
+            self.usage.add(result.usage)
+            if self._on_batch is not None:
+                self._on_batch(result)
+            failpoint("between_batches", step=result.step)
+
+        def lost() -> EnvUnavailableError | None:
+            return EnvUnavailableError("the env actor was lost during the tick") if self._env.lost else None
+
+        results = await fan_out(self._client, jobs, self._submit, limit=self._max_workers, on_result=on_result, stop=lost)
         return sorted(results, key=lambda r: r.batch)
 
     def _submit(self, job: BatchJob) -> Any:
         key = f"step_agent_batch-{self.run_id}-{job.txn:06d}-{job.attempt[:8]}-{job.batch:04d}"
-        future = self._client.submit(step_agent_batch, job, key=key, pure=False)
-        self._inflight.append(future)
-        return future
+        return self._client.submit(step_agent_batch, job, key=key, pure=False)
 
     # ---- questionnaires, ask, intervene ------------------------------------------------------------
     async def run_questionnaire(self, questionnaire: Any, target_agent_ids: list[int] | None = None, *,
