@@ -41,6 +41,8 @@ class SocietyTotals:
     input_tokens: int = 0
     output_tokens: int = 0
     env_calls: int = 0
+    replayed: int = 0  #: agent-steps a retried batch re-emitted (committed before its worker died)
+    rolled_back: int = 0  #: agent-steps undone to their journal and run again
     statuses: dict[str, int] = field(default_factory=dict)
     tick_seconds: list[float] = field(default_factory=list)
     worker_pids: set[int] = field(default_factory=set)
@@ -53,6 +55,8 @@ class SocietyTotals:
         self.input_tokens += result.input_tokens
         self.output_tokens += result.output_tokens
         self.env_calls += result.env_calls
+        self.replayed += result.replayed
+        self.rolled_back += result.rolled_back
         self.worker_pids.add(result.worker_pid)
         self.dispatcher_builds[result.worker_pid] = result.dispatcher_builds
         self.dispatcher_builds_first.setdefault(result.worker_pid, result.dispatcher_builds)

@@ -61,6 +61,8 @@ class RunSummary:
     provider_calls: int = 0  #: calls that reached a provider, whole run (resumed parts included)
     dispatcher_builds: dict[int, tuple[int, int]] | None = None  #: worker pid -> backends built (at first batch, at end)
     env_recoveries: int = 0  #: env actors replaced after their worker died
+    replayed: int = 0  #: agent-steps re-emitted by retried batches instead of stepped twice
+    rolled_back: int = 0  #: agent-steps undone to their journal and stepped again
 
 
 def _clients(spec: ExperimentSpec, cache_dir: Path | None, limits: LimiterConfig | None) -> dict[str, LLMClient]:
@@ -270,4 +272,6 @@ async def run_experiment(
         dispatcher_builds={pid: (totals.dispatcher_builds_first[pid], n) for pid, n in totals.dispatcher_builds.items()}
         if totals else None,
         env_recoveries=society.env_recoveries if society is not None else 0,
+        replayed=totals.replayed if totals else 0,
+        rolled_back=totals.rolled_back if totals else 0,
     )
