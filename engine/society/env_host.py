@@ -16,7 +16,9 @@ from distributed import Client
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
 from engine.env.proxy import EnvRouterProxy, detached_actor
+from engine.env.registry import resolve_env_module
 from engine.errors import EnvUnavailableError
+from engine.storage.catalog import DatasetSchema
 
 __all__ = ["EnvHost"]
 
@@ -57,6 +59,10 @@ class EnvHost:
             env_skill_dirs=tuple(tuple(pair) for pair in self.info["env_skill_dirs"]),
         )
         return self.proxy
+
+    def replay_datasets(self) -> list[DatasetSchema]:
+        """The replay datasets the env modules write."""
+        return [schema for type_name, _ in self._config.modules for schema in resolve_env_module(type_name).replay_datasets()]
 
     @property
     def lost(self) -> bool:

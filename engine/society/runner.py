@@ -15,21 +15,18 @@ from distributed import Client
 
 from engine.agent.registry import resolve_agent
 from engine.env.actor import EnvRouterConfig
-from engine.env.registry import resolve_env_module
 from engine.errors import BudgetExhaustedError, RunError, SpecError
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance
 from engine.llm.client import LimiterConfig, LLMClient
 from engine.llm.local import is_local, resolve_local_clients
 from engine.society.batch import BatchResult
-from engine.society.datasets import ACTIONS, LLM_CALLS, SOCIETY_QUERIES
 from engine.society.env_host import EnvHost
 from engine.society.lease import RunLease
 from engine.society.society import AgentSociety
-from engine.society.status import SocietyStep, read_society_step, write_society
+from engine.society.status import SocietyStep, read_society_step
 from engine.spec import AskStep, ExperimentSpec, InterveneStep, QuestionnaireStep, RunStep, parse_spec
 from engine.storage.atomic import read_json
-from engine.storage.catalog import Catalog
 
 __all__ = ["RunProgress", "RunSummary", "run_experiment"]
 
@@ -74,15 +71,6 @@ def _clients(spec: ExperimentSpec, cache_dir: Path | None, limits: LimiterConfig
         "default": LLMClient(role="default", **extra, **spec.llm.default.model_dump()),
         "coder": LLMClient(role="coder", **extra, **coder.model_dump()),
     }
-
-
-def _register_datasets(run_dir: Path, spec: ExperimentSpec) -> None:
-    catalog = Catalog(run_dir / "replay")
-    for schema in (ACTIONS, LLM_CALLS, SOCIETY_QUERIES):
-        catalog.register(schema)
-    for module in spec.environment.modules:
-        for schema in resolve_env_module(module.type).replay_datasets():
-            catalog.register(schema)
 
 
 def _resume_state(spec: ExperimentSpec, run_dir: Path, force: bool) -> SocietyStep:
@@ -210,13 +198,6 @@ async def run_experiment(
                 # local/<name>: start the offline model's server for this run (blocking start-up in a thread).
                 clients = await asyncio.to_thread(local_servers.enter_context, resolve_local_clients(clients))
             specs = [a.model_dump() for a in agents]
-            write_society(run_dir, {
-                "name": spec.name, "spec_hash": spec.spec_hash(), "spec": spec.model_dump(mode="json"),
-                "env_modules": [m.model_dump(mode="json") for m in spec.environment.modules],
-                "agent_specs": specs,
-                "llm": {role: c.model_dump(mode="json", exclude={"cache_dir"}) for role, c in clients.items()},
-            })
-            _register_datasets(run_dir, spec)
             config = EnvRouterConfig(
                 modules=tuple((m.type, dict(m.kwargs)) for m in spec.environment.modules),
                 router=spec.environment.router,
@@ -232,6 +213,11 @@ async def run_experiment(
                 "llm": clients, "client": client, "run_id": run_id, "batch_size": spec.batch_size,
                 "max_workers": spec.max_workers, "budget": _budget(spec), "on_batch": on_batch,
                 "session": lease.session,
+                "info": {
+                    "name": spec.name, "spec_hash": spec.spec_hash(), "spec": spec.model_dump(mode="json"),
+                    "env_modules": [m.model_dump(mode="json") for m in spec.environment.modules],
+                    "llm": {role: c.model_dump(mode="json", exclude={"cache_dir"}) for role, c in clients.items()},
+                },
             }
             society = (await AgentSociety.from_workspace(run_dir, **options) if state is not None
                        else AgentSociety(specs, start_t=spec.start_time, run_dir=run_dir, **options))

@@ -28,13 +28,14 @@ from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, Usage
 from engine.llm.client import LLMClient
 from engine.society.batch import BatchJob, BatchResult, step_agent_batch
-from engine.society.datasets import LLM_CALLS
+from engine.society.datasets import ACTIONS, LLM_CALLS, SOCIETY_QUERIES
 from engine.society.env_host import EnvHost
 from engine.society.fanout import fan_out
 from engine.society.planning import SocietyTotals, plan_batches, split_allowance
-from engine.society.status import SocietyStep, read_society_step, write_society_step
+from engine.society.status import SocietyStep, read_society_step, write_society, write_society_step
 from engine.society.transaction import commit, recover
 from engine.storage.atomic import read_json
+from engine.storage.catalog import Catalog
 from engine.storage.replay import ReplayWriter
 from engine.storage.shards import shard_name
 
@@ -65,6 +66,8 @@ class AgentSociety:
         on_batch: called after each batch completes (progress reporting).
         status: where a resumed run stands (None: a fresh start at ``start_t``).
         session: the driver's lease session (batch tasks of another session refuse to write).
+        info: what else ``SOCIETY.json`` records next to the agent specs (the spec, its hash, env
+            modules, LLM settings); it is written once, by the first :meth:`init`.
     """
 
     def __init__(
@@ -83,8 +86,10 @@ class AgentSociety:
         on_batch: Callable[[BatchResult], None] | None = None,
         status: SocietyStep | None = None,
         session: str | None = None,
+        info: dict[str, Any] | None = None,
     ) -> None:
         self._specs = agent_specs
+        self._info = info or {}
         self._session = session
         self._env = env
         self._llm = llm
@@ -154,8 +159,12 @@ class AgentSociety:
 
     # ---- lifecycle -----------------------------------------------------------------------------
     async def init(self) -> None:
-        """Create every agent workspace (skipping ones that exist), start the env actor from the last
-        committed snapshot, and mark the run running."""
+        """Write ``SOCIETY.json`` (once), create every agent workspace (skipping ones that exist), start
+        the env actor from the last committed snapshot, and mark the run running."""
+        write_society(self._run_dir, {**self._info, "agent_specs": self._specs})
+        catalog = Catalog(self._run_dir / "replay")
+        for schema in (ACTIONS, LLM_CALLS, SOCIETY_QUERIES, *self._env.replay_datasets()):
+            catalog.register(schema)
         root = self._run_dir / "agents"
         for spec in self._specs:
             ws = workspace_path(root, int(spec["id"]))
