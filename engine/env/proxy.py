@@ -16,9 +16,10 @@ from typing import Any
 from engine.env.requests import EnvReply, EnvRequest
 from engine.errors import EnvUnavailableError, ToolCallError
 
-__all__ = ["Coalescer", "EnvRouterProxy", "detached_actor"]
+__all__ = ["Coalescer", "EnvRouterProxy", "detached_actor", "fail_env_actor"]
 
 _COALESCERS: dict[tuple[str, int], Coalescer] = {}
+_LOST: set[str] = set()  #: env actors the society reported lost (their requests fail at once)
 
 
 class Coalescer:
@@ -35,10 +36,21 @@ class Coalescer:
         self._window_s = window_s
         self._max_batch = max_batch
         self._pending: list[tuple[EnvRequest, asyncio.Future[EnvReply]]] = []
+        self._sent: set[asyncio.Future[EnvReply]] = set()  #: waiters of groups being delivered
         self._timer: asyncio.TimerHandle | None = None
+        self._closed: BaseException | None = None
         self.calls = 0
 
+    def close(self, error: BaseException) -> None:
+        """Fail every waiting request with ``error`` now, and every later one (call on the loop)."""
+        self._closed = error
+        for future in [f for _, f in self._pending] + list(self._sent):
+            if not future.done():
+                future.set_exception(error)
+
     async def submit(self, request: EnvRequest) -> EnvReply:
+        if self._closed is not None:
+            raise self._closed
         loop = asyncio.get_running_loop()
         future: asyncio.Future[EnvReply] = loop.create_future()
         self._pending.append((request, future))
@@ -58,6 +70,8 @@ class Coalescer:
             asyncio.ensure_future(self._deliver(group))
 
     async def _deliver(self, group: list[tuple[EnvRequest, asyncio.Future[EnvReply]]]) -> None:
+        waiters = {future for _, future in group}
+        self._sent |= waiters
         try:
             replies = await self._send([request for request, _ in group])
             if len(replies) != len(group):
@@ -71,9 +85,28 @@ class Coalescer:
             if isinstance(error, (KeyboardInterrupt, SystemExit)):
                 raise
             return
+        finally:
+            self._sent -= waiters
         for (_, future), reply in zip(group, replies, strict=True):
             if not future.done():
                 future.set_result(reply)
+
+
+async def fail_env_actor(key: str, reason: str) -> int:
+    """Fail at once every request this process has waiting on env actor ``key``, and any later one.
+
+    The society runs this on every worker (``client.run``) when it sees that the actor's worker
+    died: agents stop waiting for connection timeouts and their batches abort within milliseconds.
+    Runs on the worker's event loop (it is ``async``), where the coalescers' futures live.
+    """
+    _LOST.add(key)
+    error = EnvUnavailableError(f"env actor {key} was lost: {reason}")
+    failed = 0
+    for (coalescer_key, _), coalescer in list(_COALESCERS.items()):
+        if coalescer_key == key:
+            coalescer.close(error)
+            failed += 1
+    return failed
 
 
 def detached_actor(address: str, key: str) -> Any:
@@ -107,6 +140,8 @@ class EnvRouterProxy:
     window_s: float = 0.002
 
     def _coalescer(self) -> Coalescer:
+        if self.key in _LOST:
+            raise EnvUnavailableError(f"env actor {self.key} was lost")
         loop_id = id(asyncio.get_running_loop())
         coalescer = _COALESCERS.get((self.key, loop_id))
         if coalescer is None:

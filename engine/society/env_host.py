@@ -43,13 +43,14 @@ class EnvHost:
         self._future: Any = None
         self._handle: Any = None
         self.generation = 0
+        self.key = ""  #: the current actor's task key
         self.proxy: EnvRouterProxy | None = None
         self.info: dict[str, Any] = {}
 
     async def start(self, snapshot: str | None) -> EnvRouterProxy:
         """Create the actor (on any live worker) and restore snapshot ``snapshot``; returns the agents' proxy."""
         self.generation += 1
-        key = f"env-router-{self._run_id}-g{self.generation}"
+        key = self.key = f"env-router-{self._run_id}-g{self.generation}"
         self._future = self._client.submit(EnvRouterActor, self._config, actor=True, key=key)
         actor = await self._future
         self._handle = detached_actor(actor._address, actor.key)

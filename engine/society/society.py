@@ -11,6 +11,7 @@ staged files of the failed attempt are deleted.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -23,6 +24,7 @@ from distributed import Client
 from engine.agent.registry import resolve_agent
 from engine.agent.service_proxy import ServiceProxy
 from engine.agent.workspace import workspace_path
+from engine.env.proxy import fail_env_actor
 from engine.errors import BudgetExhaustedError, EnvUnavailableError, RunError
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, Usage
@@ -237,14 +239,16 @@ class AgentSociety:
             BudgetExhaustedError: the budget ran out during the tick; nothing of it is committed and a
                 resumed run re-runs it (agents that finished it hit the response cache).
         """
-        return await self._with_env_recovery(lambda: self._tick(tick))
+        started = time.perf_counter()
+        results = await self._with_env_recovery(lambda: self._tick(tick))
+        self.totals.tick_seconds.append(time.perf_counter() - started)  # recoveries included
+        return results
 
     async def run(self, num_steps: int, tick: int) -> None:
         for _ in range(num_steps):
             await self.step(tick)
 
     async def _tick(self, tick: int) -> list[BatchResult]:
-        started = time.perf_counter()
         txn, step = self._status.txn + 1, self._status.step_count + 1
         t_end = self._status.current_time + timedelta(seconds=tick)
         attempt = uuid.uuid4().hex
@@ -267,7 +271,6 @@ class AgentSociety:
         self._status.step_count = step
         self._status.agent_steps_done += sum(r.agents for r in results)
         self._commit(staged, env_snapshot=env["snapshot"])
-        self.totals.tick_seconds.append(time.perf_counter() - started)
         return results
 
     async def _stage_router_calls(self, step: int, txn: int) -> list[str]:
@@ -290,8 +293,19 @@ class AgentSociety:
         def lost() -> EnvUnavailableError | None:
             return EnvUnavailableError("the env actor was lost during the tick") if self._env.lost else None
 
-        results = await fan_out(self._client, jobs, self._submit, limit=self._max_workers, on_result=on_result, stop=lost)
+        watcher = asyncio.create_task(self._watch_env())
+        try:
+            results = await fan_out(self._client, jobs, self._submit, limit=self._max_workers, on_result=on_result, stop=lost)
+        finally:
+            watcher.cancel()
         return sorted(results, key=lambda r: r.batch)
+
+    async def _watch_env(self) -> None:
+        """When the env actor's worker dies mid-tick, fail the batches' waiting env requests at once,
+        so they abort in milliseconds instead of retrying connections until their timeout."""
+        while not self._env.lost:
+            await asyncio.sleep(0.2)
+        await self._client.run(fail_env_actor, self._env.key, "its worker died", on_error="ignore")
 
     def _submit(self, job: BatchJob) -> Any:
         key = f"step_agent_batch-{self.run_id}-{job.txn:06d}-{job.attempt[:8]}-{job.batch:04d}"

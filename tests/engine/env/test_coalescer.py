@@ -100,3 +100,28 @@ async def test_a_failed_group_does_not_poison_the_next_one() -> None:
     with pytest.raises(RuntimeError, match="first call fails"):
         await coalescer.submit(EnvRequest("ask", 1))
     assert (await coalescer.submit(EnvRequest("ask", 1))).answer == "ok"
+
+
+async def test_fail_env_actor_releases_requests_stuck_on_a_dead_actor_at_once() -> None:
+    from engine.env.proxy import _COALESCERS, EnvRouterProxy, fail_env_actor
+    from engine.errors import EnvUnavailableError
+
+    never = asyncio.Event()
+
+    async def hung(requests: list[EnvRequest]) -> list[EnvReply]:  # a connect that retries for seconds
+        await never.wait()
+        return []
+
+    proxy = EnvRouterProxy(address="tcp://127.0.0.1:1", key="env-router-test-lost")
+    _COALESCERS[(proxy.key, id(asyncio.get_running_loop()))] = Coalescer(hung, window_s=0.001)
+    sent = [asyncio.create_task(proxy.observe(i)) for i in range(3)]
+    await asyncio.sleep(0.01)  # flushed: now waiting on the hung send
+    queued = asyncio.create_task(proxy.observe(9))  # not flushed yet
+    await asyncio.sleep(0)
+
+    assert await fail_env_actor(proxy.key, "its worker died") == 1
+    for task in [*sent, queued]:
+        with pytest.raises(EnvUnavailableError, match="was lost"):
+            await asyncio.wait_for(task, 1)
+    with pytest.raises(EnvUnavailableError, match="was lost"):
+        await proxy.observe(5)  # later requests fail without waiting

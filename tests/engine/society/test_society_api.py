@@ -6,7 +6,7 @@ from datetime import datetime
 
 from engine.env.actor import EnvRouterConfig
 from engine.llm.client import LLMClient
-from engine.society import AgentSociety, EnvHost, Questionnaire, QuestionItem
+from engine.society import AgentSociety, EnvHost, QuestionItem, Questionnaire
 from engine.storage.reader import ReplayReader
 
 START = datetime(2026, 5, 1, 9, 0)
