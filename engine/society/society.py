@@ -185,10 +185,13 @@ class AgentSociety:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    def _write_status(self) -> None:
+    def _stamp(self) -> SocietyStep:
         self._status.updated_at = time.time()
         self._status.extra["usage"] = {"calls": self.usage.calls, "tokens": self.usage.tokens, "cost_usd": self.usage.cost_usd}
-        write_society_step(self._run_dir, self._status)
+        return self._status
+
+    def _write_status(self) -> None:
+        write_society_step(self._run_dir, self._stamp())
 
     async def to_workspace(self) -> None:
         """Persist the small status record (env state is snapshotted by every commit)."""
@@ -203,19 +206,13 @@ class AgentSociety:
         self._status.status, self._status.error = status, error
         self._write_status()
 
-    def add_usage(self, usage: Usage) -> None:
-        """Count provider usage made outside agent batches."""
-        self.usage.add(usage)
-
     def _commit(self, staged: list[str], *, step_index: int | None = None, env_snapshot: str | None = None) -> None:
         self._status.txn += 1
         if env_snapshot is not None:
             self._status.env_snapshot = env_snapshot
         if step_index is not None:
             self._status.completed_steps = step_index + 1
-        self._status.updated_at = time.time()
-        self._status.extra["usage"] = {"calls": self.usage.calls, "tokens": self.usage.tokens, "cost_usd": self.usage.cost_usd}
-        commit(self._run_dir, self._status, staged)
+        commit(self._run_dir, self._stamp(), staged)
 
     async def _with_env_recovery(self, attempt: Callable[[], Awaitable[T]]) -> T:
         """Run one transaction; when the env actor is lost, start a new one from the last committed
