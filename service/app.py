@@ -11,6 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from engine.errors import PolisError, SpecError
+from engine.settings import EngineSettings
 from service.errors import ServiceError, status_code_for
 from service.registry import ExperimentRegistry
 from service.routes import experiments, health
@@ -43,7 +44,8 @@ def create_app(settings: ServiceSettings, *, client: Any = None) -> FastAPI:
             shared = client
             if shared is None:
                 shared = await stack.enter_async_context(open_client(settings.scheduler, n_workers=settings.n_workers))
-            submitter = Submitter(registry, shared)
+            # The same POLIS_LLM_* limiter settings the CLI reads.
+            submitter = Submitter(registry, shared, run_options={"llm_limits": EngineSettings().limiter_config()})
             app.state.polis = ServiceState(registry, submitter, _dashboard_link(shared))
             logger.info("polis service: data in %s, dashboard at %s", settings.data_dir, app.state.polis.dashboard_link)
             try:

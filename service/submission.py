@@ -95,6 +95,7 @@ class Submitter:
         client: the shared asynchronous ``distributed.Client``.
         run: the run function; ``run_spec`` (a run or a sweep) unless a test passes a fake.
         progress_interval: the least time between two progress writes, in seconds.
+        run_options: more keyword arguments for every run (e.g. ``llm_limits``).
     """
 
     def __init__(
@@ -104,10 +105,12 @@ class Submitter:
         *,
         run: RunFunction = run_spec,
         progress_interval: float = 0.5,
+        run_options: dict[str, Any] | None = None,
     ) -> None:
         self._registry = registry
         self._client = client
         self._run_fn = run
+        self._run_options = run_options or {}
         self._progress_interval = progress_interval
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._cancel_requested: set[str] = set()
@@ -162,7 +165,7 @@ class Submitter:
         recorder = ProgressRecorder(self._registry, experiment_id, interval=self._progress_interval)
         self._registry.update(experiment_id, status="running", started_at=utc_now())
         try:
-            summary = await self._run_fn(spec, run_dir, self._client, on_progress=recorder)
+            summary = await self._run_fn(spec, run_dir, self._client, on_progress=recorder, **self._run_options)
         except asyncio.CancelledError:
             self._mark_stopped(experiment_id, recorder.counts())
             raise

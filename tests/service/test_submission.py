@@ -184,3 +184,18 @@ def test_progress_error_is_recorded(registry, spec) -> None:
     assert registry.get(record.id).error == "boom"
     # A final status comes from the run's summary, not from a progress report.
     assert registry.get(record.id).status == "queued"
+
+
+async def test_run_options_reach_every_run(registry, spec) -> None:
+    seen: dict[str, Any] = {}
+
+    async def run(spec: ExperimentSpec, run_dir: Path, client: Any, *, on_progress=None, **options: Any) -> Any:
+        seen.update(options)
+        return await fake_run()(spec, run_dir, client, on_progress=on_progress)
+
+    submitter = Submitter(registry, client=object(), run=run, run_options={"llm_limits": "limits"})
+    record = registry.create(spec)
+    submitter.submit(record, spec)
+    await _settle(submitter)
+    assert registry.get(record.id).status == "completed"
+    assert seen == {"llm_limits": "limits"}
