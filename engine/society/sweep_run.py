@@ -97,7 +97,8 @@ async def run_sweep(
         spec: a spec with a ``sweep``.
         root: the sweep root.
         client: an asynchronous distributed Client, shared by all cells.
-        max_concurrent_cells: run at most this many cells at once (default: all).
+        max_concurrent_cells: run at most this many cells at once (default: the spec's
+            ``sweep.max_concurrent_cells``, else all).
         on_progress: called with the cell and its progress on every batch and tick.
         resume: continue the sweep in ``root``: completed cells are kept, started ones resumed.
         force: resume although the spec changed.
@@ -113,7 +114,8 @@ async def run_sweep(
     manifest = _open_manifest(spec, cells, root, resume, force)
     root.mkdir(parents=True, exist_ok=True)
     atomic_write_json(root / SWEEP_FILE, manifest, indent=2)
-    gate = asyncio.Semaphore(max_concurrent_cells or len(cells))
+    assert spec.sweep is not None
+    gate = asyncio.Semaphore(max_concurrent_cells or spec.sweep.max_concurrent_cells or len(cells))
 
     def record(cell: SweepCell, **fields: Any) -> None:
         manifest["cells"][cell.index].update(fields)

@@ -197,3 +197,21 @@ async def test_a_resumed_sweep_keeps_completed_cells_and_finishes_the_rest(dask_
     assert rows == [{"cell": 0, "n": 2}, {"cell": 1, "n": 3}]
     with pytest.raises(SpecError, match="differs"):
         await run_sweep(parse_spec(_spec_data({"grid": {COUNT: [2, 4]}})), root, dask_client, resume=True)
+
+
+async def test_max_concurrent_cells_bounds_the_cells_running_at_once(dask_client, tmp_path):
+    data = _spec_data({"grid": {COUNT: [2, 3]}, "replications": 2, "max_concurrent_cells": 1})
+    running: set[int] = set()
+    most = 0
+
+    def on_progress(cell, progress) -> None:  # noqa: ANN001
+        nonlocal most
+        if progress.status in ("starting", "running"):
+            running.add(cell.index)
+        else:
+            running.discard(cell.index)
+        most = max(most, len(running))
+
+    summary = await run_sweep(parse_spec(data), tmp_path / "sweep", dask_client, on_progress=on_progress)
+    assert summary.statuses() == {"completed": 4}
+    assert most == 1
