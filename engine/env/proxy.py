@@ -44,7 +44,11 @@ class Coalescer:
     def close(self, error: BaseException) -> None:
         """Fail every waiting request with ``error`` now, and every later one (call on the loop)."""
         self._closed = error
-        for future in [f for _, f in self._pending] + list(self._sent):
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        waiting, self._pending = [f for _, f in self._pending] + list(self._sent), []
+        for future in waiting:
             if not future.done():
                 future.set_exception(error)
 

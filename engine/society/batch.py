@@ -29,7 +29,7 @@ from engine.agent.journal import StepJournal
 from engine.agent.registry import resolve_agent
 from engine.agent.service_proxy import ServiceProxy
 from engine.agent.workspace import AgentWorkspace, workspace_path
-from engine.errors import BudgetExhaustedError, EnvUnavailableError, PolisError, StaleRunError
+from engine.errors import BudgetExhaustedError, EnvUnavailableError, PolisError, RunError, StaleRunError
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.dispatcher import dispatcher_stats
@@ -162,6 +162,21 @@ async def _step_one(
     return record
 
 
+def _batch_abort(errors: BaseExceptionGroup) -> PolisError:
+    """The one exception a batch ends with: a lost env actor or a stale session as such, anything
+    else an agent-step raised (a bug, not an isolated agent error) as a RunError carrying its traceback."""
+    found = errors.subgroup((EnvUnavailableError, StaleRunError))
+    first: BaseException = (found or errors).exceptions[0]
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    if found is not None:
+        return type(first)(str(first))  # type: ignore[return-value]
+    if not isinstance(first, Exception):  # KeyboardInterrupt, SystemExit: not ours to translate
+        raise first
+    text = "".join(traceback.format_exception(first))
+    return RunError(f"an agent-step crashed its batch: {type(first).__name__}: {first}\n{text[-3000:]}")
+
+
 async def step_agent_batch(job: BatchJob) -> BatchResult:
     """Step every agent of ``job`` concurrently and write the batch's shards."""
     started = time.perf_counter()
@@ -175,11 +190,7 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(_step_one(a, job, run_dir / "agents", recorder, gate)) for a in job.agent_ids]
     except BaseExceptionGroup as errors:
-        found = errors.subgroup((EnvUnavailableError, StaleRunError))
-        if found is None:
-            raise
-        first = found.exceptions[0]
-        abort = type(first)(str(first))
+        abort = _batch_abort(errors)
     if abort is not None:
         raise abort  # a fresh exception, outside the handler: the group's reference cycles do not pickle
     results = [task.result() for task in tasks]

@@ -49,6 +49,7 @@ def _prune_snapshots(run_dir: Path, keep: str | None) -> None:
     if keep is None or not root.is_dir():
         return
     for entry in root.iterdir():
-        if entry.name != keep and not entry.name.startswith("."):
-            if entry.name < keep:  # names sort by transaction; newer ones belong to a running transaction
-                shutil.rmtree(entry, ignore_errors=True)
+        # Names sort by transaction. Right after a commit no snapshot is being written, so hidden
+        # temp directories are leftovers of a crashed write.
+        if entry.name.startswith(".") or (entry.name != keep and entry.name < keep):
+            shutil.rmtree(entry, ignore_errors=True)

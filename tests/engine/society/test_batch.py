@@ -1,0 +1,69 @@
+"""step_agent_batch in-process: journals, isolation, and how a batch ends when an agent-step crashes."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from engine.agent.journal import StepJournal
+from engine.agent.person import PersonAgent
+from engine.agent.registry import register_agent
+from engine.agent.service_proxy import ServiceProxy
+from engine.agent.workspace import workspace_path
+from engine.env.actor import EnvRouterConfig, build_router
+from engine.errors import RunError
+from engine.llm.client import LLMClient
+from engine.society.batch import BatchJob, step_agent_batch
+from engine.storage.staging import commit_staged
+
+T0 = datetime(2026, 1, 1, 8, 0)
+
+
+class CrashingPerson(PersonAgent):
+    """A person whose step hits a bug (not an agent error the batch isolates)."""
+
+    async def step(self, tick: int, t: datetime):  # noqa: ANN201
+        raise RuntimeError("bug in a custom agent")
+
+
+register_agent(CrashingPerson)
+
+
+async def _setup(tmp_path, types):  # noqa: ANN001, ANN202
+    router = build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react",
+                                          coder=LLMClient(role="coder", model="sim/batch")))
+    await router.init(T0, list(range(len(types))))
+    proxy = ServiceProxy(env=router, llm={"default": LLMClient(model="sim/batch")}, run_dir=tmp_path, run_id="b")
+    for agent_id, cls in enumerate(types):
+        cls.create(workspace_path(tmp_path / "agents", agent_id), agent_id=agent_id, profile={"name": f"P{agent_id}"}, config={})
+    return proxy
+
+
+def _job(proxy, ids, step=1, attempt="a1"):  # noqa: ANN001, ANN202
+    return BatchJob(tuple(ids), step, 0, 3600, T0 + timedelta(hours=step), proxy, None, step, attempt)
+
+
+async def test_a_batch_journals_commits_and_replays_only_within_its_attempt(tmp_path):
+    proxy = await _setup(tmp_path, [PersonAgent, PersonAgent])
+    first = await step_agent_batch(_job(proxy, [0, 1]))
+    assert first.agents == 2 and first.replayed == 0 and first.staged
+    assert all(StepJournal(workspace_path(tmp_path / "agents", i)).has(1) for i in (0, 1))
+
+    again = await step_agent_batch(_job(proxy, [0, 1]))  # Dask retried the task: same attempt
+    assert again.replayed == 2 and again.rolled_back == 0
+
+    rerun = await step_agent_batch(_job(proxy, [0, 1], attempt="a2"))  # the tick re-run on restored state
+    assert rerun.replayed == 0 and rerun.rolled_back == 2
+    commit_staged(rerun.staged)
+
+    await step_agent_batch(_job(proxy, [0, 1], step=2, attempt="b1"))  # tick 1 committed: its journals go
+    assert StepJournal(workspace_path(tmp_path / "agents", 0)).steps() == [2]
+
+
+async def test_an_agent_step_that_crashes_ends_the_batch_with_its_traceback(tmp_path):
+    proxy = await _setup(tmp_path, [PersonAgent, CrashingPerson])
+    with pytest.raises(RunError, match="RuntimeError: bug in a custom agent") as caught:
+        await step_agent_batch(_job(proxy, [0, 1]))
+    assert "CrashingPerson" in str(caught.value) or "test_batch.py" in str(caught.value)
+    assert not list(tmp_path.rglob("*.staged-*"))  # the batch wrote no shard
