@@ -31,6 +31,7 @@ from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.society.datasets import LLM_CALLS, QUESTIONNAIRE_ANSWERS
 from engine.society.fanout import fan_out
+from engine.society.lease import check_session
 from engine.society.planning import plan_batches, split_allowance
 from engine.society.questionnaire import Questionnaire, QuestionnaireAnswer, QuestionnaireResponse, failed_answers
 from engine.society.questionnaire_ask import Persona, answer_questionnaire
@@ -66,6 +67,7 @@ class QuestionnaireJob:
     t: datetime  #: simulated time
     proxy: ServiceProxy
     allowance: Allowance | None = None  #: this batch's share of the remaining budget
+    session: str | None = None  #: the driver's lease session; a task of an older session writes nothing
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,7 @@ async def questionnaire_agent_batch(job: QuestionnaireJob) -> QuestionnaireBatch
     meters = [agent.meter for _, agent in results if agent is not None]
     calls = [{"run": job.proxy.run_id, "step": job.step_count, **r.as_row()} for m in meters for r in m.records]
     part = _shard(job)
+    check_session(run_dir, job.session)
     writer = ReplayWriter(run_dir / "replay", txn=job.txn)
     written = [
         writer.write_shard(QUESTIONNAIRE_ANSWERS, part, answer_rows(job, answers)),
@@ -199,6 +202,7 @@ async def distribute_questionnaire(
     max_workers: int | None,
     budget: Allowance | None = None,
     on_batch: Callable[[QuestionnaireBatchResult], None] | None = None,
+    session: str | None = None,
 ) -> tuple[QuestionnaireResponse, list[Path]]:
     """Put ``questionnaire`` to ``agent_ids`` in ⌈N / batch_size⌉ batch futures, at most ``max_workers`` at once.
 
@@ -215,6 +219,7 @@ async def distribute_questionnaire(
         max_workers: batch futures in flight at once (None: all).
         budget: what remains of the run's budget, shared evenly by the batches (None: unlimited).
         on_batch: called after each batch completes (progress reporting).
+        session: the driver's lease session (batches of an older session write nothing).
 
     Returns:
         The merged response (answers in agent order) and every staged path (shards and the
@@ -235,7 +240,7 @@ async def distribute_questionnaire(
     batches = plan_batches(list(agent_ids), batch_size)
     shares = split_allowance(budget, Usage(), len(batches)) if budget and batches else [None] * len(batches)
     jobs = [
-        QuestionnaireJob(questionnaire, ids, i, txn, step_count, step_index, t, proxy, shares[i])
+        QuestionnaireJob(questionnaire, ids, i, txn, step_count, step_index, t, proxy, shares[i], session)
         for i, ids in enumerate(batches)
     ]
     results = sorted(

@@ -233,6 +233,8 @@ async def run_experiment(
         raise
     except BudgetExhaustedError as caught:
         status, error = "budget_exhausted", str(caught)
+        if society is not None:
+            society.set_status(status, error)
     except Exception as caught:  # noqa: BLE001 - workers re-raise any type (ImportError, KilledWorker, ...); record it
         status, error = "failed", f"{type(caught).__name__}: {caught}"
         if society is not None:

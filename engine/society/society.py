@@ -324,9 +324,9 @@ class AgentSociety:
             self._client, questionnaire, ids, proxy=self.proxy, txn=self._status.txn + 1,
             step_count=self.step_count, step_index=self.completed_steps if step_index is None else step_index,
             t=self.current_time, batch_size=self._batch_size, max_workers=self._max_workers,
-            budget=self.remaining_budget(),
+            budget=self.remaining_budget(), session=self._session,
+            on_batch=lambda result: self.usage.add(result.usage),
         )
-        self.usage.add(response.usage)
         self._commit([str(p) for p in staged], step_index=step_index)
         return response
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -115,3 +117,23 @@ async def test_resume_refuses_a_changed_spec(dask_client, tmp_path):
     changed = await run_experiment(small_spec(seed=99), run, dask_client, resume=True)
     assert changed.status == "failed"
     assert "differs" in changed.error and "--force" in changed.error
+
+
+async def test_a_questionnaire_stopped_by_the_budget_counts_what_it_spent_and_resumes(dask_client, tmp_path):
+    population = [{"count": 4, "profile_template": {"name": "P{i}"}, "config": {"max_react_turns": 1, "tools": ["finish"]}}]
+    steps = [
+        {"type": "run", "num_steps": 1, "tick": 600},
+        {"type": "questionnaire", "questionnaire_id": "q", "questions": [{"id": "a", "prompt": "Age?", "response_type": "integer"}]},
+    ]
+    run = tmp_path / "run"
+    stopped = await run_experiment(small_spec(population=population, steps=steps, batch_size=2, budget={"max_calls": 6}), run, dask_client)
+    assert stopped.status == "budget_exhausted"
+    status = json.loads((run / "SOCIETY_STEP.json").read_text())
+    assert status["extra"]["usage"]["calls"] == 6  # 4 agent-steps + the 2 answers the budget allowed
+
+    resumed = await run_experiment(small_spec(population=population, steps=steps, batch_size=2, budget={"max_calls": 100}),
+                                   run, dask_client, resume=True)
+    assert resumed.status == "completed", resumed.error
+    assert resumed.provider_calls == 8  # the 2 answers given before the stop came from the cache
+    with ReplayReader(run) as reader:
+        assert reader.count("questionnaire_answers") == 4
