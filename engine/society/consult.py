@@ -15,13 +15,14 @@ from engine.llm.budget import BudgetedModel, BudgetGate, Usage
 from engine.llm.dispatcher import get_chat_model
 from engine.llm.meter import CallRecord, Meter, MeteredModel
 from engine.society.datasets import LLM_CALLS, SOCIETY_QUERIES
+from engine.society.helper import AgentSocietyHelper, HelperResult
+from engine.society.interview import ask_agents
 from engine.storage.atomic import atomic_write_text
 from engine.storage.replay import ReplayWriter
 from engine.storage.shards import shard_name
 from engine.storage.staging import staged_path
 
 if TYPE_CHECKING:
-    from engine.society.helper import HelperResult
     from engine.society.society import AgentSociety
 
 __all__ = ["run_helper"]
@@ -49,8 +50,6 @@ class _Interviews:
         return self._society.agent_specs
 
     async def ask_agents(self, agent_ids: list[int], question: str) -> dict[int, str]:
-        from engine.society.interview import ask_agents
-
         society = self._society
         return await ask_agents(society.run_dir, society.proxy, list(agent_ids), question, society.current_time,
                                 records=self.records, budget=self._budget)
@@ -64,8 +63,6 @@ async def run_helper(
     Returns:
         The helper's result, the staged paths to commit, and the provider usage it spent.
     """
-    from engine.society.helper import AgentSocietyHelper
-
     index = society.completed_steps if step_index is None else step_index
     meter = Meter()
     model: Any = get_chat_model(society.proxy.client("default"))

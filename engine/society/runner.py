@@ -23,6 +23,7 @@ from engine.llm.local import is_local, resolve_local_clients
 from engine.society.batch import BatchResult
 from engine.society.env_host import EnvHost
 from engine.society.lease import RunLease
+from engine.society.questionnaire import Questionnaire
 from engine.society.society import AgentSociety
 from engine.society.status import SocietyStep, read_society_step
 from engine.spec import AskStep, ExperimentSpec, InterveneStep, QuestionnaireStep, RunStep, parse_spec
@@ -101,8 +102,6 @@ def _budget(spec: ExperimentSpec) -> Allowance | None:
 
 async def _run_steps(spec: ExperimentSpec, society: AgentSociety, on_tick: Callable[[], None]) -> None:
     """Run the spec's top-level steps that are not completed yet (a resumed run skips the rest)."""
-    from engine.society.questionnaire import Questionnaire
-
     ticks_before = 0
     for index, step in enumerate(spec.steps):
         if isinstance(step, RunStep):

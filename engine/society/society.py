@@ -30,10 +30,13 @@ from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, Usage
 from engine.llm.client import LLMClient
 from engine.society.batch import BatchJob, BatchResult, step_agent_batch
+from engine.society.consult import run_helper
 from engine.society.datasets import ACTIONS, LLM_CALLS, SOCIETY_QUERIES
 from engine.society.env_host import EnvHost
 from engine.society.fanout import fan_out
+from engine.society.interview import ask_agents
 from engine.society.planning import SocietyTotals, plan_batches, split_allowance
+from engine.society.questionnaire_batch import distribute_questionnaire
 from engine.society.status import SocietyStep, read_society_step, write_society, write_society_step
 from engine.society.transaction import commit, recover
 from engine.storage.atomic import read_json
@@ -313,8 +316,6 @@ class AgentSociety:
                                 step_index: int | None = None) -> Any:
         """Give ``questionnaire`` to the target agents (default: all) in batches on the cluster, as one
         transaction; answers land in the ``questionnaire_answers`` dataset and under ``artifacts/``."""
-        from engine.society.questionnaire_batch import distribute_questionnaire
-
         ids = self.agent_ids if target_agent_ids is None else list(target_agent_ids)
         unknown = sorted(set(ids) - set(self.agent_ids))
         if unknown:
@@ -342,8 +343,6 @@ class AgentSociety:
 
     async def ask_agents(self, agent_ids: list[int], question: str) -> dict[int, str]:
         """Interview chosen agents in this process (read-only: their workspaces are not changed)."""
-        from engine.society.interview import ask_agents
-
         return await ask_agents(self._run_dir, self.proxy, list(agent_ids), question, self.current_time)
 
     async def ask(self, question: str, *, step_index: int | None = None) -> str:
@@ -355,8 +354,6 @@ class AgentSociety:
         return (await self._consult("intervene", instruction, step_index)).reply
 
     async def _consult(self, kind: str, text: str, step_index: int | None) -> Any:
-        from engine.society.consult import run_helper
-
         async def attempt() -> Any:
             txn = self._status.txn + 1
             result, staged, usage = await run_helper(self, kind, text, txn=txn, step_index=step_index)
