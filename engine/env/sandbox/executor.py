@@ -40,7 +40,7 @@ __all__ = ["RESERVED_NAMES", "ExecutionResult", "SandboxLimits", "SandboxTool", 
 #: Names the sandbox provides that code may not rebind (tool names are reserved as well).
 RESERVED_NAMES = frozenset({"results", "ctx", "variables"})
 _GRACE_S = 1.0
-_MEMORY_CHECK_S = 0.005
+_CHECKPOINT_S = 0.005  #: how often running code yields the GIL and checks its memory growth
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -100,7 +100,7 @@ class _Run:
         self.output: list[str] = []
         self.output_chars = 0
         self.rss0 = _rss()
-        self.next_memory_check = self.started + _MEMORY_CHECK_S
+        self.next_checkpoint = self.started + _CHECKPOINT_S
 
     def stop(self, reason: str) -> _Stop:
         self.stopped = self.stopped or reason
@@ -115,10 +115,14 @@ class _Run:
         now = time.monotonic()
         if now > self.deadline:
             raise self.stop(f"time limit of {self.limits.timeout_s} s exceeded")
-        if now >= self.next_memory_check and self.rss0 is not None:
-            self.next_memory_check = now + _MEMORY_CHECK_S
-            rss = _rss()
-            if rss is not None and rss - self.rss0 > self.limits.max_memory_growth_mb * 2**20:
+        if now >= self.next_checkpoint:
+            self.next_checkpoint = now + _CHECKPOINT_S
+            # Hand the GIL over. The interpreter's forced switch reached the thread waiting for it (the
+            # actor's event loop, serving every agent) only 1-5 times in a 1 s run on this kind of VM;
+            # with this, 20-50 times, at no measurable cost to the sandboxed code.
+            time.sleep(0)
+            rss = _rss() if self.rss0 is not None else None
+            if rss is not None and rss - self.rss0 > self.limits.max_memory_growth_mb * 2**20:  # type: ignore[operator]
                 raise self.stop(f"memory limit of {self.limits.max_memory_growth_mb} MB exceeded")
         return True
 
