@@ -47,6 +47,7 @@ class EnvBase:
         self._workspace_root: Path | None = None
         self._history: list[dict[str, Any]] = []
         self._trace_id: str | None = None
+        self._agent_ids: set[int] | None = None  #: None until the router binds the run's agents
 
     @property
     def name(self) -> str:
@@ -113,6 +114,20 @@ class EnvBase:
 
     def set_current_time(self, t: datetime) -> None:
         self.t = t
+
+    def bind_agents(self, agent_ids: list[int]) -> None:
+        """Tell the module which agent ids exist (tools check actors and targets against them).
+        Modules that set agents up (accounts, homes, matches) extend this and call ``super()``."""
+        self._agent_ids = set(agent_ids)
+
+    def check_agent(self, agent_id: int) -> None:
+        """Refuse an agent id the run does not have (every id passes before :meth:`bind_agents`).
+
+        Raises:
+            ValueError: no such agent (tools turn it into a readable tool error).
+        """
+        if self._agent_ids is not None and agent_id not in self._agent_ids:
+            raise ValueError(f"there is no agent {agent_id}")
 
     def discard_pending(self, agent_id: int) -> int:
         """Drop the updates ``agent_id`` queued during this tick; returns how many.

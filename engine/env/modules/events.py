@@ -9,10 +9,11 @@ during that step.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from engine.env.base import EnvBase
+from engine.env.modules.times import parse_time
 from engine.env.tool import tool
 from engine.errors import SpecError
 from engine.storage.catalog import Column, DatasetSchema
@@ -61,15 +62,6 @@ _ACTIONS = DatasetSchema(
 )
 
 
-def _parse_time(value: Any, what: str) -> datetime:
-    """Parse an ISO time (YAML specs may already hold datetimes); aware times become naive UTC, like the clock."""
-    try:
-        parsed = value if isinstance(value, datetime) else datetime.fromisoformat(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} must be an ISO time such as 2024-01-01T18:00, got {value!r}") from None
-    return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
-
-
 class EventSpace(EnvBase):
     """A calendar of public events: agents see what is on now and soon, announce their own events, and sign up to attend.
 
@@ -108,15 +100,6 @@ class EventSpace(EnvBase):
         self._applied_last: list[dict[str, Any]] = []
         self._present_last: list[tuple[int, int]] = []
         self._active_last = 0
-        self._agent_ids: set[int] | None = None
-
-    def bind_agents(self, agent_ids: list[int]) -> None:
-        """Tell the module which agent ids exist (actors are checked against them)."""
-        self._agent_ids = set(agent_ids)
-
-    def _check_agent(self, agent_id: int) -> None:
-        if self._agent_ids is not None and agent_id not in self._agent_ids:
-            raise ValueError(f"there is no agent {agent_id}")
 
     def _event(self, event_id: int) -> dict[str, Any]:
         event = self._events.get(event_id)
@@ -131,7 +114,7 @@ class EventSpace(EnvBase):
         for text in (title, location, description):
             if len(text) > self._max_length:
                 raise ValueError(f"text longer than {self._max_length} characters")
-        begins, ends = _parse_time(start, "start"), _parse_time(end, "end")
+        begins, ends = parse_time(start, "start"), parse_time(end, "end")
         if ends <= begins:
             raise ValueError(f"the event must end after it starts ({start} .. {end})")
         return {"title": title, "start": begins, "end": ends, "location": location.strip(),
@@ -157,7 +140,7 @@ class EventSpace(EnvBase):
     @tool(readonly=False)
     def announce_event(self, agent_id: int, title: str, start: str, end: str, location: str = "", description: str = "") -> str:
         """Announce a public event (ISO start and end times); it is listed from the end of this step."""
-        self._check_agent(agent_id)
+        self.check_agent(agent_id)
         event = self._make(title, start, end, location, description, organizer=agent_id)
         if self.t is not None and event["end"] <= self.t:
             raise ValueError("the event would already be over")
@@ -167,7 +150,7 @@ class EventSpace(EnvBase):
     @tool(readonly=False)
     def attend(self, agent_id: int, event_id: int) -> str:
         """Sign up to attend an event that is under way or upcoming; you are counted as present while it runs."""
-        self._check_agent(agent_id)
+        self.check_agent(agent_id)
         event = self._event(event_id)
         if self.t is not None and event["end"] <= self.t:
             raise ValueError(f"event {event_id} ({event['title']}) has already ended")
@@ -179,7 +162,7 @@ class EventSpace(EnvBase):
     @tool(readonly=False)
     def cancel_attendance(self, agent_id: int, event_id: int) -> str:
         """Withdraw your sign-up for an event."""
-        self._check_agent(agent_id)
+        self.check_agent(agent_id)
         self._event(event_id)
         if not self._signed_up_after_own_ops(agent_id, event_id):
             return f"you are not signed up for event {event_id}"

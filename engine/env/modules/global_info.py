@@ -10,10 +10,11 @@ the facts published before it began.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from engine.env.base import EnvBase
+from engine.env.modules.times import parse_time
 from engine.env.tool import tool
 from engine.errors import SpecError
 from engine.storage.catalog import Column, DatasetSchema
@@ -51,15 +52,6 @@ _FACTS = DatasetSchema(
 )
 
 
-def _parse_time(value: Any, what: str) -> datetime:
-    """Parse an ISO time (YAML specs may already hold datetimes); aware times become naive UTC, like the clock."""
-    try:
-        parsed = value if isinstance(value, datetime) else datetime.fromisoformat(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} must be an ISO time such as 2024-01-01T18:00, got {value!r}") from None
-    return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
-
-
 class GlobalInformationSpace(EnvBase):
     """Public news: every agent can read the latest facts (each with its time and source) and broadcast a fact to everyone.
 
@@ -91,7 +83,7 @@ class GlobalInformationSpace(EnvBase):
             if not isinstance(item, dict) or not str(item.get("text", "")).strip():
                 raise SpecError(f"GlobalInformationSpace facts[{i}]: a fact needs a non-empty text")
             try:
-                when = None if item.get("time") is None else _parse_time(item["time"], "time")
+                when = None if item.get("time") is None else parse_time(item["time"], "time")
             except ValueError as error:
                 raise SpecError(f"GlobalInformationSpace facts[{i}]: {error}") from None
             self._facts.append({"id": i + 1, "text": str(item["text"]).strip(), "source": str(item.get("source") or default_source),
@@ -99,17 +91,12 @@ class GlobalInformationSpace(EnvBase):
         self._pending: list[dict[str, Any]] = []
         self._seq = 0
         self._published_last: list[int] = []
-        self._agent_ids: set[int] | None = None
 
     async def init(self, start_datetime: datetime) -> None:
         await super().init(start_datetime)
         for fact in self._facts:  # undated initial facts are public from the start
             if fact["time"] is None:
                 fact["time"] = start_datetime
-
-    def bind_agents(self, agent_ids: list[int]) -> None:
-        """Tell the module which agent ids exist (broadcasters are checked against them)."""
-        self._agent_ids = set(agent_ids)
 
     def _visible(self) -> list[dict[str, Any]]:
         """Public facts, newest first."""
@@ -124,8 +111,7 @@ class GlobalInformationSpace(EnvBase):
     @tool(readonly=False)
     def broadcast(self, agent_id: int, text: str) -> str:
         """Broadcast a fact to everyone; it becomes public at the end of this step with you as the source."""
-        if self._agent_ids is not None and agent_id not in self._agent_ids:
-            raise ValueError(f"there is no agent {agent_id}")
+        self.check_agent(agent_id)
         text = text.strip()
         if not text:
             raise ValueError("an empty broadcast cannot be sent")

@@ -68,16 +68,7 @@ class MessagingSpace(EnvBase):
         self._delivered_unreported: list[dict[str, Any]] = []  #: delivered since the last step (by apply_pending)
         self._messages_total = 0
         self._posts_total = 0
-        self._agent_ids: set[int] | None = None
         self._seq = 0
-
-    def bind_agents(self, agent_ids: list[int]) -> None:
-        """Tell the module which agent ids exist (recipients are checked against them)."""
-        self._agent_ids = set(agent_ids)
-
-    def _check_agent(self, agent_id: int) -> None:
-        if self._agent_ids is not None and agent_id not in self._agent_ids:
-            raise ValueError(f"there is no agent {agent_id}")
 
     def _queue(self, **op: Any) -> None:
         self._seq += 1
@@ -94,15 +85,15 @@ class MessagingSpace(EnvBase):
     @tool(readonly=False)
     def send_message(self, agent_id: int, to_agent_id: int, content: str) -> str:
         """Send a direct message from agent_id to to_agent_id; it arrives at the end of this step."""
-        self._check_agent(agent_id)
-        self._check_agent(to_agent_id)
+        self.check_agent(agent_id)
+        self.check_agent(to_agent_id)
         self._queue(kind="direct", sender=agent_id, recipient=to_agent_id, group=None, content=self._check_text(content))
         return f"message to agent {to_agent_id} queued for delivery"
 
     @tool(readonly=False)
     def post_to_group(self, agent_id: int, group: str, content: str) -> str:
         """Post a message to a group (joining it if needed); every other member receives it at the end of this step."""
-        self._check_agent(agent_id)
+        self.check_agent(agent_id)
         text = self._check_text(content)
         self._queue(kind="group", sender=agent_id, recipient=None, group=group, content=text)
         return f"post to group {group!r} queued for delivery"
@@ -110,7 +101,7 @@ class MessagingSpace(EnvBase):
     @tool(readonly=False)
     def join_group(self, agent_id: int, group: str) -> str:
         """Join a group (effective at the end of this step)."""
-        self._check_agent(agent_id)
+        self.check_agent(agent_id)
         if agent_id in self._groups.get(group, []):
             return f"already a member of {group!r}"
         self._queue(kind="join", sender=agent_id, recipient=None, group=group, content=None)
@@ -121,7 +112,7 @@ class MessagingSpace(EnvBase):
         """Experimenter only: send to_agent_id a message from the system; it arrives at the end of this step."""
         if agent_id != EXPERIMENTER_ID:
             raise ValueError("only the experimenter can send system messages")
-        self._check_agent(to_agent_id)
+        self.check_agent(to_agent_id)
         self._queue(kind="system", sender=None, recipient=to_agent_id, group=None, content=self._check_text(content))
         return f"system message to agent {to_agent_id} queued for delivery"
 

@@ -96,16 +96,11 @@ class MobilitySpace(EnvBase):
             self._homes = {int(k): self.city.find(v).id for k, v in (homes or {}).items()}
         except LookupError as error:
             raise SpecError(f"MobilitySpace homes: {error}") from None
-        self._agent_ids: list[int] | None = None
         self._positions: dict[int, str] = {}
         self._trips: dict[int, dict[str, Any]] = {}
         self._pending: dict[int, str] = {}
         self._events: list[dict[str, Any]] = []
         self._completed = 0
-
-    def bind_agents(self, agent_ids: list[int]) -> None:
-        """Tell the module which agents exist; each starts at its home."""
-        self._agent_ids = sorted(set(agent_ids))
 
     # ---- helpers -----------------------------------------------------------------------------
     def home(self, agent_id: int) -> Place:
@@ -115,13 +110,9 @@ class MobilitySpace(EnvBase):
             self._homes[agent_id] = self._homes_pool[pick]
         return self.city.places[self._homes[agent_id]]
 
-    def _check_agent(self, agent_id: int) -> None:
-        if self._agent_ids is not None and agent_id not in self._agent_ids:
-            raise ValueError(f"there is no agent {agent_id}")
-
     def _position(self, agent_id: int) -> Place:
         """Where the agent is (travelling: where it left from)."""
-        self._check_agent(agent_id)
+        self.check_agent(agent_id)
         return self.city.places[self._positions.get(agent_id) or self.home(agent_id).id]
 
     def _label(self, place: Place) -> str:

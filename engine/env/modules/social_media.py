@@ -103,17 +103,8 @@ class SocialMediaSpace(EnvBase):
         self._pending: list[dict[str, Any]] = []
         self._applied_last: list[dict[str, Any]] = []
         self._seq = 0
-        self._agent_ids: set[int] | None = None
-
-    def bind_agents(self, agent_ids: list[int]) -> None:
-        """Tell the module which agent ids exist (actors and followed agents are checked against them)."""
-        self._agent_ids = set(agent_ids)
 
     # ---- checks and queueing -----------------------------------------------------------------
-    def _check_agent(self, agent_id: int) -> None:
-        if self._agent_ids is not None and agent_id not in self._agent_ids:
-            raise ValueError(f"there is no agent {agent_id}")
-
     def _check_post(self, post_id: int) -> dict[str, Any]:
         post = self._posts.get(post_id)
         if post is None:
@@ -147,14 +138,14 @@ class SocialMediaSpace(EnvBase):
     @tool(readonly=False)
     def create_post(self, agent_id: int, text: str) -> str:
         """Publish a post; it appears (with its id) at the end of this step."""
-        self._check_agent(agent_id)
+        self.check_agent(agent_id)
         self._queue("post", agent_id, text=self._check_text(text))
         return "post queued; it will be published at the end of this step"
 
     @tool(readonly=False)
     def comment(self, agent_id: int, post_id: int, text: str) -> str:
         """Comment on post #post_id; the comment appears at the end of this step."""
-        self._check_agent(agent_id)
+        self.check_agent(agent_id)
         self._check_post(post_id)
         self._queue("comment", agent_id, post_id=post_id, text=self._check_text(text))
         return f"comment on post #{post_id} queued"
@@ -162,7 +153,7 @@ class SocialMediaSpace(EnvBase):
     @tool(readonly=False)
     def like_post(self, agent_id: int, post_id: int) -> str:
         """Like post #post_id (once per post); counted at the end of this step."""
-        self._check_agent(agent_id)
+        self.check_agent(agent_id)
         post = self._check_post(post_id)
         if agent_id in post["likes"] or any(op["post_id"] == post_id for op in self._own_pending(agent_id, "like")):
             return f"you already like post #{post_id}"
@@ -172,7 +163,7 @@ class SocialMediaSpace(EnvBase):
     @tool(readonly=False)
     def repost(self, agent_id: int, post_id: int, comment: str = "") -> str:
         """Share post #post_id with your followers, optionally with a comment; published at the end of this step."""
-        self._check_agent(agent_id)
+        self.check_agent(agent_id)
         original = self._check_post(post_id)
         original_id = original["repost_of"] or post_id  # reposting a repost shares the original
         self._queue("repost", agent_id, post_id=original_id, text=self._check_text(comment, allow_empty=True))
@@ -181,8 +172,8 @@ class SocialMediaSpace(EnvBase):
     @tool(readonly=False)
     def follow(self, agent_id: int, target_agent_id: int) -> str:
         """Follow another agent so their posts reach your chronological feed (from the next step)."""
-        self._check_agent(agent_id)
-        self._check_agent(target_agent_id)
+        self.check_agent(agent_id)
+        self.check_agent(target_agent_id)
         if target_agent_id == agent_id:
             raise ValueError("you cannot follow yourself")
         if target_agent_id in self._following_after_own_ops(agent_id):
@@ -193,7 +184,7 @@ class SocialMediaSpace(EnvBase):
     @tool(readonly=False)
     def unfollow(self, agent_id: int, target_agent_id: int) -> str:
         """Stop following an agent (from the next step)."""
-        self._check_agent(agent_id)
+        self.check_agent(agent_id)
         if target_agent_id not in self._following_after_own_ops(agent_id):
             return f"you do not follow agent {target_agent_id}"
         self._queue("unfollow", agent_id, target=target_agent_id)
