@@ -223,6 +223,7 @@ async def run_experiment(
             async with society:
                 await _run_steps(spec, society, on_tick)
                 env_usage = await society.env.call("usage")
+                await society.forget_journals()
                 society.set_status("completed")
         status, error = "completed", None
     except asyncio.CancelledError:

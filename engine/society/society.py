@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from distributed import Client
 
+from engine.agent.journal import StepJournal
 from engine.agent.registry import resolve_agent
 from engine.agent.service_proxy import ServiceProxy
 from engine.agent.workspace import workspace_path
@@ -180,6 +181,16 @@ class AgentSociety:
 
     async def close(self) -> None:
         self._env.release()
+
+    async def forget_journals(self) -> None:
+        """Drop the agents' step journals of committed ticks (a finished run keeps no undo data)."""
+        root, committed = self._run_dir / "agents", self.step_count
+
+        def drop() -> None:
+            for agent_id in self.agent_ids:
+                StepJournal(workspace_path(root, agent_id)).discard_through(committed)
+
+        await asyncio.to_thread(drop)
 
     async def __aenter__(self) -> AgentSociety:
         await self.init()

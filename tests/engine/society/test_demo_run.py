@@ -49,6 +49,7 @@ async def test_demo_yields_one_action_row_per_agent_per_tick(demo_spec, dask_cli
     assert (run / "env" / "_snapshots" / "txn_000003" / "MessagingSpace" / "state" / "ENV_STATE.json").exists()
     assert [p.name for p in (run / "env" / "_snapshots").iterdir()] == ["txn_000003"]  # older ones pruned
     assert not list(run.rglob("*.staged-*"))
+    assert not list(run.glob("agents/*/.runtime/txn/*"))  # a finished run keeps no undo journals
 
 
 async def test_env_router_lives_inside_a_dask_actor_on_a_worker(dask_client, tmp_path):
