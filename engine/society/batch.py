@@ -159,6 +159,7 @@ async def _step_one(
             failpoint("mid_batch", step=job.step)
         except _ISOLATED as error:
             row.update(status="error", error=f"persisting the workspace failed: {error}")
+            await _undo_failed_step(agent_id, job, agents_root)
     return record
 
 

@@ -30,6 +30,17 @@ class CrashingPerson(PersonAgent):
 register_agent(CrashingPerson)
 
 
+class DiskFullPerson(PersonAgent):
+    """A person whose workspace write fails halfway (after the step's records were appended)."""
+
+    async def to_workspace(self, workspace_path=None) -> None:  # noqa: ANN001
+        await super().to_workspace(workspace_path)
+        raise OSError("No space left on device")
+
+
+register_agent(DiskFullPerson)
+
+
 async def _setup(tmp_path, types):  # noqa: ANN001, ANN202
     router = build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react",
                                           coder=LLMClient(role="coder", model="sim/batch")))
@@ -67,3 +78,14 @@ async def test_an_agent_step_that_crashes_ends_the_batch_with_its_traceback(tmp_
         await step_agent_batch(_job(proxy, [0, 1]))
     assert "CrashingPerson" in str(caught.value) or "test_batch.py" in str(caught.value)
     assert not list(tmp_path.rglob("*.staged-*"))  # the batch wrote no shard
+
+
+async def test_a_step_whose_workspace_write_fails_is_undone_and_recorded_as_an_error(tmp_path):
+    proxy = await _setup(tmp_path, [DiskFullPerson])
+    ws = workspace_path(tmp_path / "agents", 0)
+    before = {p.relative_to(ws): p.read_bytes() for p in ws.rglob("*") if p.is_file() and not p.is_symlink()}
+    result = await step_agent_batch(_job(proxy, [0]))
+    assert result.statuses == {"error": 1}
+    after = {p.relative_to(ws): p.read_bytes() for p in ws.rglob("*")
+             if p.is_file() and not p.is_symlink() and ".runtime/txn" not in str(p)}
+    assert after == before  # the half-written step is gone: the agent simply missed the tick
