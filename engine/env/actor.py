@@ -166,7 +166,7 @@ class EnvRouterActor:
 
     async def settle(self) -> int:
         """Apply queued updates now (after an intervention), without advancing time."""
-        return int(self.router.apply_pending()) if hasattr(self.router, "apply_pending") else 0
+        return self.router.apply_pending()
 
     async def usage(self) -> dict[str, int]:
         return {**self.router.get_token_usages(), "requests": self.requests_served, "batches": self.batches_served}

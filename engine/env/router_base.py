@@ -102,7 +102,7 @@ class RouterBase(ABC):
         self.t = start_datetime
         for module in self.env_modules:
             await module.init(start_datetime)
-            if agent_ids is not None and hasattr(module, "bind_agents"):
+            if agent_ids is not None:
                 module.bind_agents(agent_ids)
         return await self.from_workspaces(snapshot)
 

@@ -16,7 +16,6 @@ from engine.llm.dispatcher import get_chat_model
 from engine.llm.meter import CallRecord, Meter, MeteredModel
 from engine.society.datasets import LLM_CALLS, SOCIETY_QUERIES
 from engine.society.helper import AgentSocietyHelper, HelperResult
-from engine.society.interview import ask_agents
 from engine.storage.atomic import atomic_write_text
 from engine.storage.replay import ReplayWriter
 from engine.storage.shards import shard_name
@@ -50,9 +49,7 @@ class _Interviews:
         return self._society.agent_specs
 
     async def ask_agents(self, agent_ids: list[int], question: str) -> dict[int, str]:
-        society = self._society
-        return await ask_agents(society.run_dir, society.proxy, list(agent_ids), question, society.current_time,
-                                records=self.records, budget=self._budget)
+        return await self._society.ask_agents(agent_ids, question, records=self.records, budget=self._budget)
 
 
 async def run_helper(

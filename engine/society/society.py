@@ -28,8 +28,9 @@ from engine.agent.workspace import workspace_path
 from engine.env.proxy import fail_env_actor
 from engine.errors import BudgetExhaustedError, EnvUnavailableError, RunError
 from engine.failpoints import failpoint
-from engine.llm.budget import Allowance, Usage
+from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.client import LLMClient
+from engine.llm.meter import CallRecord
 from engine.society.batch import BatchJob, BatchResult, step_agent_batch
 from engine.society.consult import run_helper
 from engine.society.datasets import ACTIONS, LLM_CALLS, SOCIETY_QUERIES
@@ -343,18 +344,15 @@ class AgentSociety:
         return response
 
     def remaining_budget(self) -> Allowance | None:
-        if self._budget is None:
-            return None
-        b, u = self._budget, self.usage
-        return Allowance(
-            None if b.calls is None else max(0, b.calls - u.calls),
-            None if b.tokens is None else max(0, b.tokens - u.tokens),
-            None if b.cost_usd is None else max(0.0, b.cost_usd - u.cost_usd),
-        )
+        """What is left of the run's budget (None: unlimited)."""
+        return split_allowance(self._budget, self.usage, 1)[0] if self._budget is not None else None
 
-    async def ask_agents(self, agent_ids: list[int], question: str) -> dict[int, str]:
-        """Interview chosen agents in this process (read-only: their workspaces are not changed)."""
-        return await ask_agents(self._run_dir, self.proxy, list(agent_ids), question, self.current_time)
+    async def ask_agents(self, agent_ids: list[int], question: str, *, records: list[CallRecord] | None = None,
+                         budget: BudgetGate | None = None) -> dict[int, str]:
+        """Interview chosen agents in this process (read-only: their workspaces are not changed).
+        ``records`` collects their LLM calls; ``budget`` charges them."""
+        return await ask_agents(self._run_dir, self.proxy, list(agent_ids), question, self.current_time,
+                                records=records, budget=budget)
 
     async def ask(self, question: str, *, step_index: int | None = None) -> str:
         """Answer a question about the simulation (the plan-and-execute helper; read-only)."""
