@@ -21,6 +21,8 @@ class ChatResult:
     finish_reason: str | None = None
     cached: bool = False  #: served from the response cache (no provider call)
     cost_usd: float | None = None  #: provider price where known
+    #: the provider's ``x-ratelimit-remaining-requests`` header, where it sends one (the limiter reads it)
+    rate_limit_remaining: int | None = None
 
 
 @runtime_checkable
