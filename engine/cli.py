@@ -25,7 +25,7 @@ def _progress_printer(stream=sys.stderr):  # type: ignore[no-untyped-def]
             f"\r[{'#' * filled}{'.' * (width - filled)}] tick {progress.ticks_done}/{progress.ticks_total} "
             f"agent-steps {done}/{progress.agent_steps_total} {progress.status:<10}"
         )
-        if progress.status in ("completed", "failed", "cancelled"):
+        if progress.status not in ("starting", "running"):
             stream.write("\n")
         stream.flush()
 
@@ -107,12 +107,20 @@ async def _run(args: argparse.Namespace) -> int:
     if summary.error:
         print(f"error: {summary.error}")
     print(f"ticks: {summary.ticks_done}  agent-steps: {summary.agent_steps}  statuses: {summary.statuses}")
+    print(f"errors: {summary.errors}" + (f"  first: {summary.first_error}" if summary.first_error else ""))
     print(f"LLM calls: {summary.llm_calls}  tokens: {summary.input_tokens} in / {summary.output_tokens} out")
     if summary.env_recoveries:
         print(f"env actor recovered {summary.env_recoveries} time(s) after losing its worker")
     print(f"time: {summary.duration_s:.1f} s  run dir: {summary.run_dir}")
     print(f"replay: {summary.run_dir / 'replay'}  (polis query {summary.run_dir} \"SELECT ...\")")
-    return 0 if summary.status == "completed" else 1
+    return _exit_code(summary.status)
+
+
+def _exit_code(status: str) -> int:
+    """0 when every step ran (agent errors within max_error_rate included), 1 otherwise."""
+    from engine.society.outcome import is_finished
+
+    return 0 if is_finished(status) else 1
 
 
 def _print_sweep(sweep, run_dir: Path) -> int:  # type: ignore[no-untyped-def]
@@ -121,7 +129,7 @@ def _print_sweep(sweep, run_dir: Path) -> int:  # type: ignore[no-untyped-def]
               + (f"  error={run.error}" if run.error else ""))
     print(f"sweep: {len(sweep.cells)} cells {sweep.statuses()} in {run_dir}")
     print(f"compare: polis query {run_dir} \"SELECT cell, count(*) FROM actions GROUP BY cell\"")
-    return 0 if all(run.status == "completed" for run in sweep.runs) else 1
+    return max((_exit_code(run.status) for run in sweep.runs), default=0)
 
 
 def _status(args: argparse.Namespace) -> int:

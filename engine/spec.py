@@ -241,6 +241,11 @@ class ExperimentSpec(_Frozen):
     batch_size: int = Field(256, ge=1, le=100_000)
     max_workers: int | None = Field(None, ge=1, description="cap on concurrently running batch futures")
     budget: BudgetSpec | None = None
+    max_error_rate: float = Field(
+        0.05, ge=0, le=1,
+        description="share of agent-steps ending in error (or llm_error) above which a run ends 'failed' "
+        "instead of 'completed_with_errors'",
+    )
     # Keep ``sweep`` last: its validator resolves grid keys against the fields validated before it.
     sweep: SweepSpec | None = Field(None, description="run a grid of variants of this spec; see SweepSpec")
 

@@ -36,7 +36,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-ExperimentStatus = Literal["queued", "running", "completed", "failed", "cancelled", "interrupted", "budget_exhausted"]
+ExperimentStatus = Literal["queued", "running", "completed", "completed_with_errors", "failed", "cancelled", "interrupted", "budget_exhausted"]
 
 #: Statuses of an experiment some service process is (or was) working on.
 ACTIVE_STATUSES: frozenset[str] = frozenset({"queued", "running"})

@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 RunFunction = Callable[..., Awaitable[RunSummary]]
 
 _RUNNING_PHASES = frozenset({"starting", "running"})
-_FINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "budget_exhausted"})
+_FINAL_STATUSES = frozenset({"completed", "completed_with_errors", "failed", "cancelled", "budget_exhausted"})
 _SHUTDOWN_GRACE_S = 30.0
 
 

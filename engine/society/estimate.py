@@ -8,6 +8,7 @@ from pathlib import Path
 
 from distributed import Client
 
+from engine.society.outcome import is_finished
 from engine.society.runner import run_experiment
 from engine.spec import ExperimentSpec, LLMClientSpec, LLMSpec, RunStep
 from engine.storage.reader import ReplayReader
@@ -53,7 +54,7 @@ async def estimate(spec: ExperimentSpec, client: Client, *, agents: int = 20, ti
     sample = _sample_spec(spec, agents, ticks)
     with tempfile.TemporaryDirectory(prefix="polis-estimate-") as tmp:
         summary = await run_experiment(sample, Path(tmp) / "run", client)
-        if summary.status != "completed":
+        if not is_finished(summary.status):
             raise RuntimeError(f"the sample run did not complete: {summary.error}")
         with ReplayReader(Path(tmp) / "run") as reader:
             row = reader.query(

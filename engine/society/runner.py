@@ -15,7 +15,7 @@ from distributed import Client
 
 from engine.agent.registry import resolve_agent
 from engine.env.actor import EnvRouterConfig
-from engine.errors import BudgetExhaustedError, RunError, SpecError
+from engine.errors import BudgetExhaustedError, RunError, SpecError, StorageError
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance
 from engine.llm.client import LimiterConfig, LLMClient
@@ -23,6 +23,7 @@ from engine.llm.local import is_local, resolve_local_clients
 from engine.society.batch import BatchResult
 from engine.society.env_host import EnvHost
 from engine.society.lease import RunLease
+from engine.society.outcome import RunStatus, RunTally, is_finished, judge, read_run_tally
 from engine.society.questionnaire import Questionnaire
 from engine.society.society import AgentSociety
 from engine.society.status import SocietyStep, read_society_step
@@ -34,7 +35,7 @@ __all__ = ["RunProgress", "RunSummary", "run_experiment"]
 
 @dataclass(frozen=True)
 class RunProgress:
-    status: str  #: starting | running | completed | failed | cancelled | budget_exhausted
+    status: str  #: a RunStatus value
     ticks_done: int
     ticks_total: int
     agent_steps_done: int
@@ -61,6 +62,8 @@ class RunSummary:
     env_recoveries: int = 0  #: env actors replaced after their worker died
     replayed: int = 0  #: agent-steps re-emitted by retried batches instead of stepped twice
     rolled_back: int = 0  #: agent-steps undone to their journal and stepped again
+    errors: int = 0  #: agent-steps of the whole run that ended in error or llm_error
+    first_error: str | None = None  #: the earliest of them
 
 
 def _clients(spec: ExperimentSpec, cache_dir: Path | None, limits: LimiterConfig | None) -> dict[str, LLMClient]:
@@ -161,20 +164,21 @@ async def run_experiment(
 
     def report(status: str, error: str | None = None) -> None:
         if on_progress is not None:
-            on_progress(RunProgress(status, progress["ticks"], ticks_total, progress["agent_steps"], steps_total, error))
+            on_progress(RunProgress(str(status), progress["ticks"], ticks_total, progress["agent_steps"], steps_total, error))
 
     def on_batch(result: BatchResult) -> None:
         progress["agent_steps"] += result.agents - result.replayed
-        report("running")
+        report(RunStatus.RUNNING)
 
     def on_tick() -> None:
         progress["ticks"] = society.step_count if society is not None else 0
-        report("running")
+        report(RunStatus.RUNNING)
 
-    report("starting")
+    report(RunStatus.STARTING)
     local_servers = contextlib.ExitStack()
     society: AgentSociety | None = None
     env_usage: dict[str, Any] | None = None
+    tally: RunTally | None = None
     try:
         if spec.sweep is not None:
             raise SpecError("sweep: this spec declares a sweep; run it with engine.society.sweep_run.run_sweep (polis run does)")
@@ -183,11 +187,13 @@ async def run_experiment(
         state = _resume_state(spec, run_dir, force) if resume else None
         if state is None and (run_dir / "SOCIETY_STEP.json").exists():
             raise RunError(f"{run_dir} already holds a run; resume it (--resume) or choose another run directory")
-        if state is not None and state.status == "completed":
+        if state is not None and is_finished(state.status):
             progress.update(ticks=state.step_count, agent_steps=state.agent_steps_done)
-            report("completed")
-            return RunSummary("completed", run_dir, state.step_count, state.agent_steps_done, 0, 0, 0,
-                              time.perf_counter() - started, None)
+            report(state.status)
+            done = read_run_tally(run_dir)
+            return RunSummary(str(state.status), run_dir, state.step_count, state.agent_steps_done, done.llm_calls,
+                              done.input_tokens, done.output_tokens, time.perf_counter() - started, state.error,
+                              errors=done.errors, first_error=done.first_error)
         if state is not None:
             progress.update(ticks=state.step_count, agent_steps=state.agent_steps_done)
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -224,33 +230,39 @@ async def run_experiment(
                 await _run_steps(spec, society, on_tick)
                 env_usage = await society.env.call("usage")
                 await society.forget_journals()
-                society.set_status("completed")
-        status, error = "completed", None
+                tally = await asyncio.to_thread(read_run_tally, run_dir)
+                verdict = judge(tally, expected_agent_steps=society.step_count * len(agents),
+                                max_error_rate=spec.max_error_rate)
+                society.set_status(verdict.status, verdict.error)
+        status, error = verdict.status, verdict.error
     except asyncio.CancelledError:
         if society is not None:
-            society.set_status("cancelled", "stopped by a signal or a cancel request; resume to continue")
-        report("cancelled")
+            society.set_status(RunStatus.CANCELLED, "stopped by a signal or a cancel request; resume to continue")
+        report(RunStatus.CANCELLED)
         raise
     except BudgetExhaustedError as caught:
-        status, error = "budget_exhausted", str(caught)
+        status, error = RunStatus.BUDGET_EXHAUSTED, str(caught)
         if society is not None:
             society.set_status(status, error)
     except Exception as caught:  # noqa: BLE001 - workers re-raise any type (ImportError, KilledWorker, ...); record it
-        status, error = "failed", f"{type(caught).__name__}: {caught}"
+        status, error = RunStatus.FAILED, f"{type(caught).__name__}: {caught}"
         if society is not None:
-            society.set_status("failed", error)
+            society.set_status(RunStatus.FAILED, error)
     finally:
         await asyncio.to_thread(local_servers.close)
     report(status, error)
+    if tally is None and society is not None:
+        with contextlib.suppress(StorageError, OSError):
+            tally = await asyncio.to_thread(read_run_tally, run_dir)
     totals = society.totals if society is not None else None
     return RunSummary(
-        status=status,
+        status=str(status),
         run_dir=run_dir,
         ticks_done=society.step_count if society is not None else progress["ticks"],
         agent_steps=progress["agent_steps"],
-        llm_calls=(totals.llm_calls if totals else 0) + (env_usage or {}).get("calls", 0),
-        input_tokens=(totals.input_tokens if totals else 0) + (env_usage or {}).get("input_tokens", 0),
-        output_tokens=(totals.output_tokens if totals else 0) + (env_usage or {}).get("output_tokens", 0),
+        llm_calls=tally.llm_calls if tally else 0,
+        input_tokens=tally.input_tokens if tally else 0,
+        output_tokens=tally.output_tokens if tally else 0,
         duration_s=time.perf_counter() - started,
         error=error,
         statuses=dict(totals.statuses) if totals else None,
@@ -262,4 +274,6 @@ async def run_experiment(
         env_recoveries=society.env_recoveries if society is not None else 0,
         replayed=totals.replayed if totals else 0,
         rolled_back=totals.rolled_back if totals else 0,
+        errors=tally.errors if tally else 0,
+        first_error=tally.first_error if tally else None,
     )

@@ -19,6 +19,7 @@ from typing import Any
 from distributed import Client
 
 from engine.errors import RunError, SpecError
+from engine.society.outcome import RunStatus, is_finished
 from engine.society.runner import RunProgress, RunSummary, run_experiment
 from engine.society.sweep import SweepCell, expand_sweep
 from engine.spec import ExperimentSpec
@@ -76,8 +77,9 @@ def _open_manifest(spec: ExperimentSpec, cells: list[SweepCell], root: Path, res
 
 def _done(cell: SweepCell, root: Path, entry: dict[str, Any]) -> RunSummary:
     summary = entry.get("summary") or {}
-    return RunSummary("completed", cell.run_dir(root), summary.get("ticks_done", 0), summary.get("agent_steps", 0),
-                      summary.get("llm_calls", 0), summary.get("input_tokens", 0), summary.get("output_tokens", 0), 0.0, None)
+    return RunSummary(entry["status"], cell.run_dir(root), summary.get("ticks_done", 0), summary.get("agent_steps", 0),
+                      summary.get("llm_calls", 0), summary.get("input_tokens", 0), summary.get("output_tokens", 0), 0.0,
+                      entry.get("error"), errors=summary.get("errors", 0))
 
 
 async def run_sweep(
@@ -122,7 +124,7 @@ async def run_sweep(
         atomic_write_json(root / SWEEP_FILE, manifest, indent=2)
 
     async def run_cell(cell: SweepCell) -> RunSummary:
-        if manifest["cells"][cell.index]["status"] == "completed":
+        if is_finished(manifest["cells"][cell.index]["status"]):
             return _done(cell, root, manifest["cells"][cell.index])
         report = None if on_progress is None else (lambda progress: on_progress(cell, progress))
         started_before = (cell.run_dir(root) / "SOCIETY_STEP.json").exists()
@@ -141,6 +143,7 @@ async def run_sweep(
         record(cell, status=run.status, error=run.error, summary={
             "ticks_done": run.ticks_done, "agent_steps": run.agent_steps, "llm_calls": run.llm_calls,
             "input_tokens": run.input_tokens, "output_tokens": run.output_tokens, "duration_s": round(run.duration_s, 3),
+            "errors": run.errors,
         })
         return run
 
@@ -186,8 +189,8 @@ async def run_sweep_as_run(
 
     started = time.perf_counter()
     sweep = await run_sweep(spec, run_dir, client, on_progress=report, **kwargs)
-    bad = [(cell, run) for cell, run in zip(sweep.cells, sweep.runs, strict=True) if run.status != "completed"]
-    status = bad[0][1].status if bad else "completed"
+    bad = [(cell, run) for cell, run in zip(sweep.cells, sweep.runs, strict=True) if run.status != RunStatus.COMPLETED]
+    status = bad[0][1].status if bad else str(RunStatus.COMPLETED)
     error = "; ".join(f"{cell.cell_id}: {run.status}: {run.error}" for cell, run in bad) or None
     return RunSummary(
         status=status, run_dir=Path(run_dir), ticks_done=sum(r.ticks_done for r in sweep.runs),

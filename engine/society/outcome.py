@@ -1,0 +1,104 @@
+"""How a run ends: its statuses, and the honest verdict on a run whose steps all ran.
+
+A run whose agent-steps ended in ``error`` or ``llm_error`` (an LLM call that failed after its
+retries) is not plainly ``completed``: it is
+``completed_with_errors``, and ``failed`` once the share of errors passes the spec's
+``max_error_rate``. A run with action rows missing (an agent-step that never reached the replay)
+is ``failed`` whatever the rate. ``judge`` is the sans-IO rule; ``read_run_tally`` reads the
+committed replay with DuckDB.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from engine.storage.reader import ReplayReader
+
+__all__ = ["RunStatus", "RunTally", "Verdict", "is_finished", "judge", "read_run_tally"]
+
+
+class RunStatus(StrEnum):
+    """Where a run stands (``SOCIETY_STEP.json``'s ``status`` and the run summary's)."""
+
+    STARTING = "starting"  #: the driver is setting up (progress reports only)
+    RUNNING = "running"
+    COMPLETED = "completed"  #: every step ran and no agent-step ended in error
+    COMPLETED_WITH_ERRORS = "completed_with_errors"  #: every step ran; some agent-steps ended in error, within max_error_rate
+    FAILED = "failed"  #: a crash, a refusal, errors past max_error_rate, or rows missing
+    CANCELLED = "cancelled"  #: stopped by a signal or a cancel request; resumable
+    BUDGET_EXHAUSTED = "budget_exhausted"  #: the LLM budget ran out; resumable with more
+    CRASHED = "crashed"  #: the status says running but the driver's lease is dead (read side only)
+
+
+def is_finished(status: str) -> bool:
+    """Every step of the run ran (with or without agent errors within ``max_error_rate``)."""
+    return status in (RunStatus.COMPLETED, RunStatus.COMPLETED_WITH_ERRORS)
+
+
+@dataclass(frozen=True)
+class RunTally:
+    """What the committed replay holds for a run's ticks."""
+
+    action_rows: int  #: rows in ``actions``
+    agent_steps: int  #: distinct (agent, step) pairs among them
+    errors: int  #: agent-steps whose status is ``error`` or ``llm_error``
+    first_error: str | None  #: the earliest error (step, agent and message)
+    llm_calls: int  #: rows in ``llm_calls``: agents, router, questionnaires, helper
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The end status of a run whose steps all ran, and why."""
+
+    status: RunStatus
+    error: str | None
+
+
+def judge(tally: RunTally, *, expected_agent_steps: int, max_error_rate: float) -> Verdict:
+    """Decide how a run whose steps all ran ends.
+
+    Args:
+        tally: what the replay holds.
+        expected_agent_steps: agents x ticks run (every agent once per tick).
+        max_error_rate: the share of agent-steps in error above which the run fails.
+    """
+    if tally.agent_steps != expected_agent_steps or tally.action_rows != tally.agent_steps:
+        missing = expected_agent_steps - tally.agent_steps
+        what = (f"{missing} of {expected_agent_steps} agent-steps have no action row" if missing > 0
+                else f"{tally.action_rows} action rows for {tally.agent_steps} agent-steps (expected {expected_agent_steps})")
+        return Verdict(RunStatus.FAILED, f"the replay is incomplete: {what}")
+    if tally.errors == 0:
+        return Verdict(RunStatus.COMPLETED, None)
+    rate = tally.errors / max(expected_agent_steps, 1)
+    summary = f"{tally.errors} of {expected_agent_steps} agent-steps ended in error ({rate:.1%}); first: {tally.first_error}"
+    if rate > max_error_rate:
+        return Verdict(RunStatus.FAILED, f"error rate {rate:.1%} is above max_error_rate {max_error_rate:.1%}: {summary}")
+    return Verdict(RunStatus.COMPLETED_WITH_ERRORS, summary)
+
+
+def read_run_tally(run_dir: Path) -> RunTally:
+    """Count the committed action rows, their errors and the LLM calls of ``run_dir``."""
+    with ReplayReader(Path(run_dir)) as reader:
+        names = set(reader.datasets())
+        rows = steps = errors = 0
+        first: str | None = None
+        if "actions" in names:
+            rows, steps, errors = reader.query(
+                "SELECT count(*), count(DISTINCT (agent_id, step)), count(*) FILTER (WHERE status IN ('error', 'llm_error')) FROM actions"
+            ).to_pylist()[0].values()
+            found = reader.query(
+                "SELECT step, agent_id, error FROM actions WHERE status IN ('error', 'llm_error') ORDER BY step, agent_id LIMIT 1"
+            ).to_pylist()
+            if found:
+                message = (found[0]["error"] or "").strip().splitlines()
+                first = f"step {found[0]['step']}, agent {found[0]['agent_id']}: {message[0] if message else '?'}"
+        calls = tokens_in = tokens_out = 0
+        if "llm_calls" in names:
+            calls, tokens_in, tokens_out = reader.query(
+                "SELECT count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0) FROM llm_calls"
+            ).to_pylist()[0].values()
+    return RunTally(int(rows), int(steps), int(errors), first, int(calls), int(tokens_in), int(tokens_out))
