@@ -10,10 +10,13 @@ from typing import Any
 from engine.errors import LLMCallError
 from engine.llm.protocol import ChatModel, ChatResult
 
-__all__ = ["CallRecord", "Meter", "MeteredModel", "current_attempt"]
+__all__ = ["CallRecord", "Meter", "MeteredModel", "current_attempt", "serving_agent"]
 
 #: The structured-output attempt in progress (set by ``complete_structured``), recorded per call.
 current_attempt: ContextVar[int] = ContextVar("polis_llm_attempt", default=1)
+#: The agent whose step the calls serve (its own calls, and the router's while it serves that
+#: agent's ask), recorded per call: an agent-step's chain of calls is then one GROUP BY away.
+serving_agent: ContextVar[int | None] = ContextVar("polis_serving_agent", default=None)
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,7 @@ class CallRecord:
     attempt: int = 1  #: structured-output attempt (1 = first answer asked for)
     cached: bool = False  #: served from the response cache
     cost_usd: float | None = None
+    agent_id: int | None = None  #: the agent served (``serving_agent``)
 
     def as_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,6 +100,7 @@ class MeteredModel:
                 CallRecord(
                     self._caller, self._role, prompt_name or None, prompt_hash or None, "?", 0, 0,
                     (time.perf_counter() - started) * 1000, "error", str(error)[:500], attempt,
+                    agent_id=serving_agent.get(),
                 )
             )
             raise
@@ -103,7 +108,7 @@ class MeteredModel:
             CallRecord(
                 self._caller, self._role, prompt_name or None, prompt_hash or None, result.model,
                 result.input_tokens, result.output_tokens, result.latency_ms, "ok", None, attempt,
-                result.cached, result.cost_usd,
+                result.cached, result.cost_usd, serving_agent.get(),
             )
         )
         return result

@@ -33,6 +33,7 @@ from engine.errors import BudgetExhaustedError, EnvUnavailableError, PolisError,
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.dispatcher import dispatcher_stats
+from engine.llm.meter import serving_agent
 from engine.society.datasets import ACTIONS, LLM_CALLS
 from engine.society.lease import check_session
 from engine.storage.replay import ReplayWriter
@@ -108,6 +109,7 @@ async def _step_one(
 ) -> dict[str, Any] | None:
     """Step one agent; returns ``{"row", "calls"}``, or None when the budget stopped it."""
     started = time.perf_counter()
+    serving_agent.set(agent_id)  # this coroutine runs as its own task: the setting stays with this agent
     row: dict[str, Any] = {"agent_id": agent_id, "step": job.step, "t": job.t, "agent_type": None}
     agent: AgentBase | None = None
     rolled_back = False

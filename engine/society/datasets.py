@@ -39,6 +39,8 @@ LLM_CALLS = DatasetSchema(
         Column(name="run", type="string", description="run id"),
         Column(name="step", type="int64", description="society step, 1-based"),
         Column(name="caller", type="string", description="agent:<id> or router"),
+        Column(name="agent_id", type="int64",
+               description="the agent whose step or ask the call served (the router's calls included); null for the helper"),
         Column(name="role", type="string", description="client role"),
         Column(name="prompt_name", type="string", description="prompt template name"),
         Column(name="prompt_hash", type="string", description="prompt template hash"),

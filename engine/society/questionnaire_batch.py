@@ -29,6 +29,7 @@ from engine.agent.workspace import AgentWorkspace, workspace_path
 from engine.errors import BudgetExhaustedError, PolisError, RunError
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
+from engine.llm.meter import serving_agent
 from engine.society.datasets import LLM_CALLS, QUESTIONNAIRE_ANSWERS
 from engine.society.fanout import fan_out
 from engine.society.lease import check_session
@@ -102,6 +103,7 @@ async def _answer_one(
     """One agent's answers (None: the budget stopped it); a broken agent fails all its questions, saying why."""
     run_dir = job.proxy.run_dir
     assert run_dir is not None
+    serving_agent.set(agent_id)  # gather runs each agent as its own task: the setting stays with it
     q = job.questionnaire
     agent: AgentBase | None = None
     answers: list[QuestionnaireAnswer] | None = None
