@@ -1,11 +1,21 @@
-"""Tick overhead: 1,000 agents, simulated LLM in-process with zero latency, 3 ticks, default LocalCluster.
+"""Tick overhead: 1,000 agents, one decision per step, 3 ticks, default LocalCluster.
 
 Each agent-step makes one LLM call (a structured decision) and one env call (its inbox, through
 the env actor, coalesced per batch). Prints:
     first tick: <seconds from start, cluster start included, to the first tick done>
     warm: <agent-steps per second over ticks 2..3>
 
-Usage: python benchmarks/tick_overhead.py [--agents 1000] [--ticks 3] [--batch-size 256]
+``--http`` runs the same spec twice in this one process, each on a fresh LocalCluster: first on
+the in-process simulated LLM (``sim/bench``), then as users run a real endpoint, over HTTP to
+``polis sim-llm --latency-ms 0`` in its own process (``openai/bench`` + ``base_url``). It also prints
+    in-process: <warm agent-steps/s>
+    http: <warm agent-steps/s>
+    http ratio: <http / in-process>
+    sim-llm CPU: <seconds the server process used, and per call>
+The goal is an http ratio of at least 0.6. Before the lean transport (litellm over httpx, ~5 ms of
+client CPU per call) the ratio was about 0.25 here (104-127 against 360-515 agent-steps/s).
+
+Usage: python benchmarks/tick_overhead.py [--agents 1000] [--ticks 3] [--batch-size 256] [--http]
 """
 
 from __future__ import annotations
@@ -16,17 +26,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from engine.llm.sim.process import sim_llm_process
 from engine.society.cluster import open_client
 from engine.society.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 
 
-def spec(agents: int, ticks: int, batch_size: int) -> dict:
+def spec(agents: int, ticks: int, batch_size: int, llm: dict | None = None) -> dict:
     return {
         "name": "tick-overhead",
         "seed": 1,
-        "llm": {"default": {"model": "sim/bench"}},
+        "llm": {"default": llm or {"model": "sim/bench"}},
         "population": [{
             "count": agents,
             "profile_template": {"name": "Agent {i}", "age": [20, 30, 40, 50]},
@@ -39,8 +50,9 @@ def spec(agents: int, ticks: int, batch_size: int) -> dict:
     }
 
 
-async def main(args: argparse.Namespace) -> None:
-    experiment = parse_spec(spec(args.agents, args.ticks, args.batch_size))
+async def measure(args: argparse.Namespace, llm: dict | None, label: str) -> float:
+    """Run the spec once on a fresh LocalCluster; print its figures and return warm agent-steps/s."""
+    experiment = parse_spec(spec(args.agents, args.ticks, args.batch_size, llm))
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         start = time.perf_counter()
@@ -58,15 +70,30 @@ async def main(args: argparse.Namespace) -> None:
                 "SELECT count(*) n, avg(llm_calls) llm, avg(env_calls) env, "
                 "count(DISTINCT agent_id) agents FROM actions"
             ).to_pylist()[0]
-        first = marks[1] - start
-        warm_steps = args.agents * (args.ticks - 1)
-        warm_s = marks[args.ticks] - marks[1]
-        print(f"agents: {args.agents}  ticks: {args.ticks}  batch size: {args.batch_size}")
-        print(f"cluster start: {cluster_up - start:.2f} s")
-        print(f"tick seconds: {', '.join(f'{t:.2f}' for t in summary.tick_seconds)}")
-        print(f"action rows: {row['n']}  LLM calls/agent-step: {row['llm']:.2f}  env calls/agent-step: {row['env']:.2f}")
-        print(f"first tick: {first:.1f} s")
-        print(f"warm: {warm_steps / warm_s:.0f} agent-steps/s")
+    first = marks[1] - start
+    warm = args.agents * (args.ticks - 1) / (marks[args.ticks] - marks[1])
+    print(f"[{label}] agents: {args.agents}  ticks: {args.ticks}  batch size: {args.batch_size}")
+    print(f"[{label}] cluster start: {cluster_up - start:.2f} s")
+    print(f"[{label}] tick seconds: {', '.join(f'{t:.2f}' for t in summary.tick_seconds)}")
+    print(f"[{label}] action rows: {row['n']}  LLM calls/agent-step: {row['llm']:.2f}  env calls/agent-step: {row['env']:.2f}")
+    print(f"first tick: {first:.1f} s" if label == "in-process" else f"[{label}] first tick: {first:.1f} s")
+    print(f"warm: {warm:.0f} agent-steps/s" if label == "in-process" else f"[{label}] warm: {warm:.0f} agent-steps/s")
+    return warm
+
+
+async def main(args: argparse.Namespace) -> None:
+    in_process = await measure(args, None, "in-process")
+    if not args.http:
+        return
+    with sim_llm_process(name="bench", seed=1, latency_ms=0) as server:
+        cpu_before = server.cpu_seconds()
+        http = await measure(args, {"model": "openai/bench", "base_url": server.base_url}, "http")
+        calls = sum(server.stats()["calls"].values())
+        cpu = server.cpu_seconds() - cpu_before
+    print(f"sim-llm CPU: {cpu:.1f} s for {calls} calls ({cpu / max(calls, 1) * 1000:.2f} ms per call)")
+    print(f"in-process: {in_process:.0f} agent-steps/s")
+    print(f"http: {http:.0f} agent-steps/s")
+    print(f"http ratio: {http / in_process:.2f}")
 
 
 if __name__ == "__main__":
@@ -74,4 +101,5 @@ if __name__ == "__main__":
     parser.add_argument("--agents", type=int, default=1000)
     parser.add_argument("--ticks", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--http", action="store_true", help="also run over HTTP to polis sim-llm in its own process")
     asyncio.run(main(parser.parse_args()))

@@ -161,7 +161,8 @@ def run_server(
         faults: injected faults; none by default.
     """
     app = create_app(SimLLM(name=name, seed=seed), faults or SimFaults())
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    # keep-alive longer than clients' idle pools, so a pooled connection is never closed under them
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_keep_alive=60)
 
 
 def _embedding_kind(body: dict) -> str:
