@@ -1,0 +1,99 @@
+"""LLM-bound ticks: how close a tick over HTTP comes to the fastest it could possibly be.
+
+Setup: ``--agents`` PersonAgents (default 1,000) with tools ``[ask_env]`` and ``max_react_turns: 4``,
+a MessagingSpace behind the codegen router, ``polis sim-llm`` in its own process with capacity
+2,000. The same spec (same seed) runs twice, each on a fresh LocalCluster: first against a server
+with zero latency, then against one with ``--latency-ms`` (default 200).
+
+A tick can be no faster than the larger of two limits, and that larger one is its bound:
+  - chain: the longest chain of sequential LLM calls in any agent-step of the tick (the agent's own
+    calls and the router's calls for its ``ask_env``s, from ``llm_calls.agent_id``; cached answers
+    excluded), times the latency;
+  - zero: the same tick at zero latency (the CPU work of 1,000 agent-steps on 2 cores).
+Prints both per warm tick (ticks 2..N), and last ``ratio: N.NN``: the median warm tick over its
+bound. Goal: at most 1.25.
+
+Usage: python benchmarks/llm_bound_tick.py [--agents 1000] [--ticks 4] [--latency-ms 200] [--batch-size 256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from engine.llm.sim.process import sim_llm_process
+from engine.society.cluster import open_client
+from engine.society.runner import RunSummary, run_experiment
+from engine.spec import parse_spec
+from engine.storage.reader import ReplayReader
+
+
+def spec(args: argparse.Namespace, base_url: str) -> dict:
+    return {
+        "name": "llm-bound",
+        "seed": 7,
+        "llm": {"default": {"model": "openai/bench", "base_url": base_url}},
+        "population": [{
+            "count": args.agents,
+            "profile_template": {"name": "Agent {i}", "age": [20, 30, 40, 50]},
+            "config": {"max_react_turns": 4, "tools": ["ask_env"]},
+        }],
+        "environment": {"modules": [{"type": "MessagingSpace"}], "router": "codegen"},
+        "steps": [{"type": "run", "num_steps": args.ticks, "tick": 600}],
+        "batch_size": args.batch_size,
+    }
+
+
+def chains(run_dir: Path) -> dict[int, int]:
+    """The longest chain of sequential provider calls in any agent-step, per step."""
+    with ReplayReader(run_dir) as reader:
+        rows = reader.query(
+            "SELECT step, max(n) AS chain FROM (SELECT step, agent_id, count(*) AS n FROM llm_calls "
+            "WHERE NOT cached AND agent_id IS NOT NULL GROUP BY step, agent_id) GROUP BY step ORDER BY step"
+        ).to_pylist()
+    return {r["step"]: r["chain"] for r in rows}
+
+
+async def run(args: argparse.Namespace, latency_ms: float) -> tuple[RunSummary, dict[int, int], dict]:
+    with sim_llm_process(name="bench", seed=1, latency_ms=latency_ms, capacity=2000) as server, \
+            tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        async with open_client(dashboard_address="127.0.0.1:0") as client:
+            started = time.perf_counter()
+            summary = await run_experiment(parse_spec(spec(args, server.base_url)), run_dir, client)
+        assert summary.status == "completed", summary.error
+        print(f"[{latency_ms:g} ms] run: {time.perf_counter() - started:.1f} s; ticks: "
+              f"{', '.join(f'{t:.2f}' for t in summary.tick_seconds)} s; max in flight at the server: "
+              f"{server.stats().get('max_in_flight')}; LLM calls: {summary.llm_calls}")
+        return summary, chains(run_dir), summary.env or {}
+
+
+async def main(args: argparse.Namespace) -> None:
+    zero, _, _ = await run(args, 0)
+    loaded, chain, env = await run(args, args.latency_ms)
+    cache = env.get("codegen_cache")
+    if cache:
+        print(f"codegen cache: {cache}")
+    ratios = []
+    for tick in range(2, args.ticks + 1):
+        chain_s = chain.get(tick, 0) * args.latency_ms / 1000
+        zero_s = zero.tick_seconds[tick - 1]
+        bound = max(chain_s, zero_s)
+        took = loaded.tick_seconds[tick - 1]
+        ratios.append(took / bound)
+        print(f"tick {tick}: {took:.2f} s; chain {chain.get(tick, 0)} calls x {args.latency_ms:g} ms = {chain_s:.2f} s; "
+              f"zero-latency tick {zero_s:.2f} s; bound {bound:.2f} s; tick/bound {took / bound:.2f}")
+    print(f"ratio: {statistics.median(ratios):.2f}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", type=int, default=1000)
+    parser.add_argument("--ticks", type=int, default=4)
+    parser.add_argument("--latency-ms", type=float, default=200.0)
+    parser.add_argument("--batch-size", type=int, default=256)
+    asyncio.run(main(parser.parse_args()))
