@@ -17,7 +17,9 @@
     │   └── QueryError            a query the read-only surface refuses or DuckDB rejects
     └── RunError                  the society / run lifecycle
         ├── RunLockedError        another live driver holds the run directory's lease
-        └── StaleRunError         a task of a driver session that no longer holds the run
+        ├── StaleRunError         a task of a driver session that no longer holds the run
+        ├── PreflightError        a worker that cannot do its part (no Polis, no run dir, no LLM), before tick 0
+        └── TaskStallError        tasks in flight that no worker starts within the bound (no workers, no match)
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ __all__ = [
     "LLMError",
     "LLMRateLimitError",
     "PolisError",
+    "PreflightError",
     "QueryError",
     "RunError",
     "RunLockedError",
@@ -38,6 +41,7 @@ __all__ = [
     "StaleRunError",
     "StorageError",
     "StructuredOutputError",
+    "TaskStallError",
     "ToolCallError",
     "ToolDefinitionError",
     "WorkspaceError",
@@ -133,3 +137,20 @@ class RunLockedError(RunError):
 
 class StaleRunError(RunError):
     """A task of a driver session that no longer holds the run (it was cancelled and resumed since)."""
+
+
+class PreflightError(RunError):
+    """The cluster cannot run this run: a worker lacks Polis, the run directory or an LLM endpoint.
+
+    Args:
+        message: every problem found, one per line.
+        workers: the addresses of the workers named in ``message``.
+    """
+
+    def __init__(self, message: str, *, workers: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.workers = workers
+
+
+class TaskStallError(RunError):
+    """Tasks in flight that no worker started within the bound: the cluster has no workers, or none can run them."""
