@@ -24,6 +24,7 @@ from engine.society.batch import BatchResult
 from engine.society.env_host import EnvHost
 from engine.society.lease import RunLease
 from engine.society.outcome import RunStatus, RunTally, is_finished, judge, read_run_tally
+from engine.society.preflight import preflight
 from engine.society.questionnaire import Questionnaire
 from engine.society.society import AgentSociety
 from engine.society.status import SocietyStep, read_society_step
@@ -202,6 +203,8 @@ async def run_experiment(
             if any(is_local(c) for c in clients.values()):
                 # local/<name>: start the offline model's server for this run (blocking start-up in a thread).
                 clients = await asyncio.to_thread(local_servers.enter_context, resolve_local_clients(clients))
+            # Before tick 0: every worker runs this Polis, reads this run directory and reaches the LLMs.
+            await preflight(client, run_dir, clients)
             specs = [a.model_dump() for a in agents]
             config = EnvRouterConfig(
                 modules=tuple((m.type, dict(m.kwargs)) for m in spec.environment.modules),
