@@ -1,7 +1,8 @@
 """The LLM layer: serializable clients, per-process dispatch, wrappers, and the simulated LLM.
 
-Imports no agent, env or society code. litellm is imported only on the path that talks to a real
-provider (``engine.llm.litellm_backend``).
+Imports no agent, env or society code. OpenAI-compatible endpoints (every ``base_url`` and every
+``openai/*`` model) are called over aiohttp (``engine.llm.openai_http``); litellm is imported only
+on the path that talks to another provider (``engine.llm.litellm_backend``).
 """
 
 from engine.llm.client import LLMClient

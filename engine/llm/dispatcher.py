@@ -26,17 +26,26 @@ _BUILDS: Counter[str] = Counter()
 _LIMITERS: dict[str, AdaptiveSemaphore] = {}
 
 
+def _transport(client: LLMClient) -> ChatModel:
+    """The provider call itself: aiohttp for OpenAI-compatible endpoints, litellm for the rest."""
+    if client.base_url is not None or client.model.startswith("openai/"):
+        from engine.llm.openai_http import OpenAIHTTPChatModel
+
+        return OpenAIHTTPChatModel(client)
+    from engine.llm.litellm_backend import LiteLLMChatModel
+
+    return LiteLLMChatModel(client)
+
+
 def _build(client: LLMClient) -> ChatModel:
     if client.is_sim:
         from engine.llm.sim_backend import SimChatModel
 
         return SimChatModel(name=client.model.removeprefix("sim/"), seed=client.seed)
-    from engine.llm.litellm_backend import LiteLLMChatModel
-
     # one limiter per client and process, living as long as the cached model; retries outside it,
     # so a backoff sleep holds no slot
     limiter = _LIMITERS[client.cache_key()] = AdaptiveSemaphore(client.limits)
-    return RetryingModel(LimitedModel(TimeoutModel(LiteLLMChatModel(client), client.limits.timeout_s), limiter))
+    return RetryingModel(LimitedModel(TimeoutModel(_transport(client), client.limits.timeout_s), limiter))
 
 
 def _compose(client: LLMClient) -> ChatModel:

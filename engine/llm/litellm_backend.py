@@ -1,7 +1,9 @@
-"""ChatModel over litellm: any litellm model string or OpenAI-compatible ``base_url``.
+"""ChatModel over litellm: the providers that are not OpenAI-compatible (``anthropic/...``, ``gemini/...``).
 
-litellm is imported here only, on first use, with the local price map (its import otherwise tries
-the network). The key is read from the worker's environment by the variable's *name*.
+The dispatcher sends every ``base_url`` and ``openai/*`` client to
+:mod:`engine.llm.openai_http` instead; this class still accepts them. litellm is imported here
+only, on first use, with the local price map (its import otherwise tries the network). The key is
+read from the worker's environment by the variable's *name* (:mod:`engine.llm.api_key`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import time
 from typing import Any
 
 from engine.errors import LLMCallError, LLMRateLimitError
+from engine.llm.api_key import resolve_api_key, scrub
 from engine.llm.client import LLMClient
 from engine.llm.protocol import ChatResult
 
@@ -42,13 +45,7 @@ class LiteLLMChatModel:
         self._model = model
 
     def _api_key(self) -> str | None:
-        name = self._client.api_key_env
-        if name is None:
-            return "sk-no-key" if self._client.base_url else None
-        value = os.environ.get(name)
-        if value is None:
-            raise LLMCallError(f"environment variable {name} (the key for role {self._client.role!r}) is not set")
-        return value
+        return resolve_api_key(self._client)
 
     async def complete(
         self,
@@ -74,14 +71,14 @@ class LiteLLMChatModel:
                 model=self._model, messages=messages, num_retries=0, **kwargs
             )
         except self._litellm.RateLimitError as error:
-            raise LLMRateLimitError(_scrub(str(error), key), status=429, retry_after=_retry_after(error)) from None
+            raise LLMRateLimitError(scrub(str(error), key), status=429, retry_after=_retry_after(error)) from None
         except self._litellm.APIError as error:
-            raise LLMCallError(_scrub(str(error), key), status=getattr(error, "status_code", None)) from None
+            raise LLMCallError(scrub(str(error), key), status=getattr(error, "status_code", None)) from None
         except (self._litellm.APIConnectionError, self._litellm.Timeout) as error:
-            raise LLMCallError(_scrub(str(error), key)) from None
+            raise LLMCallError(scrub(str(error), key)) from None
         except Exception as error:  # noqa: BLE001 - any other provider failure (InternalServerError, disconnects, ...)
             status = getattr(error, "status_code", None)
-            raise LLMCallError(_scrub(f"{type(error).__name__}: {error}", key), status=status) from None
+            raise LLMCallError(scrub(f"{type(error).__name__}: {error}", key), status=status) from None
         choice = response.choices[0]
         try:
             cost = float(self._litellm.completion_cost(completion_response=response))
@@ -99,11 +96,6 @@ class LiteLLMChatModel:
             finish_reason=choice.finish_reason,
             cost_usd=cost,
         )
-
-
-def _scrub(text: str, key: str | None) -> str:
-    """Never let a key reach an error message (and so a replay row or a log)."""
-    return text.replace(key, "***") if key else text
 
 
 def _retry_after(error: Exception) -> float | None:
