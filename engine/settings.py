@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -21,6 +23,16 @@ class EngineSettings(BaseSettings):
     llm_concurrency: int = Field(default=16, ge=1)  #: POLIS_LLM_CONCURRENCY: each process's initial LLM limit
     llm_latency_degrade_factor: float = Field(default=4.0, gt=1)  #: POLIS_LLM_LATENCY_DEGRADE_FACTOR
     llm_slow_latency_ms: float | None = Field(default=None, gt=0)  #: POLIS_LLM_SLOW_LATENCY_MS: unset = relative only
+    home: Path | None = None  #: POLIS_HOME: state kept across runs (the CodeGen template cache); unset = none
+
+    @property
+    def template_cache_dir(self) -> Path | None:
+        """Where CodeGen template caches shared by all runs live (``$POLIS_HOME/codegen_cache``), if anywhere.
+
+        Each environment's tool set has its own file there, so a second run of the same
+        environment starts with the first one's code (``EnvRouterConfig.template_cache_dir``).
+        """
+        return self.home / "codegen_cache" if self.home is not None else None
 
     def limiter_config(self) -> LimiterConfig:
         """The AIMD limiter settings to put into each ``LLMClient.limits``."""

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from engine.agent.env_instruction import templatize
 from engine.agent.memory.episodes import EpisodeStore
 from engine.agent.memory.thread import ThreadMemory
 from engine.agent.outcome import StepOutcome
@@ -253,7 +254,7 @@ class AgentBase(ABC):
         Unknown names produce a recoverable message with the nearest valid names.
         """
         if action == ASK_ENV.name:
-            return await self.ask_env(args["instruction"], readonly=readonly)
+            return await self.ask_env(args["instruction"], readonly=readonly, variables=args.get("variables"))
         for toolset in self._toolsets:
             if action in toolset.tools(readonly=readonly):
                 return await toolset.dispatch(action, args, readonly=readonly)
@@ -261,17 +262,38 @@ class AgentBase(ABC):
         near = difflib.get_close_matches(action, valid, n=3)
         return f"error: unknown tool {action!r}" + (f"; did you mean {', '.join(near)}?" if near else f"; valid: {', '.join(valid)}")
 
-    async def ask_env(self, instruction: str, *, readonly: bool = False) -> str:
-        """Send an instruction to the environment router; returns its answer."""
+    async def ask_env(self, instruction: str, *, readonly: bool = False, variables: dict[str, Any] | None = None) -> str:
+        """Send an instruction to the environment router; returns its answer as ``[status] answer``.
+
+        By default the instruction goes in template mode (config ``env_template_mode``, default
+        true): its ``{placeholders}`` and the literal values found in it (see
+        :func:`~engine.agent.env_instruction.templatize`) travel as variables, so the CodeGen
+        router can reuse code generated for the same template by any agent. With the key false the
+        filled-in instruction is sent as plain text.
+
+        Args:
+            instruction: what to observe or do; may contain ``{name}`` placeholders.
+            readonly: the ask must not change the environment.
+            variables: values of the placeholders (the ask_env tool's ``variables``).
+        """
+        template_mode = bool(self.config.get("env_template_mode", True))
+        request = templatize(instruction, variables, literals=template_mode)
+        if request.missing:
+            names = ", ".join("{" + name + "}" for name in request.missing)
+            return f"[fail] not sent: no value for {names}; give it in variables or write the value out"
+        ctx: dict[str, Any] = {"agent_id": self.id}
+        if template_mode:
+            ctx["variables"] = request.variables
+        text = request.template if template_mode else request.text
         if self._trace is not None:
-            with self._trace.span("env.ask", agent_id=self.id) as span:
+            with self._trace.span("env.ask", agent_id=self.id, template_mode=template_mode) as span:
                 ref = span.ref
                 ctx, answer = await self._env.ask(
-                    {"agent_id": self.id}, instruction, readonly=readonly, trace_id=ref.trace_id, parent_span_id=ref.span_id
+                    ctx, text, readonly=readonly, template_mode=template_mode, trace_id=ref.trace_id, parent_span_id=ref.span_id
                 )
                 span.set(status=ctx.get("status"))
         else:
-            ctx, answer = await self._env.ask({"agent_id": self.id}, instruction, readonly=readonly)
+            ctx, answer = await self._env.ask(ctx, text, readonly=readonly, template_mode=template_mode)
         return f"[{ctx.get('status', 'unknown')}] {answer}"
 
     async def run_react_loop(
@@ -280,7 +302,8 @@ class AgentBase(ABC):
         """Decide, act, repeat until ``finish`` or the turn limit.
 
         Config keys: ``max_react_turns`` (default 4), ``max_parse_attempts`` (default 3),
-        ``tools`` (allow-list of tool names; ``finish`` is always offered).
+        ``tools`` (allow-list of tool names; ``finish`` is always offered), ``env_template_mode``
+        (default true; see :meth:`ask_env`).
         """
         tools = self.react_tools(readonly=readonly)
         decision_type = self.decision_model(tools)

@@ -18,20 +18,25 @@ from typing import Any
 from engine.env.registry import resolve_env_module
 from engine.env.requests import EnvReply, EnvRequest
 from engine.env.router_base import RouterBase
-from engine.env.routers import ROUTERS
+from engine.env.routers import ROUTERS, CodeGenRouter
+from engine.env.routers.cache_ledger import CODEGEN_CACHE, CacheLedger
 from engine.errors import ToolCallError
 from engine.failpoints import failpoint
 from engine.llm.client import LLMClient
 from engine.llm.dispatcher import get_chat_model
 from engine.llm.meter import Meter, MeteredModel
+from engine.storage.atomic import atomic_write_json, read_json
+from engine.storage.catalog import Catalog
 from engine.storage.replay import ReplayWriter
 from engine.storage.shards import shard_name
 from engine.trace import SpanRef, TraceRecorder, write_trace_shard
 
-__all__ = ["SNAPSHOTS", "EnvRouterActor", "EnvRouterConfig", "build_router", "snapshot_name"]
+__all__ = ["CACHE_LEDGER", "SNAPSHOTS", "EnvRouterActor", "EnvRouterConfig", "build_router", "snapshot_name", "template_cache_dir"]
 
 #: where committed env state snapshots live, under ``<run_dir>/env/``
 SNAPSHOTS = "_snapshots"
+#: the CodeGen cache's counts in a snapshot (beside the modules' directories)
+CACHE_LEDGER = "_codegen_cache.json"
 
 
 def snapshot_name(txn: int) -> str:
@@ -57,6 +62,22 @@ class EnvRouterConfig:
     run_dir: Path | None = None
     cache_similarity: float = 0.85  #: codegen only
     embedder: str = "sim"  #: codegen only
+    #: codegen only: the template cache's directory, shared across runs (``$POLIS_HOME/codegen_cache``,
+    #: from ``EngineSettings.template_cache_dir``); None: see :func:`template_cache_dir`
+    template_cache_dir: Path | None = None
+
+
+def template_cache_dir(config: EnvRouterConfig) -> Path | None:
+    """Where the CodeGen template cache lives: the shared directory when configured; else beside the
+    coder's response cache when that one is shared (lies outside the run: a rerun replaying an earlier
+    run's answers replays the code generated from them too); else ``<run_dir>/env/_codegen_cache``."""
+    if config.template_cache_dir is not None:
+        return Path(config.template_cache_dir)
+    responses = Path(config.coder.cache_dir) if config.coder.cache_dir is not None else None
+    run_dir = Path(config.run_dir) if config.run_dir is not None else None
+    if responses is not None and (run_dir is None or not responses.resolve().is_relative_to(run_dir.resolve())):
+        return responses / "codegen_cache"
+    return run_dir / "env" / "_codegen_cache" if run_dir is not None else None
 
 
 def build_router(config: EnvRouterConfig) -> RouterBase:
@@ -67,7 +88,7 @@ def build_router(config: EnvRouterConfig) -> RouterBase:
     options: dict[str, Any] = {}
     if config.router == "codegen":
         options = {
-            "cache_dir": Path(config.run_dir) / "env" / "_codegen_cache" if config.run_dir else None,
+            "cache_dir": template_cache_dir(config),
             "similarity_threshold": config.cache_similarity,
             "embedder": config.embedder,
         }
@@ -87,6 +108,8 @@ class EnvRouterActor:
         self._replay = ReplayWriter(Path(config.run_dir) / "replay") if config.run_dir else None
         self.requests_served = 0
         self.batches_served = 0
+        #: per-step cache rows and run totals (codegen only)
+        self._ledger = CacheLedger(self.router.get_cache_stats()) if isinstance(self.router, CodeGenRouter) else None
 
     def _snapshots(self) -> Path:
         assert self.config.run_dir is not None, "snapshots need a run directory"
@@ -95,6 +118,11 @@ class EnvRouterActor:
     async def init(self, start_t: datetime, agent_ids: list[int], snapshot: str | None = None) -> dict[str, Any]:
         """Initialise modules, restoring the committed snapshot ``snapshot`` when given; returns what the proxy carries."""
         restored = await self.router.init(start_t, agent_ids, snapshot=self._snapshots() / snapshot if snapshot else None)
+        if self._ledger is not None and self.config.run_dir is not None:
+            Catalog(Path(self.config.run_dir) / "replay").register(CODEGEN_CACHE)
+            if snapshot:
+                # The cache file itself reloaded when the router was built; its counts come from the snapshot.
+                self._ledger.restore(read_json(self._snapshots() / snapshot / CACHE_LEDGER, default={}))
         return {
             "restored": restored,
             "world_description": self.router.get_world_description(),
@@ -118,8 +146,11 @@ class EnvRouterActor:
                 except ToolCallError as error:
                     return EnvReply(f"error: {error}", "fail", (request.instruction,))
                 return EnvReply(str(value), "success", (request.instruction,), value)
+            ctx: dict[str, Any] = {"agent_id": request.agent_id}
+            if request.variables is not None:
+                ctx["variables"] = dict(request.variables)
             ctx, answer = await self.router.ask(
-                {"agent_id": request.agent_id}, request.instruction, readonly=request.readonly,
+                ctx, request.instruction, readonly=request.readonly, template_mode=request.template_mode,
                 trace_id=request.trace_id, parent_span_id=request.parent_span_id,
             )
             return EnvReply(answer, ctx["status"], tuple(r["tool"] for r in ctx.get("results", [])))
@@ -138,6 +169,7 @@ class EnvRouterActor:
             ``{"counts": rows per dataset, "staged": staged paths, "snapshot": snapshot name}``.
         """
         await self.router.step(tick, t)
+        cache_row = self._ledger.row(step, t) if self._ledger is not None else None
         counts: dict[str, int] = {}
         staged: list[str] = []
         if self._replay is not None:
@@ -148,6 +180,10 @@ class EnvRouterActor:
                     path = writer.write_shard(schemas[name], shard_name(step, f"env-{module.name}"), rows)
                     staged += [str(path)] if path else []
                     counts[name] = counts.get(name, 0) + len(rows)
+            if cache_row is not None:
+                path = writer.write_shard(CODEGEN_CACHE, shard_name(step, "env-router"), [cache_row])
+                staged += [str(path)] if path else []
+                counts[CODEGEN_CACHE.name] = 1
             trace = write_trace_shard(Path(self.config.run_dir) / "trace", shard_name(step, "env"), self._trace.drain(), txn=txn)
             staged += [str(trace)] if trace else []
             failpoint("env_step", step=step)
@@ -161,6 +197,8 @@ class EnvRouterActor:
         final = self._snapshots() / name
         temp = self._snapshots() / f".{name}.tmp-{uuid.uuid4().hex}"
         await self.router.to_workspaces(temp)
+        if self._ledger is not None:
+            await asyncio.to_thread(atomic_write_json, temp / CACHE_LEDGER, self._ledger.dump())
         await asyncio.to_thread(_publish_dir, temp, final)
         return name
 
@@ -168,8 +206,13 @@ class EnvRouterActor:
         """Apply queued updates now (after an intervention), without advancing time."""
         return self.router.apply_pending()
 
-    async def usage(self) -> dict[str, int]:
-        return {**self.router.get_token_usages(), "requests": self.requests_served, "batches": self.batches_served}
+    async def usage(self) -> dict[str, Any]:
+        """The router's LLM usage, the requests and batches served, and (codegen) the run's
+        template cache counts under ``codegen_cache``."""
+        usage: dict[str, Any] = {**self.router.get_token_usages(), "requests": self.requests_served, "batches": self.batches_served}
+        if self._ledger is not None:
+            usage["codegen_cache"] = self._ledger.totals().as_dict()
+        return usage
 
     async def drain_llm_records(self) -> list[dict[str, Any]]:
         records = [r.as_row() for r in self.router.meter.records]

@@ -175,9 +175,13 @@ class EnvRouterProxy:
         trace_id: str | None = None,
         parent_span_id: str | None = None,
     ) -> tuple[dict[str, Any], str]:
-        """Same contract as :meth:`RouterBase.ask`."""
+        """Same contract as :meth:`RouterBase.ask` (``ctx["variables"]`` travels with a template)."""
+        variables = ctx.get("variables")
         reply = await self.request(
-            EnvRequest("ask", int(ctx["agent_id"]), instruction, readonly, trace_id, parent_span_id)
+            EnvRequest(
+                "ask", int(ctx["agent_id"]), instruction, readonly, trace_id, parent_span_id,
+                template_mode=template_mode, variables=dict(variables) if variables is not None else None,
+            )
         )
         return {**ctx, "status": reply.status, "tools": list(reply.tools)}, reply.answer
 

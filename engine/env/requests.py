@@ -19,6 +19,8 @@ class EnvRequest:
     trace_id: str | None = None
     parent_span_id: str | None = None
     arguments: dict[str, Any] | None = None  #: call_tool only
+    template_mode: bool = False  #: ask only: ``instruction`` is a template filled from ``variables``
+    variables: dict[str, Any] | None = None  #: ask only: the template's values
 
 
 @dataclass(frozen=True)

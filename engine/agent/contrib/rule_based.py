@@ -21,6 +21,7 @@ from engine.agent.base import AgentBase
 from engine.agent.outcome import StepOutcome
 from engine.agent.service_proxy import ServiceProxy
 from engine.errors import SpecError, ToolCallError
+from engine.instruction_template import is_bare_template
 
 __all__ = ["Move", "RuleBasedAgent", "RuleConfig", "announced_moves", "decide"]
 
@@ -118,7 +119,11 @@ class RuleBasedAgent(AgentBase):
             except ToolCallError as error:
                 return self.rule.tool, f"[error] {error}", False
             return self.rule.tool, f"[success] {answer}", True
-        answer = await self.ask_env(self.rule.instruction.format(**values), readonly=False)
+        if is_bare_template(self.rule.instruction):
+            # The configured instruction is already a template: its values travel as variables.
+            answer = await self.ask_env(self.rule.instruction, readonly=False, variables=values)
+        else:
+            answer = await self.ask_env(self.rule.instruction.format(**values), readonly=False)
         return "ask_env", answer, answer.startswith(("[success]", "[in_progress]"))
 
     async def step(self, tick: int, t: datetime) -> StepOutcome:

@@ -6,13 +6,16 @@ the simulated LLM produce runnable code), the guard checks the code and the exec
 refusal or a mistake in the code is fed back for another try, up to ``max_steps`` LLM calls; a run
 that already changed the environment or that the environment refused is never retried, so a
 change is not applied twice. In template mode the working code is cached by template
-(``template_cache``) and reused with the next caller's variables.
+(``template_cache``) and reused with the next caller's variables; the code is stored only when it
+takes every value from ``variables`` (``template_reuse``), so a hit never replays another caller's
+values, and the ``code`` examples then read the values from there (``codegen_examples``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,10 +25,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from engine.env.base import EnvBase
 from engine.env.router_base import STATUS_DESCRIPTIONS, RouterBase
+from engine.env.routers.codegen_examples import example_call, template_examples
 from engine.env.routers.codegen_prompts import CODEGEN_FEEDBACK, CODEGEN_INSTRUCTION, CODEGEN_SYSTEM, READONLY_NOTE, TEMPLATE_NOTE
 from engine.env.routers.decision import caller_fields
 from engine.env.routers.embedding import Embedder, resolve_embedder
-from engine.env.routers.template_cache import CacheStats, TemplateCache
+from engine.env.routers.template_cache import CacheStats, Generated, TemplateCache
+from engine.env.routers.template_reuse import judge_reuse
 from engine.env.sandbox import CodeRejectedError, ExecutionResult, SandboxLimits, SandboxTool, execute
 from engine.env.tool import ToolInfo
 from engine.errors import LLMCallError, StructuredOutputError, ToolCallError
@@ -34,6 +39,8 @@ from engine.llm.protocol import ChatModel
 from engine.llm.structured import complete_structured
 
 __all__ = ["CodeGenRouter", "build_code_decision", "example_call", "pyi_listing"]
+
+log = logging.getLogger(__name__)
 
 
 def _annotation(tp: Any) -> str:
@@ -55,34 +62,10 @@ def pyi_listing(tools: dict[str, ToolInfo]) -> str:
     return "\n\n".join(f"# {module}\n" + "\n".join(stubs) for module, stubs in by_module.items())
 
 
-def _placeholder(spec: dict[str, Any]) -> str:
-    if "enum" in spec:
-        return repr(spec["enum"][0])
-    if "const" in spec:
-        return repr(spec["const"])
-    for branch in spec.get("anyOf", []):
-        if branch.get("type") != "null":
-            return _placeholder(branch)
-    kind = spec.get("type")
-    values = {"integer": "1", "number": "1.0", "boolean": "True", "string": '"hello"', "array": "[]", "object": "{}"}
-    return values.get(kind, "None") if isinstance(kind, str) else "None"
-
-
-def example_call(name: str, info: ToolInfo) -> str:
-    """One example line calling ``name`` with placeholder values of the right types.
-
-    Read-only tools store their result in ``results["answer"]``; others are called for effect.
-    """
-    schema = info.args_model.model_json_schema()
-    props = schema.get("properties", {})
-    args = [f"{arg}={_placeholder(props[arg])}" for arg in schema.get("required", []) if arg not in caller_fields]
-    call = f"{name}({', '.join(args)})"
-    return f'results["answer"] = {call}' if info.readonly else call
-
-
-def build_code_decision(tools: dict[str, ToolInfo]) -> type[BaseModel]:
-    """The decision model ``{thought, code}``; ``code`` lists one example call per tool."""
-    examples = [example_call(name, info) for name, info in tools.items()]
+def build_code_decision(tools: dict[str, ToolInfo], examples: list[str] | None = None) -> type[BaseModel]:
+    """The decision model ``{thought, code}``; ``code`` lists ``examples`` (default: one call per tool)."""
+    if examples is None:
+        examples = [example_call(name, info) for name, info in tools.items()]
     code_field = Field(
         description="Python statements calling the functions; store what the agent should learn in results[...]",
         **({"examples": examples} if examples else {}),
@@ -116,8 +99,9 @@ class CodeGenRouter(RouterBase):
         llm: the routing model (already metered).
         meter: where the router's LLM usage accumulates.
         max_steps: LLM calls per ask (the first try plus retries with the error fed back).
-        cache_dir: where the template cache file lives (``<run_dir>/env/_codegen_cache``); None
-            keeps the cache in memory.
+        cache_dir: where the template cache file ``<tool-set hash>.json`` lives (the actor picks
+            ``<run_dir>/env/_codegen_cache`` or a directory shared across runs); None keeps the
+            cache in memory.
         similarity_threshold: cosine similarity for reusing code of a similar template.
         embedder: an :class:`Embedder`, or a spec string for :func:`resolve_embedder`
             (None: the simulated embeddings).
@@ -143,7 +127,7 @@ class CodeGenRouter(RouterBase):
             embedder = resolve_embedder(embedder)
         path = Path(cache_dir) / f"{self.config_hash}.json" if cache_dir is not None else None
         self.cache = TemplateCache(path, embedder=embedder, threshold=similarity_threshold)
-        self._decisions: dict[bool, type[BaseModel]] = {}
+        self._decisions: dict[tuple[bool, tuple[str, ...] | None], type[BaseModel]] = {}
 
     def _config_hash(self) -> str:
         described = [
@@ -152,10 +136,18 @@ class CodeGenRouter(RouterBase):
         ]
         return hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
-    def decision_model(self, readonly: bool) -> type[BaseModel]:
-        if readonly not in self._decisions:
-            self._decisions[readonly] = build_code_decision(self.tools(readonly=readonly))
-        return self._decisions[readonly]
+    def decision_model(self, readonly: bool, template: str | None = None, variables: dict[str, Any] | None = None) -> type[BaseModel]:
+        """The decision model of an ask; a template ask's examples read its values from ``variables``."""
+        tools = self.tools(readonly=readonly)
+        examples = None
+        if template is not None:
+            examples = tuple(template_examples(tools, template, variables or {})) or None
+        key = (readonly, examples)
+        if key not in self._decisions:
+            if len(self._decisions) > 256:
+                self._decisions.clear()
+            self._decisions[key] = build_code_decision(tools, list(examples) if examples else None)
+        return self._decisions[key]
 
     def get_cache_stats(self) -> CacheStats:
         return self.cache.stats
@@ -193,16 +185,33 @@ class CodeGenRouter(RouterBase):
                 return attempt
             self.cache.evict(hit)  # broken for these tools or variables: generate afresh
 
-        async def generate() -> tuple[str | None, _Attempt]:
-            attempt = await self._generate(ctx, template, readonly, variables)
-            return (attempt.code if attempt.execution is not None and attempt.execution.ok else None), attempt
+        async def generate() -> Generated[_Attempt]:
+            return self._judged(await self._generate(ctx, template, readonly, variables), template, variables)
 
         code, attempt, leader = await self.cache.generate_once(mode, template, generate)
         if leader:
             return attempt
-        if code is None:  # the shared generation failed; its tool calls were the leader's, not ours
+        if code is not None:
+            return await self._run(code, ctx, readonly, variables)
+        if attempt.execution is None or not attempt.execution.ok:
+            # The shared generation failed; its tool calls were the leader's, not ours.
             return _Attempt(error=attempt.error or (attempt.execution.error if attempt.execution else None))
-        return await self._run(code, ctx, readonly, variables)
+        # The leader's code worked with the leader's values only: this caller needs its own.
+        own = self._judged(await self._generate(ctx, template, readonly, variables), template, variables)
+        self.cache.count_generation(ok=own.code is not None, reusable=own.reusable)
+        if own.code is not None and own.reusable:
+            await self.cache.store(mode, template, own.code, exact_only=own.exact_only)
+        return own.payload
+
+    @staticmethod
+    def _judged(attempt: _Attempt, template: str, variables: dict[str, Any]) -> Generated[_Attempt]:
+        """The attempt as a generation for the cache: its code when it worked, and whether others may replay it."""
+        if attempt.execution is None or not attempt.execution.ok or attempt.code is None:
+            return Generated(None, attempt)
+        verdict = judge_reuse(attempt.code, template, variables)
+        if verdict.reason:
+            log.debug("CodeGen code for %r: %s", template, verdict.reason)
+        return Generated(attempt.code, attempt, reusable=verdict.reusable, exact_only=verdict.exact_only)
 
     async def _generate(
         self, ctx: dict[str, Any], instruction: str, readonly: bool, variables: dict[str, Any] | None
@@ -221,10 +230,11 @@ class CodeGenRouter(RouterBase):
         llm = self.llm
         if llm is None:
             raise ToolCallError("CodeGenRouter needs an LLM")
+        decision_type = self.decision_model(readonly, instruction if variables is not None else None, variables)
         attempt = _Attempt()
         for _ in range(self.max_steps):
             try:
-                decision = await complete_structured(llm, messages, self.decision_model(readonly), prompt=CODEGEN_INSTRUCTION)
+                decision = await complete_structured(llm, messages, decision_type, prompt=CODEGEN_INSTRUCTION)
             except (StructuredOutputError, LLMCallError) as error:
                 return _Attempt(code=attempt.code, error=f"the environment could not interpret the request: {error}")
             attempt = await self._run(decision.code, ctx, readonly, variables)  # type: ignore[attr-defined]

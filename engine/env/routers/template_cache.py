@@ -2,44 +2,39 @@
 
 A template is an instruction with ``{name}`` placeholders (``"send {amount} coins to agent {to}"``).
 Lookup is an exact match on the normalized template, then the most similar stored template with
-the same placeholder names whose embedding cosine similarity reaches the threshold. Entries are
-kept per mode (``"ro"`` for read-only asks, ``"rw"`` otherwise) and persisted as one JSON file per
-environment configuration. Concurrent misses on one template share a single generation.
+the same placeholder names whose embedding cosine similarity reaches the threshold (code that
+quotes its template's own text is kept for exact matches only). Entries are kept per mode
+(``"ro"`` for read-only asks, ``"rw"`` otherwise) and persisted as one JSON file per environment
+configuration (:mod:`~engine.env.routers.template_store`), which concurrent runs may share.
+Concurrent misses on one template share a single generation.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from engine.env.routers.embedding import Embedder, SimEmbedder
+from engine.env.routers.template_store import TemplateStore
 from engine.errors import StorageError
-from engine.storage.atomic import atomic_write_json, read_json
+from engine.instruction_template import fill_template, placeholders
 
-__all__ = ["CacheHit", "CacheStats", "TemplateCache", "fill_template", "normalize_template", "placeholders"]
+__all__ = [
+    "CacheHit",
+    "CacheStats",
+    "Generated",
+    "TemplateCache",
+    "fill_template",
+    "normalize_template",
+    "placeholders",
+]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-_PLACEHOLDER = re.compile(r"\{(\w+)\}")
-_VERSION = 1
-
-
-def placeholders(template: str) -> frozenset[str]:
-    """The ``{name}`` placeholders of a template."""
-    return frozenset(_PLACEHOLDER.findall(template))
-
-
-def fill_template(template: str, variables: Mapping[str, Any]) -> str:
-    """Substitute ``{name}`` placeholders that have a value; others are left as they are.
-
-    Only bare names are substituted (no ``str.format`` field access or format specs).
-    """
-    return _PLACEHOLDER.sub(lambda m: str(variables[m.group(1)]) if m.group(1) in variables else m.group(0), template)
 
 
 def normalize_template(template: str) -> str:
@@ -49,13 +44,14 @@ def normalize_template(template: str) -> str:
 
 @dataclass
 class CacheStats:
-    """How the template cache has been doing (one router's lifetime)."""
+    """How the template cache has been doing (one router's lifetime, or a difference of two such counts)."""
 
     hits_exact: int = 0  #: lookups answered by an identical template
     hits_similar: int = 0  #: lookups answered by a similar template
     misses: int = 0  #: lookups that found nothing
     generations: int = 0  #: code generations run (concurrent misses on one template share one)
     errors: int = 0  #: generations without working code, plus cached code evicted after failing
+    uncacheable: int = 0  #: generations whose code worked but wrote its caller's values as literals (not stored)
 
     @property
     def requests(self) -> int:
@@ -67,6 +63,27 @@ class CacheStats:
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "requests": self.requests, "hit_rate": self.hit_rate}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CacheStats:
+        """The counts of an :meth:`as_dict` result (derived values are recomputed)."""
+        return cls(**{f.name: int(data.get(f.name, 0)) for f in fields(cls)})
+
+    def __add__(self, other: CacheStats) -> CacheStats:
+        return CacheStats(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+    def __sub__(self, other: CacheStats) -> CacheStats:
+        return CacheStats(**{f.name: getattr(self, f.name) - getattr(other, f.name) for f in fields(self)})
+
+
+@dataclass(frozen=True)
+class Generated(Generic[T]):
+    """What a generation factory hands :meth:`TemplateCache.generate_once`."""
+
+    code: str | None  #: the working code; None when the generation failed
+    payload: T  #: whatever the callers need besides the code
+    reusable: bool = True  #: False: the code works for its caller only (not stored, not shared)
+    exact_only: bool = False  #: the code quotes its template's text: reuse it for that exact template only
 
 
 @dataclass(frozen=True)
@@ -83,8 +100,8 @@ class TemplateCache:
     """Generated code by template, with similarity lookup, single-flight and JSON persistence.
 
     Args:
-        path: the JSON file (loaded now, rewritten atomically on every change); None keeps the
-            cache in memory.
+        path: the JSON file (loaded now, rewritten atomically on every change and merged with what
+            other writers stored meanwhile); None keeps the cache in memory.
         embedder: embeds templates for similarity lookup (default: the simulated embeddings).
         threshold: the cosine similarity a stored template needs to be reused.
         max_entries: entries kept per mode; the least used go first.
@@ -100,7 +117,9 @@ class TemplateCache:
         self.threshold = threshold
         self.max_entries = max_entries
         self.stats = CacheStats()
+        self._store = TemplateStore(path, self.embedder.name) if path is not None else None
         self._entries: dict[str, dict[str, dict[str, Any]]] = {"ro": {}, "rw": {}}
+        self._dropped: set[tuple[str, str]] = set()  #: evicted here: not taken back from the file
         self._vectors: dict[str, list[float]] = {}  # query templates embedded so far
         self._flights: dict[tuple[str, str], asyncio.Future[Any]] = {}
         self._load()
@@ -119,7 +138,7 @@ class TemplateCache:
             entry["uses"] += 1
             return CacheHit(mode, key, entry["code"], 1.0)
         names = sorted(placeholders(key))
-        candidates = [e for e in entries.values() if e["names"] == names]
+        candidates = [e for e in entries.values() if e["names"] == names and not e["exact_only"]]
         best, best_score = None, -1.0
         if candidates:
             await self._embed_missing(candidates)
@@ -150,38 +169,50 @@ class TemplateCache:
                 entry["embedding"] = vector
 
     # ---- changes -----------------------------------------------------------------------------
-    async def store(self, mode: str, template: str, code: str) -> None:
-        """Keep ``code`` for ``template`` (replacing an entry for the same template)."""
+    async def store(self, mode: str, template: str, code: str, *, exact_only: bool = False) -> None:
+        """Keep ``code`` for ``template`` (replacing an entry for the same template).
+
+        Args:
+            mode: ``"ro"`` or ``"rw"``.
+            template: the instruction template.
+            code: working code that reads the template's values from ``variables``.
+            exact_only: never reuse it for a merely similar template (it quotes this one's text).
+        """
         key = normalize_template(template)
-        entries = self._entries[mode]
-        entries[key] = {
-            "template": key, "names": sorted(placeholders(key)), "code": code,
-            "embedding": await self._vector(key), "uses": 0,
-        }  # fmt: skip
-        while len(entries) > self.max_entries:
-            victim = min(entries, key=lambda k: entries[k]["uses"])  # ties: the oldest (dicts keep order)
-            del entries[victim]
+        self._entries[mode][key] = _entry(key, code, await self._vector(key), uses=0, exact_only=exact_only)
+        self._dropped.discard((mode, key))
+        self._trim()
         self._save()
 
     def evict(self, hit: CacheHit) -> None:
         """Drop an entry whose code failed when it was reused (counted as an error)."""
         if self._entries[hit.mode].pop(hit.key, None) is not None:
             self.stats.errors += 1
+            self._dropped.add((hit.mode, hit.key))
             self._save()
 
+    def count_generation(self, *, ok: bool, reusable: bool = True) -> None:
+        """Count a generation run outside :meth:`generate_once` (a caller that could not share one)."""
+        self.stats.generations += 1
+        if not ok:
+            self.stats.errors += 1
+        elif not reusable:
+            self.stats.uncacheable += 1
+
     async def generate_once(
-        self, mode: str, template: str, factory: Callable[[], Awaitable[tuple[str | None, T]]]
+        self, mode: str, template: str, factory: Callable[[], Awaitable[Generated[T] | tuple[str | None, T]]]
     ) -> tuple[str | None, T, bool]:
         """Run ``factory`` once for concurrent callers with the same template; store its code.
 
         Args:
             mode: ``"ro"`` or ``"rw"``.
             template: the instruction template.
-            factory: generates (and checks) code; returns ``(code or None, payload)``.
+            factory: generates (and checks) code; returns a :class:`Generated` or ``(code or None, payload)``.
 
         Returns:
-            ``(code, payload, leader)``: every caller gets the leader's code and payload;
-            ``leader`` is True for the one caller whose ``factory`` ran.
+            ``(code, payload, leader)``: every caller gets the leader's payload and, when it was
+            stored, its code (None for a failed or a non-reusable generation); ``leader`` is True
+            for the one caller whose ``factory`` ran.
         """
         key = (mode, normalize_template(template))
         flight = self._flights.get(key)
@@ -190,13 +221,14 @@ class TemplateCache:
             return code, payload, False
 
         async def lead() -> tuple[str | None, T]:
-            self.stats.generations += 1
-            code, payload = await factory()
-            if code is None:
-                self.stats.errors += 1
-            else:
-                await self.store(mode, template, code)
-            return code, payload
+            made = await factory()
+            if isinstance(made, tuple):
+                made = Generated(*made)
+            self.count_generation(ok=made.code is not None, reusable=made.reusable)
+            if made.code is None or not made.reusable:
+                return None, made.payload
+            await self.store(mode, template, made.code, exact_only=made.exact_only)
+            return made.code, made.payload
 
         # Its own task: a cancelled leader does not take the followers' answer with it.
         flight = asyncio.ensure_future(lead())
@@ -205,32 +237,43 @@ class TemplateCache:
         code, payload = await asyncio.shield(flight)
         return code, payload, True
 
+    def _trim(self) -> None:
+        for entries in self._entries.values():
+            while len(entries) > self.max_entries:
+                victim = min(entries, key=lambda k: entries[k]["uses"])  # ties: the oldest (dicts keep order)
+                del entries[victim]
+
     # ---- persistence -------------------------------------------------------------------------
+    def _adopt(self, items: list[dict[str, Any]]) -> None:
+        """Take in stored entries this cache does not hold (and did not evict)."""
+        for item in items:
+            mode = item["mode"]
+            if mode not in self._entries:
+                continue
+            key = normalize_template(item["template"])
+            if key in self._entries[mode] or (mode, key) in self._dropped:
+                continue
+            self._entries[mode][key] = _entry(key, item["code"], item["embedding"], uses=item["uses"], exact_only=item["exact_only"])
+
     def _load(self) -> None:
-        if self.path is None:
-            return
-        try:
-            saved = read_json(self.path, default=None)
-        except StorageError as error:
-            log.warning("ignoring unreadable CodeGen cache: %s", error)
-            return
-        if not isinstance(saved, dict) or saved.get("version") != _VERSION:
-            return
-        same_space = saved.get("embedder") == self.embedder.name
-        for item in saved.get("entries", []):
-            mode = item.get("mode")
-            if mode in self._entries and isinstance(item.get("code"), str) and isinstance(item.get("template"), str):
-                key = normalize_template(item["template"])
-                self._entries[mode][key] = {
-                    "template": key, "names": sorted(placeholders(key)), "code": item["code"],
-                    "embedding": item.get("embedding") if same_space else None, "uses": int(item.get("uses", 0)),
-                }  # fmt: skip
+        if self._store is not None:
+            self._adopt(self._store.read())
+            self._trim()
 
     def _save(self) -> None:
-        if self.path is None:
+        if self._store is None:
             return
-        entries = [{"mode": mode, **entry} for mode, by_key in self._entries.items() for entry in by_key.values()]
         try:
-            atomic_write_json(self.path, {"version": _VERSION, "embedder": self.embedder.name, "entries": entries}, durable=False)
+            with self._store.locked():
+                self._adopt(self._store.read())  # what other runs stored since: kept, and ours to use too
+                self._trim()
+                self._store.write([{"mode": mode, **entry} for mode, by_key in self._entries.items() for entry in by_key.values()])
         except StorageError as error:  # the cache is an optimisation: a failed write costs regenerations only
             log.warning("could not persist the CodeGen cache: %s", error)
+
+
+def _entry(key: str, code: str, embedding: list[float] | None, *, uses: int, exact_only: bool) -> dict[str, Any]:
+    return {
+        "template": key, "names": sorted(placeholders(key)), "code": code,
+        "embedding": embedding, "uses": uses, "exact_only": exact_only,
+    }  # fmt: skip
