@@ -24,7 +24,7 @@ from engine.errors import ToolCallError
 from engine.failpoints import failpoint
 from engine.llm.client import LLMClient
 from engine.llm.dispatcher import get_chat_model
-from engine.llm.meter import Meter, MeteredModel
+from engine.llm.meter import Meter, MeteredModel, serving_agent
 from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.catalog import Catalog
 from engine.storage.replay import ReplayWriter
@@ -133,6 +133,7 @@ class EnvRouterActor:
         self.router.set_current_time(t)
 
     async def _serve(self, request: EnvRequest) -> EnvReply:
+        serving_agent.set(request.agent_id)  # each request runs as its own task: the router's calls serve this agent
         parent = SpanRef(request.trace_id, request.parent_span_id) if request.trace_id and request.parent_span_id else None
         with self._trace.span("env.ask", trace_id=request.trace_id, parent=parent, op=request.op, agent_id=request.agent_id):
             if request.op == "observe":

@@ -138,6 +138,7 @@ async def run_experiment(
     force: bool = False,
     llm_cache_dir: Path | None = None,
     llm_limits: LimiterConfig | None = None,
+    template_cache_dir: Path | None = None,
 ) -> RunSummary:
     """Run every step of ``spec`` into ``run_dir``; failures come back as status ``failed``.
 
@@ -151,6 +152,8 @@ async def run_experiment(
         llm_cache_dir: the response cache (default ``run_dir/llm_cache``); point a rerun at an
             earlier run's cache to replay it without provider calls.
         llm_limits: the AIMD limiter settings (from ``EngineSettings.limiter_config()``).
+        template_cache_dir: CodeGen template caches shared across runs (``EngineSettings.template_cache_dir``,
+            under ``POLIS_HOME``); None keeps the cache in the run directory.
 
     Raises:
         asyncio.CancelledError: the run was cancelled (status ``cancelled`` is written first; the run
@@ -214,6 +217,7 @@ async def run_experiment(
                 run_dir=run_dir,
                 cache_similarity=spec.environment.cache_similarity,
                 embedder=spec.environment.embedder,
+                template_cache_dir=template_cache_dir,
             )
             run_id = f"{spec.name}-{uuid.uuid4().hex[:6]}"
             options: dict[str, Any] = {
