@@ -72,6 +72,7 @@ def test_polis_run_over_http_on_an_external_cluster_steps_every_agent_once_per_t
     # every row of llm_calls is a call the server answered (the run's own response cache was empty)
     assert sum(sim_llm.stats()["calls"].values()) - calls_before >= calls > 0
     assert f"LLM calls: {calls} " in run.stdout
+    assert "codegen cache: " in run.stdout and " generations (coder calls) for " in run.stdout
 
 
 async def _actor_worker(client: Client) -> str:
