@@ -3,10 +3,15 @@
 Every path is relative to the workspace root and must stay inside it once symlinks are resolved.
 Refusals come back to the model as ``error: ...`` text; nothing outside the workspace is read or
 written. Runtime-owned files (:data:`RUNTIME_OWNED`) can be read but not written by the agent.
+
+``grep`` patterns come from the model, so they are compiled with RE2 (:mod:`engine.linear_regex`),
+whose searches take linear time; the scan runs in a thread, off the event loop, and stops at a
+deadline, after a byte budget, or at the match limit.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import stat
@@ -20,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from engine.agent.tools import AgentTool
 from engine.agent.workspace import AgentWorkspace
 from engine.errors import StorageError
+from engine.linear_regex import UnsupportedPatternError, compile_untrusted
 from engine.storage.atomic import atomic_write_bytes
 
 __all__ = ["RUNTIME_OWNED", "AppendArgs", "FileTools", "GrepArgs", "ListArgs", "ReadArgs", "WriteArgs"]
@@ -32,14 +38,16 @@ RUNTIME_OWNED = (
 )
 
 _SNIFF_BYTES = 8192  # a NUL byte in the first block marks a binary file
-_GREP_LINE_CHARS = 1000  # a regex only sees this much of a line: bounds what a backtracking pattern can chew on
+# RE2's search time is linear in the text and in the (capped) program size, so the line cap bounds
+# one search (under ~0.1 s for the largest program allowed) and the deadline, checked between lines,
+# the whole scan.
+_GREP_LINE_CHARS = 1000  # a regex only sees this much of a line
 _GREP_FILE_BYTES = 1_000_000  # larger files are skipped by grep
-_GREP_SECONDS = 2.0  # a scan stops here (re has no timeout; this bounds the whole scan, the line cap one search)
+_GREP_TOTAL_BYTES = 8_000_000  # one scan reads at most this much text
+_GREP_SECONDS = 2.0  # a scan stops here
 _SHOWN_LINE_CHARS = 200
 _LIST_ENTRIES = 200
 _TEMP_FILE = re.compile(r"^\..+\.tmp-[0-9a-f]{32}$")  # engine.storage.atomic's temp files
-# A quantified group that itself contains a quantifier, e.g. "(a+)+": the classic catastrophic-backtracking shape.
-_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)[+*{]")
 
 
 class ReadArgs(BaseModel):
@@ -68,7 +76,7 @@ class ListArgs(BaseModel):
 
 class GrepArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    pattern: str = Field(min_length=1, max_length=500, description="Python regular expression searched in each line")
+    pattern: str = Field(min_length=1, max_length=500, description="regular expression (RE2 syntax: Python's without backreferences or lookaround) searched in each line")
     path: str = Field(default=".", max_length=512, description="file or directory to search (hidden directories are searched only when named)")
     max_matches: int = Field(default=50, ge=1, le=500, description="stop after this many matching lines")
 
@@ -127,6 +135,8 @@ class FileTools:
             return f"error: invalid arguments for {name}: {problems}"
         handler: Callable[[Any], str] = getattr(self, f"_{name}")  # _read, _write, ... below
         try:
+            if name == "grep":  # a scan of many files: in a thread, so the event loop keeps turning
+                return await asyncio.to_thread(handler, parsed)
             return handler(parsed)
         except _Refused as refusal:
             return f"error: {refusal}"
@@ -285,24 +295,29 @@ class FileTools:
         return f"{rel}/ ({len(rows)} entries):\n" + "\n".join(shown) + note
 
     def _grep(self, args: GrepArgs) -> str:
-        if _NESTED_QUANTIFIER.search(args.pattern):
-            raise _Refused("nested quantifiers such as (a+)+ can take forever; simplify the pattern")
         try:
-            regex = re.compile(args.pattern)
-        except re.error as error:
-            raise _Refused(f"invalid regular expression {args.pattern!r}: {error}") from None
+            regex = compile_untrusted(args.pattern)
+        except UnsupportedPatternError as error:
+            raise _Refused(f"pattern {args.pattern!r}: {error}") from None
         target, rel = self._resolve(args.path or ".")
         if not target.exists():
             raise _Refused(f"{rel} does not exist")
         files = self._walk(target) if target.is_dir() else iter([target])
         deadline = time.monotonic() + _GREP_SECONDS
         matches: list[str] = []
-        skipped, note = 0, ""
-        for file in files:
+        skipped, scanned, note = 0, 0, ""
+        for seen, file in enumerate(files):
+            if seen and time.monotonic() > deadline:  # many small or skipped files also take time
+                note = f"\n[stopped after {_GREP_SECONDS:g} s; results are incomplete, narrow the pattern or the path]"
+                break
             text = self._grep_text(file)
             if text is None:
                 skipped += 1
                 continue
+            scanned += len(text)
+            if scanned > _GREP_TOTAL_BYTES:
+                note = f"\n[stopped after reading {_GREP_TOTAL_BYTES} characters; results are incomplete, narrow the path]"
+                break
             name = file.relative_to(self._root).as_posix()
             for number, line in enumerate(text.splitlines(), 1):
                 if regex.search(line[:_GREP_LINE_CHARS]):

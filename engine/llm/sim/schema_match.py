@@ -4,18 +4,24 @@ The simulated LLM builds most values constructively; this checker covers the cas
 construction alone cannot guarantee validity: ``oneOf`` exclusivity, merged ``allOf`` branches
 and ``enum``/``const`` values that must also meet sibling keywords. It understands more than the
 generator can build (``pattern``, ``not``, ``if``/``then``/``else``), because checking those is easy.
+
+Schemas arrive with requests (``polis sim-llm`` answers anyone on its port), so ``pattern`` and
+``patternProperties`` are searched with RE2 (:mod:`engine.linear_regex`): linear time, never a
+stalled server. A pattern RE2 cannot run (backreferences, lookaround) is a ``ValueError``, which
+the server answers as an invalid request.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 from urllib.parse import unquote
 
-__all__ = ["SchemaMatcher", "is_type", "json_equal", "multiple_ok", "resolve_ref"]
+from engine.linear_regex import compile_untrusted
+
+__all__ = ["SchemaMatcher", "is_type", "json_equal", "multiple_ok", "pattern_found", "resolve_ref"]
 
 #: Beyond this many nested ``$ref`` hops a schema is treated as non-terminating.
 MAX_REF_DEPTH = 64
@@ -32,6 +38,16 @@ def json_equal(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
     return type(a) is type(b) and a == b
+
+
+def pattern_found(pattern: str, text: str) -> bool:
+    """Whether the schema ``pattern`` occurs in ``text`` (JSON Schema's unanchored search), in linear time.
+
+    Raises:
+        ValueError: ``pattern`` is invalid, or uses a feature RE2 lacks (backreferences, lookaround).
+    """
+    # JSON may carry lone surrogates, which cannot become UTF-8; RE2 reads such bytes as they are.
+    return compile_untrusted(pattern).search(text.encode("utf-8", errors="surrogatepass")) is not None
 
 
 def is_type(value: Any, name: str) -> bool:
@@ -121,13 +137,13 @@ class SchemaMatcher:
         return all(
             self.ok(item, sub, d)
             for key, item in v.items()
-            if key not in declared and not any(re.search(p, key) for p in patterns)
+            if key not in declared and not any(pattern_found(p, key) for p in patterns)
         )
 
     def _pattern_properties(self, v: Any, patterns: dict, s: dict, d: int) -> bool:
         if not isinstance(v, dict):
             return True
-        return all(self.ok(item, sub, d) for p, sub in patterns.items() for k, item in v.items() if re.search(p, k))
+        return all(self.ok(item, sub, d) for p, sub in patterns.items() for k, item in v.items() if pattern_found(p, k))
 
     def _items(self, v: Any, sub: Any, s: dict, d: int) -> bool:
         return not isinstance(v, list) or all(self.ok(x, sub, d) for x in v[len(s.get("prefixItems", ())) :])
@@ -186,7 +202,7 @@ _CHECKS: dict[str, _Check] = {
     "uniqueItems": _on("array", lambda v, flag: not flag or _unique(v)),
     "minLength": _on("string", lambda v, n: len(v) >= n),
     "maxLength": _on("string", lambda v, n: len(v) <= n),
-    "pattern": _on("string", lambda v, p: re.search(p, v) is not None),
+    "pattern": _on("string", lambda v, p: pattern_found(p, v)),
     "minimum": _on("number", lambda v, b: v >= b),
     "maximum": _on("number", lambda v, b: v <= b),
     "exclusiveMinimum": _on("number", lambda v, b: v > b),

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
+import random
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -176,12 +179,72 @@ async def test_grep_skips_hidden_directories_unless_named_and_skips_binary_files
     assert await call(files, "grep", pattern="needle", path=".runtime") == '1 matches:\n.runtime/logs/tool_calls.jsonl:1: {"tool": "needle"}'
 
 
-async def test_grep_refuses_invalid_and_catastrophic_patterns(files: FileTools) -> None:
-    assert (await call(files, "grep", pattern="(unclosed")).startswith("error: invalid regular expression '(unclosed'")
-    for pattern in ("(a+)+$", "(x*)*y", r"(\w+\s?)*$", "(a{1,3})+"):
-        assert (await call(files, "grep", pattern=pattern)).startswith("error: nested quantifiers"), pattern
+async def test_grep_refuses_invalid_patterns_and_says_what_re2_lacks(files: FileTools) -> None:
+    assert (await call(files, "grep", pattern="(unclosed")).startswith("error: pattern '(unclosed': invalid regular expression: missing )")
+    assert "backreferences" in await call(files, "grep", pattern=r"(a)\1")
+    assert (await call(files, "grep", pattern="(?=a)b")).startswith("error: pattern '(?=a)b': lookahead and lookbehind")
+    assert (await call(files, "grep", pattern="(?<!x)y")).startswith("error: pattern '(?<!x)y': lookahead and lookbehind")
+    assert "too large" in await call(files, "grep", pattern="(.{1,100}){1,10}x")
     await call(files, "write", path="x.txt", content="a+b\n")
-    assert await call(files, "grep", pattern=r"(a\+)b") == "1 matches:\nx.txt:1: a+b"  # an escaped + is no quantifier
+    assert await call(files, "grep", pattern=r"(a\+)b") == "1 matches:\nx.txt:1: a+b"
+
+
+class Ticker:
+    """Counts event-loop turns beside a tool call, and the longest time the loop was away."""
+
+    def __init__(self) -> None:
+        self.ticks, self.longest_gap_s = 0, 0.0
+
+    async def run(self, done: asyncio.Event) -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            await asyncio.sleep(0.005)
+            now = time.perf_counter()
+            self.ticks, self.longest_gap_s = self.ticks + 1, max(self.longest_gap_s, now - last)
+            last = now
+
+
+async def grep_beside_a_ticker(files: FileTools, **args: Any) -> tuple[str, float, Ticker]:
+    ticker, done = Ticker(), asyncio.Event()
+    ticking = asyncio.create_task(ticker.run(done))
+    await asyncio.sleep(0.02)  # the ticker is running before the scan starts
+    started = time.perf_counter()
+    try:
+        result = await call(files, "grep", **args)
+    finally:
+        elapsed = time.perf_counter() - started
+        await asyncio.sleep(0.02)
+        done.set()
+        await ticking
+    return result, elapsed, ticker
+
+
+@pytest.mark.parametrize(("pattern", "line"), [
+    ("(a|a)*b", "a" * 26),  # 9.8 s on Python's re (issue 10)
+    ("a*a*a*a*a*a*a*b", "a" * 120),  # past 120 s on Python's re
+    ("(x+x+)+y", "x" * 1000),  # exponential on re; the old nested-quantifier filter refused it instead
+    (r"(\w+\s?)*$", "word " * 199 + "!"),
+])
+async def test_catastrophic_patterns_finish_in_well_under_a_second_beside_a_ticking_loop(
+    files: FileTools, ws: AgentWorkspace, pattern: str, line: str
+) -> None:
+    (ws.root / "hostile.txt").write_text((line + "\n") * 50)
+    result, elapsed, ticker = await grep_beside_a_ticker(files, pattern=pattern, path="hostile.txt")
+    assert elapsed < 1.0, (pattern, elapsed)
+    assert result.startswith("no matches for") or result.startswith("50 matches:"), result[:200]
+    assert ticker.ticks > 0 and ticker.longest_gap_s < 0.5
+
+
+async def test_a_scan_that_runs_to_its_deadline_leaves_the_event_loop_free(files: FileTools, ws: AgentWorkspace) -> None:
+    # A large program over full-width varied lines: a few ms per line here, far past the deadline in all.
+    pattern = "(.*a.{1,30}b.{1,30}){1,3}z"
+    rng = random.Random(1)
+    for i in range(8):
+        (ws.root / f"wide{i}.txt").write_text("".join("".join(rng.choices("abcdefghij ", k=999)) + "\n" for _ in range(900)))
+    result, elapsed, ticker = await grep_beside_a_ticker(files, pattern=pattern)
+    assert result.startswith("no matches for") and "[stopped after 2 s; results are incomplete" in result
+    assert elapsed < files_module._GREP_SECONDS + 1.5
+    assert ticker.ticks >= 50 and ticker.longest_gap_s < 0.5, (ticker.ticks, ticker.longest_gap_s)
 
 
 async def test_grep_sees_only_the_head_of_long_lines_and_stops_at_its_time_budget(
