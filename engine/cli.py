@@ -192,9 +192,10 @@ async def _estimate(args: argparse.Namespace) -> int:
 
 
 def _query(args: argparse.Namespace) -> int:
+    from engine.settings import EngineSettings
     from engine.storage.reader import ReplayReader, format_table
 
-    with ReplayReader(Path(args.run_dir)) as reader:
+    with ReplayReader(Path(args.run_dir), EngineSettings().query_limits()) as reader:
         if not args.sql:
             for name in reader.datasets():
                 print(f"{name}: {reader.count(name)} rows")
@@ -257,7 +258,8 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--ticks", type=int, default=2)
     est.set_defaults(handler=lambda a: asyncio.run(_estimate(a)))
 
-    query = sub.add_parser("query", help="query a run's replay datasets with DuckDB SQL (SELECT only)")
+    query = sub.add_parser("query", help="query a run's replay datasets with DuckDB SQL (SELECT only; "
+                           "POLIS_QUERY_TIMEOUT_S, POLIS_QUERY_MEMORY_LIMIT and POLIS_QUERY_THREADS bound each query)")
     query.add_argument("run_dir")
     query.add_argument("sql", nargs="?", default=None, help="omit to list datasets")
     query.add_argument("--max-rows", type=int, default=40)

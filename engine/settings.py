@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engine.llm.client import LimiterConfig
+from engine.storage.query_limits import QueryLimits, check_memory_limit
 
 __all__ = ["EngineSettings"]
 
@@ -24,6 +25,11 @@ class EngineSettings(BaseSettings):
     llm_latency_degrade_factor: float = Field(default=4.0, gt=1)  #: POLIS_LLM_LATENCY_DEGRADE_FACTOR
     llm_slow_latency_ms: float | None = Field(default=None, gt=0)  #: POLIS_LLM_SLOW_LATENCY_MS: unset = relative only
     home: Path | None = None  #: POLIS_HOME: state kept across runs (the CodeGen template cache); unset = none
+    query_memory_limit: str = "1GB"  #: POLIS_QUERY_MEMORY_LIMIT: DuckDB memory (and result size) per query surface
+    query_threads: int = Field(default=2, ge=1)  #: POLIS_QUERY_THREADS: DuckDB threads per query surface
+    query_timeout_s: float = Field(default=30.0, gt=0)  #: POLIS_QUERY_TIMEOUT_S: a longer query is stopped
+
+    _memory_limit_valid = field_validator("query_memory_limit")(classmethod(lambda cls, v: check_memory_limit(v)))
 
     @property
     def template_cache_dir(self) -> Path | None:
@@ -33,6 +39,10 @@ class EngineSettings(BaseSettings):
         environment starts with the first one's code (``EnvRouterConfig.template_cache_dir``).
         """
         return self.home / "codegen_cache" if self.home is not None else None
+
+    def query_limits(self) -> QueryLimits:
+        """The limits every ``ReplayReader`` query runs under (``polis query``, the service's reads)."""
+        return QueryLimits(memory_limit=self.query_memory_limit, threads=self.query_threads, timeout_s=self.query_timeout_s)
 
     def limiter_config(self) -> LimiterConfig:
         """The AIMD limiter settings to put into each ``LLMClient.limits``."""

@@ -44,12 +44,14 @@ def create_app(settings: ServiceSettings, *, client: Any = None) -> FastAPI:
             shared = client
             if shared is None:
                 shared = await stack.enter_async_context(open_client(settings.scheduler, n_workers=settings.n_workers))
-            # The same POLIS_LLM_* limiter settings and POLIS_HOME the CLI reads.
+            # The same POLIS_LLM_* limiter settings, POLIS_HOME and POLIS_QUERY_* limits the CLI reads.
             engine_settings = EngineSettings()
             submitter = Submitter(registry, shared, run_options={
                 "llm_limits": engine_settings.limiter_config(), "template_cache_dir": engine_settings.template_cache_dir,
             })
-            app.state.polis = ServiceState(registry, submitter, _dashboard_link(shared))
+            app.state.polis = ServiceState(
+                registry, submitter, _dashboard_link(shared), query_limits=engine_settings.query_limits()
+            )
             logger.info("polis service: data in %s, dashboard at %s", settings.data_dir, app.state.polis.dashboard_link)
             try:
                 yield

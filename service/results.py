@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from engine.storage.query_limits import QueryLimits
 from engine.storage.reader import ReplayReader
 from engine.storage.sweep_layout import SWEEP_FILE
 from service.errors import DatasetNotFoundError
@@ -41,19 +42,20 @@ def _has_results(run_dir: Path) -> bool:
     return (run_dir / "replay").is_dir() or (run_dir / SWEEP_FILE).is_file()
 
 
-def list_datasets(run_dir: Path) -> list[DatasetInfo]:
+def list_datasets(run_dir: Path, limits: QueryLimits | None = None) -> list[DatasetInfo]:
     """Describe every catalogued dataset of a run, with its committed row count.
 
     Args:
         run_dir: the run directory; a run that has not written anything yet has no datasets.
+        limits: the reader's query limits (the service's ``POLIS_QUERY_*``); None = the reader's defaults.
 
     Raises:
         StorageError: the catalog is malformed.
-        QueryError: a dataset's shards cannot be read.
+        QueryError: a dataset's shards cannot be read, or counting them ran past the limits.
     """
     if not _has_results(run_dir):
         return []
-    with ReplayReader(run_dir) as reader:
+    with ReplayReader(run_dir, limits) as reader:
         infos = []
         for name in reader.datasets():
             schema = reader.schema(name)
@@ -69,7 +71,7 @@ def list_datasets(run_dir: Path) -> list[DatasetInfo]:
         return infos
 
 
-def export_dataset(experiment_id: str, run_dir: Path, name: str, dest: Path) -> int:
+def export_dataset(experiment_id: str, run_dir: Path, name: str, dest: Path, limits: QueryLimits | None = None) -> int:
     """Write every committed row of one dataset to a single Parquet file.
 
     Args:
@@ -77,18 +79,20 @@ def export_dataset(experiment_id: str, run_dir: Path, name: str, dest: Path) -> 
         run_dir: its run directory.
         name: the dataset.
         dest: the file to write.
+        limits: the reader's query limits; a dataset larger than ``limits.memory_limit`` (as Arrow)
+            cannot be exported in one piece.
 
     Returns:
         The number of rows written.
 
     Raises:
         DatasetNotFoundError: the name is invalid or the run has no such dataset.
-        QueryError: the dataset's shards cannot be read.
+        QueryError: the dataset's shards cannot be read, or reading them ran past the limits.
     """
     check_dataset_name(experiment_id, name)
     if not _has_results(run_dir):
         raise DatasetNotFoundError(experiment_id, name)
-    with ReplayReader(run_dir) as reader:
+    with ReplayReader(run_dir, limits) as reader:
         if name not in reader.datasets():
             raise DatasetNotFoundError(experiment_id, name)
         schema = reader.schema(name)

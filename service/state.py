@@ -1,4 +1,4 @@
-"""What the routes share: the registry, the submitter and the cluster's dashboard link."""
+"""What the routes share: the registry, the submitter, the cluster's dashboard link and the query limits."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from engine.storage.query_limits import QueryLimits
 from service.registry import ExperimentRegistry
 from service.submission import Submitter
 
@@ -20,6 +21,8 @@ class ServiceState:
     registry: ExperimentRegistry  #: experiment records
     submitter: Submitter  #: runs experiments on the shared Dask client
     dashboard_link: str | None  #: the shared client's Dask dashboard, if it has one
+    #: memory, threads and time for every DuckDB read of results (``EngineSettings.query_limits()``)
+    query_limits: QueryLimits = QueryLimits()
 
 
 def get_state(request: Request) -> ServiceState:

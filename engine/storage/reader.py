@@ -5,6 +5,12 @@ locked down: file access only under the run's ``replay`` and ``trace`` directori
 that configuration, and :meth:`ReplayReader.query` accepts only a single SELECT statement (the
 lock alone would still allow ``COPY ... TO`` into the replay directory and ``ATTACH``).
 
+Every query runs under :class:`~engine.storage.query_limits.QueryLimits`: DuckDB's ``memory_limit``
+and ``threads`` are set before the configuration is locked (so no SQL can raise them), nothing
+spills to disk, a timer thread interrupts a query that runs past ``timeout_s`` (DuckDB has no
+statement timeout), and the Arrow result is streamed and refused once it outgrows the memory limit
+(DuckDB's limit does not cover results handed to Python).
+
 Which datasets, and whether the trace, have files is decided when the reader opens (reopen to see a
 first shard); shards added later to a dataset that already had one are visible to later queries,
 since each view globs at query time.
@@ -30,10 +36,14 @@ import pyarrow as pa
 
 from engine.errors import QueryError, StorageError
 from engine.storage.catalog import Catalog, DatasetSchema
+from engine.storage.query_limits import QueryLimits
 from engine.storage.sweep_layout import SWEEP_COLUMNS, SweepManifest, cells_table, param_column, read_sweep_manifest
 from engine.storage.text_table import format_table
 
-__all__ = ["SPAN_COLUMNS", "ReplayReader", "format_table"]
+__all__ = ["SPAN_COLUMNS", "QueryLimits", "ReplayReader", "format_table"]
+
+#: Rows per Arrow batch while a result streams in (its size is checked after each batch).
+_RESULT_BATCH_ROWS = 2048
 
 _DUCKDB_TYPES = {
     "int64": "BIGINT",
@@ -113,13 +123,16 @@ class ReplayReader:
 
     Args:
         run_dir: the run directory holding ``replay/`` and ``trace/``, or a sweep root (``SWEEP.json``).
+        limits: memory, threads and time for each query (``EngineSettings.query_limits()``);
+            the defaults (1GB, 2 threads, 30 s) suit callers that have no settings.
 
     Raises:
         StorageError: the catalog or sweep manifest is malformed, a sweep's dataset has a column
             the sweep views add, or DuckDB could not set up the views.
     """
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, limits: QueryLimits | None = None) -> None:
+        self.limits = limits if limits is not None else QueryLimits()
         self.run_dir = Path(run_dir).resolve()
         self.replay_dir = self.run_dir / "replay"
         self.trace_dir = self.run_dir / "trace"
@@ -141,8 +154,11 @@ class ReplayReader:
         readable = self._run_views(con) if self.sweep is None else self._sweep_views(con, self.sweep)
         allowed = ", ".join(_literal(f"{d}/") for d in readable)
         # Order matters (RUNTIME_NOTES): allow-list first, then cut external access, then lock.
-        # An empty temp_directory keeps DuckDB from adding its spill directory to the allow-list.
+        # An empty temp_directory keeps DuckDB from adding its spill directory to the allow-list
+        # (and from spilling: a query over the memory limit fails instead of filling a disk).
         con.execute("SET temp_directory = ''")
+        con.execute(f"SET memory_limit = {_literal(self.limits.memory_limit)}")
+        con.execute(f"SET threads = {int(self.limits.threads)}")
         con.execute(f"SET allowed_directories = [{allowed}]")
         con.execute("SET enable_external_access = false")
         con.execute("SET autoinstall_known_extensions = false")
@@ -246,20 +262,70 @@ class ReplayReader:
             The result as an Arrow table.
 
         Raises:
-            QueryError: not exactly one statement, not a SELECT, the reader is closed, or DuckDB
-                rejected the query (DuckDB's message is kept).
+            QueryError: not exactly one statement, not a SELECT, the reader is closed, DuckDB
+                rejected the query (DuckDB's message is kept), or the query ran past one of its
+                :attr:`limits` (time, memory, result size) and was stopped.
         """
         _check_single_select(sql)
         with self._lock:
             if self._con is None:
                 raise QueryError("the replay reader is closed")
             cursor = self._con.cursor()
+        limits = self.limits
+        watchdog = _Watchdog(cursor, limits.timeout_s)
         try:
-            return cursor.sql(sql, params=params).to_arrow_table()
-        except duckdb.Error as exc:
-            raise QueryError(str(exc)) from exc
+            relation = cursor.sql(sql, params=params)
+            batches, size = [], 0
+            reader = relation.to_arrow_reader(_RESULT_BATCH_ROWS)
+            for batch in reader:
+                size += batch.nbytes
+                if size > limits.memory_bytes:
+                    raise QueryError(
+                        f"the query's result grew past its {limits.memory_limit} memory limit and was stopped; "
+                        "select fewer rows or columns"
+                    )
+                batches.append(batch)
+            return pa.Table.from_batches(batches, schema=reader.schema)
+        except (duckdb.Error, OSError, pa.ArrowException) as exc:
+            # While a result streams, DuckDB's errors reach us through Arrow as OSError text.
+            raise _query_error(exc, limits, timed_out=watchdog.fired) from exc
         finally:
+            watchdog.stop()
             cursor.close()
+
+
+def _query_error(exc: BaseException, limits: QueryLimits, *, timed_out: bool) -> QueryError:
+    message = str(exc)
+    if timed_out:  # the interrupt can surface as another error type mid-fetch
+        return QueryError(f"the query ran past its {limits.timeout_s:g} s limit and was stopped")
+    if isinstance(exc, duckdb.OutOfMemoryException) or message.startswith("Out of Memory Error"):
+        detail = message.splitlines()[0]
+        return QueryError(f"the query needed more than its {limits.memory_limit} memory limit and was stopped ({detail})")
+    return QueryError(message)
+
+
+class _Watchdog:
+    """Interrupts ``cursor`` after ``timeout_s`` unless stopped first (DuckDB has no statement timeout)."""
+
+    def __init__(self, cursor: duckdb.DuckDBPyConnection, timeout_s: float) -> None:
+        self._cursor = cursor
+        self._lock = threading.Lock()
+        self._done = False
+        self.fired = False
+        self._timer = threading.Timer(timeout_s, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        with self._lock:  # never interrupt a cursor that finished (and may be closed)
+            if not self._done:
+                self.fired = True
+                self._cursor.interrupt()
+
+    def stop(self) -> None:
+        self._timer.cancel()
+        with self._lock:
+            self._done = True
 
 
 def _check_single_select(sql: str) -> None:

@@ -60,7 +60,7 @@ async def cancel_experiment(experiment_id: str, state: State) -> ExperimentDetai
 def get_datasets(experiment_id: str, state: State) -> DatasetList:
     """The experiment's datasets: name, kind, committed row count and columns."""
     record = state.registry.get(experiment_id)
-    return DatasetList(experiment_id=record.id, datasets=list_datasets(record.run_dir))
+    return DatasetList(experiment_id=record.id, datasets=list_datasets(record.run_dir, state.query_limits))
 
 
 @router.get(
@@ -76,7 +76,7 @@ def download_dataset(experiment_id: str, name: str, state: State) -> FileRespons
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        export_dataset(record.id, record.run_dir, name, tmp)
+        export_dataset(record.id, record.run_dir, name, tmp, state.query_limits)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -52,6 +54,32 @@ def test_query_refuses_anything_but_select(tmp_path: Path):
     result = polis("query", str(tmp_path / "run"), "COPY (SELECT 1) TO 'x.csv'")
     assert result.returncode == 2
     assert "SELECT" in result.stderr
+
+
+def test_a_cross_join_is_stopped_at_the_query_time_limit_with_a_clear_error(tmp_path: Path):
+    (tmp_path / "run" / "replay").mkdir(parents=True)
+    env = {**os.environ, "POLIS_QUERY_TIMEOUT_S": "1"}
+    started = time.perf_counter()
+    result = subprocess.run(
+        [*POLIS, "query", str(tmp_path / "run"), "SELECT count(*) FROM range(1000000) a, range(1000000) b, range(1000000) c"],
+        capture_output=True, text=True, timeout=60, env=env,
+    )
+    elapsed = time.perf_counter() - started
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == "polis: the query ran past its 1 s limit and was stopped"
+    assert elapsed < 1 + 8  # the limit, plus the interpreter's and DuckDB's start-up on a busy machine
+
+
+def test_a_memory_hungry_string_agg_fails_cleanly_at_the_memory_limit(tmp_path: Path):
+    (tmp_path / "run" / "replay").mkdir(parents=True)
+    env = {**os.environ, "POLIS_QUERY_MEMORY_LIMIT": "64MB", "POLIS_QUERY_TIMEOUT_S": "60"}
+    result = subprocess.run(
+        [*POLIS, "query", str(tmp_path / "run"), "SELECT string_agg(repeat('x', 100) || i::VARCHAR, ',') FROM range(2000000) t(i)"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("polis: the query needed more than its 64MB memory limit and was stopped (Out of Memory")
+    assert "Traceback" not in result.stderr
 
 
 def test_estimate_projects_calls_for_the_whole_spec(tmp_path: Path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from engine.errors import QueryError, StorageError
 from engine.storage.atomic import temp_path_for
 from engine.storage.catalog import Catalog, Column, DatasetSchema
+from engine.storage.query_limits import QueryLimits, parse_size
 from engine.storage.reader import ReplayReader, format_table
 from engine.storage.replay import ReplayWriter, shard_name
 from engine.trace import TraceRecorder, write_trace_shard
@@ -233,3 +235,55 @@ def test_empty_dataset_gets_a_parquet_view_once_its_first_shard_lands(run_dir: P
     pq.write_table(table, directory / "external.parquet")
     with ReplayReader(run_dir) as reader:
         assert reader.query("SELECT event FROM env_events").to_pylist() == [{"event": "storm"}]
+
+
+def test_limits_are_set_before_the_lock_and_no_sql_can_raise_them(run_dir: Path) -> None:
+    with ReplayReader(run_dir, QueryLimits(memory_limit="256MB", threads=1, timeout_s=5)) as reader:
+        settings = reader.query(
+            "SELECT current_setting('memory_limit') AS memory, current_setting('threads') AS threads"
+        ).to_pylist()[0]
+        assert settings["threads"] == 1 and settings["memory"].startswith("244")  # 256 MB shown in MiB
+        for sql in ("SET memory_limit = '100GB'", "SELECT * FROM query('SET memory_limit = ''100GB''')",
+                    "RESET memory_limit", "SET threads = 64"):
+            with pytest.raises(QueryError):
+                reader.query(sql)
+        assert reader.query("SELECT current_setting('threads') AS t").column("t")[0].as_py() == 1
+
+
+def test_a_query_past_its_time_limit_is_interrupted_with_a_clear_error(run_dir: Path) -> None:
+    with ReplayReader(run_dir, QueryLimits(timeout_s=0.5)) as reader:
+        started = time.perf_counter()
+        with pytest.raises(QueryError, match=r"^the query ran past its 0\.5 s limit and was stopped$"):
+            reader.query("SELECT count(*) FROM range(100000) a, range(100000) b, range(100000) c WHERE a.range + b.range = c.range")
+        assert time.perf_counter() - started < 3
+        assert reader.query("SELECT 1 AS one").column("one")[0].as_py() == 1  # the reader still serves
+
+
+def test_a_streaming_result_past_its_time_limit_is_interrupted_too(run_dir: Path) -> None:
+    with ReplayReader(run_dir, QueryLimits(memory_limit="100GB", timeout_s=0.5)) as reader:
+        started = time.perf_counter()
+        with pytest.raises(QueryError, match="ran past its 0.5 s limit"):
+            reader.query("SELECT a.range AS x FROM range(1000000) a, range(1000000) b WHERE b.range % 1000 = 0")
+        assert time.perf_counter() - started < 5
+
+
+def test_a_memory_hungry_aggregate_fails_cleanly_at_the_memory_limit(run_dir: Path) -> None:
+    with ReplayReader(run_dir, QueryLimits(memory_limit="64MB", timeout_s=60)) as reader:
+        with pytest.raises(QueryError, match=r"^the query needed more than its 64MB memory limit and was stopped \(Out of Memory"):
+            reader.query("SELECT string_agg(repeat('x', 100) || i::VARCHAR, ',') AS s FROM range(2000000) t(i)")
+        assert reader.count("agent_state") == 10
+
+
+def test_a_result_larger_than_the_memory_limit_is_refused_while_it_streams(run_dir: Path) -> None:
+    with ReplayReader(run_dir, QueryLimits(memory_limit="16MB")) as reader:
+        with pytest.raises(QueryError, match="result grew past its 16MB memory limit"):
+            reader.query("SELECT repeat('x', 1000) AS s FROM range(100000)")
+        assert reader.query("SELECT repeat('x', 1000) AS s FROM range(1000)").num_rows == 1000
+
+
+def test_query_limits_are_checked() -> None:
+    assert QueryLimits(memory_limit="2GiB").memory_bytes == 2 * 2**30
+    assert parse_size("1.5 GB") == 1_500_000_000
+    for bad in ({"memory_limit": "lots"}, {"memory_limit": "10KB"}, {"threads": 0}, {"timeout_s": 0}):
+        with pytest.raises(ValueError):
+            QueryLimits(**bad)
