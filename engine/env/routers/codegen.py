@@ -2,8 +2,10 @@
 
 Per ask: the tools are shown as a pyi-like listing, the LLM answers with a JSON-schema decision
 ``{thought, code}`` (the ``code`` field carries one example call per offered tool, which also lets
-the simulated LLM produce runnable code), the guard checks the code and the executor runs it. A
-refusal or a mistake in the code is fed back for another try, up to ``max_steps`` LLM calls; a run
+the simulated LLM produce runnable code), the guard checks the code and a sandbox process runs it (``SandboxPool``: memory and CPU limits
+enforced by the OS, killed at its deadline, tool calls served here). A refusal by the guard or the
+compiler, a mistake in the code, or code the sandbox stopped (time, memory) is fed back for another
+try, up to ``max_steps`` LLM calls; a run
 that already changed the environment or that the environment refused is never retried, so a
 change is not applied twice. In template mode the working code is cached by template
 (``template_cache``) and reused with the next caller's variables; the code is stored only when it
@@ -18,6 +20,7 @@ import json
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +34,16 @@ from engine.env.routers.decision import caller_fields
 from engine.env.routers.embedding import Embedder, resolve_embedder
 from engine.env.routers.template_cache import CacheStats, Generated, TemplateCache
 from engine.env.routers.template_reuse import judge_reuse
-from engine.env.sandbox import CodeRejectedError, ExecutionResult, SandboxLimits, SandboxTool, execute
+from engine.env.sandbox import (
+    CodeRejectedError,
+    ExecutionResult,
+    Executor,
+    SandboxLimits,
+    SandboxPool,
+    SandboxTool,
+    SandboxUnavailableError,
+    execute,
+)
 from engine.env.tool import ToolInfo
 from engine.errors import LLMCallError, StructuredOutputError, ToolCallError
 from engine.llm.meter import Meter
@@ -83,12 +95,13 @@ class _Attempt:
     code: str | None = None
     execution: ExecutionResult | None = None
     error: str | None = None  #: refusal or LLM failure when there is no execution
+    gave_up: bool = False  #: no sandbox could run the code: another try would fare no better
 
     @property
     def final(self) -> bool:
-        """True when another try must not follow: it worked, changed state, or the env refused."""
+        """True when another try must not follow: it worked, changed state, the env refused, or no sandbox ran it."""
         ex = self.execution
-        return ex is not None and (ex.ok or ex.mutations > 0 or any(not c["ok"] for c in ex.calls))
+        return self.gave_up or (ex is not None and (ex.ok or ex.mutations > 0 or any(not c["ok"] for c in ex.calls)))
 
 
 class CodeGenRouter(RouterBase):
@@ -106,6 +119,8 @@ class CodeGenRouter(RouterBase):
         embedder: an :class:`Embedder`, or a spec string for :func:`resolve_embedder`
             (None: the simulated embeddings).
         limits: sandbox limits per execution.
+        sandbox: where generated code runs; None starts the router's own ``SandboxPool`` (its
+            processes start at :meth:`init`, and :meth:`close` ends them).
     """
 
     def __init__(
@@ -119,9 +134,12 @@ class CodeGenRouter(RouterBase):
         similarity_threshold: float = 0.85,
         embedder: Embedder | str | None = None,
         limits: SandboxLimits | None = None,
+        sandbox: Executor | None = None,
     ) -> None:
         super().__init__(env_modules, llm, meter=meter, max_steps=max_steps)
         self.limits = limits or SandboxLimits()
+        self._pool = SandboxPool(limits=self.limits) if sandbox is None else None
+        self.sandbox: Executor = sandbox if sandbox is not None else self._pool  # type: ignore[assignment]
         self.config_hash = self._config_hash()
         if embedder is None or isinstance(embedder, str):
             embedder = resolve_embedder(embedder)
@@ -136,7 +154,9 @@ class CodeGenRouter(RouterBase):
         ]
         return hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
-    def decision_model(self, readonly: bool, template: str | None = None, variables: dict[str, Any] | None = None) -> type[BaseModel]:
+    def decision_model(
+        self, readonly: bool, template: str | None = None, variables: dict[str, Any] | None = None
+    ) -> type[BaseModel]:
         """The decision model of an ask; a template ask's examples read its values from ``variables``."""
         tools = self.tools(readonly=readonly)
         examples = None
@@ -151,6 +171,16 @@ class CodeGenRouter(RouterBase):
 
     def get_cache_stats(self) -> CacheStats:
         return self.cache.stats
+
+    async def init(self, start_datetime: datetime, agent_ids: list[int] | None = None, snapshot: Path | None = None) -> bool:
+        if self._pool is not None:
+            self._pool.prestart()  # interpreters start while the modules initialise; the first ask finds them ready
+        return await super().init(start_datetime, agent_ids, snapshot)
+
+    async def close(self) -> None:
+        await super().close()
+        if self._pool is not None:
+            await self._pool.close()
 
     async def ask(
         self,
@@ -256,9 +286,15 @@ class CodeGenRouter(RouterBase):
 
     async def _run(self, code: str, ctx: dict[str, Any], readonly: bool, variables: dict[str, Any] | None) -> _Attempt:
         try:
-            execution = await execute(code, self._sandbox_tools(ctx, readonly), ctx=ctx, variables=variables, limits=self.limits)
+            execution = await execute(
+                code, self._sandbox_tools(ctx, readonly), ctx=ctx, variables=variables, limits=self.limits,
+                readonly=readonly, executor=self.sandbox,
+            )  # fmt: skip
         except CodeRejectedError as error:
             return _Attempt(code=code, error=str(error))
+        except SandboxUnavailableError as error:
+            log.warning("CodeGen code not run: %s", error)
+            return _Attempt(code=code, error=f"the environment could not run the code: {error}", gave_up=True)
         return _Attempt(code=code, execution=execution)
 
     def _sandbox_tools(self, ctx: dict[str, Any], readonly: bool) -> list[SandboxTool]:

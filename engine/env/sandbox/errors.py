@@ -1,19 +1,20 @@
 """Errors of the CodeGen sandbox.
 
-    EnvError                       (engine.errors)
-    └── SandboxError               the sandbox
-        └── CodeRejectedError      the guard refused the code before it ran (names construct and line)
+    EnvError                           (engine.errors)
+    └── SandboxError                   the sandbox
+        ├── CodeRejectedError          the guard refused the code before it ran (names construct and line)
+        └── SandboxUnavailableError    no sandbox process can take the code (none starts, pool closed or full)
 
-Failures while generated code runs (an exception, a limit, a failing tool) are not raised: the
-executor returns them as text in :class:`~engine.env.sandbox.executor.ExecutionResult`, because
-they are fed back to the LLM.
+Failures while generated code runs (an exception, a limit, a failing tool, a sandbox process
+killed at its deadline or stopped by its memory limit) are not raised: the executor returns them
+as text in :class:`~engine.env.sandbox.executor.ExecutionResult`, because they are fed back to the LLM.
 """
 
 from __future__ import annotations
 
 from engine.errors import EnvError
 
-__all__ = ["CodeRejectedError", "SandboxError"]
+__all__ = ["CodeRejectedError", "SandboxError", "SandboxUnavailableError"]
 
 
 class SandboxError(EnvError):
@@ -30,3 +31,7 @@ class CodeRejectedError(SandboxError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("code refused: " + "; ".join(problems))
         self.problems = problems
+
+
+class SandboxUnavailableError(SandboxError):
+    """No sandbox process could take the code: none would start, the pool is closed, or too many wait."""

@@ -12,20 +12,27 @@ is refused (classes, ``with``, ``global``/``nonlocal``, ``async``/``await``, ``y
   ``format``, ``format_map``, ``obj``) and padding methods that allocate at will (``ljust``, ``zfill``);
 - attribute assignment and deletion, decorators, bare ``except`` and ``except`` of a class that
   is not a plain exception, imports outside the allow-list, star and relative imports;
-- literal resource bombs (``'a' * 10**10``, ``2 ** 10**10``).
+- literal resource bombs (``'a' * 10**10``, ``2 ** 10**10``);
+- rebinding what the sandbox provides (``results``, ``ctx``, ``variables``, tool names), also
+  through ``import ... as`` and ``from ... import ... as``.
 
-Checked code is then instrumented (``instrument.py``) and compiled.
+Checked code is then instrumented (``instrument.py``) and compiled. Whatever ``compile`` itself
+refuses (``return`` or ``break`` outside their place, ``def f(a, a)``, a walrus in a
+comprehension's iterable) is a refusal too: every problem with the code is a
+:class:`CodeRejectedError`, which the router feeds back to the LLM.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterable
 from types import CodeType
 
 from engine.env.sandbox.errors import CodeRejectedError
 from engine.env.sandbox.instrument import instrument
 from engine.env.sandbox.namespace import ALLOWED_EXCEPTIONS, MAX_SEQUENCE, SAFE_MODULES, SIZED_METHODS
+from engine.env.sandbox.runtime import FILENAME
 
 __all__ = [
     "FILENAME",
@@ -37,7 +44,6 @@ __all__ = [
     "compile_guarded",
 ]
 
-FILENAME = "<sandbox>"
 MAX_CODE_CHARS = 20_000
 
 _ALLOWED_NODES: tuple[type[ast.AST], ...] = (
@@ -99,12 +105,24 @@ def check_code(code: str, *, reserved: Iterable[str] = ()) -> ast.Module:
 
 
 def compile_guarded(code: str, *, reserved: Iterable[str] = ()) -> CodeType:
-    """Check, instrument and compile ``code`` for the executor.
+    """Check, instrument and compile ``code`` for the executor (the same code and names compile once).
 
     Raises:
-        CodeRejectedError: see :func:`check_code`.
+        CodeRejectedError: see :func:`check_code`; also what the compiler refuses, with its line.
     """
-    return compile(instrument(check_code(code, reserved=reserved)), FILENAME, "exec", dont_inherit=True)
+    return _compile(code, frozenset(reserved))
+
+
+@functools.lru_cache(maxsize=256)
+def _compile(code: str, reserved: frozenset[str]) -> CodeType:
+    # Code objects are immutable: a cached one is safe to run again (template-cache hits repeat code).
+    tree = instrument(check_code(code, reserved=reserved))
+    try:
+        return compile(tree, FILENAME, "exec", dont_inherit=True)
+    except SyntaxError as error:
+        raise CodeRejectedError([f"line {error.lineno or 1}: syntax error: {error.msg}"]) from None
+    except (ValueError, RecursionError, MemoryError) as error:  # absurd nesting
+        raise CodeRejectedError([f"line 1: uncompilable code: {type(error).__name__}"]) from None
 
 
 class _Checker(ast.NodeVisitor):
@@ -187,11 +205,16 @@ class _Checker(ast.NodeVisitor):
                 self.refuse(node, f"{node.name!r} is provided by the sandbox and cannot be rebound")
         self.generic_visit(node)
 
+    def _binding(self, node: ast.AST, name: str) -> None:
+        if name in self.reserved:
+            self.refuse(node, f"{name!r} is provided by the sandbox and cannot be rebound by an import")
+
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
             self._module(node, alias.name)
             if alias.asname:
                 self._identifier(node, alias.asname, "import alias")
+            self._binding(node, alias.asname or alias.name.partition(".")[0])
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level:
@@ -204,6 +227,7 @@ class _Checker(ast.NodeVisitor):
             elif node.module in SAFE_MODULES and not hasattr(SAFE_MODULES[node.module], alias.name):
                 self.refuse(node, f"{node.module}.{alias.name} is not available in the sandbox")
             self._identifier(node, alias.asname or alias.name, "imported name")
+            self._binding(node, alias.asname or alias.name)
 
     def _module(self, node: ast.AST, name: str) -> None:
         if name not in SAFE_MODULES:

@@ -134,18 +134,67 @@ def binop(op: str, a: Any, b: Any) -> Any:
     raise ValueError(f"unknown operator {op!r}")
 
 
-_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d*)(?:\.(\*|\d*))?")
 _WIDTH = re.compile(r"\d+")
+_STRFTIME_WIDTH = re.compile(r"%[-_0^#]*(\d*)")
 _MAX_WIDTH = 10_000
+_DIGITS = "0123456789"
+_STRFTIME_FIELD = 64  #: the longest a directive without a width expands to (``%c`` in a long locale)
+
+
+def _percent_widths(text: str) -> list[str]:
+    """The width and precision of every ``%`` conversion, parsed as CPython parses them.
+
+    A mapping key may hold nested parentheses (``%(a(b)c)s`` names the key ``a(b)c``), which a
+    regular expression misreads.
+    """
+    parts: list[str] = []
+    i, n = 0, len(text)
+    while (i := text.find("%", i)) >= 0:
+        i += 1
+        if i < n and text[i] == "(":
+            depth, i = 1, i + 1
+            while i < n and depth:
+                depth += {"(": 1, ")": -1}.get(text[i], 0)
+                i += 1
+        while i < n and text[i] in "#0- +":
+            i += 1
+        for part in ("width", "precision"):
+            if i < n and text[i] == "*":
+                parts.append("*")
+                i += 1
+            else:
+                start = i
+                while i < n and text[i] in _DIGITS:
+                    i += 1
+                parts.append(text[start:i])
+            if part == "width" and i < n and text[i] == ".":
+                i += 1
+            else:
+                break
+        i += 1  # the conversion character (or the second '%' of '%%')
+    return parts
 
 
 def _check_percent_format(text: str) -> None:
-    for width, precision in _PERCENT_SPEC.findall(text):
-        for part in (width, precision):
-            if part == "*":
-                raise ValueError("'*' widths in % formatting are not allowed in the sandbox")
-            if part and int(part) > _MAX_WIDTH:
-                raise _too_big(f"a % format width of {part}")
+    total = len(text)
+    for part in _percent_widths(text):
+        if part == "*":
+            raise ValueError("'*' widths in % formatting are not allowed in the sandbox")
+        if part and int(part) > _MAX_WIDTH:
+            raise _too_big(f"a % format width of {part}")
+        total += int(part or 0)
+    if total > MAX_SEQUENCE:
+        raise _too_big(f"a % format whose widths add up to {total} characters")
+
+
+def _check_strftime(fmt: str) -> None:
+    total = len(fmt)
+    for number in _STRFTIME_WIDTH.findall(fmt):
+        if number and int(number) > _MAX_WIDTH:
+            raise _too_big(f"a strftime width of {number}")
+        total += int(number) if number else _STRFTIME_FIELD
+    if total > MAX_SEQUENCE:
+        raise _too_big(f"a strftime format that expands to about {total} characters")
 
 
 def format_value(value: Any, spec: str, conversion: int) -> str:
@@ -190,15 +239,15 @@ def call_method(obj: Any, name: str, *args: Any, **kwargs: Any) -> Any:
             limit = rest[2] if len(rest) > 2 else kwargs.get("count", -1)
             count = min(count, limit) if isinstance(limit, int) and limit >= 0 else count
             size = len(target) + count * max(0, len(rest[1]) - len(rest[0]))
-        elif name == "translate" and isinstance(rest[0], dict):
-            longest = max((len(v) for v in rest[0].values() if isinstance(v, (str, bytes))), default=1)
+        elif name == "translate":
+            table = rest[0]
+            values = table.values() if isinstance(table, dict) else table if isinstance(table, (list, tuple)) else ()
+            longest = max((len(v) for v in values if isinstance(v, (str, bytes))), default=1)
             size = len(target) * max(1, longest)
     elif isinstance(target, list) and name == "extend" and rest and isinstance(rest[0], Sized):
         size = len(target) + len(rest[0])
     if name == "strftime" and rest and isinstance(rest[0], str):
-        for number in _WIDTH.findall(rest[0]):
-            if int(number) > _MAX_WIDTH:
-                raise _too_big(f"a strftime width of {number}")
+        _check_strftime(rest[0])
     if size > MAX_SEQUENCE:
         raise _too_big(f"the result of .{name}() ({size} items)")
     return getattr(obj, name)(*([target] if unbound else []), *rest, **kwargs)

@@ -8,8 +8,23 @@ from typing import Any
 
 import pytest
 
-from engine.env.sandbox import SandboxLimits, SandboxTool, execute
+from engine.env.sandbox import Executor, SandboxLimits, SandboxPool, SandboxTool, ThreadExecutor, execute
 from engine.errors import ToolCallError
+
+
+@pytest.fixture(scope="module")
+def pool():
+    pool = SandboxPool(2)
+    try:
+        yield pool
+    finally:
+        pool.terminate()
+
+
+@pytest.fixture(params=["thread", "process"])
+def executor(request) -> Executor:
+    """Every behaviour holds in a thread of the actor and in a sandbox process alike."""
+    return ThreadExecutor() if request.param == "thread" else request.getfixturevalue("pool")
 
 
 class Mailbox:
@@ -34,11 +49,11 @@ class Mailbox:
         ]
 
 
-async def test_code_calls_tools_with_the_bound_agent_id_and_fills_results() -> None:
+async def test_code_calls_tools_with_the_bound_agent_id_and_fills_results(executor: Executor) -> None:
     box = Mailbox()
     code = "r = send_message(2, content='hi')\nprint('sent', r)\nresults['inbox'] = read_inbox()"
 
-    result = await execute(code, box.tools())
+    result = await execute(code, box.tools(), executor=executor)
 
     assert result.ok and result.error is None
     assert box.sent == [{"to_agent_id": 2, "content": "hi", "agent_id": 1}]
@@ -54,43 +69,43 @@ async def test_code_calls_tools_with_the_bound_agent_id_and_fills_results() -> N
     assert result.mutations == 1
 
 
-async def test_code_cannot_pass_the_bound_agent_id() -> None:
+async def test_code_cannot_pass_the_bound_agent_id(executor: Executor) -> None:
     box = Mailbox()
-    result = await execute("send_message(agent_id=9, to_agent_id=2, content='spoof')", box.tools())
+    result = await execute("send_message(agent_id=9, to_agent_id=2, content='spoof')", box.tools(), executor=executor)
     assert not result.ok
     assert "agent_id is filled in by the environment" in result.error
     assert box.sent == []
 
 
-async def test_a_refused_tool_call_raises_tool_error_the_code_may_catch() -> None:
+async def test_a_refused_tool_call_raises_tool_error_the_code_may_catch(executor: Executor) -> None:
     box = Mailbox()
     code = "try:\n    send_message(99, 'x')\nexcept ToolError as e:\n    results['why'] = str(e)"
-    result = await execute(code, box.tools())
+    result = await execute(code, box.tools(), executor=executor)
     assert result.ok
     assert result.results == {"why": "there is no agent 99"}
     assert result.calls[0]["ok"] is False
 
 
-async def test_an_uncaught_tool_error_is_reported_with_its_line() -> None:
-    result = await execute("x = 1\nsend_message(99, 'x')", Mailbox().tools())
+async def test_an_uncaught_tool_error_is_reported_with_its_line(executor: Executor) -> None:
+    result = await execute("x = 1\nsend_message(99, 'x')", Mailbox().tools(), executor=executor)
     assert result.error == "line 2: ToolError: there is no agent 99"
 
 
-async def test_ctx_and_variables_are_read_only_copies() -> None:
+async def test_ctx_and_variables_are_read_only_copies(executor: Executor) -> None:
     ctx = {"agent_id": 1, "nested": {"a": 1}}
     code = "results['to'] = variables['to']\nresults['a'] = ctx['nested']['a']\nctx['x'] = 1"
-    result = await execute(code, [], ctx=ctx, variables={"to": 3})
+    result = await execute(code, [], ctx=ctx, variables={"to": 3}, executor=executor)
     assert "TypeError" in result.error  # mappingproxy refuses item assignment
     assert ctx == {"agent_id": 1, "nested": {"a": 1}}
 
 
-async def test_allowed_modules_are_usable_through_proxies() -> None:
+async def test_allowed_modules_are_usable_through_proxies(executor: Executor) -> None:
     code = (
         "import json\nfrom datetime import timedelta\n"
         "results['r'] = round(math.sqrt(16) + statistics.mean([1, 2, 3]), 1)\n"
         "results['j'] = json.loads(json.dumps({'a': 1}))\nresults['d'] = timedelta(hours=2).seconds"
     )
-    result = await execute(code, [])
+    result = await execute(code, [], executor=executor)
     assert result.results == {"r": 6.0, "j": {"a": 1}, "d": 7200}
 
 
@@ -122,33 +137,35 @@ RUNTIME_ESCAPES = [
 
 
 @pytest.mark.parametrize(("code", "reason"), RUNTIME_ESCAPES, ids=[c for c, _ in RUNTIME_ESCAPES])
-async def test_runtime_refuses_escape_attempt(code: str, reason: str) -> None:
-    result = await execute(code, [])
+async def test_runtime_refuses_escape_attempt(code: str, reason: str, executor: Executor) -> None:
+    result = await execute(code, [], executor=executor)
     assert not result.ok
     assert reason in result.error
 
 
-async def test_sized_methods_work_within_the_limits() -> None:
+async def test_sized_methods_work_within_the_limits(executor: Executor) -> None:
     code = (
         "results['j'] = ', '.join(str(i) for i in range(3))\nresults['u'] = str.join('-', ['a', 'b'])\n"
         "results['r'] = 'a-b'.replace('-', '+')\nl = [1]\nl.extend([2, 3])\nresults['l'] = l\n"
         "results['d'] = datetime.date(2024, 1, 2).strftime('%Y/%m/%d')"
     )
-    result = await execute(code, [])
+    result = await execute(code, [], executor=executor)
     assert result.results == {"j": "0, 1, 2", "u": "a-b", "r": "a+b", "l": [1, 2, 3], "d": "2024/01/02"}
 
 
-async def test_infinite_loop_is_stopped_by_the_step_limit() -> None:
+async def test_infinite_loop_is_stopped_by_the_step_limit(executor: Executor) -> None:
     started = time.monotonic()
-    result = await execute("while True: pass", [], limits=SandboxLimits(max_steps=50_000))
+    result = await execute("while True: pass", [], limits=SandboxLimits(max_steps=50_000), executor=executor)
     assert result.error == "stopped: step limit of 50000 loop iterations and calls exceeded"
     assert result.steps == 50_001
     assert time.monotonic() - started < 1.0
 
 
-async def test_infinite_loop_is_stopped_by_the_time_limit_within_it() -> None:
+async def test_infinite_loop_is_stopped_by_the_time_limit_within_it(executor: Executor) -> None:
     started = time.monotonic()
-    result = await execute("x = 0\nwhile True:\n    x += 1", [], limits=SandboxLimits(timeout_s=0.3, max_steps=10**12))
+    result = await execute(
+        "x = 0\nwhile True:\n    x += 1", [], limits=SandboxLimits(timeout_s=0.3, max_steps=10**12), executor=executor
+    )
     elapsed = time.monotonic() - started
     assert result.error == "stopped: time limit of 0.3 s exceeded"
     assert 0.3 <= elapsed < 0.8
@@ -165,55 +182,61 @@ async def test_infinite_loop_is_stopped_by_the_time_limit_within_it() -> None:
         "def f():\n    f()\n    f()\nf()",
     ],
 )
-async def test_a_stopped_run_stays_stopped_whatever_the_code_catches(code: str) -> None:
-    result = await execute(code, [], limits=SandboxLimits(max_steps=20_000))
+async def test_a_stopped_run_stays_stopped_whatever_the_code_catches(code: str, executor: Executor) -> None:
+    result = await execute(code, [], limits=SandboxLimits(max_steps=20_000), executor=executor)
     assert not result.ok
     assert result.results == {}
     assert result.error.startswith("stopped:") or "RecursionError" in result.error
 
 
-async def test_memory_growth_past_the_limit_stops_the_run() -> None:
+async def test_memory_growth_past_the_limit_stops_the_run(executor: Executor) -> None:
     code = "l = []\nwhile True:\n    l.append('x' * 1000000)"
-    result = await execute(code, [], limits=SandboxLimits(max_memory_growth_mb=64))
-    assert result.error == "stopped: memory limit of 64 MB exceeded"
+    result = await execute(code, [], limits=SandboxLimits(max_memory_growth_mb=64), executor=executor)
+    assert result.error.startswith("stopped: memory limit of 64 MB exceeded")
 
 
-async def test_tool_calls_per_run_are_capped() -> None:
+async def test_tool_calls_per_run_are_capped(executor: Executor) -> None:
     box = Mailbox()
-    result = await execute("while True:\n    send_message(2, 'spam')", box.tools(), limits=SandboxLimits(max_tool_calls=5))
+    result = await execute(
+        "while True:\n    send_message(2, 'spam')", box.tools(), limits=SandboxLimits(max_tool_calls=5), executor=executor
+    )
     assert result.error == "stopped: limit of 5 tool calls per run exceeded"
     assert len(box.sent) == 5
 
 
-async def test_a_tool_that_hangs_is_abandoned_at_the_time_limit() -> None:
+async def test_a_tool_that_hangs_is_abandoned_at_the_time_limit(executor: Executor) -> None:
     async def hang(arguments: dict[str, Any]) -> str:
         await asyncio.sleep(30)
         return "never"
 
     started = time.monotonic()
-    result = await execute("hang()", [SandboxTool("hang", (), True, hang)], limits=SandboxLimits(timeout_s=0.3))
+    result = await execute(
+        "hang()", [SandboxTool("hang", (), True, hang)], limits=SandboxLimits(timeout_s=0.3), executor=executor
+    )
     assert result.error == "stopped: time limit of 0.3 s exceeded while hang ran"
     assert time.monotonic() - started < 1.0
 
 
-async def test_tool_arguments_must_be_plain_values() -> None:
+async def test_tool_arguments_must_be_plain_values(executor: Executor) -> None:
     box = Mailbox()
-    result = await execute("send_message(2, lambda: 0)", box.tools())
+    result = await execute("send_message(2, lambda: 0)", box.tools(), executor=executor)
     assert "arguments must be plain values" in result.error
     assert box.sent == []
 
 
-async def test_printed_output_is_capped() -> None:
-    result = await execute("for i in range(1000):\n    print('x' * 100)", [], limits=SandboxLimits(max_output_chars=500))
+async def test_printed_output_is_capped(executor: Executor) -> None:
+    result = await execute(
+        "for i in range(1000):\n    print('x' * 100)", [], limits=SandboxLimits(max_output_chars=500), executor=executor
+    )
     assert result.ok and len(result.output) == 500
 
 
-async def test_results_must_be_plain_and_small() -> None:
-    result = await execute("results['x'] = 'y' * 100000", [], limits=SandboxLimits(max_result_chars=1000))
+async def test_results_must_be_plain_and_small(executor: Executor) -> None:
+    result = await execute("results['x'] = 'y' * 100000", [], limits=SandboxLimits(max_result_chars=1000), executor=executor)
     assert "results are too large" in result.error
 
 
-async def test_event_loop_stays_responsive_while_code_runs() -> None:
+async def test_event_loop_stays_responsive_while_code_runs(executor: Executor) -> None:
     ticks = 0
 
     async def ticker() -> None:
@@ -223,7 +246,7 @@ async def test_event_loop_stays_responsive_while_code_runs() -> None:
             ticks += 1
 
     task = asyncio.create_task(ticker())
-    await execute("x = 0\nwhile True:\n    x += 1", [], limits=SandboxLimits(timeout_s=1.0, max_steps=10**12))
+    await execute("x = 0\nwhile True:\n    x += 1", [], limits=SandboxLimits(timeout_s=1.0, max_steps=10**12), executor=executor)
     task.cancel()
     # A blocked loop would tick at most once; the sandbox thread shares the GIL, so on a loaded
     # 2-core machine the loop gets a few ticks a second rather than a hundred.

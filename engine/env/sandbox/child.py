@@ -1,0 +1,142 @@
+"""The sandbox process: runs compiled, guarded code for the env actor under limits the OS enforces.
+
+The pool starts it as ``python -I -S -W ignore child.py MAX_MEMORY_MB`` (no site, no environment,
+stdlib only: the engine package is never imported, only this package's stdlib-only modules
+``wire``, ``limits``, ``namespace``, ``instrument`` and ``runtime``). Before it reads any code it
+sets its own limits: no core files, no file writes, no new processes, few file descriptors, a
+lower CPU priority than the actor, and a hard address-space cap of its start-up size plus
+``MAX_MEMORY_MB``. Per execution it lowers the address-space limit (``RLIMIT_AS``) to the start-up
+size plus the execution's memory limit and sets ``RLIMIT_CPU`` a second past the time limit: one C
+call that allocates or computes without end is stopped by the kernel (``MemoryError``, ``SIGXCPU``)
+or by the actor, which kills the process at its wall-clock deadline.
+
+Protocol (``wire`` frames; the actor sends marshal, this process answers JSON):
+
+- ``-> {"op": "ready", "pid", "base_mb"}`` once started;
+- ``<- {"op": "run", "code", "tools", "ctx", "variables", "limits"}``;
+- ``-> {"op": "call", "tool", "arguments"}`` and ``<- {"kind", "value" | "error"}`` per tool call;
+- ``-> {"op": "done", "error", "results", "output", "steps", "recycle"}``.
+
+End of input (the actor closed the pipe or died) ends the process.
+"""
+
+from __future__ import annotations
+
+import json
+import marshal
+import os
+import resource
+import sys
+import types
+from typing import Any
+
+__all__ = ["main"]
+
+_RECYCLE_GROWTH = 64 * 2**20  #: address-space growth after which the process asks to be replaced
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _load_sandbox() -> tuple[Any, Any, Any]:
+    """Import this package's stdlib-only modules without running the engine's package ``__init__`` files."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(here)))
+    for name in ("engine", "engine.env", "engine.env.sandbox"):
+        package = types.ModuleType(name)
+        package.__path__ = [os.path.join(root, *name.split("."))]
+        sys.modules[name] = package
+    from engine.env.sandbox import limits, runtime, wire
+
+    return limits, runtime, wire
+
+
+def _vm_size() -> int:
+    with open("/proc/self/statm", "rb") as statm:
+        return int(statm.read().split()[0]) * _PAGE
+
+
+def _set_limits(max_memory_mb: int) -> int:
+    """The process-wide limits; returns the start-up address-space size."""
+    for limit, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, 0), (resource.RLIMIT_NPROC, 0),
+                         (resource.RLIMIT_NOFILE, 32)):  # fmt: skip
+        resource.setrlimit(limit, (value, value))
+    os.nice(10)  # code that burns a core yields it to the actor's event loop
+    base = _vm_size()
+    resource.setrlimit(resource.RLIMIT_AS, (base + max_memory_mb * 2**20,) * 2)
+    return base
+
+
+class _Channel:
+    def __init__(self, reader: int, writer: int, wire: Any) -> None:
+        self.reader, self.writer, self.wire = reader, writer, wire
+        self.buffer = wire.FrameBuffer()
+        self.pending: list[bytes] = []
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = memoryview(self.wire.frame(json.dumps(message).encode()))
+        while data:
+            data = data[os.write(self.writer, data) :]
+
+    def receive(self) -> dict[str, Any]:
+        while not self.pending:
+            chunk = os.read(self.reader, 1 << 16)
+            if not chunk:
+                raise SystemExit(0)  # the actor is gone
+            self.pending += self.buffer.feed(chunk)
+        return marshal.loads(self.pending.pop(0))  # type: ignore[no-any-return]
+
+
+def _run_one(message: dict[str, Any], channel: _Channel, base: int, limits_mod: Any, runtime: Any) -> dict[str, Any]:
+    limits = limits_mod.SandboxLimits(**message["limits"])
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = int(usage.ru_utime + usage.ru_stime + limits.timeout_s) + 2
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, resource.RLIM_INFINITY))
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    resource.setrlimit(resource.RLIMIT_AS, (min(base + limits.max_memory_growth_mb * 2**20, hard), hard))
+
+    def transport(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        channel.send({"op": "call", "tool": name, "arguments": arguments})
+        return channel.receive()
+
+    run = runtime.Run(limits, transport)
+    namespace = runtime.build_namespace(run, message["tools"], message["ctx"], message["variables"])
+    error, results, out_of_memory = runtime.exec_code(message["code"], run, namespace)
+    del namespace
+    output = "".join(run.output)
+    return {
+        "op": "done", "error": error, "results": results, "output": output, "steps": run.steps,
+        "recycle": out_of_memory or _vm_size() - base > _RECYCLE_GROWTH,
+    }  # fmt: skip
+
+
+def main(argv: list[str]) -> None:
+    """Serve executions on fds 0 (in) and 1 (out) until the actor closes the pipe."""
+    reader, writer = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # nothing the interpreter prints can corrupt the protocol
+        os.dup2(null, fd)
+    os.close(null)
+    limits_mod, runtime, wire = _load_sandbox()
+    channel = _Channel(reader, writer, wire)
+    try:
+        base = _set_limits(int(argv[1]))
+    except (OSError, ValueError, IndexError) as error:
+        channel.send({"op": "fatal", "error": f"{type(error).__name__}: {error}"})
+        raise SystemExit(1) from None
+    channel.send({"op": "ready", "pid": os.getpid(), "base_mb": round(base / 2**20, 1)})
+    while True:
+        message = channel.receive()
+        if message.get("op") != "run":
+            return
+        try:
+            outcome = _run_one(message, channel, base, limits_mod, runtime)
+        except MemoryError:
+            limit = message["limits"]["max_memory_growth_mb"]
+            outcome = {"op": "done", "error": runtime.memory_message(limit), "results": {}, "output": "", "steps": 0,
+                       "recycle": True}  # fmt: skip
+        channel.send(outcome)
+        if outcome["recycle"]:
+            return
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,501 @@
+"""SandboxPool: a few pre-started sandbox processes that run generated code under OS-enforced limits.
+
+Each process is ``child.py`` started with ``subprocess`` (fork + exec of a fresh interpreter: a Dask
+worker has threads, so a bare fork of it is unsafe). The process caps its own address space and
+CPU time (``RLIMIT_AS``, ``RLIMIT_CPU``); the pool kills it at the execution's wall-clock deadline
+(plus a short grace for the cooperative stop) and starts a replacement. Tool calls come back over
+the pipe and run here, on the actor's event loop, through a :class:`ToolBroker`: env state never
+leaves the actor. Nothing here blocks the loop: the pipes are non-blocking and read or written when
+the loop reports them ready, processes are reaped by polling, and a process is started by one
+``fork``/``exec`` (about a millisecond) whose interpreter start-up runs while the loop goes on.
+
+The pool bounds concurrency: at most ``size`` executions run at once; up to ``max_waiting`` more
+wait in order for a process, later ones are refused (:class:`SandboxUnavailableError`). Nothing in
+the pool is tied to one event loop, so it may be used from any loop, one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import marshal
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import CodeType
+from typing import Any
+
+from engine.env.sandbox.broker import SandboxTool, ToolBroker, plain
+from engine.env.sandbox.errors import SandboxUnavailableError
+from engine.env.sandbox.executor import ExecutionResult
+from engine.env.sandbox.limits import SandboxLimits
+from engine.env.sandbox.wire import FrameBuffer, FrameTooLargeError, frame
+
+__all__ = ["CHILD", "PoolStats", "SandboxPool"]
+
+#: The sandbox process's entry point.
+CHILD = Path(__file__).with_name("child.py")
+_KILL_GRACE_S = 0.25  #: past the time limit, before the process is killed (the cooperative stop comes first)
+_READ = 1 << 16
+
+
+@dataclass
+class PoolStats:
+    """What the pool did (for benchmarks and tests)."""
+
+    started: int = 0  #: processes started
+    killed: int = 0  #: processes killed at a deadline or for breaking the protocol
+    replaced: int = 0  #: processes retired (killed, ended, over memory, recycled) and replaced
+    executions: int = 0
+    start_s: float = 0.0  #: seconds from the first start to every process ready, in :meth:`SandboxPool.start`
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class _Process:
+    """One sandbox process and its two pipes, read and written without blocking."""
+
+    def __init__(self, max_memory_mb: int) -> None:
+        env = {key: os.environ[key] for key in ("PATH", "LD_LIBRARY_PATH") if key in os.environ}
+        self.proc = subprocess.Popen(  # noqa: S603 - our own interpreter and entry point
+            [sys.executable, "-I", "-S", "-W", "ignore", str(CHILD), str(max_memory_mb)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/", env=env, close_fds=True,
+        )  # fmt: skip
+        self.pid = self.proc.pid
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.to_child, self.from_child = self.proc.stdin.fileno(), self.proc.stdout.fileno()
+        os.set_blocking(self.to_child, False)
+        os.set_blocking(self.from_child, False)
+        self.frames = FrameBuffer()
+        self.pending: deque[bytes] = deque()
+        self.eof = False
+        self.runs = 0
+        self.killed_for: str | None = None  #: "time" or "protocol" once the pool killed it
+        self.returncode: int | None = None
+        self.peak_kb: int | None = None  #: ru_maxrss once reaped
+        self.ready_info: dict[str, Any] | None = None
+        self.start_error: str | None = None
+
+    # ---- pipes ---------------------------------------------------------------------------------
+    def _drain(self) -> None:
+        while not self.eof:
+            try:
+                chunk = os.read(self.from_child, _READ)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self.eof = True
+                return
+            try:
+                self.pending.extend(self.frames.feed(chunk))
+            except FrameTooLargeError:
+                self.kill("protocol")
+                self.eof = True
+
+    def _readable(self, waiter: asyncio.Future[None]) -> None:
+        self._drain()
+        if self.pending or self.eof:
+            _resolve(waiter)
+
+    async def receive(self) -> dict[str, Any] | None:
+        """The next message, or None once the process ended (or broke the protocol and was killed)."""
+        while not self.pending:
+            if self.eof:
+                return None
+            loop = asyncio.get_running_loop()
+            waiter: asyncio.Future[None] = loop.create_future()
+            loop.add_reader(self.from_child, self._readable, waiter)
+            try:
+                await waiter
+            finally:
+                loop.remove_reader(self.from_child)
+        try:
+            message = json.loads(self.pending.popleft())
+        except (ValueError, RecursionError):
+            message = None
+        if not isinstance(message, dict):
+            self.kill("protocol")
+            self.eof = True
+            return None
+        return message
+
+    async def send(self, body: bytes) -> bool:
+        """Write one frame; False when the process is gone."""
+        data = memoryview(frame(body))
+        while data:
+            try:
+                data = data[os.write(self.to_child, data) :]
+            except BlockingIOError:
+                loop = asyncio.get_running_loop()
+                writable: asyncio.Future[None] = loop.create_future()
+                loop.add_writer(self.to_child, _resolve, writable)
+                try:
+                    await writable
+                finally:
+                    loop.remove_writer(self.to_child)
+            except OSError:  # BrokenPipeError: it ended
+                return False
+        return True
+
+    async def ready(self, timeout_s: float) -> bool:
+        """Wait for the start-up message once; False when the process did not come up."""
+        if self.ready_info is None and self.start_error is None:
+            try:
+                message = await asyncio.wait_for(self.receive(), timeout_s)
+            except TimeoutError:
+                message = None
+            if message is not None and message.get("op") == "ready":
+                self.ready_info = message
+            else:
+                self.start_error = str(message.get("error")) if message else "no start-up message"
+                self.kill("start")
+        return self.ready_info is not None
+
+    # ---- life and death ------------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return self.returncode is None and self.killed_for is None and not self.eof
+
+    def kill(self, reason: str) -> None:
+        if self.killed_for is None:
+            self.killed_for = reason
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)  # never Popen.kill: its poll() would reap without rusage
+            except ProcessLookupError:
+                pass
+
+    def _reaped(self, status: int | None, peak_kb: int | None) -> None:
+        self.returncode = os.waitstatus_to_exitcode(status) if status is not None else -signal.SIGKILL
+        self.proc.returncode = self.returncode
+        self.peak_kb = peak_kb
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+
+    async def reap(self) -> None:
+        """Collect the exit status and peak RSS of an ending process, polling (never blocking the loop)."""
+        delay, deadline = 0.0005, time.monotonic() + 5.0
+        while self.returncode is None:
+            try:
+                pid, status, usage = os.wait4(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                self._reaped(None, None)
+                return
+            if pid:
+                self._reaped(status, usage.ru_maxrss)
+                return
+            if time.monotonic() > deadline:
+                self.kill(self.killed_for or "stuck")
+                deadline = time.monotonic() + 5.0
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+    def reap_blocking(self) -> None:
+        if self.returncode is None:
+            try:
+                _, status, usage = os.wait4(self.pid, 0)
+            except ChildProcessError:
+                self._reaped(None, None)
+            else:
+                self._reaped(status, usage.ru_maxrss)
+
+    def retire(self) -> None:
+        """Kill it and reap it in a thread (off the loop; killed processes end within milliseconds)."""
+        if self.returncode is None:
+            self.kill(self.killed_for or "retired")
+            threading.Thread(target=self.reap_blocking, name="polis-sandbox-reaper", daemon=True).start()
+
+    def peak_rss_kb(self) -> int | None:
+        """The process's peak RSS so far, from ``/proc/<pid>/status`` (or its rusage once reaped)."""
+        if self.returncode is not None:
+            return self.peak_kb
+        try:
+            with open(f"/proc/{self.pid}/status", "rb") as status:
+                for line in status:
+                    if line.startswith(b"VmHWM:"):
+                        return int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            pass
+        return None
+
+
+def _terminate(processes: set[_Process]) -> None:
+    for process in list(processes):
+        process.kill(process.killed_for or "closed")
+        process.reap_blocking()
+    processes.clear()
+
+
+class SandboxPool:
+    """Pre-started sandbox processes that run guarded code (the :class:`Executor` CodeGenRouter uses).
+
+    Args:
+        size: processes, hence executions at once.
+        limits: the default limits; ``limits.max_memory_growth_mb`` is also every process's hard
+            address-space cap (an execution may ask for less, never more).
+        max_waiting: executions that may wait for a process; more are refused.
+        recycle_after: executions after which a process is replaced.
+        start_timeout_s: how long a process may take to start.
+    """
+
+    def __init__(
+        self,
+        size: int = 2,
+        *,
+        limits: SandboxLimits | None = None,
+        max_waiting: int = 4096,
+        recycle_after: int = 1000,
+        start_timeout_s: float = 30.0,
+    ) -> None:
+        if size < 1:
+            raise ValueError("a sandbox pool needs at least one process")
+        self.size = size
+        self.limits = limits or SandboxLimits()
+        self.max_waiting = max_waiting
+        self.recycle_after = recycle_after
+        self.start_timeout_s = start_timeout_s
+        self.stats = PoolStats()
+        self._processes: set[_Process] = set()  # started and not retired
+        self._idle: list[_Process] = []
+        self._waiters: deque[asyncio.Future[_Process | None]] = deque()
+        self._closed = False
+        self._finalizer = weakref.finalize(self, _terminate, self._processes)
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+    def prestart(self) -> None:
+        """Start the missing processes now; their interpreters come up while the caller goes on."""
+        while not self._closed and len(self._processes) < self.size:
+            self._idle.append(self._spawn())
+
+    async def start(self) -> float:
+        """Start every process and wait until all are ready; returns the seconds that took.
+
+        Raises:
+            SandboxUnavailableError: a process did not start.
+        """
+        started = time.perf_counter()
+        self.prestart()
+        for process in list(self._idle):
+            if not await process.ready(self.start_timeout_s):
+                self._drop(process)
+                raise SandboxUnavailableError(f"a sandbox process did not start: {process.start_error}")
+        self.stats.start_s = time.perf_counter() - started
+        return self.stats.start_s
+
+    def pids(self) -> list[int]:
+        """The live processes' ids."""
+        return [p.pid for p in self._processes if p.returncode is None]
+
+    async def close(self) -> None:
+        """Kill every process (idle or running) and refuse further executions."""
+        self._closed = True
+        processes = list(self._processes)
+        self._processes.clear()
+        self._idle.clear()
+        for process in processes:
+            process.kill(process.killed_for or "closed")
+        for process in processes:
+            await process.reap()
+        while self._waiters:
+            self._wake(self._waiters.popleft(), None)
+
+    def terminate(self) -> None:
+        """:meth:`close` for callers without an event loop (blocks while the processes are reaped)."""
+        self._closed = True
+        self._idle.clear()
+        _terminate(self._processes)
+
+    # ---- processes -----------------------------------------------------------------------------
+    def _spawn(self) -> _Process:
+        try:
+            process = _Process(self.limits.max_memory_growth_mb)
+        except OSError as error:
+            raise SandboxUnavailableError(f"a sandbox process could not be started: {error}") from None
+        self._processes.add(process)
+        self.stats.started += 1
+        return process
+
+    def _drop(self, process: _Process) -> None:
+        self._processes.discard(process)
+        if process in self._idle:
+            self._idle.remove(process)
+        process.retire()
+
+    @staticmethod
+    def _wake(waiter: asyncio.Future[_Process | None], process: _Process | None) -> bool:
+        if waiter.done():
+            return False
+        try:
+            waiter.set_result(process)
+        except RuntimeError:  # its loop is closed
+            return False
+        return True
+
+    async def _acquire(self) -> _Process:
+        while True:
+            if self._closed:
+                raise SandboxUnavailableError("the sandbox pool is closed")
+            process = self._idle.pop() if self._idle else None
+            if process is None and len(self._processes) < self.size:
+                process = self._spawn()
+            if process is None:
+                if len(self._waiters) >= self.max_waiting:
+                    raise SandboxUnavailableError(f"the sandbox is busy: {len(self._waiters)} executions are waiting")
+                waiter: asyncio.Future[_Process | None] = asyncio.get_running_loop().create_future()
+                self._waiters.append(waiter)
+                try:
+                    process = await waiter
+                except asyncio.CancelledError:
+                    if waiter.done() and not waiter.cancelled() and waiter.result() is not None:
+                        self._release(waiter.result(), healthy=True)  # type: ignore[arg-type]
+                    raise
+                finally:
+                    if waiter in self._waiters:
+                        self._waiters.remove(waiter)
+                if process is None:
+                    continue  # a process was retired: there is room to start one
+            try:
+                ok = await process.ready(self.start_timeout_s)
+            except asyncio.CancelledError:
+                self._release(process, healthy=True)
+                raise
+            if ok and process.alive:
+                return process
+            self._drop(process)
+            if not ok:
+                raise SandboxUnavailableError(f"a sandbox process did not start: {process.start_error}")
+
+    def _release(self, process: _Process, *, healthy: bool) -> None:
+        if self._closed:
+            self._drop(process)
+            return
+        if not (healthy and process.alive and process.runs < self.recycle_after):
+            self._drop(process)
+            self.stats.replaced += 1
+            try:
+                process = self._spawn()
+            except SandboxUnavailableError:
+                while self._waiters:  # let a waiter try (and fail) to start one itself
+                    if self._wake(self._waiters.popleft(), None):
+                        return
+                return
+        while self._waiters:
+            if self._wake(self._waiters.popleft(), process):
+                return
+        self._idle.append(process)
+
+    # ---- executions ----------------------------------------------------------------------------
+    async def run(
+        self,
+        compiled: CodeType,
+        tools: Iterable[SandboxTool],
+        *,
+        ctx: Mapping[str, Any] | None = None,
+        variables: Mapping[str, Any] | None = None,
+        limits: SandboxLimits | None = None,
+        readonly: bool = False,
+    ) -> ExecutionResult:
+        """Run compiled, guarded code in a sandbox process (waits for a free one).
+
+        Raises:
+            SandboxUnavailableError: no process can take the code.
+        """
+        limits = limits or self.limits
+        broker = ToolBroker(tools, limits, readonly=readonly)
+        message = marshal.dumps({
+            "op": "run", "code": compiled, "tools": broker.specs(), "ctx": plain(dict(ctx or {})),
+            "variables": plain(dict(variables or {})), "limits": limits.as_dict(),
+        })  # fmt: skip
+        process = await self._acquire()
+        process.runs += 1
+        self.stats.executions += 1
+        started = time.monotonic()
+        kill = asyncio.get_running_loop().call_later(limits.timeout_s + _KILL_GRACE_S, process.kill, "time")
+        healthy = False
+        try:
+            outcome = await self._converse(process, message, broker, started + limits.timeout_s, limits)
+            if outcome is None:
+                await process.reap()
+                self.stats.killed += process.killed_for in ("time", "protocol")
+                error, results, output, steps = _ended(process, limits), {}, "", 0
+            else:
+                error, results, output, steps, recycle = outcome
+                healthy = process.killed_for is None and not recycle
+        finally:
+            kill.cancel()
+            peak = process.peak_rss_kb()
+            self._release(process, healthy=healthy)
+        return ExecutionResult(
+            ok=error is None, error=error, results=results, calls=broker.calls, output=output, steps=steps,
+            elapsed_s=time.monotonic() - started, mutations=broker.mutations,
+            peak_memory_mb=None if peak is None else round(peak / 1024, 1), sandbox_pid=process.pid,
+        )  # fmt: skip
+
+    async def _converse(
+        self, process: _Process, message: bytes, broker: ToolBroker, deadline: float, limits: SandboxLimits
+    ) -> tuple[str | None, dict[str, Any], str, int, bool] | None:
+        """Send the code, serve its tool calls, return its outcome; None when the process ended first."""
+        if not await process.send(message):
+            return None
+        while True:
+            reply = await process.receive()
+            if reply is None:
+                return None
+            op = reply.get("op")
+            if op == "done":
+                return _outcome(process, reply)
+            if op != "call":
+                process.kill("protocol")
+                return None
+            tool = reply.get("tool")
+            try:
+                answer = await asyncio.wait_for(broker.call(tool, reply.get("arguments")), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                answer = {"kind": "stop", "error": f"time limit of {limits.timeout_s} s exceeded while {str(tool)[:80]} ran"}
+            if not await process.send(marshal.dumps(answer)):
+                return None
+
+
+def _outcome(process: _Process, reply: dict[str, Any]) -> tuple[str | None, dict[str, Any], str, int, bool] | None:
+    error, results, output, steps = reply.get("error"), reply.get("results"), reply.get("output"), reply.get("steps")
+    if not (
+        (error is None or isinstance(error, str)) and isinstance(results, dict) and isinstance(output, str)
+        and isinstance(steps, int)
+    ):  # fmt: skip
+        process.kill("protocol")
+        return None
+    return error, results, output, steps, bool(reply.get("recycle"))
+
+
+def _ended(process: _Process, limits: SandboxLimits) -> str:
+    """Why an execution's process ended before it answered, for the LLM."""
+    code = process.returncode
+    if process.killed_for == "time" or code == -signal.SIGXCPU:
+        return (f"stopped: time limit of {limits.timeout_s} s exceeded (the code ran past {limits.timeout_s} s "
+                "and its sandbox process was killed)")  # fmt: skip
+    if process.killed_for == "protocol":
+        return "stopped: the sandbox process broke the protocol and was killed"
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"stopped: the sandbox process was ended by {name}"
+    return f"stopped: the sandbox process ended unexpectedly (exit status {code})"
