@@ -15,6 +15,7 @@ from typing import Any
 from engine.errors import LLMCallError, LLMRateLimitError
 from engine.llm.api_key import resolve_api_key, scrub
 from engine.llm.client import LLMClient
+from engine.llm.completion_body import MalformedCompletionError, parse_completion
 from engine.llm.protocol import ChatResult
 
 __all__ = ["LiteLLMChatModel", "import_litellm"]
@@ -79,23 +80,34 @@ class LiteLLMChatModel:
         except Exception as error:  # noqa: BLE001 - any other provider failure (InternalServerError, disconnects, ...)
             status = getattr(error, "status_code", None)
             raise LLMCallError(scrub(f"{type(error).__name__}: {error}", key), status=status) from None
-        choice = response.choices[0]
+        try:
+            # The same shape check as the aiohttp transport: litellm passes ``{"choices": []}`` through.
+            completion = parse_completion(_as_dict(response))
+        except MalformedCompletionError as error:
+            # status None: a transient failure, RetryingModel tries again; then an llm_calls error row
+            raise LLMCallError(scrub(f"{self._client.model} answered an unusable reply: {error}", key)) from None
         try:
             cost = float(self._litellm.completion_cost(completion_response=response))
         except Exception:  # noqa: BLE001 - litellm raises assorted types for models without a known price
             cost = None
-        usage = getattr(response, "usage", None)
-        tool_calls = [call.model_dump() for call in (choice.message.tool_calls or [])]
         return ChatResult(
-            text=choice.message.content,
+            text=completion.content,
             model=self._client.model,
-            input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-            output_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            input_tokens=completion.input_tokens,
+            output_tokens=completion.output_tokens,
             latency_ms=(time.perf_counter() - started) * 1000,
-            tool_calls=tool_calls,
-            finish_reason=choice.finish_reason,
+            tool_calls=completion.tool_calls,
+            finish_reason=completion.finish_reason,
             cost_usd=cost,
         )
+
+
+def _as_dict(response: Any) -> Any:
+    """litellm's response object as plain JSON-like data (for :func:`parse_completion`)."""
+    dump = getattr(response, "model_dump", None)
+    if dump is None:
+        return response
+    return dump(warnings=False)  # a wrongly typed field is parse_completion's to report, not a warning
 
 
 def _retry_after(error: Exception) -> float | None:

@@ -39,6 +39,7 @@ import aiohttp
 from engine.errors import LLMCallError, LLMRateLimitError
 from engine.llm.api_key import resolve_api_key, scrub
 from engine.llm.client import LLMClient
+from engine.llm.completion_body import parse_completion
 from engine.llm.prices import cost_usd
 from engine.llm.protocol import ChatResult
 
@@ -134,28 +135,21 @@ class OpenAIHTTPChatModel:
 
     def _result(self, reply: _Reply, key: str | None, latency_ms: float) -> ChatResult:
         try:
-            payload = json.loads(reply.body)
-            choice = payload["choices"][0]
-            message = choice["message"]
-            if not isinstance(message, dict):
-                raise TypeError("message is not an object")
-        except (ValueError, LookupError, TypeError) as error:  # not JSON, or no choices[0].message
+            completion = parse_completion(json.loads(reply.body))
+        except (ValueError, RecursionError) as error:  # not JSON, or not a chat completion (MalformedCompletionError)
             # status None: a transient failure, RetryingModel tries again
             raise LLMCallError(
                 f"{self._describe(reply, key)} (unusable body: {type(error).__name__}: {scrub(str(error), key)})"
             ) from None
-        usage = payload.get("usage") or {}
-        input_tokens = int(usage.get("prompt_tokens") or 0)
-        output_tokens = int(usage.get("completion_tokens") or 0)
         return ChatResult(
-            text=message.get("content"),
+            text=completion.content,
             model=self._client.model,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
+            input_tokens=completion.input_tokens,
+            output_tokens=completion.output_tokens,
             latency_ms=latency_ms,
-            tool_calls=list(message.get("tool_calls") or []),
-            finish_reason=choice.get("finish_reason"),
-            cost_usd=cost_usd(self._client.model, input_tokens, output_tokens),
+            tool_calls=completion.tool_calls,
+            finish_reason=completion.finish_reason,
+            cost_usd=cost_usd(self._client.model, completion.input_tokens, completion.output_tokens),
             rate_limit_remaining=_int_header(reply.headers, "x-ratelimit-remaining-requests"),
         )
 
