@@ -2,13 +2,19 @@
 
 Every method is ``async`` so it runs on the worker's event loop and never takes the actor's single
 executor thread; nothing in here blocks for long (tool code is microseconds, LLM waits are awaits).
+
+``ask_many`` serves the requests of one coalescing window side by side, and a request that raises
+is answered on its own (an :class:`EnvReply` with status ``"error"``; the traceback goes to the log
+and the request's ``env.ask`` span): one agent's failing request never fails its neighbours'.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
+import traceback
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,6 +38,11 @@ from engine.storage.shards import shard_name
 from engine.trace import SpanRef, TraceRecorder, write_trace_shard
 
 __all__ = ["CACHE_LEDGER", "SNAPSHOTS", "EnvRouterActor", "EnvRouterConfig", "build_router", "snapshot_name", "template_cache_dir"]
+
+logger = logging.getLogger(__name__)
+
+#: How much of a failed request's exception its reply carries (the log and the span keep the rest).
+_ERROR_CHARS = 300
 
 #: where committed env state snapshots live, under ``<run_dir>/env/``
 SNAPSHOTS = "_snapshots"
@@ -133,31 +144,54 @@ class EnvRouterActor:
         self.router.set_current_time(t)
 
     async def _serve(self, request: EnvRequest) -> EnvReply:
+        """Answer one request; an exception becomes this request's ``"error"`` reply, and only its."""
+        try:
+            return await self._traced(request)
+        except Exception as error:  # noqa: BLE001 - recorded (log, span) and answered; the window's other requests go on
+            logger.warning("env %s request of agent %s failed", request.op, request.agent_id, exc_info=True)
+            detail = f"{type(error).__name__}: {error}"
+            if len(detail) > _ERROR_CHARS:
+                detail = detail[:_ERROR_CHARS] + "..."
+            return EnvReply(f"error: the environment failed on this {request.op} request ({detail})", "error",
+                            (request.instruction,) if request.op == "call_tool" else ())
+
+    async def _traced(self, request: EnvRequest) -> EnvReply:
         serving_agent.set(request.agent_id)  # each request runs as its own task: the router's calls serve this agent
         parent = SpanRef(request.trace_id, request.parent_span_id) if request.trace_id and request.parent_span_id else None
-        with self._trace.span("env.ask", trace_id=request.trace_id, parent=parent, op=request.op, agent_id=request.agent_id):
-            if request.op == "observe":
-                return EnvReply(await self.router.observe(request.agent_id), "success")
-            if request.op == "discard":
-                dropped = await self.router.discard_pending(request.agent_id)
-                return EnvReply(f"{dropped} queued updates dropped", "success", (), dropped)
-            if request.op == "call_tool":
-                try:
-                    value = await self.router.call_tool(request.instruction, request.arguments or {}, readonly=request.readonly)
-                except ToolCallError as error:
-                    return EnvReply(f"error: {error}", "fail", (request.instruction,))
-                return EnvReply(str(value), "success", (request.instruction,), value)
-            ctx: dict[str, Any] = {"agent_id": request.agent_id}
-            if request.variables is not None:
-                ctx["variables"] = dict(request.variables)
-            ctx, answer = await self.router.ask(
-                ctx, request.instruction, readonly=request.readonly, template_mode=request.template_mode,
-                trace_id=request.trace_id, parent_span_id=request.parent_span_id,
-            )
-            return EnvReply(answer, ctx["status"], tuple(r["tool"] for r in ctx.get("results", [])))
+        with self._trace.span("env.ask", trace_id=request.trace_id, parent=parent, op=request.op, agent_id=request.agent_id) as span:
+            try:
+                return await self._route(request)
+            except Exception:
+                span.set(traceback=traceback.format_exc(limit=12)[-4000:])  # the span records the error itself
+                raise
+
+    async def _route(self, request: EnvRequest) -> EnvReply:
+        if request.op == "observe":
+            return EnvReply(await self.router.observe(request.agent_id), "success")
+        if request.op == "discard":
+            dropped = await self.router.discard_pending(request.agent_id)
+            return EnvReply(f"{dropped} queued updates dropped", "success", (), dropped)
+        if request.op == "call_tool":
+            try:
+                value = await self.router.call_tool(request.instruction, request.arguments or {}, readonly=request.readonly)
+            except ToolCallError as error:
+                return EnvReply(f"error: {error}", "fail", (request.instruction,))
+            return EnvReply(str(value), "success", (request.instruction,), value)
+        ctx: dict[str, Any] = {"agent_id": request.agent_id}
+        if request.variables is not None:
+            ctx["variables"] = dict(request.variables)
+        ctx, answer = await self.router.ask(
+            ctx, request.instruction, readonly=request.readonly, template_mode=request.template_mode,
+            trace_id=request.trace_id, parent_span_id=request.parent_span_id,
+        )
+        return EnvReply(answer, ctx["status"], tuple(r["tool"] for r in ctx.get("results", [])))
 
     async def ask_many(self, requests: list[EnvRequest]) -> list[EnvReply]:
-        """Serve many agents' requests in one actor call, concurrently."""
+        """Serve many agents' requests in one actor call, concurrently; each reply answers its own request.
+
+        Returns:
+            One reply per request, in order; a request that raised gets a reply with status ``"error"``.
+        """
         self.requests_served += len(requests)
         self.batches_served += 1
         return list(await asyncio.gather(*(self._serve(r) for r in requests)))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.env.requests import EnvReply, EnvRequest
-from engine.errors import EnvUnavailableError, ToolCallError
+from engine.errors import EnvError, EnvUnavailableError, ToolCallError
 
 __all__ = ["Coalescer", "EnvRouterProxy", "detached_actor", "fail_env_actor"]
 
@@ -190,21 +190,38 @@ class EnvRouterProxy:
 
         Raises:
             ToolCallError: the tool refused (unknown name, bad arguments, readonly violation).
+            EnvError: the environment failed while serving the call (the actor answered ``"error"``).
         """
         agent_id = int(arguments.get("agent_id", -1))
-        reply = await self.request(EnvRequest("call_tool", agent_id, name, readonly, arguments=dict(arguments)))
+        reply = _checked(await self.request(EnvRequest("call_tool", agent_id, name, readonly, arguments=dict(arguments))))
         if reply.status != "success":
             raise ToolCallError(reply.answer.removeprefix("error: "))
         return reply.value
 
     async def discard_pending(self, agent_id: int) -> int:
-        """Drop what ``agent_id`` queued this tick (its agent-step is about to be re-run)."""
-        reply = await self.request(EnvRequest("discard", agent_id))
+        """Drop what ``agent_id`` queued this tick (its agent-step is about to be re-run).
+
+        Raises:
+            EnvError: the environment failed to drop them (never read as "0 dropped").
+        """
+        reply = _checked(await self.request(EnvRequest("discard", agent_id)))
         return int(reply.value or 0)
 
     async def observe(self, agent_id: int) -> str:
-        reply = await self.request(EnvRequest("observe", agent_id, readonly=True))
+        """What ``agent_id`` observes.
+
+        Raises:
+            EnvError: the environment failed to build the observation (never passed on as one).
+        """
+        reply = _checked(await self.request(EnvRequest("observe", agent_id, readonly=True)))
         return reply.answer
 
     def get_world_description(self) -> str:
         return self.world_description
+
+
+def _checked(reply: EnvReply) -> EnvReply:
+    """``reply``, unless the actor answered that serving it failed (status ``"error"``, isolated per request)."""
+    if reply.status == "error":
+        raise EnvError(reply.answer.removeprefix("error: "))
+    return reply

@@ -8,8 +8,9 @@ from datetime import datetime
 import pytest
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
-from engine.env.proxy import EnvRouterProxy
-from engine.errors import ToolCallError
+from engine.env.proxy import EnvRouterProxy, fail_env_actor
+from engine.env.requests import EnvRequest
+from engine.errors import EnvUnavailableError, ToolCallError
 
 START = datetime(2026, 1, 1, 8)
 
@@ -60,3 +61,88 @@ async def test_a_refused_direct_tool_call_raises_tool_call_error_in_the_task(das
     _, proxy = actor
     message = await dask_client.submit(_refused, proxy, pure=False)
     assert "there is no agent 999" in message
+
+
+def _break(method: str, agent_id: int) -> None:
+    """In this worker process: make ``RouterBase.<method>`` raise for ``agent_id`` (an env bug, not a refusal)."""
+    from engine.env.router_base import RouterBase
+
+    original = getattr(RouterBase, method)
+
+    async def broken(self, requested, *args, **kwargs):
+        if requested == agent_id:
+            raise RuntimeError(f"{method} broke for agent {requested}")
+        return await original(self, requested, *args, **kwargs)
+
+    broken.__wrapped__ = original
+    setattr(RouterBase, method, broken)
+
+
+def _mend(method: str) -> None:
+    from engine.env.router_base import RouterBase
+
+    current = getattr(RouterBase, method)
+    setattr(RouterBase, method, getattr(current, "__wrapped__", current))
+
+
+async def _observe_and_discard(proxy: EnvRouterProxy, agents: list[int]) -> dict[str, list[object]]:
+    def shown(result: object) -> object:
+        return f"{type(result).__name__}: {result}" if isinstance(result, BaseException) else result
+
+    observed = await asyncio.gather(*(proxy.observe(a) for a in agents), return_exceptions=True)
+    dropped = await asyncio.gather(*(proxy.discard_pending(a) for a in agents), return_exceptions=True)
+    return {"observed": [shown(r) for r in observed], "dropped": [shown(r) for r in dropped]}
+
+
+@pytest.fixture
+async def broken_for_13(dask_client, actor):
+    handle, proxy = actor
+    where = (await handle.where())["address"]
+    for method in ("observe", "discard_pending"):
+        await dask_client.run(_break, method, 13, workers=[where])
+    try:
+        yield handle, proxy
+    finally:
+        for method in ("observe", "discard_pending"):
+            await dask_client.run(_mend, method, workers=[where])
+
+
+async def test_one_failing_request_answers_only_itself_in_its_coalescing_window(dask_client, broken_for_13):
+    handle, proxy = broken_for_13
+    agents = list(range(10, 20))
+    batches_before = (await handle.usage())["batches"]
+
+    result = await dask_client.submit(_observe_and_discard, proxy, agents, pure=False)
+    batches = (await handle.usage())["batches"] - batches_before
+
+    assert batches < len(agents)  # the ten observes did share windows with each other
+    observed = dict(zip(agents, result["observed"], strict=True))
+    assert observed[13].startswith("EnvError: the environment failed on this observe request (RuntimeError: observe broke for agent 13)")
+    assert all(text == "Your inbox is empty." for agent, text in observed.items() if agent != 13), observed
+    dropped = dict(zip(agents, result["dropped"], strict=True))
+    assert dropped[13].startswith("EnvError: the environment failed on this discard request")  # never read as "0 dropped"
+    assert all(value == 0 for agent, value in dropped.items() if agent != 13), dropped
+
+
+async def test_ask_many_answers_a_raising_request_with_an_error_reply_and_the_rest_as_usual(broken_for_13):
+    handle, _ = broken_for_13
+    replies = await handle.ask_many([EnvRequest("observe", 12), EnvRequest("observe", 13), EnvRequest("observe", 14)])
+
+    assert [r.status for r in replies] == ["success", "error", "success"]
+    assert replies[1].answer == "error: the environment failed on this observe request (RuntimeError: observe broke for agent 13)"
+    assert "Traceback" not in replies[1].answer
+
+
+async def _refused_as_unavailable(proxy: EnvRouterProxy) -> str:
+    try:
+        await proxy.observe(1)
+    except EnvUnavailableError as error:
+        return f"EnvUnavailableError: {error}"
+    return "answered"
+
+
+async def test_a_lost_actor_still_fails_requests_with_env_unavailable_not_an_error_reply(dask_client, actor):
+    _, proxy = actor
+    await dask_client.run(fail_env_actor, proxy.key, "the test says so")
+    message = await dask_client.submit(_refused_as_unavailable, proxy, pure=False)
+    assert message.startswith("EnvUnavailableError: env actor") and "was lost" in message
