@@ -255,8 +255,8 @@ def collect(results: Any, limit: int) -> tuple[str | None, dict[str, Any]]:
 
 
 _REPR = reprlib.Repr()
-_REPR.maxstring = _REPR.maxother = 400
-_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 20
+_REPR.maxstring = _REPR.maxother = 120
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 10
 
 
 def describe_message(error: BaseException) -> str:

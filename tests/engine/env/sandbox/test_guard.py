@@ -140,3 +140,40 @@ def test_code_longer_than_the_limit_is_refused() -> None:
 def test_absurd_nesting_is_refused_not_crashing() -> None:
     with pytest.raises(CodeRejectedError):
         check_code("x = " + "(" * 5000 + "1" + ")" * 5000)
+
+
+#: Code the parser accepts but the compiler refuses: a refusal with its line, never a SyntaxError.
+COMPILE_ERRORS = [
+    ("send_message(to_agent_id=1, content='hi')\nreturn results", "line 2: syntax error: 'return' outside function"),
+    ("x = 1\nbreak", "line 2: syntax error: 'break' outside loop"),
+    ("continue", "line 1: syntax error: 'continue' not properly in loop"),
+    ("def f(a, a):\n    return a", "line 1: syntax error: duplicate argument 'a' in function definition"),
+    ("x = [y for y in (z := [1, 2])]", "line 1: syntax error: assignment expression cannot be used in a comprehension"),
+]
+
+
+@pytest.mark.parametrize(("code", "reason"), COMPILE_ERRORS, ids=[c for c, _ in COMPILE_ERRORS])
+def test_what_the_compiler_refuses_is_a_refusal_with_its_line(code: str, reason: str) -> None:
+    with pytest.raises(CodeRejectedError) as refused:
+        compile_guarded(code, reserved={"results", "ctx", "variables", "send_message"})
+    assert str(refused.value).startswith(f"code refused: {reason}")
+
+
+@pytest.mark.parametrize(
+    ("code", "name"),
+    [
+        ("import math as results", "results"),
+        ("from json import loads as ctx", "ctx"),
+        ("import json as variables", "variables"),
+        ("from math import sqrt as send_message", "send_message"),
+        ("import json.decoder as results", "results"),
+    ],
+)
+def test_imports_cannot_rebind_what_the_sandbox_provides(code: str, name: str) -> None:
+    with pytest.raises(CodeRejectedError, match=f"'{name}' is provided by the sandbox"):
+        check_code(code, reserved={"results", "ctx", "variables", "send_message"})
+
+
+def test_the_same_code_compiles_once() -> None:
+    code = "results['x'] = 1"
+    assert compile_guarded(code, reserved={"results"}) is compile_guarded(code, reserved={"results"})

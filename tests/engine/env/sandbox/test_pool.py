@@ -1,0 +1,209 @@
+"""SandboxPool: normal code works as in a thread, tool calls run in the actor under the broker's rules,
+concurrency is bounded, and no process outlives its pool."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from typing import Any
+
+import pytest
+
+from engine.env.sandbox import (
+    SandboxLimits,
+    SandboxPool,
+    SandboxTool,
+    SandboxUnavailableError,
+    ThreadExecutor,
+    ToolBroker,
+    execute,
+)
+from engine.errors import ToolCallError
+
+NORMAL = """
+import json
+from datetime import timedelta
+r = send_message(2, content='hi')
+print('sent', r, sep=': ')
+inbox = read_inbox()
+values = [3, 1, 4, 1, 5, 9, 2, 6]
+results['inbox'] = inbox
+results['stats'] = {'mean': statistics.mean(values), 'median': statistics.median(values),
+                    'stdev': round(statistics.stdev(values), 6), 'q': statistics.quantiles(values, n=4)}
+results['math'] = [math.sqrt(16), math.floor(2.5), math.gcd(12, 18), round(math.pi, 4)]
+results['json'] = json.loads(json.dumps({'a': [1, 2.5, None, True]}, sort_keys=True))
+results['when'] = datetime.datetime(2024, 1, 1, 8) + timedelta(hours=2)
+results['set'] = sorted({3, 1, 2})
+results['f'] = f"{math.e:.3f} {'x':>5}|{7:05d}"
+results['ctx'] = [ctx['agent_id'], variables['to']]
+try:
+    send_message(99, 'x')
+except ToolError as e:
+    results['refused'] = str(e)
+"""
+
+
+class Mailbox:
+    """Tools over a list in this process; each call records the process and thread it ran on."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.where: list[tuple[int, int]] = []
+        self.in_flight = self.most_in_flight = 0
+
+    async def send(self, arguments: dict[str, Any]) -> str:
+        self.where.append((os.getpid(), threading.get_ident()))
+        if arguments["to_agent_id"] == 99:
+            raise ToolCallError("there is no agent 99")
+        self.sent.append(arguments)
+        return f"queued for {arguments['to_agent_id']}"
+
+    async def inbox(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        self.where.append((os.getpid(), threading.get_ident()))
+        return {"agent": arguments["agent_id"], "messages": [m["content"] for m in self.sent]}
+
+    async def slow(self, arguments: dict[str, Any]) -> str:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        await asyncio.sleep(0.02)
+        self.in_flight -= 1
+        return "done"
+
+    def tools(self) -> list[SandboxTool]:
+        return [
+            SandboxTool("send_message", ("to_agent_id", "content"), False, self.send, {"agent_id": 1}),
+            SandboxTool("read_inbox", (), True, self.inbox, {"agent_id": 1}),
+            SandboxTool("slow", (), True, self.slow),
+        ]
+
+
+@pytest.fixture
+async def pool():
+    pool = SandboxPool(2)
+    await pool.start()
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+async def test_normal_code_gives_the_same_outcome_in_a_process_as_in_a_thread(pool: SandboxPool) -> None:
+    outcomes = []
+    for executor in (ThreadExecutor(), pool):
+        box = Mailbox()
+        result = await execute(NORMAL, box.tools(), ctx={"agent_id": 1}, variables={"to": 2}, executor=executor)
+        assert result.ok, result.error
+        outcomes.append((result.results, result.calls, result.output, result.mutations, box.sent))
+    assert outcomes[0] == outcomes[1]
+    results = outcomes[1][0]
+    assert results["stats"] == {"mean": 3.875, "median": 3.5, "stdev": 2.748376, "q": [1.25, 3.5, 5.75]}
+    assert results["when"] == "2024-01-01 10:00:00" and results["refused"] == "there is no agent 99"
+    assert outcomes[1][2] == "sent: queued for 2\n"
+
+
+async def test_tool_calls_from_the_process_run_in_the_actor_on_its_loop(pool: SandboxPool) -> None:
+    box = Mailbox()
+    result = await execute("send_message(2, 'hi')\nresults['n'] = read_inbox()", box.tools(), executor=pool)
+    assert result.ok and result.sandbox_pid in pool.pids() and result.sandbox_pid != os.getpid()
+    assert box.where == [(os.getpid(), threading.get_ident())] * 2  # this process, this loop's thread
+    assert result.calls[0]["arguments"] == {"to_agent_id": 2, "content": "hi", "agent_id": 1}
+
+
+async def test_a_readonly_execution_is_offered_and_allowed_only_readonly_tools(pool: SandboxPool) -> None:
+    box = Mailbox()
+    result = await execute("send_message(2, 'hi')", box.tools(), readonly=True, executor=pool)
+    assert result.error == "line 1: NameError: name 'send_message' is not defined"
+    assert box.sent == [] and result.calls == []
+    allowed = await execute("results['inbox'] = read_inbox()", box.tools(), readonly=True, executor=pool)
+    assert allowed.ok and allowed.results == {"inbox": {"agent": 1, "messages": []}}
+
+
+async def test_the_broker_refuses_forged_calls_whatever_the_process_sends() -> None:
+    box = Mailbox()
+    broker = ToolBroker(box.tools(), SandboxLimits(max_tool_calls=1), readonly=True)
+    assert (await broker.call("send_message", {"to_agent_id": 2, "content": "x"}))["kind"] == "stop"  # not offered
+    assert (await broker.call("delete_world", {}))["kind"] == "stop"
+    assert (await broker.call("read_inbox", {"agent_id": 7}))["error"].endswith("filled in by the environment; do not pass it")
+    assert (await broker.call("read_inbox", ["not", "named"]))["kind"] == "type"
+    assert (await broker.call("read_inbox", {}))["kind"] == "ok"
+    assert (await broker.call("read_inbox", {}))["error"] == "limit of 1 tool calls per run exceeded"
+    assert box.sent == [] and [c["tool"] for c in broker.calls] == ["read_inbox"]
+
+
+async def test_the_broker_stops_a_readonly_execution_from_reaching_a_write_tool_even_if_offered() -> None:
+    box = Mailbox()
+    broker = ToolBroker(box.tools(), SandboxLimits(), readonly=False)
+    broker.readonly = True  # as if the offer and the rule disagreed: the rule wins
+    reply = await broker.call("send_message", {"to_agent_id": 2, "content": "x"})
+    assert reply == {"kind": "stop", "error": "send_message changes the environment and this request is read-only"}
+    assert box.sent == []
+
+
+async def test_concurrent_executions_are_bounded_by_the_pool_size(pool: SandboxPool) -> None:
+    box = Mailbox()
+    results = await asyncio.gather(*(execute("results['r'] = slow()", box.tools(), executor=pool) for _ in range(20)))
+    assert all(r.ok and r.results == {"r": "done"} for r in results)
+    assert box.most_in_flight == pool.size
+    assert {r.sandbox_pid for r in results} <= set(pool.pids())
+
+
+async def test_executions_past_the_waiting_bound_are_refused() -> None:
+    pool = SandboxPool(1, max_waiting=2)
+    try:
+        box = Mailbox()
+        outcomes = await asyncio.gather(
+            *(execute("results['r'] = slow()", box.tools(), executor=pool) for _ in range(5)), return_exceptions=True
+        )
+        refused = [o for o in outcomes if isinstance(o, SandboxUnavailableError)]
+        assert len(refused) == 2 and "2 executions are waiting" in str(refused[0])
+        assert sum(1 for o in outcomes if not isinstance(o, Exception) and o.ok) == 3
+    finally:
+        await pool.close()
+
+
+async def test_a_cancelled_execution_kills_its_process_and_the_pool_recovers(pool: SandboxPool) -> None:
+    task = asyncio.ensure_future(execute("while True:\n    pass", [], limits=SandboxLimits(max_steps=10**12), executor=pool))
+    await asyncio.sleep(0.3)
+    busy = set(pool.pids())
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert len(pool.pids()) == pool.size and pool.stats.replaced == 1
+    assert len(busy - set(pool.pids())) == 1
+    after = await execute("results['x'] = 1", [], executor=pool)
+    assert after.ok
+
+
+async def test_a_closed_pool_ends_its_processes_and_refuses_code() -> None:
+    pool = SandboxPool(2)
+    await pool.start()
+    pids = pool.pids()
+    await pool.close()
+    assert pool.pids() == []
+    for pid in pids:
+        assert not os.path.exists(f"/proc/{pid}")
+    with pytest.raises(SandboxUnavailableError, match="closed"):
+        await execute("x = 1", [], executor=pool)
+
+
+def test_a_dropped_pool_kills_its_processes() -> None:
+    pool = SandboxPool(2)
+    pool.prestart()
+    pids = pool.pids()
+    del pool
+    for pid in pids:
+        assert not os.path.exists(f"/proc/{pid}")
+
+
+async def test_the_process_limits_itself(pool: SandboxPool) -> None:
+    result = await execute("x = 1", [], executor=pool)
+    with open(f"/proc/{result.sandbox_pid}/limits") as file:
+        limits = file.read()
+    rows = {line[:26].strip(): line[26:].split() for line in limits.splitlines()[1:]}
+    assert rows["Max core file size"][:2] == ["0", "0"]
+    assert rows["Max file size"][:2] == ["0", "0"]
+    assert rows["Max processes"][:2] == ["0", "0"]
+    assert int(rows["Max address space"][1]) < (512 + 64) * 2**20  # hard cap: start-up size + 512 MB
+    assert rows["Max cpu time"][0] != "unlimited"
+    assert os.getpriority(os.PRIO_PROCESS, result.sandbox_pid) > os.getpriority(os.PRIO_PROCESS, 0)
