@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 from engine.env.base import EnvBase
 from engine.env.modules.messaging import MessagingSpace
 from engine.env.routers.codegen import CodeGenRouter, build_code_decision, example_call, pyi_listing
+from engine.env.sandbox import SandboxLimits, SandboxPool
 from engine.env.tool import tool
 from engine.llm.protocol import ChatResult
 from engine.llm.scripted import ScriptedModel
@@ -323,3 +325,65 @@ async def test_failed_generation_is_not_cached() -> None:
     assert (first["status"], second["status"]) == ("error", "success")
     assert router.get_cache_stats().errors == 1
     assert len(llm.requests) == 4
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        ("send_message(to_agent_id=2, content='hi')\nreturn results", "line 2: syntax error: 'return' outside function"),
+        ("send_message(2, 'hi')\nbreak", "line 2: syntax error: 'break' outside loop"),
+        ("def f(a, a):\n    return a", "duplicate argument 'a'"),
+        ("x = [y for y in (z := [1, 2])]", "comprehension iterable"),
+        ("import math as results", "'results' is provided by the sandbox"),
+        ("from json import loads as send_message", "'send_message' is provided by the sandbox"),
+    ],
+)
+async def test_code_the_compiler_or_the_guard_refuses_is_fed_back_never_raised(bad: str, reason: str) -> None:
+    space = MessagingSpace()
+    llm = ScriptedModel([code(bad), code("send_message(to_agent_id=2, content='hi')")])
+    ctx, _ = await CodeGenRouter([space], llm).ask({"agent_id": 1}, "tell agent 2 hi")
+
+    assert ctx["status"] == "success"
+    feedback = llm.requests[1]["messages"][-1]["content"]
+    assert feedback.startswith("Your code was refused by the sandbox:") and reason in feedback
+    assert len(space.dump_state()["pending"]) == 1  # the refused code sent nothing
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        ("x = (1).to_bytes(900000000, 'big')", "memory limit of 512 MB exceeded (the code used more than 512 MB)"),
+        ("x = round(1, -10**7)", "the code ran past 0.5 s and its sandbox process was killed"),
+        ("results['p'] = print", "results could not be stored: a function is not plain data"),
+    ],
+)
+async def test_code_the_sandbox_stops_is_fed_back_and_retried(bad: str, reason: str) -> None:
+    llm = ScriptedModel([code(bad), code("results['answer'] = 'ok'")])
+    router = CodeGenRouter([MessagingSpace()], llm, limits=SandboxLimits(timeout_s=0.5))
+    try:
+        ctx, answer = await router.ask({"agent_id": 1}, "do it", readonly=True)
+    finally:
+        await router.close()
+    assert answer == "ok"
+    feedback = llm.requests[1]["messages"][-1]["content"]
+    assert feedback.startswith("Your code failed:") and reason in feedback
+
+
+async def test_the_router_starts_its_sandbox_at_init_and_ends_it_at_close() -> None:
+    router = CodeGenRouter([MessagingSpace()], ScriptedModel([code("results['answer'] = 'ok'")]))
+    await router.init(T1, [1, 2])
+    pids = router.sandbox.pids()  # type: ignore[attr-defined]
+    assert len(pids) == 2
+    _, answer = await router.ask({"agent_id": 1}, "anything", readonly=True)
+    assert answer == "ok"
+    await router.close()
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in pids)
+
+
+async def test_no_sandbox_to_run_the_code_fails_the_ask_without_more_llm_calls() -> None:
+    pool = SandboxPool(1)
+    await pool.close()
+    llm = ScriptedModel([code("results['answer'] = 'ok'"), code("results['answer'] = 'ok'")])
+    ctx, answer = await CodeGenRouter([MessagingSpace()], llm, sandbox=pool).ask({"agent_id": 1}, "anything")
+    assert ctx["status"] == "error" and "the sandbox pool is closed" in answer
+    assert len(llm.requests) == 1
