@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from engine.llm.client import LimiterConfig
 from engine.storage.query_limits import QueryLimits, check_memory_limit
@@ -29,7 +31,18 @@ class EngineSettings(BaseSettings):
     query_threads: int = Field(default=2, ge=1)  #: POLIS_QUERY_THREADS: DuckDB threads per query surface
     query_timeout_s: float = Field(default=30.0, gt=0)  #: POLIS_QUERY_TIMEOUT_S: a longer query is stopped
 
+    #: POLIS_INPUT_DIRS: directories (separated by ``os.pathsep``, like PATH) whose files a spec may
+    #: name (``MobilitySpace.city_file``), besides the run's ``inputs/`` and the bundled data
+    input_dirs: Annotated[tuple[Path, ...], NoDecode] = ()
+
     _memory_limit_valid = field_validator("query_memory_limit")(classmethod(lambda cls, v: check_memory_limit(v)))
+
+    @field_validator("input_dirs", mode="before")
+    @classmethod
+    def _split_input_dirs(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(Path(part).expanduser().resolve() for part in value.split(os.pathsep) if part.strip())
+        return value
 
     @property
     def template_cache_dir(self) -> Path | None:

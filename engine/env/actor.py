@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from engine.env.input_files import InputRoots, input_roots
 from engine.env.registry import resolve_env_module
 from engine.env.requests import EnvReply, EnvRequest
 from engine.env.router_base import RouterBase
@@ -76,6 +77,9 @@ class EnvRouterConfig:
     #: codegen only: the template cache's directory, shared across runs (``$POLIS_HOME/codegen_cache``,
     #: from ``EngineSettings.template_cache_dir``); None: see :func:`template_cache_dir`
     template_cache_dir: Path | None = None
+    #: directories whose files module kwargs may name besides ``<run_dir>/inputs`` and bundled data
+    #: (``POLIS_INPUT_DIRS``, from ``EngineSettings.input_dirs``); see :mod:`engine.env.input_files`
+    input_dirs: tuple[Path, ...] = ()
 
 
 def template_cache_dir(config: EnvRouterConfig) -> Path | None:
@@ -93,7 +97,9 @@ def template_cache_dir(config: EnvRouterConfig) -> Path | None:
 
 def build_router(config: EnvRouterConfig) -> RouterBase:
     """Construct modules and the router (no Dask involved; tests use this directly)."""
-    modules = [resolve_env_module(type_name)(**kwargs) for type_name, kwargs in config.modules]
+    # Files a spec names (city_file, ...) resolve only under the run's inputs and the allow-list.
+    with input_roots(InputRoots.for_run(config.run_dir, tuple(config.input_dirs))):
+        modules = [resolve_env_module(type_name)(**kwargs) for type_name, kwargs in config.modules]
     meter = Meter()
     llm = MeteredModel(get_chat_model(config.coder), meter, caller="router", role="coder")
     options: dict[str, Any] = {}

@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from engine.env.input_files import resolve_input_file
 from engine.errors import SpecError
 
 __all__ = ["POI_CATEGORIES", "City", "Place"]
@@ -143,19 +144,21 @@ class City:
 
     @classmethod
     def load(cls, city_file: str) -> City:
-        """Read a city JSON file: a path, or the name of a file bundled in ``engine/env/modules/data``.
+        """Read a city JSON file from the allowed input roots (:mod:`engine.env.input_files`).
+
+        ``city_file`` is a path relative to the run's ``inputs/`` directory or a ``POLIS_INPUT_DIRS``
+        directory, an absolute path under one of them, or the name of a file bundled in
+        ``engine/env/modules/data`` (``small_city.json``).
 
         Raises:
-            SpecError: no such file, or not a valid city.
+            SpecError: the file is not under an allowed root (the same message whether or not it
+                exists), or it is not a valid city.
         """
-        path = Path(city_file)
-        if path.is_file():
+        path = resolve_input_file("city_file", city_file, bundled=Path(str(resources.files("engine.env.modules.data"))))
+        try:
             text = path.read_text(encoding="utf-8")
-        else:
-            bundled = resources.files("engine.env.modules.data") / path.name
-            if path.parent != Path(".") or not bundled.is_file():
-                raise SpecError(f"city_file {city_file!r}: no such file (bundled cities: small_city.json)")
-            text = bundled.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise SpecError(f"city_file {city_file!r} cannot be read as UTF-8 text: {type(error).__name__}") from None
         try:
             return cls.from_dict(json.loads(text))
         except json.JSONDecodeError as error:

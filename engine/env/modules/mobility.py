@@ -66,14 +66,17 @@ class MobilitySpace(EnvBase):
         seed: builds the synthetic city and picks each agent's home.
         regions: number of regions of a synthetic city.
         pois_per_region: places per region of a synthetic city (the first is a residence).
-        city_file: a city JSON file instead of a synthetic city: a path, or ``small_city.json`` (bundled).
+        city_file: a city JSON file instead of a synthetic city: a path under the run's ``inputs/``
+            directory or a ``POLIS_INPUT_DIRS`` directory, or ``small_city.json`` (bundled); any other
+            path is refused (:mod:`engine.env.input_files`).
         city: the same JSON shape inline.
         speed_kmh: travel speed.
         nearby_radius_km: default radius of ``nearby``.
         homes: agent id -> home place id, overriding the seeded choice.
 
     Raises:
-        SpecError: an unusable city (bad file, unreachable places), speed or home.
+        SpecError: an unusable city (a file outside the allowed roots, a bad file, unreachable
+            places), speed or home.
     """
 
     def __init__(self, seed: int = 0, regions: int = 6, pois_per_region: int = 4, city_file: str | None = None,

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from engine.env.input_files import InputRoots, input_roots
 from engine.env.modules.city import City
 from engine.env.modules.mobility import MobilitySpace
 from engine.env.routers.react import ReActRouter
@@ -67,7 +68,7 @@ def test_a_generated_city_is_the_same_for_a_seed_and_differs_between_seeds() -> 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"regions": 0}, "regions >= 1"),
-    ({"city_file": "no_such_city.json"}, "no such file"),
+    ({"city_file": "no_such_city.json"}, r"city_file must be a file under the bundled data \(small_city.json\)"),
     ({"city": TRIANGLE, "city_file": "small_city.json"}, "not both"),
     ({"city": {**TRIANGLE, "roads": []}}, "not every place can be reached"),
     ({"city": {"regions": [{"id": "A"}]}}, "malformed city"),
@@ -85,7 +86,9 @@ def test_the_bundled_small_city_loads_by_name_and_a_city_file_by_path(tmp_path: 
     assert (len(bundled.city.regions()), len(bundled.city.pois())) == (4, 12)
     path = tmp_path / "triangle.json"
     path.write_text(json.dumps(TRIANGLE))
-    assert MobilitySpace(city_file=str(path)).city.to_dict() == City.from_dict(TRIANGLE).to_dict()
+    with input_roots(InputRoots((tmp_path,))):  # an allowed directory (a run's inputs/, POLIS_INPUT_DIRS)
+        assert MobilitySpace(city_file=str(path)).city.to_dict() == City.from_dict(TRIANGLE).to_dict()
+        assert MobilitySpace(city_file="triangle.json").city.to_dict() == City.from_dict(TRIANGLE).to_dict()
 
 
 def test_homes_come_from_the_seed_and_the_agent_id_alone() -> None:
