@@ -88,7 +88,7 @@ async def _run(args: argparse.Namespace) -> int:
     _stop_on_signals(current)
     options = {
         "resume": args.resume, "force": args.force, "llm_limits": settings.limiter_config(),
-        "template_cache_dir": settings.template_cache_dir,
+        "template_cache_dir": settings.template_cache_dir, "input_dirs": settings.input_dirs,
         "llm_cache_dir": Path(args.llm_cache).resolve() if args.llm_cache else None,
     }
     try:

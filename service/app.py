@@ -48,6 +48,7 @@ def create_app(settings: ServiceSettings, *, client: Any = None) -> FastAPI:
             engine_settings = EngineSettings()
             submitter = Submitter(registry, shared, run_options={
                 "llm_limits": engine_settings.limiter_config(), "template_cache_dir": engine_settings.template_cache_dir,
+                "input_dirs": engine_settings.input_dirs,
             })
             app.state.polis = ServiceState(
                 registry, submitter, _dashboard_link(shared), query_limits=engine_settings.query_limits()

@@ -14,9 +14,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from engine.storage.query_limits import QueryLimits
 from engine.storage.reader import ReplayReader
 
 __all__ = ["RunStatus", "RunTally", "Verdict", "is_finished", "judge", "read_run_tally"]
+
+#: The verdict's few aggregate queries must not fail on a large run (they are the engine's, not a user's SQL).
+_TALLY_LIMITS = QueryLimits(memory_limit="4GB", timeout_s=600)
 
 
 class RunStatus(StrEnum):
@@ -82,7 +86,7 @@ def judge(tally: RunTally, *, expected_agent_steps: int, max_error_rate: float) 
 
 def read_run_tally(run_dir: Path) -> RunTally:
     """Count the committed action rows, their errors and the LLM calls of ``run_dir``."""
-    with ReplayReader(Path(run_dir)) as reader:
+    with ReplayReader(Path(run_dir), limits=_TALLY_LIMITS) as reader:
         names = set(reader.datasets())
         rows = steps = errors = 0
         first: str | None = None

@@ -139,6 +139,7 @@ async def run_experiment(
     llm_cache_dir: Path | None = None,
     llm_limits: LimiterConfig | None = None,
     template_cache_dir: Path | None = None,
+    input_dirs: tuple[Path, ...] = (),
 ) -> RunSummary:
     """Run every step of ``spec`` into ``run_dir``; failures come back as status ``failed``.
 
@@ -154,6 +155,8 @@ async def run_experiment(
         llm_limits: the AIMD limiter settings (from ``EngineSettings.limiter_config()``).
         template_cache_dir: CodeGen template caches shared across runs (``EngineSettings.template_cache_dir``,
             under ``POLIS_HOME``); None keeps the cache in the run directory.
+        input_dirs: folders beside ``run_dir/inputs`` that files named in the spec may come from
+            (``EngineSettings.input_dirs``, ``POLIS_INPUT_DIRS``).
 
     Raises:
         asyncio.CancelledError: the run was cancelled (status ``cancelled`` is written first; the run
@@ -218,6 +221,7 @@ async def run_experiment(
                 cache_similarity=spec.environment.cache_similarity,
                 embedder=spec.environment.embedder,
                 template_cache_dir=template_cache_dir,
+                input_dirs=tuple(input_dirs),
             )
             run_id = f"{spec.name}-{uuid.uuid4().hex[:6]}"
             options: dict[str, Any] = {

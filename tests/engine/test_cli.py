@@ -133,3 +133,26 @@ def test_a_sweep_runs_from_the_cli_and_reports_every_cell(tmp_path: Path):
     again = polis("run", "--resume", str(root))  # every cell completed: nothing runs again
     assert again.returncode == 0, again.stderr
     assert "sweep: 4 cells {'completed': 4}" in again.stdout
+
+
+def test_polis_input_dirs_lets_a_run_read_a_city_file_from_an_allowed_folder(tmp_path: Path):
+    import os
+    import shutil
+
+    allowed = tmp_path / "shared-inputs"
+    allowed.mkdir()
+    shutil.copy(Path(__file__).resolve().parents[2] / "engine/env/modules/data/small_city.json", allowed / "city.json")
+    spec = {
+        "name": "inputs",
+        "population": [{"count": 2, "config": {"max_react_turns": 1, "tools": ["finish"]}}],
+        "environment": {"modules": [{"type": "MobilitySpace", "kwargs": {"city_file": str(allowed / "city.json")}}]},
+        "steps": [{"type": "run", "num_steps": 1, "tick": 600}],
+    }
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    argv = [*POLIS, "run", str(tmp_path / "spec.yaml")]
+    refused = subprocess.run([*argv, "--run-dir", str(tmp_path / "a")], capture_output=True, text=True, timeout=180)
+    assert refused.returncode != 0 and "city_file must be a file under" in refused.stdout + refused.stderr
+    env = {**os.environ, "POLIS_INPUT_DIRS": str(allowed)}
+    allowed_run = subprocess.run([*argv, "--run-dir", str(tmp_path / "b")], capture_output=True, text=True, timeout=180, env=env)
+    assert allowed_run.returncode == 0, allowed_run.stdout + allowed_run.stderr[-2000:]
+    assert "status: completed" in allowed_run.stdout
