@@ -7,7 +7,7 @@ CPU time (``RLIMIT_AS``, ``RLIMIT_CPU``); the pool kills it at the execution's w
 the pipe and run here, on the actor's event loop, through a :class:`ToolBroker`: env state never
 leaves the actor. Nothing here blocks the loop: the pipes are non-blocking and read or written when
 the loop reports them ready, processes are reaped by polling, and a process is started by one
-``fork``/``exec`` (about a millisecond) whose interpreter start-up runs while the loop goes on.
+``fork``/``exec`` in a short-lived thread, whose interpreter start-up runs while the loop goes on.
 
 The pool bounds concurrency: at most ``size`` executions run at once; up to ``max_waiting`` more
 wait in order for a process, later ones are refused (:class:`SandboxUnavailableError`). Nothing in
@@ -64,19 +64,16 @@ def _resolve(future: asyncio.Future[None]) -> None:
 
 
 class _Process:
-    """One sandbox process and its two pipes, read and written without blocking."""
+    """One sandbox process and its two pipes, read and written without blocking.
+
+    The ``fork``/``exec`` runs in a short-lived thread: it took 7-30 ms here on a loaded machine,
+    too long to hold the actor's event loop.
+    """
 
     def __init__(self, max_memory_mb: int) -> None:
-        env = {key: os.environ[key] for key in ("PATH", "LD_LIBRARY_PATH") if key in os.environ}
-        self.proc = subprocess.Popen(  # noqa: S603 - our own interpreter and entry point
-            [sys.executable, "-I", "-S", "-W", "ignore", str(CHILD), str(max_memory_mb)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/", env=env, close_fds=True,
-        )  # fmt: skip
-        self.pid = self.proc.pid
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.to_child, self.from_child = self.proc.stdin.fileno(), self.proc.stdout.fileno()
-        os.set_blocking(self.to_child, False)
-        os.set_blocking(self.from_child, False)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.pid: int | None = None
+        self.to_child = self.from_child = -1
         self.frames = FrameBuffer()
         self.pending: deque[bytes] = deque()
         self.eof = False
@@ -86,6 +83,41 @@ class _Process:
         self.peak_kb: int | None = None  #: ru_maxrss once reaped
         self.ready_info: dict[str, Any] | None = None
         self.start_error: str | None = None
+        self._lock = threading.Lock()
+        self._launched = threading.Event()
+        threading.Thread(target=self._launch, args=(max_memory_mb,), name="polis-sandbox-start", daemon=True).start()
+
+    def _launch(self, max_memory_mb: int) -> None:
+        env = {key: os.environ[key] for key in ("PATH", "LD_LIBRARY_PATH") if key in os.environ}
+        try:
+            proc = subprocess.Popen(  # noqa: S603 - our own interpreter and entry point
+                [sys.executable, "-I", "-S", "-W", "ignore", str(CHILD), str(max_memory_mb)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/", env=env,
+                close_fds=True,
+            )  # fmt: skip
+        except OSError as error:
+            self.start_error = f"it could not be started: {error}"
+            self.eof = True
+            self._launched.set()
+            return
+        assert proc.stdin is not None and proc.stdout is not None
+        os.set_blocking(proc.stdin.fileno(), False)
+        os.set_blocking(proc.stdout.fileno(), False)
+        with self._lock:
+            self.proc, self.pid = proc, proc.pid
+            self.to_child, self.from_child = proc.stdin.fileno(), proc.stdout.fileno()
+            killed = self.killed_for is not None
+        if killed:  # killed (the pool closed) while it started
+            os.kill(proc.pid, signal.SIGKILL)
+        self._launched.set()
+
+    async def launched(self, timeout_s: float) -> bool:
+        """Wait (polling, off the loop's back) until the process exists; False if it could not be started."""
+        deadline, delay = time.monotonic() + timeout_s, 0.0005
+        while not self._launched.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.02)
+        return self.pid is not None
 
     # ---- pipes ---------------------------------------------------------------------------------
     def _drain(self) -> None:
@@ -152,6 +184,9 @@ class _Process:
 
     async def ready(self, timeout_s: float) -> bool:
         """Wait for the start-up message once; False when the process did not come up."""
+        if self.ready_info is None and self.start_error is None and not await self.launched(timeout_s):
+            self.start_error = self.start_error or f"it did not start within {timeout_s:g} s"
+            self.kill("start")
         if self.ready_info is None and self.start_error is None:
             try:
                 message = await asyncio.wait_for(self.receive(), timeout_s)
@@ -170,18 +205,22 @@ class _Process:
         return self.returncode is None and self.killed_for is None and not self.eof
 
     def kill(self, reason: str) -> None:
-        if self.killed_for is None:
-            self.killed_for = reason
-        if self.returncode is None:
+        with self._lock:
+            if self.killed_for is None:
+                self.killed_for = reason
+            pid = self.pid
+        if pid is not None and self.returncode is None:
             try:
-                os.kill(self.pid, signal.SIGKILL)  # never Popen.kill: its poll() would reap without rusage
+                os.kill(pid, signal.SIGKILL)  # never Popen.kill: its poll() would reap without rusage
             except ProcessLookupError:
                 pass
 
     def _reaped(self, status: int | None, peak_kb: int | None) -> None:
         self.returncode = os.waitstatus_to_exitcode(status) if status is not None else -signal.SIGKILL
-        self.proc.returncode = self.returncode
         self.peak_kb = peak_kb
+        if self.proc is None:
+            return
+        self.proc.returncode = self.returncode
         for pipe in (self.proc.stdin, self.proc.stdout):
             if pipe is not None:
                 try:
@@ -191,6 +230,10 @@ class _Process:
 
     async def reap(self) -> None:
         """Collect the exit status and peak RSS of an ending process, polling (never blocking the loop)."""
+        if not await self.launched(30.0):
+            self._reaped(None, None)
+            return
+        assert self.pid is not None
         delay, deadline = 0.0005, time.monotonic() + 5.0
         while self.returncode is None:
             try:
@@ -208,7 +251,10 @@ class _Process:
             delay = min(delay * 2, 0.05)
 
     def reap_blocking(self) -> None:
-        if self.returncode is None:
+        self._launched.wait(30.0)
+        if self.pid is None:
+            self._reaped(None, None)
+        elif self.returncode is None:
             try:
                 _, status, usage = os.wait4(self.pid, 0)
             except ChildProcessError:
@@ -224,7 +270,7 @@ class _Process:
 
     def peak_rss_kb(self) -> int | None:
         """The process's peak RSS so far, from ``/proc/<pid>/status`` (or its rusage once reaped)."""
-        if self.returncode is not None:
+        if self.returncode is not None or self.pid is None:
             return self.peak_kb
         try:
             with open(f"/proc/{self.pid}/status", "rb") as status:
@@ -301,7 +347,7 @@ class SandboxPool:
 
     def pids(self) -> list[int]:
         """The live processes' ids."""
-        return [p.pid for p in self._processes if p.returncode is None]
+        return [p.pid for p in self._processes if p.pid is not None and p.returncode is None]
 
     async def close(self) -> None:
         """Kill every process (idle or running) and refuse further executions."""
@@ -324,10 +370,7 @@ class SandboxPool:
 
     # ---- processes -----------------------------------------------------------------------------
     def _spawn(self) -> _Process:
-        try:
-            process = _Process(self.limits.max_memory_growth_mb)
-        except OSError as error:
-            raise SandboxUnavailableError(f"a sandbox process could not be started: {error}") from None
+        process = _Process(self.limits.max_memory_growth_mb)
         self._processes.add(process)
         self.stats.started += 1
         return process
@@ -389,13 +432,7 @@ class SandboxPool:
         if not (healthy and process.alive and process.runs < self.recycle_after):
             self._drop(process)
             self.stats.replaced += 1
-            try:
-                process = self._spawn()
-            except SandboxUnavailableError:
-                while self._waiters:  # let a waiter try (and fail) to start one itself
-                    if self._wake(self._waiters.popleft(), None):
-                        return
-                return
+            process = self._spawn()
         while self._waiters:
             if self._wake(self._waiters.popleft(), process):
                 return

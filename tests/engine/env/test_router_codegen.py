@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -372,7 +373,9 @@ async def test_code_the_sandbox_stops_is_fed_back_and_retried(bad: str, reason: 
 async def test_the_router_starts_its_sandbox_at_init_and_ends_it_at_close() -> None:
     router = CodeGenRouter([MessagingSpace()], ScriptedModel([code("results['answer'] = 'ok'")]))
     await router.init(T1, [1, 2])
-    pids = router.sandbox.pids()  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 10
+    while len(pids := router.sandbox.pids()) < 2 and time.monotonic() < deadline:  # type: ignore[attr-defined]
+        await asyncio.sleep(0.01)  # started at init, before any ask
     assert len(pids) == 2
     _, answer = await router.ask({"agent_id": 1}, "anything", readonly=True)
     assert answer == "ok"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -76,6 +77,17 @@ class Mailbox:
             SandboxTool("read_inbox", (), True, self.inbox, {"agent_id": 1}),
             SandboxTool("slow", (), True, self.slow),
         ]
+
+
+async def _replaced(pool: SandboxPool, *gone: int) -> bool:
+    """True once the processes ``gone`` ended and the pool is back to full size (replacements start in a thread)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        pids = pool.pids()
+        if len(pids) == pool.size and not set(gone) & set(pids):
+            return True
+        await asyncio.sleep(0.01)
+    return False
 
 
 @pytest.fixture
@@ -169,8 +181,9 @@ async def test_a_cancelled_execution_kills_its_process_and_the_pool_recovers(poo
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert len(pool.pids()) == pool.size and pool.stats.replaced == 1
-    assert len(busy - set(pool.pids())) == 1
+    assert pool.stats.replaced == 1
+    assert await _replaced(pool)
+    assert len(busy - set(pool.pids())) == 1  # the cancelled execution's process, and only it, was replaced
     after = await execute("results['x'] = 1", [], executor=pool)
     assert after.ok
 
@@ -187,10 +200,11 @@ async def test_a_closed_pool_ends_its_processes_and_refuses_code() -> None:
         await execute("x = 1", [], executor=pool)
 
 
-def test_a_dropped_pool_kills_its_processes() -> None:
+async def test_a_dropped_pool_kills_its_processes() -> None:
     pool = SandboxPool(2)
-    pool.prestart()
+    await pool.start()
     pids = pool.pids()
+    assert len(pids) == 2
     del pool
     for pid in pids:
         assert not os.path.exists(f"/proc/{pid}")
@@ -207,3 +221,82 @@ async def test_the_process_limits_itself(pool: SandboxPool) -> None:
     assert int(rows["Max address space"][1]) < (512 + 64) * 2**20  # hard cap: start-up size + 512 MB
     assert rows["Max cpu time"][0] != "unlimited"
     assert os.getpriority(os.PRIO_PROCESS, result.sandbox_pid) > os.getpriority(os.PRIO_PROCESS, 0)
+
+
+#: A stand-in for child.py that the test controls: it speaks the protocol, then misbehaves.
+FAKE_CHILD = """
+import json, marshal, os, struct
+
+def send(body):
+    os.write(1, struct.pack(">I", len(body)) + body)
+
+def receive():
+    data = b""
+    while len(data) < 4:
+        data += os.read(0, 4 - len(data))
+    (size,) = struct.unpack(">I", data)
+    body = b""
+    while len(body) < size:
+        body += os.read(0, size - len(body))
+    return marshal.loads(body)
+
+send(json.dumps({"op": "ready", "pid": os.getpid()}).encode())
+receive()
+"""
+
+MISBEHAVIOURS = {
+    "garbage": 'send(b"this is not json")\nreceive()',
+    "huge-frame": 'os.write(1, struct.pack(">I", 2**31))\nreceive()',
+    "unknown-op": 'send(json.dumps({"op": "exec", "code": "os.system()"}).encode())\nreceive()',
+    "bad-done": 'send(json.dumps({"op": "done", "error": None, "results": "<object at 0x1>", "output": "", "steps": 0}).encode())\nreceive()',
+    "exits": "raise SystemExit(3)",
+}
+
+
+@pytest.mark.parametrize("how", sorted(MISBEHAVIOURS))
+async def test_a_process_that_breaks_the_protocol_is_killed_and_replaced(how: str, tmp_path, monkeypatch) -> None:
+    from engine.env.sandbox import pool as pool_module
+
+    script = tmp_path / "child.py"
+    script.write_text(FAKE_CHILD + MISBEHAVIOURS[how] + "\n")
+    monkeypatch.setattr(pool_module, "CHILD", script)
+    pool = SandboxPool(1)
+    try:
+        result = await execute("results['x'] = 1", [], executor=pool)
+        assert not result.ok and result.results == {}
+        if how == "exits":
+            assert result.error == "stopped: the sandbox process ended unexpectedly (exit status 3)"
+        else:
+            assert result.error == "stopped: the sandbox process broke the protocol and was killed"
+        assert await _replaced(pool, result.sandbox_pid)  # type: ignore[arg-type]
+    finally:
+        await pool.close()
+
+
+async def test_forged_tool_calls_from_a_subverted_process_are_refused_by_the_broker(tmp_path, monkeypatch) -> None:
+    from engine.env.sandbox import pool as pool_module
+
+    forge = """
+replies = []
+for tool, arguments in [("delete_world", {}), ("send_message", {"to_agent_id": 2, "content": "x"}),
+                        ("read_inbox", {"agent_id": 9})]:
+    send(json.dumps({"op": "call", "tool": tool, "arguments": arguments}).encode())
+    replies.append(receive())
+send(json.dumps({"op": "done", "error": None, "results": {"replies": replies}, "output": "", "steps": 0}).encode())
+receive()
+"""
+    script = tmp_path / "child.py"
+    script.write_text(FAKE_CHILD + forge)
+    monkeypatch.setattr(pool_module, "CHILD", script)
+    pool = SandboxPool(1)
+    box = Mailbox()
+    try:
+        result = await execute("x = 1", box.tools(), readonly=True, executor=pool)
+    finally:
+        await pool.close()
+    assert result.results["replies"] == [
+        {"kind": "stop", "error": "tool 'delete_world' is not available to this request"},
+        {"kind": "stop", "error": "tool 'send_message' is not available to this request"},
+        {"kind": "type", "error": "read_inbox(): agent_id is filled in by the environment; do not pass it"},
+    ]
+    assert box.sent == [] and box.where == [] and result.calls == []
