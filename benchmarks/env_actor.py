@@ -9,7 +9,8 @@
 (c) generated code (a tool call, statistics, results) run N times through each executor, in this
     process: in a thread of the caller (cooperative limits only, the old path) and in a
     pre-started sandbox process (OS limits, tool calls over the pipe); prints the pool's start-up
-    and `sandbox_exec: thread X ms  process Y ms` (medians per execution), then the same code
+    and `sandbox_exec: thread X ms  process Y ms` (medians per execution; the code is the same each
+    time, so the guard compiles it once and the figure is the execution alone), then the same code
     from 64 concurrent callers through the 2-process pool, in executions/s.
 
 Usage: python benchmarks/env_actor.py [--asks 500] [--latency-ms 200] [--calls 20000] [--executions 500]

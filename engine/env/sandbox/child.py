@@ -115,12 +115,13 @@ def main(argv: list[str]) -> None:
     for fd in (0, 1, 2):  # nothing the interpreter prints can corrupt the protocol
         os.dup2(null, fd)
     os.close(null)
-    limits_mod, runtime, wire = _load_sandbox()
-    channel = _Channel(reader, writer, wire)
     try:
+        limits_mod, runtime, wire = _load_sandbox()
+        channel = _Channel(reader, writer, wire)
         base = _set_limits(int(argv[1]))
-    except (OSError, ValueError, IndexError) as error:
-        channel.send({"op": "fatal", "error": f"{type(error).__name__}: {error}"})
+    except (ImportError, OSError, ValueError, IndexError) as error:  # reported to the pool as the start error
+        body = json.dumps({"op": "fatal", "error": f"{type(error).__name__}: {error}"}).encode()
+        os.write(writer, len(body).to_bytes(4, "big") + body)
         raise SystemExit(1) from None
     channel.send({"op": "ready", "pid": os.getpid(), "base_mb": round(base / 2**20, 1)})
     while True:

@@ -300,3 +300,18 @@ receive()
         {"kind": "type", "error": "read_inbox(): agent_id is filled in by the environment; do not pass it"},
     ]
     assert box.sent == [] and box.where == [] and result.calls == []
+
+
+async def test_a_process_that_does_not_start_makes_the_pool_unavailable(tmp_path, monkeypatch) -> None:
+    from engine.env.sandbox import pool as pool_module
+
+    script = tmp_path / "child.py"
+    script.write_text('import json, os\nbody = json.dumps({"op": "fatal", "error": "ImportError: no"}).encode()\n'
+                      'os.write(1, len(body).to_bytes(4, "big") + body)\n')  # fmt: skip
+    monkeypatch.setattr(pool_module, "CHILD", script)
+    pool = SandboxPool(1)
+    try:
+        with pytest.raises(SandboxUnavailableError, match="a sandbox process did not start: ImportError: no"):
+            await execute("x = 1", [], executor=pool)
+    finally:
+        await pool.close()
