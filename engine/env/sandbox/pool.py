@@ -17,19 +17,13 @@ the pool is tied to one event loop, so it may be used from any loop, one at a ti
 from __future__ import annotations
 
 import asyncio
-import json
 import marshal
-import os
 import signal
-import subprocess
-import sys
-import threading
 import time
 import weakref
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from types import CodeType
 from typing import Any
 
@@ -37,14 +31,11 @@ from engine.env.sandbox.broker import SandboxTool, ToolBroker, plain
 from engine.env.sandbox.errors import SandboxUnavailableError
 from engine.env.sandbox.executor import ExecutionResult
 from engine.env.sandbox.limits import SandboxLimits
-from engine.env.sandbox.wire import FrameBuffer, FrameTooLargeError, frame
+from engine.env.sandbox.process import SandboxProcess, terminate_all
 
-__all__ = ["CHILD", "PoolStats", "SandboxPool"]
+__all__ = ["PoolStats", "SandboxPool"]
 
-#: The sandbox process's entry point.
-CHILD = Path(__file__).with_name("child.py")
 _KILL_GRACE_S = 0.25  #: past the time limit, before the process is killed (the cooperative stop comes first)
-_READ = 1 << 16
 
 
 @dataclass
@@ -56,237 +47,6 @@ class PoolStats:
     replaced: int = 0  #: processes retired (killed, ended, over memory, recycled) and replaced
     executions: int = 0
     start_s: float = 0.0  #: seconds from the first start to every process ready, in :meth:`SandboxPool.start`
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-class _Process:
-    """One sandbox process and its two pipes, read and written without blocking.
-
-    The ``fork``/``exec`` runs in a short-lived thread: it took 7-30 ms here on a loaded machine,
-    too long to hold the actor's event loop.
-    """
-
-    def __init__(self, max_memory_mb: int) -> None:
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.pid: int | None = None
-        self.to_child = self.from_child = -1
-        self.frames = FrameBuffer()
-        self.pending: deque[bytes] = deque()
-        self.eof = False
-        self.runs = 0
-        self.killed_for: str | None = None  #: "time" or "protocol" once the pool killed it
-        self.returncode: int | None = None
-        self.peak_kb: int | None = None  #: ru_maxrss once reaped
-        self.ready_info: dict[str, Any] | None = None
-        self.start_error: str | None = None
-        self._lock = threading.Lock()
-        self._launched = threading.Event()
-        threading.Thread(target=self._launch, args=(max_memory_mb,), name="polis-sandbox-start", daemon=True).start()
-
-    def _launch(self, max_memory_mb: int) -> None:
-        env = {key: os.environ[key] for key in ("PATH", "LD_LIBRARY_PATH") if key in os.environ}
-        try:
-            proc = subprocess.Popen(  # noqa: S603 - our own interpreter and entry point
-                [sys.executable, "-I", "-S", "-W", "ignore", str(CHILD), str(max_memory_mb)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/", env=env,
-                close_fds=True,
-            )  # fmt: skip
-        except OSError as error:
-            self.start_error = f"it could not be started: {error}"
-            self.eof = True
-            self._launched.set()
-            return
-        assert proc.stdin is not None and proc.stdout is not None
-        os.set_blocking(proc.stdin.fileno(), False)
-        os.set_blocking(proc.stdout.fileno(), False)
-        with self._lock:
-            self.proc, self.pid = proc, proc.pid
-            self.to_child, self.from_child = proc.stdin.fileno(), proc.stdout.fileno()
-            killed = self.killed_for is not None
-        if killed:  # killed (the pool closed) while it started
-            os.kill(proc.pid, signal.SIGKILL)
-        self._launched.set()
-
-    async def launched(self, timeout_s: float) -> bool:
-        """Wait (polling, off the loop's back) until the process exists; False if it could not be started."""
-        deadline, delay = time.monotonic() + timeout_s, 0.0005
-        while not self._launched.is_set() and time.monotonic() < deadline:
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.02)
-        return self.pid is not None
-
-    # ---- pipes ---------------------------------------------------------------------------------
-    def _drain(self) -> None:
-        while not self.eof:
-            try:
-                chunk = os.read(self.from_child, _READ)
-            except BlockingIOError:
-                return
-            except OSError:
-                chunk = b""
-            if not chunk:
-                self.eof = True
-                return
-            try:
-                self.pending.extend(self.frames.feed(chunk))
-            except FrameTooLargeError:
-                self.kill("protocol")
-                self.eof = True
-
-    def _readable(self, waiter: asyncio.Future[None]) -> None:
-        self._drain()
-        if self.pending or self.eof:
-            _resolve(waiter)
-
-    async def receive(self) -> dict[str, Any] | None:
-        """The next message, or None once the process ended (or broke the protocol and was killed)."""
-        while not self.pending:
-            if self.eof:
-                return None
-            loop = asyncio.get_running_loop()
-            waiter: asyncio.Future[None] = loop.create_future()
-            loop.add_reader(self.from_child, self._readable, waiter)
-            try:
-                await waiter
-            finally:
-                loop.remove_reader(self.from_child)
-        try:
-            message = json.loads(self.pending.popleft())
-        except (ValueError, RecursionError):
-            message = None
-        if not isinstance(message, dict):
-            self.kill("protocol")
-            self.eof = True
-            return None
-        return message
-
-    async def send(self, body: bytes) -> bool:
-        """Write one frame; False when the process is gone."""
-        data = memoryview(frame(body))
-        while data:
-            try:
-                data = data[os.write(self.to_child, data) :]
-            except BlockingIOError:
-                loop = asyncio.get_running_loop()
-                writable: asyncio.Future[None] = loop.create_future()
-                loop.add_writer(self.to_child, _resolve, writable)
-                try:
-                    await writable
-                finally:
-                    loop.remove_writer(self.to_child)
-            except OSError:  # BrokenPipeError: it ended
-                return False
-        return True
-
-    async def ready(self, timeout_s: float) -> bool:
-        """Wait for the start-up message once; False when the process did not come up."""
-        if self.ready_info is None and self.start_error is None and not await self.launched(timeout_s):
-            self.start_error = self.start_error or f"it did not start within {timeout_s:g} s"
-            self.kill("start")
-        if self.ready_info is None and self.start_error is None:
-            try:
-                message = await asyncio.wait_for(self.receive(), timeout_s)
-            except TimeoutError:
-                message = None
-            if message is not None and message.get("op") == "ready":
-                self.ready_info = message
-            else:
-                self.start_error = str(message.get("error")) if message else "no start-up message"
-                self.kill("start")
-        return self.ready_info is not None
-
-    # ---- life and death ------------------------------------------------------------------------
-    @property
-    def alive(self) -> bool:
-        return self.returncode is None and self.killed_for is None and not self.eof
-
-    def kill(self, reason: str) -> None:
-        with self._lock:
-            if self.killed_for is None:
-                self.killed_for = reason
-            pid = self.pid
-        if pid is not None and self.returncode is None:
-            try:
-                os.kill(pid, signal.SIGKILL)  # never Popen.kill: its poll() would reap without rusage
-            except ProcessLookupError:
-                pass
-
-    def _reaped(self, status: int | None, peak_kb: int | None) -> None:
-        self.returncode = os.waitstatus_to_exitcode(status) if status is not None else -signal.SIGKILL
-        self.peak_kb = peak_kb
-        if self.proc is None:
-            return
-        self.proc.returncode = self.returncode
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            if pipe is not None:
-                try:
-                    pipe.close()
-                except OSError:
-                    pass
-
-    async def reap(self) -> None:
-        """Collect the exit status and peak RSS of an ending process, polling (never blocking the loop)."""
-        if not await self.launched(30.0):
-            self._reaped(None, None)
-            return
-        assert self.pid is not None
-        delay, deadline = 0.0005, time.monotonic() + 5.0
-        while self.returncode is None:
-            try:
-                pid, status, usage = os.wait4(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                self._reaped(None, None)
-                return
-            if pid:
-                self._reaped(status, usage.ru_maxrss)
-                return
-            if time.monotonic() > deadline:
-                self.kill(self.killed_for or "stuck")
-                deadline = time.monotonic() + 5.0
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.05)
-
-    def reap_blocking(self) -> None:
-        self._launched.wait(30.0)
-        if self.pid is None:
-            self._reaped(None, None)
-        elif self.returncode is None:
-            try:
-                _, status, usage = os.wait4(self.pid, 0)
-            except ChildProcessError:
-                self._reaped(None, None)
-            else:
-                self._reaped(status, usage.ru_maxrss)
-
-    def retire(self) -> None:
-        """Kill it and reap it in a thread (off the loop; killed processes end within milliseconds)."""
-        if self.returncode is None:
-            self.kill(self.killed_for or "retired")
-            threading.Thread(target=self.reap_blocking, name="polis-sandbox-reaper", daemon=True).start()
-
-    def peak_rss_kb(self) -> int | None:
-        """The process's peak RSS so far, from ``/proc/<pid>/status`` (or its rusage once reaped)."""
-        if self.returncode is not None or self.pid is None:
-            return self.peak_kb
-        try:
-            with open(f"/proc/{self.pid}/status", "rb") as status:
-                for line in status:
-                    if line.startswith(b"VmHWM:"):
-                        return int(line.split()[1])
-        except (OSError, ValueError, IndexError):
-            pass
-        return None
-
-
-def _terminate(processes: set[_Process]) -> None:
-    for process in list(processes):
-        process.kill(process.killed_for or "closed")
-        process.reap_blocking()
-    processes.clear()
 
 
 class SandboxPool:
@@ -318,11 +78,11 @@ class SandboxPool:
         self.recycle_after = recycle_after
         self.start_timeout_s = start_timeout_s
         self.stats = PoolStats()
-        self._processes: set[_Process] = set()  # started and not retired
-        self._idle: list[_Process] = []
-        self._waiters: deque[asyncio.Future[_Process | None]] = deque()
+        self._processes: set[SandboxProcess] = set()  # started and not retired
+        self._idle: list[SandboxProcess] = []
+        self._waiters: deque[asyncio.Future[SandboxProcess | None]] = deque()
         self._closed = False
-        self._finalizer = weakref.finalize(self, _terminate, self._processes)
+        self._finalizer = weakref.finalize(self, terminate_all, self._processes)
 
     # ---- lifecycle -----------------------------------------------------------------------------
     def prestart(self) -> None:
@@ -366,23 +126,23 @@ class SandboxPool:
         """:meth:`close` for callers without an event loop (blocks while the processes are reaped)."""
         self._closed = True
         self._idle.clear()
-        _terminate(self._processes)
+        terminate_all(self._processes)
 
     # ---- processes -----------------------------------------------------------------------------
-    def _spawn(self) -> _Process:
-        process = _Process(self.limits.max_memory_growth_mb)
+    def _spawn(self) -> SandboxProcess:
+        process = SandboxProcess(self.limits.max_memory_growth_mb)
         self._processes.add(process)
         self.stats.started += 1
         return process
 
-    def _drop(self, process: _Process) -> None:
+    def _drop(self, process: SandboxProcess) -> None:
         self._processes.discard(process)
         if process in self._idle:
             self._idle.remove(process)
         process.retire()
 
     @staticmethod
-    def _wake(waiter: asyncio.Future[_Process | None], process: _Process | None) -> bool:
+    def _wake(waiter: asyncio.Future[SandboxProcess | None], process: SandboxProcess | None) -> bool:
         if waiter.done():
             return False
         try:
@@ -391,7 +151,7 @@ class SandboxPool:
             return False
         return True
 
-    async def _acquire(self) -> _Process:
+    async def _acquire(self) -> SandboxProcess:
         while True:
             if self._closed:
                 raise SandboxUnavailableError("the sandbox pool is closed")
@@ -401,7 +161,7 @@ class SandboxPool:
             if process is None:
                 if len(self._waiters) >= self.max_waiting:
                     raise SandboxUnavailableError(f"the sandbox is busy: {len(self._waiters)} executions are waiting")
-                waiter: asyncio.Future[_Process | None] = asyncio.get_running_loop().create_future()
+                waiter: asyncio.Future[SandboxProcess | None] = asyncio.get_running_loop().create_future()
                 self._waiters.append(waiter)
                 try:
                     process = await waiter
@@ -425,7 +185,7 @@ class SandboxPool:
             if not ok:
                 raise SandboxUnavailableError(f"a sandbox process did not start: {process.start_error}")
 
-    def _release(self, process: _Process, *, healthy: bool) -> None:
+    def _release(self, process: SandboxProcess, *, healthy: bool) -> None:
         if self._closed:
             self._drop(process)
             return
@@ -486,7 +246,7 @@ class SandboxPool:
         )  # fmt: skip
 
     async def _converse(
-        self, process: _Process, message: bytes, broker: ToolBroker, deadline: float, limits: SandboxLimits
+        self, process: SandboxProcess, message: bytes, broker: ToolBroker, deadline: float, limits: SandboxLimits
     ) -> tuple[str | None, dict[str, Any], str, int, bool] | None:
         """Send the code, serve its tool calls, return its outcome; None when the process ended first."""
         if not await process.send(message):
@@ -510,7 +270,7 @@ class SandboxPool:
                 return None
 
 
-def _outcome(process: _Process, reply: dict[str, Any]) -> tuple[str | None, dict[str, Any], str, int, bool] | None:
+def _outcome(process: SandboxProcess, reply: dict[str, Any]) -> tuple[str | None, dict[str, Any], str, int, bool] | None:
     error, results, output, steps = reply.get("error"), reply.get("results"), reply.get("output"), reply.get("steps")
     if not (
         (error is None or isinstance(error, str)) and isinstance(results, dict) and isinstance(output, str)
@@ -521,7 +281,7 @@ def _outcome(process: _Process, reply: dict[str, Any]) -> tuple[str | None, dict
     return error, results, output, steps, bool(reply.get("recycle"))
 
 
-def _ended(process: _Process, limits: SandboxLimits) -> str:
+def _ended(process: SandboxProcess, limits: SandboxLimits) -> str:
     """Why an execution's process ended before it answered, for the LLM."""
     code = process.returncode
     if process.killed_for == "time" or code == -signal.SIGXCPU:

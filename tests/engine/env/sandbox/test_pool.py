@@ -255,11 +255,11 @@ MISBEHAVIOURS = {
 
 @pytest.mark.parametrize("how", sorted(MISBEHAVIOURS))
 async def test_a_process_that_breaks_the_protocol_is_killed_and_replaced(how: str, tmp_path, monkeypatch) -> None:
-    from engine.env.sandbox import pool as pool_module
+    from engine.env.sandbox import process as process_module
 
     script = tmp_path / "child.py"
     script.write_text(FAKE_CHILD + MISBEHAVIOURS[how] + "\n")
-    monkeypatch.setattr(pool_module, "CHILD", script)
+    monkeypatch.setattr(process_module, "CHILD", script)
     pool = SandboxPool(1)
     try:
         result = await execute("results['x'] = 1", [], executor=pool)
@@ -274,7 +274,7 @@ async def test_a_process_that_breaks_the_protocol_is_killed_and_replaced(how: st
 
 
 async def test_forged_tool_calls_from_a_subverted_process_are_refused_by_the_broker(tmp_path, monkeypatch) -> None:
-    from engine.env.sandbox import pool as pool_module
+    from engine.env.sandbox import process as process_module
 
     forge = """
 replies = []
@@ -287,7 +287,7 @@ receive()
 """
     script = tmp_path / "child.py"
     script.write_text(FAKE_CHILD + forge)
-    monkeypatch.setattr(pool_module, "CHILD", script)
+    monkeypatch.setattr(process_module, "CHILD", script)
     pool = SandboxPool(1)
     box = Mailbox()
     try:
@@ -303,12 +303,12 @@ receive()
 
 
 async def test_a_process_that_does_not_start_makes_the_pool_unavailable(tmp_path, monkeypatch) -> None:
-    from engine.env.sandbox import pool as pool_module
+    from engine.env.sandbox import process as process_module
 
     script = tmp_path / "child.py"
     script.write_text('import json, os\nbody = json.dumps({"op": "fatal", "error": "ImportError: no"}).encode()\n'
                       'os.write(1, len(body).to_bytes(4, "big") + body)\n')  # fmt: skip
-    monkeypatch.setattr(pool_module, "CHILD", script)
+    monkeypatch.setattr(process_module, "CHILD", script)
     pool = SandboxPool(1)
     try:
         with pytest.raises(SandboxUnavailableError, match="a sandbox process did not start: ImportError: no"):
