@@ -179,9 +179,9 @@ class SandboxPool:
             except asyncio.CancelledError:
                 self._release(process, healthy=True)
                 raise
-            if ok and process.alive:
+            if ok and process.alive and not process.exited():
                 return process
-            self._drop(process)
+            self._drop(process)  # did not start, or ended while idle (it is never blamed on the next code)
             if not ok:
                 raise SandboxUnavailableError(f"a sandbox process did not start: {process.start_error}")
 

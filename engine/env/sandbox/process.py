@@ -176,6 +176,18 @@ class SandboxProcess:
     def alive(self) -> bool:
         return self.returncode is None and self.killed_for is None and not self.eof
 
+    def exited(self) -> bool:
+        """True when the process ended on its own while idle (reaped now; one ``wait4`` without blocking)."""
+        if self.returncode is None and self.pid is not None:
+            try:
+                pid, status, usage = os.wait4(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                self._reaped(None, None)
+            else:
+                if pid:
+                    self._reaped(status, usage.ru_maxrss)
+        return self.returncode is not None
+
     def kill(self, reason: str) -> None:
         with self._lock:
             if self.killed_for is None:

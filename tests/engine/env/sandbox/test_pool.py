@@ -315,3 +315,11 @@ async def test_a_process_that_does_not_start_makes_the_pool_unavailable(tmp_path
             await execute("x = 1", [], executor=pool)
     finally:
         await pool.close()
+
+
+async def test_a_process_that_died_while_idle_is_replaced_before_code_reaches_it(pool: SandboxPool) -> None:
+    for pid in pool.pids():
+        os.kill(pid, 9)  # e.g. the kernel's OOM killer
+    await asyncio.sleep(0.1)
+    result = await execute("results['x'] = 1", [], executor=pool)
+    assert result.ok and result.results == {"x": 1}
