@@ -2,12 +2,12 @@
 
 Per ask: the tools are shown as a pyi-like listing, the LLM answers with a JSON-schema decision
 ``{thought, code}`` (the ``code`` field carries one example call per offered tool, which also lets
-the simulated LLM produce runnable code), the guard checks the code and a sandbox process runs it (``SandboxPool``: memory and CPU limits
-enforced by the OS, killed at its deadline, tool calls served here). A refusal by the guard or the
-compiler, a mistake in the code, or code the sandbox stopped (time, memory) is fed back for another
-try, up to ``max_steps`` LLM calls; a run
-that already changed the environment or that the environment refused is never retried, so a
-change is not applied twice. In template mode the working code is cached by template
+the simulated LLM produce runnable code), the guard checks the code and a sandbox process runs it
+(``SandboxPool``: memory and CPU limits enforced by the OS, killed at its deadline, tool calls
+served here). A refusal by the guard or the compiler, a mistake in the code, or code the sandbox
+stopped (time, memory) is fed back for another try, up to ``max_steps`` LLM calls; a run that
+already changed the environment or that the environment refused is never retried, so a change is
+not applied twice. In template mode the working code is cached by template
 (``template_cache``) and reused with the next caller's variables; the code is stored only when it
 takes every value from ``variables`` (``template_reuse``), so a hit never replays another caller's
 values, and the ``code`` examples then read the values from there (``codegen_examples``).
@@ -138,8 +138,10 @@ class CodeGenRouter(RouterBase):
     ) -> None:
         super().__init__(env_modules, llm, meter=meter, max_steps=max_steps)
         self.limits = limits or SandboxLimits()
-        self._pool = SandboxPool(limits=self.limits) if sandbox is None else None
-        self.sandbox: Executor = sandbox if sandbox is not None else self._pool  # type: ignore[assignment]
+        self._pool: SandboxPool | None = None  #: the pool this router started (and closes)
+        if sandbox is None:
+            sandbox = self._pool = SandboxPool(limits=self.limits)
+        self.sandbox = sandbox
         self.config_hash = self._config_hash()
         if embedder is None or isinstance(embedder, str):
             embedder = resolve_embedder(embedder)
