@@ -225,7 +225,10 @@ async def test_hostile_program_is_refused_or_stopped_in_time_and_memory(
         assert result.ok and len(result.output) <= LIMITS.max_output_chars
         return
     assert not result.ok and result.results == {}
-    assert reason in result.error
+    # A memory bomb that the CPU contention of a loaded machine slows down may meet the time
+    # limit before the memory cap: both are the OS stopping it within its limits.
+    stopped_by_os_either_way = reason == "memory limit" and "time limit" in result.error
+    assert reason in result.error or stopped_by_os_either_way, result.error
     if how == OS:
         assert "(the code used more than 512 MB)" in result.error or "sandbox process was killed" in result.error
     if how == STOPPED:
