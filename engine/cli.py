@@ -111,7 +111,7 @@ async def _run(args: argparse.Namespace) -> int:
     print(f"errors: {summary.errors}" + (f"  first: {summary.first_error}" if summary.first_error else ""))
     print(f"LLM calls: {summary.llm_calls}  tokens: {summary.input_tokens} in / {summary.output_tokens} out")
     cache = (summary.env or {}).get("codegen_cache")
-    if cache and cache["requests"]:
+    if cache:
         print(f"codegen cache: {cache['hits_exact'] + cache['hits_similar']} hits, {cache['misses']} misses, "
               f"{cache['generations']} generations (coder calls) for {cache['requests']} ask_env; hit rate {cache['hit_rate']:.0%}")
     if summary.env_recoveries:
