@@ -19,8 +19,9 @@ __all__ = ["LimitedModel"]
 class LimitedModel:
     """A ChatModel that keeps at most ``limiter.limit`` calls to ``inner`` in flight.
 
-    A success and a 429 are reported with their latency; any other failure (or a cancellation)
-    frees the slot without teaching the limiter anything.
+    A success and a 429 are reported with their latency, a success also with the provider's
+    ``x-ratelimit-remaining-requests`` where it sent one; any other failure (or a cancellation)
+    frees the slot without teaching the limiter anything. Retry-After is ``RetryingModel``'s.
 
     Args:
         inner: the model to call.
@@ -46,5 +47,5 @@ class LimitedModel:
             except LLMRateLimitError:
                 slot.record(time.perf_counter() - started, rate_limited=True)
                 raise
-            slot.record(time.perf_counter() - started, rate_limited=False)
+            slot.record(time.perf_counter() - started, rate_limited=False, remaining=result.rate_limit_remaining)
             return result

@@ -1,60 +1,35 @@
-"""The AIMD limiter: its sans-IO core fed events, its asyncio shell, and LimitedModel over real HTTP."""
+"""The AIMD limiter: its sans-IO core against simulated servers, its asyncio shell, and LimitedModel."""
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+import itertools
+from typing import Any
 
 import httpx
 import pytest
 
+from engine.errors import LLMRateLimitError
 from engine.llm.client import LimiterConfig, LLMClient
 from engine.llm.dispatcher import get_chat_model, limiter_for
 from engine.llm.limited import LimitedModel
 from engine.llm.limiter import AdaptiveLimit, AdaptiveSemaphore
 from engine.llm.litellm_backend import LiteLLMChatModel
+from engine.llm.protocol import ChatResult
 from engine.llm.retry import RetryingModel
 from engine.llm.sim import SimFaults, SimLLM
 from engine.llm.sim.background import serving
+from tests.engine.llm.limiter_world import CapacityServer, QueueingServer, World, retrying_model
+
+SEEDS = [0, 1, 2]
 
 
-class Driver:
-    """Feeds an ``AdaptiveLimit`` like a process with ``demand`` callers that always want a slot."""
-
-    def __init__(self, limit: AdaptiveLimit, demand: int) -> None:
-        self.limit = limit
-        self.demand = demand
-        self.flying: deque[int] = deque()
-        self.now = 0.0
-
-    def fill(self) -> None:
-        while len(self.flying) < self.demand and self.limit.has_room:
-            self.flying.append(self.limit.issue())
-
-    def run(self, completions: int, *, latency_s: float = 0.1, rate_limited: bool = False) -> None:
-        """Complete the oldest call ``completions`` times, refilling after each."""
-        for _ in range(completions):
-            self.fill()
-            self.now += 0.001
-            self.limit.complete(self.flying.popleft(), now=self.now, latency_s=latency_s, rate_limited=rate_limited)
-        self.fill()
-
-
-def saturated(config: LimiterConfig | None = None, demand: int = 10_000) -> Driver:
-    return Driver(AdaptiveLimit(config), demand)
-
-
-def after_one_decrease(config: LimiterConfig | None = None) -> Driver:
-    """A busy limiter past slow start: 16 healthy calls taught it the baseline, then one 429 halved it."""
-    driver = saturated(config)
-    driver.run(1)
-    driver.run(1, rate_limited=True)
-    assert driver.limit.decreases == 1
-    # drain the calls issued before the decrease; they neither grow nor shrink the limit
-    limit = driver.limit.limit
-    driver.run(len(driver.flying))
-    assert driver.limit.limit == limit
-    return driver
+def settled(world: World, *, warm_s: float = 5.0, seconds: float = 20.0) -> tuple[float, float]:
+    """Run ``warm_s``, then ``seconds`` more: the time-averaged limit and answers/s over the latter."""
+    world.run(warm_s)
+    since, ok = world.now, world.ok
+    world.run(seconds)
+    return world.mean_limit(since), (world.ok - ok) / seconds
 
 
 def test_limit_starts_at_the_configured_concurrency():
@@ -62,123 +37,159 @@ def test_limit_starts_at_the_configured_concurrency():
     assert AdaptiveLimit(LimiterConfig(concurrency=3)).limit == 3
 
 
-def test_limit_grows_when_healthy_and_in_use():
-    driver = saturated()
-    driver.run(16)  # slow start: one per healthy completion while the limit is full
-    assert driver.limit.limit == 32
-    driver.run(200)
-    assert driver.limit.limit > 200
-    assert driver.limit.history[0] == (0.0, 16)
-    assert [limit for _, limit in driver.limit.history] == sorted(limit for _, limit in driver.limit.history)
+def test_slow_start_doubles_per_window_from_16_to_capacity_2000_within_8_windows():
+    limit = AdaptiveLimit()
+    world = World(limit, CapacityServer(2000), callers=3000, retry=retrying_model())
+    world.run_windows(8, limit_at_least=2000)
+    assert limit.limit >= 2000
+    assert limit.windows <= 8
+    assert [value for _, value in limit.history] == [16, 32, 64, 128, 256, 512, 1024, 2048]
+    assert limit.decreases == 0
 
 
-def test_limit_grows_additively_after_the_first_decrease():
-    driver = after_one_decrease()
-    limit = driver.limit.limit
-    driver.run(limit - 1)
-    assert driver.limit.limit == limit
-    driver.run(1)  # a full window of `limit` healthy completions
-    assert driver.limit.limit == limit + 1
+@pytest.mark.parametrize("seed", SEEDS)
+def test_limit_averages_near_capacity_256(seed: int):
+    world = World(AdaptiveLimit(), CapacityServer(256, seed=seed), callers=1024, retry=retrying_model(), seed=seed)
+    mean, answered = settled(world)
+    assert 0.85 * 256 <= mean <= 1.3 * 256
+    assert answered >= 0.9 * 256 / 0.2
+
+
+@pytest.mark.parametrize(("capacity", "healthy"), [(300, 256), (1000, 512)])
+def test_overshoot_falls_to_the_last_healthy_limit_then_rises_to_what_the_server_held(capacity: int, healthy: int):
+    limit = AdaptiveLimit()
+    world = World(limit, CapacityServer(capacity), callers=4 * capacity, retry=retrying_model())
+    world.run(3)
+    values = [value for _, value in limit.history]
+    overshoot = values.index(2 * healthy)
+    assert values[overshoot + 1] == healthy  # at once: the last limit judged healthy, never lower
+    assert capacity - 2 <= values[overshoot + 2] <= capacity  # a round trip later: what the server held
+    assert min(values[overshoot + 1 :]) >= healthy
+    assert capacity - 2 <= limit.limit <= 1.05 * capacity
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_background_429s_do_not_stop_the_climb_to_capacity_2000(seed: int):
+    limit = AdaptiveLimit()
+    server = CapacityServer(2000, rate_429=0.3, seed=seed)
+    world = World(limit, server, callers=12_000, retry=retrying_model(), seed=seed)
+    world.run_windows(30, limit_at_least=2000)
+    assert limit.limit >= 2000
+    mean, _ = settled(world, warm_s=1.0, seconds=10.0)
+    assert 0.85 * 2000 <= mean <= 1.3 * 2000
+    assert limit.background_share == pytest.approx(0.3, abs=0.08)
+
+
+@pytest.mark.parametrize("retry_after_s", [None, 1.0])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_background_429s_at_capacity_256_settle_near_256_not_1(seed: int, retry_after_s: float | None):
+    limit = AdaptiveLimit()
+    server = CapacityServer(256, rate_429=0.3, seed=seed)
+    world = World(limit, server, callers=2048, retry=retrying_model(retry_after_s), seed=seed)
+    mean, _ = settled(world)
+    assert 0.85 * 256 <= mean <= 1.3 * 256
+    assert min(value for t, value in limit.history if t > 5.0) >= 0.5 * 256
+
+
+def test_background_429s_with_callers_retrying_at_once_still_settle_near_capacity():
+    world = World(AdaptiveLimit(), CapacityServer(256, rate_429=0.3), callers=1024)
+    mean, _ = settled(world)
+    assert 0.85 * 256 <= mean <= 1.3 * 256
+
+
+def test_small_capacity_is_held_too():
+    world = World(AdaptiveLimit(), CapacityServer(4), callers=50, retry=retrying_model())
+    mean, answered = settled(world)
+    assert 0.85 * 4 <= mean <= 1.3 * 4
+    assert answered >= 0.9 * 4 / 0.2
+
+
+@pytest.mark.parametrize(("knee", "factor"), [(64, 4.0), (256, 4.0), (64, 2.0)])
+def test_queueing_server_is_held_between_its_knee_and_the_latency_factor(knee: int, factor: float):
+    limit = AdaptiveLimit(LimiterConfig(latency_degrade_factor=factor))
+    world = World(limit, QueueingServer(knee), callers=8 * knee)
+    mean, answered = settled(world, warm_s=10.0, seconds=50.0)
+    assert knee <= mean <= 1.1 * factor * knee
+    assert answered >= 0.95 * knee / 0.2
+    assert limit.baseline_s == pytest.approx(0.2)
+
+
+def test_slower_provider_becomes_the_new_baseline_after_two_cuts():
+    limit = AdaptiveLimit()
+    server = CapacityServer(100_000)
+    world = World(limit, server, callers=600, retry=retrying_model())
+    world.run(5)
+    before = limit.limit
+    server.latency_s = 2.0  # ten times slower for good, whatever the load
+    world.run(60)
+    assert limit.decreases == 2  # one cut cannot tell: its window's answers left a latency earlier
+    assert limit.limit == before
+    assert limit.baseline_s == pytest.approx(2.0, rel=0.1)
+
+
+def test_absolute_slow_threshold_is_overload():
+    limit = AdaptiveLimit(LimiterConfig(slow_latency_ms=1_000))
+    world = World(limit, CapacityServer(100_000, latency_s=1.2), callers=64, retry=retrying_model())
+    world.run(30)
+    assert limit.decreases >= 1
+    assert limit.limit < 16
 
 
 def test_idle_limit_does_not_grow():
-    for demand in (1, 8, 15):
-        driver = saturated(demand=demand)
-        driver.run(2_000)
-        assert driver.limit.limit == 16
-        assert driver.limit.in_flight == demand
+    for callers in (1, 8, 15):
+        limit = AdaptiveLimit()
+        world = World(limit, CapacityServer(1000), callers=callers, retry=retrying_model())
+        world.run(30)
+        assert limit.limit == 16
+        assert limit.in_flight == callers
 
 
-def test_idle_limit_does_not_grow_after_a_decrease_either():
-    driver = after_one_decrease()
-    driver.demand = driver.limit.limit - 1
-    driver.run(50)  # the window in which in-flight last reached the limit ends
-    limit = driver.limit.limit
-    driver.run(1_000)
-    assert driver.limit.limit == limit
-
-
-def test_burst_of_429s_halves_once():
-    driver = saturated()
-    driver.fill()
-    assert driver.limit.in_flight == 16
-    driver.run(16, rate_limited=True)  # every call issued before the first 429 came back 429
-    assert driver.limit.limit == 8
-    assert driver.limit.decreases == 1
-
-
-def test_429_from_a_call_issued_after_the_decrease_halves_again():
-    driver = saturated()
-    driver.run(16, rate_limited=True)
-    assert driver.limit.limit == 8
-    driver.run(8, rate_limited=True)  # the calls issued after the first decrease
-    assert driver.limit.limit == 4
-
-
-def test_limit_recovers_after_429s_stop():
-    driver = saturated()
-    driver.run(64, rate_limited=True)
-    low = driver.limit.limit
-    assert low < 16
-    driver.run(2_000)
-    assert driver.limit.limit > 16
-    assert driver.limit.history[-1][1] == driver.limit.limit
-
-
-def test_latency_above_factor_times_baseline_halves():
-    driver = after_one_decrease()
-    limit = driver.limit.limit
-    driver.run(3, latency_s=0.3)  # under 4 x the 0.1 s baseline
-    assert driver.limit.limit == limit
-    driver.run(1, latency_s=1.0)
-    assert driver.limit.limit == limit // 2
-
-
-def test_latency_factor_is_configurable():
-    driver = after_one_decrease(LimiterConfig(latency_degrade_factor=2.0))
-    limit = driver.limit.limit
-    driver.run(1, latency_s=0.25)
-    assert driver.limit.limit == limit // 2
-
-
-def test_no_relative_judgement_before_a_baseline():
+def test_limit_does_not_grow_beyond_what_the_server_says_remains():
     limit = AdaptiveLimit()
-    first, second = limit.issue(), limit.issue()
-    assert limit.complete(first, now=0, latency_s=0.01, rate_limited=False) == "healthy"
-    assert limit.complete(second, now=0, latency_s=5.0, rate_limited=False) == "healthy"
-    assert limit.limit == 16
+    world = World(limit, CapacityServer(300, sends_remaining=True), callers=1200, retry=retrying_model())
+    world.run(10)
+    assert max(value for _, value in limit.history) <= 300
+    assert world.rate_limited == 0
+    assert world.mean_limit(2.0) >= 0.95 * 300
 
 
-def test_absolute_slow_threshold_halves():
-    limit = AdaptiveLimit(LimiterConfig(slow_latency_ms=1_000))
-    ticket = limit.issue()
-    assert limit.complete(ticket, now=1.0, latency_s=1.2, rate_limited=False) == "slow"
-    assert limit.limit == 8
-    assert limit.history == [(0.0, 16), (1.0, 8)]
+def test_server_saying_none_remain_is_overload():
+    limit = AdaptiveLimit()
+    tickets = [limit.issue() for _ in range(16)]
+    for ticket in tickets:
+        limit.complete(ticket, now=0.2, latency_s=0.2, rate_limited=False, remaining=0)
+    assert limit.decreases == 1
+    assert limit.limit < 16
 
 
-def test_slower_provider_becomes_the_new_baseline():
-    driver = after_one_decrease()
-    driver.run(500, latency_s=1.0)  # 10 x slower for good
-    assert driver.limit.baseline_s == pytest.approx(1.0, rel=0.05)
-    low = driver.limit.limit
-    driver.run(500, latency_s=1.0)
-    assert driver.limit.limit > low
-
-
-def test_limit_floor_is_one():
-    driver = saturated()
-    driver.run(200, rate_limited=True)
-    assert driver.limit.limit == 1
-    assert driver.limit.in_flight == 1
-    driver.run(1)
-    assert driver.limit.limit == 2
+def test_burst_of_429s_lowers_the_limit_once():
+    limit = AdaptiveLimit()
+    flying = [limit.issue() for _ in range(16)]
+    for ticket in list(flying):  # a busy, healthy first window (each answer's place refilled) doubles the limit
+        limit.complete(ticket, now=0.2, latency_s=0.2, rate_limited=False)
+        flying.remove(ticket)
+        flying.append(limit.issue())
+    assert limit.limit == 32
+    flying += [limit.issue() for _ in range(16)]
+    for i, ticket in enumerate(flying):  # the server rejects them all at once
+        limit.complete(ticket, now=0.201 + i / 10_000, latency_s=0.001, rate_limited=True)
+    assert limit.decreases == 1
+    assert limit.limit == 16  # the last limit judged healthy
 
 
 def test_abandoned_call_frees_its_place_and_teaches_nothing():
     limit = AdaptiveLimit(LimiterConfig(concurrency=1))
     limit.abandon(limit.issue())
-    assert (limit.limit, limit.in_flight, limit.decreases) == (1, 0, 0)
+    assert (limit.limit, limit.in_flight, limit.decreases, limit.windows) == (1, 0, 0, 0)
+
+
+def test_limit_floor_is_one():
+    limit = AdaptiveLimit(LimiterConfig(concurrency=1))
+    for _ in range(50):
+        tickets = [limit.issue() for _ in range(limit.limit)]
+        for ticket in tickets:
+            limit.complete(ticket, now=0.0, latency_s=0.001, rate_limited=True)
+    assert limit.limit == 1
 
 
 async def test_semaphore_queues_beyond_the_limit_first_in_first_out():
@@ -214,25 +225,57 @@ async def test_semaphore_cancelled_waiter_leaves_the_queue():
     assert (semaphore.in_flight, semaphore.waiting) == (0, 0)
 
 
-async def test_semaphore_growth_wakes_waiters_and_records_latency():
-    semaphore = AdaptiveSemaphore(LimiterConfig(concurrency=1))
+async def test_semaphore_growth_wakes_waiters_and_stamps_history():
+    ticks = itertools.count()
+    semaphore = AdaptiveSemaphore(LimiterConfig(concurrency=1), clock=lambda: next(ticks) * 0.01)
     entered = 0
-    gate = asyncio.Event()
 
     async def call() -> None:
         nonlocal entered
         async with semaphore.slot() as slot:
             entered += 1
-            await gate.wait()
+            await asyncio.sleep(0)
             slot.record(0.01, rate_limited=False)
 
-    tasks = [asyncio.create_task(call()) for _ in range(3)]
-    await asyncio.sleep(0.001)
-    assert entered == 1
-    gate.set()
-    await asyncio.gather(*tasks)
-    assert semaphore.limit > 1  # slow start: each healthy completion of a full limit added one
-    assert len(semaphore.history) > 1
+    await asyncio.gather(*(call() for _ in range(20)))
+    assert entered == 20
+    assert semaphore.limit >= 2  # a window of 8 completions with the limit in use doubled it
+    assert semaphore.history[0] == (0.0, 1)
+    assert semaphore.history[1][1] == 2
+
+
+class Answering:
+    """A ChatModel answering at once with a given ``x-ratelimit-remaining-requests``, or 429."""
+
+    def __init__(self, *, remaining: int | None = None, rate_limited: bool = False) -> None:
+        self.remaining = remaining
+        self.rate_limited = rate_limited
+
+    async def complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResult:
+        await asyncio.sleep(0.001)
+        if self.rate_limited:
+            raise LLMRateLimitError("slow down", status=429, retry_after=1.0)
+        return ChatResult(text="ok", model="fake", rate_limit_remaining=self.remaining)
+
+
+async def test_limited_model_passes_what_the_server_says_remains_to_the_limiter():
+    limiter = AdaptiveSemaphore(LimiterConfig(concurrency=16))
+    model = LimitedModel(Answering(remaining=0), limiter)
+    await asyncio.gather(*(model.complete([{"role": "user", "content": "hi"}]) for _ in range(32)))
+    assert limiter.core.decreases >= 1  # 0 remaining is overload
+    assert limiter.limit < 16
+    assert limiter.in_flight == 0
+
+
+async def test_limited_model_reports_429s_as_rate_limited():
+    limiter = AdaptiveSemaphore(LimiterConfig(concurrency=16))
+    model = LimitedModel(Answering(rate_limited=True), limiter)
+    results = await asyncio.gather(
+        *(model.complete([{"role": "user", "content": "hi"}]) for _ in range(32)), return_exceptions=True
+    )
+    assert all(isinstance(result, LLMRateLimitError) for result in results)
+    assert limiter.core.decreases >= 1
+    assert limiter.in_flight == 0
 
 
 async def test_limited_model_backs_off_on_429s_over_real_http():
@@ -251,7 +294,8 @@ async def test_limited_model_backs_off_on_429s_over_real_http():
     assert stats["outcomes"]["rejected_capacity"] > 0  # 16 > 8: the server pushed back
     assert stats["max_in_flight"] <= 8
     assert limiter.core.decreases >= 1
-    assert min(limit for _, limit in limiter.history) <= 8
+    # litellm's own time per call keeps a few more in flight at the client than the server's 8
+    assert min(limit for _, limit in limiter.history) <= 12
     assert limiter.in_flight == 0
 
 
