@@ -197,7 +197,7 @@ async def run_experiment(
         if state is not None and is_finished(state.status):
             progress.update(ticks=state.step_count, agent_steps=state.agent_steps_done)
             report(state.status)
-            done = await asyncio.to_thread(read_run_tally, run_dir)
+            done = read_run_tally(run_dir)
             return RunSummary(str(state.status), run_dir, state.step_count, state.agent_steps_done, done.llm_calls,
                               done.input_tokens, done.output_tokens, time.perf_counter() - started, state.error,
                               errors=done.errors, first_error=done.first_error)

@@ -7,12 +7,17 @@ agents and routers wrap them; and one whole run whose LLM answers ``{"choices": 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import uvicorn
 
 from engine.errors import LLMCallError
 from engine.llm.client import LLMClient
@@ -22,7 +27,6 @@ from engine.llm.litellm_backend import LiteLLMChatModel
 from engine.llm.meter import Meter, MeteredModel
 from engine.llm.retry import RetryingModel
 from engine.llm.sim import SimFaults, SimLLM
-from engine.llm.sim.background import serving_app
 from engine.llm.sim.server import create_app
 from engine.society.runner import run_experiment
 from engine.spec import parse_spec
@@ -96,6 +100,26 @@ async def _respond(send: Any, body: bytes) -> None:
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
+
+
+@contextlib.contextmanager
+def serving_app(app: Any) -> Iterator[str]:
+    """``app`` on a real uvicorn server in a background thread; yields its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", timeout_keep_alive=60))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the test server did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
 
 
 @pytest.fixture(scope="module")

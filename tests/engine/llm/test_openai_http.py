@@ -10,6 +10,7 @@ import logging
 import socket
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from collections.abc import AsyncIterator, Iterator
@@ -20,6 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
@@ -30,7 +32,7 @@ from engine.llm.dispatcher import get_chat_model
 from engine.llm.openai_http import OpenAIHTTPChatModel, parse_retry_after
 from engine.llm.retry import RetryingModel
 from engine.llm.sim import SimFaults, SimLLM
-from engine.llm.sim.background import serving, serving_app
+from engine.llm.sim.background import serving
 from engine.llm.sim.server import create_app
 from engine.llm.structured import complete_structured
 
@@ -59,6 +61,26 @@ def _completion(content: str) -> dict[str, Any]:
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
     }
+
+
+@contextlib.contextmanager
+def uvicorn_serving(app: Any, *, keep_alive_s: int = 60) -> Iterator[str]:
+    """Any ASGI app on a real uvicorn server in a background thread; yields its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", timeout_keep_alive=keep_alive_s))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the test server did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
 
 
 class PeerCounter:
@@ -110,7 +132,7 @@ def sim_url() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def odd_url() -> Iterator[str]:
-    with serving_app(odd_app()) as url:
+    with uvicorn_serving(odd_app()) as url:
         yield url
 
 
@@ -281,7 +303,7 @@ async def test_a_hung_request_times_out_as_a_retryable_call_error():
 # ---- the connection pool -----------------------------------------------------------------------
 async def test_sequential_calls_reuse_one_keep_alive_connection():
     counter = PeerCounter(create_app(SimLLM(seed=1), SimFaults()))
-    with serving_app(counter) as url:
+    with uvicorn_serving(counter) as url:
         model = _model(url)
         for i in range(50):
             await model.complete([{"role": "user", "content": f"call {i}"}])
@@ -292,7 +314,7 @@ async def test_sequential_calls_reuse_one_keep_alive_connection():
 
 async def test_200_concurrent_tasks_all_get_answers_on_at_most_200_connections():
     counter = PeerCounter(create_app(SimLLM(seed=1), SimFaults(latency_ms=50)))
-    with serving_app(counter) as url:
+    with uvicorn_serving(counter) as url:
         model = _model(url)
 
         async def caller(i: int) -> list[str | None]:
@@ -308,7 +330,7 @@ async def test_200_concurrent_tasks_all_get_answers_on_at_most_200_connections()
 async def test_a_connection_the_server_closed_for_idleness_is_not_an_error():
     # uvicorn closes idle connections after its keep-alive (5 s by default; 1 s here)
     counter = PeerCounter(create_app(SimLLM(seed=1), SimFaults()))
-    with serving_app(counter, keep_alive_s=1) as url:
+    with uvicorn_serving(counter, keep_alive_s=1) as url:
         model = _model(url)
         await model.complete(HI)
         await asyncio.sleep(1.5)
