@@ -50,25 +50,21 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Literal
 
+from engine.llm.aimd_window import Cause, Decrease, Window, difference_noise, holding, in_use, noise, pooled, served
 from engine.llm.client import LimiterConfig
 
 __all__ = ["AdaptiveLimit", "Outcome"]
 
 Outcome = Literal["healthy", "rate_limited", "slow"]
-Cause = Literal["rate_limited", "slow", "exhausted"]
 #: A window's 429 share may exceed the background share by this much before it is overload.
 _MARGIN = 0.1
-#: Standard errors of a window's 429 share that are put down to chance (small windows are noisy).
-_NOISE_Z = 2.5
 #: A window closes early once this much more than the overload share of its size came back 429.
 _EARLY = 0.4
 #: A first window with this 429 share or more is overload, not the reference for the ones after.
 _CHURN = 0.5
-#: Standard errors by which a 429 share may fall after a decrease and still count as unchanged.
-_DIFFERENCE_Z = 2.0
 #: The server held nearly every call in flight at a decrease if it answered this share of them.
 _HELD_ALL = 0.98
 #: Calls the two windows of a "not load" verdict need together (fewer cannot tell 0.5 from 0.25).
@@ -84,8 +80,6 @@ _LEARN = 0.25
 #: A decrease to this share of the limit or less can tell whether 429s or latency follow load: after
 #: it, a median above this share of the overloaded window's did not fall.
 _NOT_FASTER = 0.8
-#: A window's limit was in use if this share of its completions found in-flight at the limit.
-_IN_USE = 0.9
 #: Additive increase: this share of the limit per window, at least 1, doubled per increase since the
 #: last decrease up to the most share.
 _STEP = 1 / 64
@@ -94,38 +88,6 @@ _MAX_STEP = 1 / 8
 _STRAGGLERS = 0.02
 #: Most healthy windows waited after a decrease before probing again.
 _MAX_WAIT = 16
-
-
-@dataclass
-class _Window:
-    """What the completions of one window told."""
-
-    opened: float  #: when the previous window closed (or the limiter was created)
-    peak: int  #: most calls in flight at once during the window
-    saturated: bool  #: in-flight reached the limit during the window
-    count: int = 0  #: completions counted
-    rate_limited: int = 0  #: of them answered 429
-    answered: list[float] = field(default_factory=list)  #: latencies of the others
-    rate_limited_s: float = 0.0  #: summed latency of the 429s
-    full: int = 0  #: completions that found in-flight at the limit
-    first_issue: float = math.inf  #: when the earliest counted call was issued
-    allowed: int | None = None  #: least in-flight plus ``x-ratelimit-remaining-requests`` an answer told
-    exhausted: bool = False  #: the server said 0 remain
-
-
-@dataclass(frozen=True)
-class _Decrease:
-    """A decrease and the window that caused it, kept until the next window tests it."""
-
-    cause: Cause
-    limit: int  #: the limit before
-    slow_start: bool  #: slow start was on before
-    share: float  #: the window's 429 share
-    count: int  #: the window's calls
-    median_s: float | None  #: the window's median answered latency
-    overloaded_at: int  #: ``_overloaded_at`` before (restored if the decrease is undone)
-    backoff: int  #: ``_backoff`` before
-    as_slow: int = 0  #: windows since the first of these decreases that were as slow as the one before
 
 
 class AdaptiveLimit:
@@ -157,7 +119,7 @@ class AdaptiveLimit:
         self._backoff = 1  #: healthy windows to wait after the next decrease before growing again
         self._wait = 0  #: healthy windows still to wait before growing again
         self._streak = 0  #: increases since the last decrease (each doubles the next step)
-        self._tested: _Decrease | None = None  #: the decrease the current window tests
+        self._tested: Decrease | None = None  #: the decrease the current window tests
         self._latency_s: float | None = None  #: the last window's median answered latency: a window lasts this long
         self._as_slow = False  #: the window that just closed was as slow as the one that caused the decrease
         self._window = self._open(now)
@@ -262,8 +224,8 @@ class AdaptiveLimit:
         baseline = self.baseline_s
         return baseline is not None and latency_s > self.config.latency_degrade_factor * baseline
 
-    def _open(self, now: float) -> _Window:
-        return _Window(opened=now, peak=self.in_flight, saturated=self.in_flight >= self.limit)
+    def _open(self, now: float) -> Window:
+        return Window(opened=now, peak=self.in_flight, saturated=self.in_flight >= self.limit)
 
     def _close(self, now: float, size: int) -> None:
         window = self._window
@@ -284,12 +246,12 @@ class AdaptiveLimit:
         if tested is None or not self._conclude(now, tested, window, share, median, excess=excess, slow=slow, early=early):
             if excess:
                 # the last healthy limit where there is one: the exact figure follows a round trip later
-                target = self._healthy_limit if self._healthy_limit is not None else self._holding(window, now)
+                target = self._healthy_limit if self._healthy_limit is not None else holding(window, self.in_flight, now)
                 if tested is not None and tested.cause == "rate_limited":
                     target = min(target, self._held + self._held_answered)
                 self._decrease(now, "rate_limited", share, n, median, target, tested)
             elif slow:
-                self._decrease(now, "slow", share, n, median, self._served(window, now), tested)
+                self._decrease(now, "slow", share, n, median, served(window, self.baseline_s, now), tested)
             elif window.exhausted:
                 self._decrease(now, "exhausted", share, n, median, self.in_flight, tested)
             else:
@@ -299,8 +261,8 @@ class AdaptiveLimit:
     def _conclude(
         self,
         now: float,
-        tested: _Decrease,
-        window: _Window,
+        tested: Decrease,
+        window: Window,
         share: float,
         median: float | None,
         *,
@@ -314,11 +276,11 @@ class AdaptiveLimit:
             # the lower limit reached, 429s as frequent as before: they do not follow load. (Not so
             # when nearly all are 429s, or so many that the window closed early: then calls beyond
             # capacity churn through fast 429s, at any limit above it.)
-            as_frequent = share >= tested.share - self._difference_noise(tested, share, window.count)
+            as_frequent = share >= tested.share - difference_noise(tested, share, window.count)
             # at a limit the server held, so none of these 429s were for capacity
             telling = self.limit <= held and tested.count + window.count >= _MIN_VERDICT
             if telling and not early and window.saturated and share < 1 - _MARGIN and as_frequent:
-                self.background_share = self._pooled(tested, share, window.count)
+                self.background_share = pooled(tested, share, window.count)
                 self._undo(now, tested)
                 return True
             return False
@@ -345,35 +307,7 @@ class AdaptiveLimit:
             self._as_slow = True
         return False
 
-    @classmethod
-    def _difference_noise(cls, tested: _Decrease, share: float, count: int) -> float:
-        """How far two windows' 429 shares may differ by chance when both have the same rate."""
-        pooled = min(max(cls._pooled(tested, share, count), 0.01), 0.99)
-        return _DIFFERENCE_Z * math.sqrt(pooled * (1 - pooled) * (1 / tested.count + 1 / count))
-
-    @staticmethod
-    def _pooled(tested: _Decrease, share: float, count: int) -> float:
-        """The 429 share of the window that caused a decrease and the one that tested it, together."""
-        return (tested.share * tested.count + share * count) / (tested.count + count)
-
-    def _holding(self, window: _Window, now: float) -> float:
-        """Calls in flight now that the server holds: all of them but those on their way to a 429.
-
-        Little's law on the 429s: 429s per second times their latency is how many are in flight.
-        A rough, immediate figure; the next window learns the exact one from the calls held now.
-        """
-        span = now - max(window.opened, window.first_issue)
-        rejecting = window.rate_limited_s / span if span > 0 else 0.0
-        return max(0.0, self.in_flight - rejecting)
-
-    def _served(self, window: _Window, now: float) -> float | None:
-        """The concurrency a queueing server serves at healthy speed: answers per second times the baseline."""
-        span = now - max(window.opened, window.first_issue)
-        if not window.answered or span <= 0 or self.baseline_s is None:
-            return None
-        return len(window.answered) * self.baseline_s / span
-
-    def _slower_for_good(self, tested: _Decrease, median: float | None) -> bool:
+    def _slower_for_good(self, tested: Decrease, median: float | None) -> bool:
         """After a latency decrease, whether answers stayed about as slow (the provider got slower).
 
         Only a decrease by a fifth or more can tell: a queueing server's latency falls with it.
@@ -385,15 +319,9 @@ class AdaptiveLimit:
     def _overloaded_share(self, n: int) -> float:
         """The share of 429s among ``n`` calls above which they are overload, not background or chance."""
         # all but one 429 in a small window is overload even against a high background share
-        return min(self.background_share + _MARGIN + self._noise(self.background_share, n), 1 - 1 / n)
+        return min(self.background_share + _MARGIN + noise(self.background_share, n), 1 - 1 / n)
 
-    @staticmethod
-    def _noise(share: float, n: int) -> float:
-        """How far a window of ``n`` calls may stray from ``share`` by chance."""
-        share = min(max(share, 0.01), 0.99)
-        return _NOISE_Z * math.sqrt(share * (1 - share) / n)
-
-    def _undo(self, now: float, tested: _Decrease) -> None:
+    def _undo(self, now: float, tested: Decrease) -> None:
         self._slow_start = tested.slow_start
         self._overloaded_at, self._backoff, self._wait = tested.overloaded_at, tested.backoff, 0
         self._set(now, tested.limit)
@@ -406,13 +334,13 @@ class AdaptiveLimit:
         count: int,
         median: float | None,
         target: float | None,
-        tested: _Decrease | None,
+        tested: Decrease | None,
     ) -> None:
         self.decreases += 1
         limit = self.limit
         if cause != "exhausted":
             # a decrease right after one it tested extends it: an undo goes back to where both began
-            first = tested or _Decrease(cause, limit, self._slow_start, share, count, median, self._overloaded_at, self._backoff)
+            first = tested or Decrease(cause, limit, self._slow_start, share, count, median, self._overloaded_at, self._backoff)
             as_slow = first.as_slow + 1 if self._as_slow else 0
             self._tested = replace(first, cause=cause, share=share, count=count, median_s=median, as_slow=as_slow)
         self._as_slow = False
@@ -432,16 +360,7 @@ class AdaptiveLimit:
         self._healthy_limit = None
         self._set(now, max(1, math.ceil(_MIN_KEPT * limit), min(limit - 1, math.floor(target))))
 
-    @staticmethod
-    def _in_use(window: _Window) -> bool:
-        """Whether the limit bound in the window: in-flight was at it for nearly every completion.
-
-        Callers who sleep off their 429s leave in-flight below the limit between returns; a limit
-        touched only now and then is not in use.
-        """
-        return window.saturated and window.full >= _IN_USE * window.count
-
-    def _healthy(self, now: float, window: _Window, share: float, median: float | None) -> None:
+    def _healthy(self, now: float, window: Window, share: float, median: float | None) -> None:
         if self._slow_start:
             # slow-start windows are compared with the lowest share of those before, at lower limits:
             # the slots a doubling adds first draw their fast 429s, their answers come a round trip
@@ -452,7 +371,7 @@ class AdaptiveLimit:
             self.background_share += _LEARN * (share - self.background_share)
         if median is not None and self.baseline_s is not None and median < self.baseline_s:
             self.baseline_s += _LEARN * (median - self.baseline_s)
-        if not self._in_use(window):
+        if not in_use(window):
             return
         self._healthy_limit = self.limit
         if self._wait > 0:
