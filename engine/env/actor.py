@@ -32,6 +32,7 @@ from engine.failpoints import failpoint
 from engine.llm.client import LLMClient
 from engine.llm.dispatcher import get_chat_model
 from engine.llm.meter import Meter, MeteredModel, serving_agent
+from engine.spec import DEFAULT_ROUTER, RouterName
 from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.catalog import Catalog
 from engine.storage.replay import ReplayWriter
@@ -68,7 +69,7 @@ class EnvRouterConfig:
     """Everything needed to build the router on whichever worker hosts the actor."""
 
     modules: tuple[tuple[str, dict[str, Any]], ...]  #: (type name, kwargs) in spec order
-    router: str = "react"
+    router: RouterName = DEFAULT_ROUTER
     max_steps: int = 3
     coder: LLMClient = field(default_factory=lambda: LLMClient(role="coder"))
     run_dir: Path | None = None
