@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from engine.env.handle import EnvHandle
 from engine.llm.client import LLMClient
 
 __all__ = ["ServiceProxy"]
@@ -15,12 +15,13 @@ __all__ = ["ServiceProxy"]
 class ServiceProxy:
     """Handles and settings only: no locks, connections or threads.
 
-    ``env`` is an EnvRouterProxy (router in a Dask actor) or an in-process RouterBase; LLM
-    clients carry connection settings and each worker builds its own backend; ``run_dir`` is
-    where the writers put replay shards (``replay/``) and trace shards (``trace/``).
+    ``env`` is an :class:`~engine.env.handle.EnvHandle`: an EnvRouterProxy (router in a Dask
+    actor), an in-process RouterBase, or a ScriptedEnv (tests). LLM clients carry connection
+    settings and each worker builds its own backend; ``run_dir`` is where the writers put replay
+    shards (``replay/``) and trace shards (``trace/``).
     """
 
-    env: Any
+    env: EnvHandle
     llm: dict[str, LLMClient] = field(default_factory=lambda: {"default": LLMClient()})
     run_dir: Path | None = None
     run_id: str = "run"

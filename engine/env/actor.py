@@ -23,7 +23,7 @@ from typing import Any
 
 from engine.env.input_files import InputRoots, input_roots
 from engine.env.registry import resolve_env_module
-from engine.env.requests import EnvReply, EnvRequest
+from engine.env.requests import EnvReply, EnvRequest, ToolCall
 from engine.env.router_base import RouterBase
 from engine.env.routers import ROUTERS, CodeGenRouter
 from engine.env.routers.cache_ledger import CODEGEN_CACHE, CacheLedger
@@ -32,6 +32,7 @@ from engine.failpoints import failpoint
 from engine.llm.client import LLMClient
 from engine.llm.dispatcher import get_chat_model
 from engine.llm.meter import Meter, MeteredModel, serving_agent
+from engine.spec import DEFAULT_ROUTER, RouterName
 from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.catalog import Catalog
 from engine.storage.replay import ReplayWriter
@@ -68,7 +69,7 @@ class EnvRouterConfig:
     """Everything needed to build the router on whichever worker hosts the actor."""
 
     modules: tuple[tuple[str, dict[str, Any]], ...]  #: (type name, kwargs) in spec order
-    router: str = "react"
+    router: RouterName = DEFAULT_ROUTER
     max_steps: int = 3
     coder: LLMClient = field(default_factory=lambda: LLMClient(role="coder"))
     run_dir: Path | None = None
@@ -115,6 +116,13 @@ def build_router(config: EnvRouterConfig) -> RouterBase:
     return router
 
 
+def _tool_call(request: EnvRequest, result: str, *, ok: bool) -> tuple[ToolCall, ...]:
+    """The call a ``call_tool`` request made, for its reply (other requests call no tool themselves)."""
+    if request.op != "call_tool":
+        return ()
+    return (ToolCall(request.instruction, dict(request.arguments or {}), result, ok),)
+
+
 class EnvRouterActor:
     """Hosts the router for a whole run. Create with ``client.submit(EnvRouterActor, config, actor=True)``."""
 
@@ -158,8 +166,8 @@ class EnvRouterActor:
             detail = f"{type(error).__name__}: {error}"
             if len(detail) > _ERROR_CHARS:
                 detail = detail[:_ERROR_CHARS] + "..."
-            return EnvReply(f"error: the environment failed on this {request.op} request ({detail})", "error",
-                            (request.instruction,) if request.op == "call_tool" else ())
+            answer = f"error: the environment failed on this {request.op} request ({detail})"
+            return EnvReply(answer, "error", _tool_call(request, answer, ok=False))
 
     async def _traced(self, request: EnvRequest) -> EnvReply:
         serving_agent.set(request.agent_id)  # each request runs as its own task: the router's calls serve this agent
@@ -176,21 +184,14 @@ class EnvRouterActor:
             return EnvReply(await self.router.observe(request.agent_id), "success")
         if request.op == "discard":
             dropped = await self.router.discard_pending(request.agent_id)
-            return EnvReply(f"{dropped} queued updates dropped", "success", (), dropped)
+            return EnvReply(f"{dropped} queued updates dropped", "success", value=dropped)
         if request.op == "call_tool":
             try:
                 value = await self.router.call_tool(request.instruction, request.arguments or {}, readonly=request.readonly)
             except ToolCallError as error:
-                return EnvReply(f"error: {error}", "fail", (request.instruction,))
-            return EnvReply(str(value), "success", (request.instruction,), value)
-        ctx: dict[str, Any] = {"agent_id": request.agent_id}
-        if request.variables is not None:
-            ctx["variables"] = dict(request.variables)
-        ctx, answer = await self.router.ask(
-            ctx, request.instruction, readonly=request.readonly, template_mode=request.template_mode,
-            trace_id=request.trace_id, parent_span_id=request.parent_span_id,
-        )
-        return EnvReply(answer, ctx["status"], tuple(r["tool"] for r in ctx.get("results", [])))
+                return EnvReply(f"error: {error}", "fail", _tool_call(request, f"error: {error}", ok=False))
+            return EnvReply(str(value), "success", _tool_call(request, str(value), ok=True), value)
+        return await self.router.ask(request)
 
     async def ask_many(self, requests: list[EnvRequest]) -> list[EnvReply]:
         """Serve many agents' requests in one actor call, concurrently; each reply answers its own request.
