@@ -40,7 +40,7 @@ class SweepSummary:
 
     def statuses(self) -> dict[str, int]:
         """Return how many cells ended in each status."""
-        return dict(Counter(run.status for run in self.runs))
+        return dict(Counter(str(run.status) for run in self.runs))
 
 
 def _manifest(spec: ExperimentSpec, cells: list[SweepCell]) -> dict[str, Any]:
