@@ -212,7 +212,7 @@ class EnvRouterActor:
         cache_row = self._ledger.row(step, t) if self._ledger is not None else None
         counts: dict[str, int] = {}
         staged: list[str] = []
-        if self._replay is not None:
+        if self._replay is not None and self.config.run_dir is not None:
             writer = ReplayWriter(self._replay.replay_dir, txn=txn)
             schemas = {s.name: s for m in self.router.env_modules for s in m.replay_datasets()}
             for module in self.router.env_modules:
