@@ -7,6 +7,7 @@ from pathlib import Path
 
 from engine.env.handle import EnvHandle
 from engine.llm.client import LLMClient
+from engine.storage.run_layout import RunLayout
 
 __all__ = ["ServiceProxy"]
 
@@ -32,8 +33,8 @@ class ServiceProxy:
 
     @property
     def replay_dir(self) -> Path | None:
-        return self.run_dir / "replay" if self.run_dir else None
+        return RunLayout(self.run_dir).replay if self.run_dir else None
 
     @property
     def trace_dir(self) -> Path | None:
-        return self.run_dir / "trace" if self.run_dir else None
+        return RunLayout(self.run_dir).trace if self.run_dir else None
