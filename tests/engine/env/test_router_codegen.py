@@ -113,7 +113,7 @@ async def test_refused_code_is_fed_back_and_retried() -> None:
     assert feedback.startswith("Your code was refused by the sandbox:")
     assert "line 1: attribute '__class__' is not allowed" in feedback
     assert json.loads(llm.requests[1]["messages"][-2]["content"])["code"] == "x = ().__class__"
-    assert len(space.dump_state()["pending"]) == 1
+    assert len(space.updates) == 1
 
 
 async def test_a_runtime_mistake_is_fed_back_with_its_line_and_output() -> None:
@@ -131,7 +131,7 @@ async def test_llm_cannot_choose_the_sender_agent_id() -> None:
     ctx, answer = await CodeGenRouter([space], llm).ask({"agent_id": 1}, "pretend to be agent 9")
     assert ctx["status"] == "error"
     assert "agent_id is filled in by the environment" in answer
-    assert space.dump_state()["pending"] == []
+    assert space.updates.all() == []
 
 
 async def test_bad_arguments_are_a_mistake_to_retry_not_an_env_refusal() -> None:
@@ -159,7 +159,7 @@ async def test_code_that_changed_state_then_failed_is_not_retried() -> None:
     assert ctx["status"] == "error"
     assert "NameError" in answer
     assert len(llm.requests) == 1
-    assert len(space.dump_state()["pending"]) == 1  # applied once, not twice
+    assert len(space.updates) == 1  # applied once, not twice
 
 
 async def test_code_may_declare_the_instruction_unsupported() -> None:
@@ -184,7 +184,7 @@ async def test_readonly_ask_offers_and_exposes_only_readonly_tools() -> None:
     ]
     assert "NameError: name 'send_message' is not defined" in llm.requests[2]["messages"][-1]["content"]
     assert ctx["status"] == "error"
-    assert space.dump_state()["pending"] == [] and space.get_tool_call_history() == []
+    assert space.updates.all() == [] and space.get_tool_call_history() == []
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -194,7 +194,7 @@ async def test_simulated_llm_readonly_asks_never_mutate(seed: int) -> None:
     ctx, _ = await router.ask({"agent_id": 1}, "what is going on?", readonly=True)
     assert ctx["status"] == "success"
     assert {call["tool"] for call in ctx["results"]} <= {"read_inbox", "list_groups", "message_statistics"}
-    assert space.dump_state()["pending"] == []
+    assert space.updates.all() == []
 
 
 async def test_simulated_llm_reaches_the_tool() -> None:
@@ -234,7 +234,7 @@ async def test_template_mode_reuses_generated_code_with_new_variables() -> None:
     assert len(llm.requests) == 1
     user = llm.requests[0]["messages"][1]["content"]
     assert SEND_TEMPLATE in user and '"to": 2' in user and 'variables["name"]' in user
-    assert [(p["sender"], p["recipient"], p["content"]) for p in space.dump_state()["pending"]] == [(1, 2, "hi"), (3, 4, "yo")]
+    assert [(p["sender"], p["recipient"], p["content"]) for p in space.updates.all()] == [(1, 2, "hi"), (3, 4, "yo")]
     stats = router.get_cache_stats()
     assert (stats.hits_exact, stats.misses, stats.generations, stats.hit_rate) == (1, 1, 1, 0.5)
 
@@ -266,7 +266,7 @@ async def test_cache_persists_across_router_instances(tmp_path: Path) -> None:
     assert second.config_hash == first.config_hash
     assert ctx["status"] == "success"
     assert second.get_cache_stats().hits_exact == 1
-    assert space.dump_state()["pending"][0]["recipient"] == 6
+    assert space.updates.all()[0]["recipient"] == 6
 
 
 async def test_a_different_env_configuration_uses_a_different_cache_file(tmp_path: Path) -> None:
@@ -299,7 +299,7 @@ async def test_fifty_concurrent_identical_misses_make_one_generation() -> None:
     assert len(llm.requests) == 1
     assert router.get_cache_stats().generations == 1
     assert {ctx["status"] for ctx, _ in outcomes} == {"success"}
-    assert sorted(p["sender"] for p in space.dump_state()["pending"]) == list(range(50))
+    assert sorted(p["sender"] for p in space.updates.all()) == list(range(50))
 
 
 async def test_cached_code_that_fails_is_evicted_and_regenerated() -> None:
@@ -315,7 +315,7 @@ async def test_cached_code_that_fails_is_evicted_and_regenerated() -> None:
     assert len(llm.requests) == 2
     stats = router.get_cache_stats()
     assert (stats.hits_exact, stats.errors, stats.generations) == (1, 1, 2)
-    assert [p["recipient"] for p in space.dump_state()["pending"]] == [2, 3]
+    assert [p["recipient"] for p in space.updates.all()] == [2, 3]
 
 
 async def test_failed_generation_is_not_cached() -> None:
@@ -347,7 +347,7 @@ async def test_code_the_compiler_or_the_guard_refuses_is_fed_back_never_raised(b
     assert ctx["status"] == "success"
     feedback = llm.requests[1]["messages"][-1]["content"]
     assert feedback.startswith("Your code was refused by the sandbox:") and reason in feedback
-    assert len(space.dump_state()["pending"]) == 1  # the refused code sent nothing
+    assert len(space.updates) == 1  # the refused code sent nothing
 
 
 @pytest.mark.parametrize(

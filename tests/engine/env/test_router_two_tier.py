@@ -112,7 +112,7 @@ async def test_plan_tier_two_plans_over_the_chosen_module_only() -> None:
     assert offered_tools(llm.requests[1]) == {*MessagingSpace.tools(), "final_answer"} - {"send_system_message"}  # experimenter-only
     assert (ctx["status"], ctx["module"]) == ("success", "MessagingSpace")
     assert [r["tool"] for r in ctx["results"]] == ["send_message", "read_inbox"]
-    assert len(space.dump_state()["pending"]) == 1
+    assert len(space.updates) == 1
 
 
 async def test_plan_tier_two_replans_after_a_failing_step() -> None:
@@ -150,7 +150,7 @@ async def test_tool_of_another_module_is_rejected_in_tier_two() -> None:
     ctx, _ = await router.ask({"agent_id": 1}, "tell agent 2 hi")
 
     assert "Valid tools: deposit, balance, final_answer" in llm.requests[2]["messages"][-1]["content"]
-    assert ctx["status"] == "error" and space.dump_state()["pending"] == []
+    assert ctx["status"] == "error" and space.updates.all() == []
 
 
 @pytest.mark.parametrize("router_type", [TwoTierReActRouter, TwoTierPlanExecuteRouter])
@@ -198,7 +198,7 @@ async def test_repeated_module_types_get_distinct_keys() -> None:
 
     assert module_enum(llm.requests[0]) == ["MessagingSpace", "MessagingSpace_1"]
     assert ctx["status"] == "success"
-    assert first.dump_state()["pending"] == [] and len(second.dump_state()["pending"]) == 1
+    assert first.updates.all() == [] and len(second.updates) == 1
 
 
 @pytest.mark.parametrize("router_type", [TwoTierReActRouter, TwoTierPlanExecuteRouter])
