@@ -1,13 +1,16 @@
 """Plugin env modules for the tests: one that keeps to the update queue and two that break the rule.
 
 Importable by Dask workers (``tests.engine.env.plugin_modules``); :func:`register_plugin_modules`
-makes their names resolvable in a process, as a ``polis.env_modules`` entry point would.
+makes their names resolvable in a process, as a ``polis.env_modules`` entry point would, and
+:class:`PluginModulesOnWorkers` does it on every worker, replacements of dead ones included.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
+
+from distributed import WorkerPlugin
 
 from engine.env.base import EnvBase
 from engine.env.tool import tool
@@ -25,6 +28,25 @@ def register_plugin_modules() -> None:
     from engine.env import registry
 
     registry._table().update(PLUGIN_MODULES)
+
+
+def unregister_plugin_modules() -> None:
+    from engine.env import registry
+
+    for name in PLUGIN_MODULES:
+        registry._table().pop(name, None)
+
+
+class PluginModulesOnWorkers(WorkerPlugin):
+    """Registers the plugin modules on each worker as it starts (``client.register_plugin``)."""
+
+    name = "polis-test-plugin-env-modules"
+
+    def setup(self, worker: Any) -> None:
+        register_plugin_modules()
+
+    def teardown(self, worker: Any) -> None:
+        unregister_plugin_modules()
 
 
 class TallySpace(EnvBase):
