@@ -19,7 +19,6 @@ rounded to cents and never below ``min_price``. Money is kept in cents (rounded 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -205,8 +204,7 @@ class EconomySpace(EnvBase):
         return _money(value)
 
     def _queue(self, kind: str, agent_id: int, amount: float, **extra: Any) -> None:
-        self.updates.queue(agent_id, **{"kind": kind, "amount": _money(amount), "good": None, "quantity": None,
-                                        "to_agent_id": None, **extra})
+        self.updates.queue(agent_id, kind=kind, amount=_money(amount), **{"good": None, "quantity": None, "to_agent_id": None, **extra})
 
     # ---- acting ------------------------------------------------------------------------------
     @tool(readonly=False)
@@ -279,7 +277,7 @@ class EconomySpace(EnvBase):
         ]
         queued = self.updates.of(agent_id)
         if queued:
-            lines.append("Queued this step: " + "; ".join(self._describe(u.fields) for u in queued) + ".")
+            lines.append("Queued this step: " + "; ".join(self._describe(u) for u in queued) + ".")
         if account["goods"]:
             lines.append("You own: " + ", ".join(f"{n} {g}" for g, n in sorted(account["goods"].items())) + ".")
         lines.append("Prices: " + self._price_list() + ".")
@@ -301,7 +299,7 @@ class EconomySpace(EnvBase):
             f"Prices: {self._price_list()}."
         )
 
-    def _describe(self, op: Mapping[str, Any]) -> str:
+    def _describe(self, op: Update) -> str:
         if op["kind"] == "buy":
             return f"buy {op['quantity']:g} {op['good']} (${op['amount']:.2f})"
         if op["kind"] == "work":
