@@ -23,7 +23,7 @@ def code(text: str) -> dict[str, str]:
 
 
 def pending(space: MessagingSpace) -> list[tuple[int, int, str]]:
-    return [(p["sender"], p["recipient"], p["content"]) for p in space.dump_state()["pending"]]
+    return [(p["sender"], p["recipient"], p["content"]) for p in space.updates.all()]
 
 
 @pytest.mark.parametrize(("source", "variables", "reusable", "exact_only"), [

@@ -109,7 +109,7 @@ async def test_refused_code_is_fed_back_and_retried() -> None:
     assert feedback.startswith("Your code was refused by the sandbox:")
     assert "line 1: attribute '__class__' is not allowed" in feedback
     assert json.loads(llm.requests[1]["messages"][-2]["content"])["code"] == "x = ().__class__"
-    assert len(space.dump_state()["pending"]) == 1
+    assert len(space.updates) == 1
 
 
 async def test_a_runtime_mistake_is_fed_back_with_its_line_and_output() -> None:
@@ -127,7 +127,7 @@ async def test_llm_cannot_choose_the_sender_agent_id() -> None:
     reply = await CodeGenRouter([space], llm).ask(EnvRequest("ask", 1, "pretend to be agent 9"))
     assert reply.status == "error"
     assert "agent_id is filled in by the environment" in reply.answer
-    assert space.dump_state()["pending"] == []
+    assert space.updates.all() == []
 
 
 async def test_bad_arguments_are_a_mistake_to_retry_not_an_env_refusal() -> None:
@@ -155,7 +155,7 @@ async def test_code_that_changed_state_then_failed_is_not_retried() -> None:
     assert reply.status == "error"
     assert "NameError" in reply.answer
     assert len(llm.requests) == 1
-    assert len(space.dump_state()["pending"]) == 1  # applied once, not twice
+    assert len(space.updates) == 1  # applied once, not twice
 
 
 async def test_code_may_declare_the_instruction_unsupported() -> None:
@@ -180,7 +180,7 @@ async def test_readonly_ask_offers_and_exposes_only_readonly_tools() -> None:
     ]
     assert "NameError: name 'send_message' is not defined" in llm.requests[2]["messages"][-1]["content"]
     assert reply.status == "error"
-    assert space.dump_state()["pending"] == [] and space.get_tool_call_history() == []
+    assert space.updates.all() == [] and space.get_tool_call_history() == []
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -190,7 +190,7 @@ async def test_simulated_llm_readonly_asks_never_mutate(seed: int) -> None:
     reply = await router.ask(EnvRequest("ask", 1, "what is going on?", readonly=True))
     assert reply.status == "success"
     assert {call.tool for call in reply.calls} <= {"read_inbox", "list_groups", "message_statistics"}
-    assert space.dump_state()["pending"] == []
+    assert space.updates.all() == []
 
 
 async def test_simulated_llm_reaches_the_tool() -> None:
@@ -230,7 +230,7 @@ async def test_template_mode_reuses_generated_code_with_new_variables() -> None:
     assert len(llm.requests) == 1
     user = llm.requests[0]["messages"][1]["content"]
     assert SEND_TEMPLATE in user and '"to": 2' in user and 'variables["name"]' in user
-    assert [(p["sender"], p["recipient"], p["content"]) for p in space.dump_state()["pending"]] == [(1, 2, "hi"), (3, 4, "yo")]
+    assert [(p["sender"], p["recipient"], p["content"]) for p in space.updates.all()] == [(1, 2, "hi"), (3, 4, "yo")]
     stats = router.get_cache_stats()
     assert (stats.hits_exact, stats.misses, stats.generations, stats.hit_rate) == (1, 1, 1, 0.5)
 
@@ -263,7 +263,7 @@ async def test_cache_persists_across_router_instances(tmp_path: Path) -> None:
     assert second.config_hash == first.config_hash
     assert reply.status == "success"
     assert second.get_cache_stats().hits_exact == 1
-    assert space.dump_state()["pending"][0]["recipient"] == 6
+    assert space.updates.all()[0]["recipient"] == 6
 
 
 async def test_a_different_env_configuration_uses_a_different_cache_file(tmp_path: Path) -> None:
@@ -296,7 +296,7 @@ async def test_fifty_concurrent_identical_misses_make_one_generation() -> None:
     assert len(llm.requests) == 1
     assert router.get_cache_stats().generations == 1
     assert {reply.status for reply in outcomes} == {"success"}
-    assert sorted(p["sender"] for p in space.dump_state()["pending"]) == list(range(50))
+    assert sorted(p["sender"] for p in space.updates.all()) == list(range(50))
 
 
 async def test_cached_code_that_fails_is_evicted_and_regenerated() -> None:
@@ -312,7 +312,7 @@ async def test_cached_code_that_fails_is_evicted_and_regenerated() -> None:
     assert len(llm.requests) == 2
     stats = router.get_cache_stats()
     assert (stats.hits_exact, stats.errors, stats.generations) == (1, 1, 2)
-    assert [p["recipient"] for p in space.dump_state()["pending"]] == [2, 3]
+    assert [p["recipient"] for p in space.updates.all()] == [2, 3]
 
 
 async def test_failed_generation_is_not_cached() -> None:
@@ -344,7 +344,7 @@ async def test_code_the_compiler_or_the_guard_refuses_is_fed_back_never_raised(b
     assert reply.status == "success"
     feedback = llm.requests[1]["messages"][-1]["content"]
     assert feedback.startswith("Your code was refused by the sandbox:") and reason in feedback
-    assert len(space.dump_state()["pending"]) == 1  # the refused code sent nothing
+    assert len(space.updates) == 1  # the refused code sent nothing
 
 
 @pytest.mark.parametrize(

@@ -215,7 +215,7 @@ async def test_readonly_plan_offers_no_mutating_tool_and_cannot_mutate() -> None
     assert offered_tools(llm.requests[0]) == {"read_inbox", "list_groups", "message_statistics", "balance", "final_answer"}
     assert "READ-ONLY" in llm.requests[0]["messages"][0]["content"]
     assert reply.status == "error" and reply.calls == ()
-    assert bank.balances == {} and space.dump_state()["pending"] == []
+    assert bank.balances == {} and space.updates.all() == []
 
 
 async def test_template_mode_fills_variables_from_the_request() -> None:

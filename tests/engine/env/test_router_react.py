@@ -53,7 +53,7 @@ async def test_llm_cannot_choose_the_sender_agent_id() -> None:
     schema = llm.requests[0]["response_format"]["json_schema"]["schema"]
     assert "agent_id" not in schema["$defs"]["send_message_arguments"]["properties"]
     assert reply.status == "error"
-    assert space.dump_state()["pending"] == []
+    assert space.updates.all() == []
 
 
 async def test_final_answer_returns_its_answer_and_status() -> None:
@@ -98,7 +98,7 @@ async def test_invalid_tool_name_is_retried_with_the_valid_tools_listed() -> Non
     assert feedback.startswith("Your previous answer was not valid.")
     assert ("Valid tools: send_message, post_to_group, join_group, read_inbox, list_groups, "
             "message_statistics, final_answer") in feedback
-    assert len(space.dump_state()["pending"]) == 1
+    assert len(space.updates) == 1
 
 
 async def test_readonly_ask_offers_no_mutating_tool_and_cannot_mutate() -> None:
@@ -116,7 +116,7 @@ async def test_readonly_ask_offers_no_mutating_tool_and_cannot_mutate() -> None:
     assert reply.status == "error"
     assert reply.answer.startswith("the environment could not interpret the request")
     assert reply.calls == ()
-    assert space.dump_state()["pending"] == []
+    assert space.updates.all() == []
     assert space.get_tool_call_history() == []
 
 
@@ -170,7 +170,7 @@ async def test_concurrent_tool_calls_through_the_router_lose_no_update() -> None
         router.call_tool("send_message", {"agent_id": i, "to_agent_id": 0, "content": f"m{i}"}) for i in range(200)
     ))
 
-    assert len(space.dump_state()["pending"]) == 200
+    assert len(space.updates) == 200
 
 
 class SlowCounter(EnvBase):
@@ -206,5 +206,5 @@ async def test_router_prefixes_a_tool_name_shared_by_two_modules() -> None:
     await router.call_tool("MessagingSpace_send_message", {"agent_id": 1, "to_agent_id": 2, "content": "hi"})
 
     assert "send_message" in router.tools() and "MessagingSpace_send_message" in router.tools()
-    assert first.dump_state()["pending"] == []
-    assert len(second.dump_state()["pending"]) == 1
+    assert first.updates.all() == []
+    assert len(second.updates) == 1

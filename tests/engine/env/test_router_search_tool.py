@@ -141,7 +141,7 @@ async def test_a_tool_outside_the_top_k_is_retried_with_feedback() -> None:
     assert feedback.startswith("Your previous answer was not valid.")
     assert "Valid tools: balance, deposit, final_answer" in feedback
     assert reply.status == "success" and [r.tool for r in reply.calls] == ["balance"]
-    assert space.dump_state()["pending"] == []
+    assert space.updates.all() == []
 
 
 async def test_invalid_decisions_end_with_status_error_and_no_results() -> None:

@@ -113,7 +113,7 @@ async def test_plan_tier_two_plans_over_the_chosen_module_only() -> None:
     assert offered_tools(llm.requests[1]) == {*MessagingSpace.tools(), "final_answer"} - {"send_system_message"}  # experimenter-only
     assert (reply.status, reply.module) == ("success", "MessagingSpace")
     assert [r.tool for r in reply.calls] == ["send_message", "read_inbox"]
-    assert len(space.dump_state()["pending"]) == 1
+    assert len(space.updates) == 1
 
 
 async def test_plan_tier_two_replans_after_a_failing_step() -> None:
@@ -151,7 +151,7 @@ async def test_tool_of_another_module_is_rejected_in_tier_two() -> None:
     reply = await router.ask(EnvRequest("ask", 1, "tell agent 2 hi"))
 
     assert "Valid tools: deposit, balance, final_answer" in llm.requests[2]["messages"][-1]["content"]
-    assert reply.status == "error" and space.dump_state()["pending"] == []
+    assert reply.status == "error" and space.updates.all() == []
 
 
 @pytest.mark.parametrize("router_type", [TwoTierReActRouter, TwoTierPlanExecuteRouter])
@@ -199,7 +199,7 @@ async def test_repeated_module_types_get_distinct_keys() -> None:
 
     assert module_enum(llm.requests[0]) == ["MessagingSpace", "MessagingSpace_1"]
     assert reply.status == "success"
-    assert first.dump_state()["pending"] == [] and len(second.dump_state()["pending"]) == 1
+    assert first.updates.all() == [] and len(second.updates) == 1
 
 
 @pytest.mark.parametrize("router_type", [TwoTierReActRouter, TwoTierPlanExecuteRouter])
