@@ -10,12 +10,13 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from engine.env.actor import SNAPSHOTS, EnvRouterActor, EnvRouterConfig
+from engine.env.actor import EnvRouterActor, EnvRouterConfig
 from engine.env.proxy import EnvRouterProxy
 from engine.failpoints import arm
 from engine.society.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
+from engine.storage.run_layout import RunLayout
 from tests.engine.env.plugin_modules import PluginModulesOnWorkers, register_plugin_modules, unregister_plugin_modules
 
 START = datetime(2026, 1, 1, 8)
@@ -95,7 +96,7 @@ async def _wait_for_workers(client, n: int = 2) -> None:  # noqa: ANN001
 
 def _final_totals(run) -> dict[str, int]:  # noqa: ANN001
     status = json.loads((run / "SOCIETY_STEP.json").read_text())
-    saved = run / "env" / SNAPSHOTS / status["env_snapshot"] / "TallySpace" / "state" / "ENV_STATE.json"
+    saved = RunLayout(run).env_snapshots / status["env_snapshot"] / "TallySpace" / "state" / "ENV_STATE.json"
     return json.loads(saved.read_text())["state"]["totals"]
 
 
