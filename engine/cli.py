@@ -8,6 +8,7 @@ import json
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from engine.errors import PolisError, SpecError
 from engine.run_status import LIVE_STATUSES, RunStatus
@@ -41,9 +42,9 @@ def _load_run_spec(args: argparse.Namespace, run_dir: Path):  # type: ignore[no-
     if args.config is not None:
         if args.spec is not None:
             raise SpecError("give either a SPEC or --config/--steps, not both")
-        from engine.reference_format import load_reference
+        from engine.reference import ReferenceSettings, load_reference
 
-        return load_reference(args.config, args.steps, name=run_dir.name)
+        return ReferenceSettings().apply(load_reference(args.config, args.steps, name=run_dir.name))
     if args.spec is None and not args.resume:
         raise SpecError("give a SPEC (or --config and --steps), or --resume to continue the run in --run-dir")
     return load_spec(args.spec) if args.spec else _stored_spec(run_dir)
@@ -84,15 +85,16 @@ async def _run(args: argparse.Namespace) -> int:
     if args.max_calls is not None:
         spec = spec.model_copy(update={"budget": BudgetSpec(max_calls=args.max_calls)})
     settings = EngineSettings()
-    arm_process_group()
-    current = asyncio.current_task()
-    assert current is not None
-    _stop_on_signals(current)
     options = {
         "resume": args.resume, "force": args.force, "llm_limits": settings.limiter_config(),
         "template_cache_dir": settings.template_cache_dir, "input_dirs": settings.input_dirs,
         "llm_cache_dir": Path(args.llm_cache).resolve() if args.llm_cache else None,
     }
+    reference = _reference_run(args, run_dir, settings, options)
+    arm_process_group()
+    current = asyncio.current_task()
+    assert current is not None
+    _stop_on_signals(current)
     try:
         async with open_client(settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address) as client:
             print(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr)
@@ -102,10 +104,18 @@ async def _run(args: argparse.Namespace) -> int:
                 sweep = await run_sweep(spec, run_dir, client, **options)
                 return _print_sweep(sweep, run_dir)
             summary = await run_experiment(spec, run_dir, client, on_progress=_progress_printer(), **options)
+    except PolisError:
+        if reference:
+            reference(RunStatus.FAILED, spec, None)
+        raise
     except asyncio.CancelledError:
+        if reference:
+            reference(RunStatus.CANCELLED, spec, None)
         print(f"status: {RunStatus.CANCELLED}")
         print(f"resume with: polis run --resume {run_dir}")
         return 130
+    if reference:
+        reference(summary.status, spec, summary)
     print(f"status: {summary.status}")
     if summary.error:
         print(f"error: {summary.error}")
@@ -121,6 +131,32 @@ async def _run(args: argparse.Namespace) -> int:
     print(f"time: {summary.duration_s:.1f} s  run dir: {summary.run_dir}")
     print(f"replay: {RunLayout(summary.run_dir).replay}  (polis query {summary.run_dir} \"SELECT ...\")")
     return _exit_code(summary.status)
+
+
+def _reference_run(args: argparse.Namespace, run_dir: Path, settings: Any, options: dict[str, Any]) -> Any:
+    """For a run from the reference's files (or resuming one): apply its ``AGENTSOCIETY_*`` limits and
+    home, write ``pid.json`` now, and return what records the end (``pid.json``, the reference's outputs); else None."""
+    from engine.reference import ReferenceSettings
+    from engine.reference.outputs import PID_FILE, write_pid_file, write_reference_outputs
+    from engine.storage.run_layout import RunLayout
+
+    if args.config is None and not (run_dir / PID_FILE).exists():
+        return None
+    ref = ReferenceSettings()
+    options.update(llm_limits=ref.limiter_config(settings), template_cache_dir=ref.template_cache_dir(settings))
+    for name in ref.unused():
+        print(f"polis: {name} is set but not used: the template cache embeds with the spec's environment.embedder",
+              file=sys.stderr)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_pid_file(run_dir, RunStatus.RUNNING)
+
+    def finish(status: str, spec: Any, summary: Any) -> None:
+        if summary is not None and RunLayout(run_dir).replay.exists():
+            written = write_reference_outputs(run_dir, spec)
+            print(f"reference outputs: {len(written) - 1} artifacts, {written[-1].name}, {PID_FILE}")
+        write_pid_file(run_dir, status)
+
+    return finish
 
 
 def _exit_code(status: str) -> int:

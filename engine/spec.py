@@ -158,6 +158,7 @@ class EnvironmentSpec(_Frozen):
     embedder: str = Field("sim", description="codegen template cache embeddings: sim, wordllama, auto, or a litellm model")
     modules: list[EnvModuleSpec] = Field(default_factory=lambda: [EnvModuleSpec(type="MessagingSpace")], min_length=1)
     max_router_steps: int = Field(3, ge=1, le=50)
+    final_summary: bool = Field(False, description="codegen: one more coder call turns the executed code's results into the answer")
 
 
 class RunStep(_Frozen):

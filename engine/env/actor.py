@@ -80,6 +80,7 @@ class EnvRouterConfig:
     #: directories whose files module kwargs may name besides ``<run_dir>/inputs`` and bundled data
     #: (``POLIS_INPUT_DIRS``, from ``EngineSettings.input_dirs``); see :mod:`engine.env.input_files`
     input_dirs: tuple[Path, ...] = ()
+    final_summary: bool = False  #: codegen only: one more coder call turns the code's results into the answer
 
 
 def template_cache_dir(config: EnvRouterConfig) -> Path | None:
@@ -108,6 +109,7 @@ def build_router(config: EnvRouterConfig) -> RouterBase:
             "cache_dir": template_cache_dir(config),
             "similarity_threshold": config.cache_similarity,
             "embedder": config.embedder,
+            "final_summary": config.final_summary,
         }
     router = ROUTERS[config.router](modules, llm, meter=meter, max_steps=config.max_steps, **options)
     if config.run_dir is not None:

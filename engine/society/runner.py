@@ -222,6 +222,7 @@ async def run_experiment(
                 run_dir=run_dir,
                 cache_similarity=spec.environment.cache_similarity,
                 embedder=spec.environment.embedder,
+                final_summary=spec.environment.final_summary,
                 template_cache_dir=template_cache_dir,
                 input_dirs=tuple(input_dirs),
             )

@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
 import pytest
+import yaml
 
 from engine.agent.registry import agent_type_names
 from engine.env.registry import env_module_names
+from engine.reference.modules import REFERENCE_MODULE_TYPES
 from engine.errors import SpecError
-from engine.reference_format import load_reference, reference_to_spec
-from engine.society.runner import run_experiment
-from engine.spec import AskStep, QuestionnaireStep, RunStep
-from engine.storage.reader import ReplayReader
+from engine.reference import load_reference, reference_to_spec
+from engine.spec import AskStep, InterveneStep, QuestionnaireStep, RunStep
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "reference"
 CONFIG, STEPS = EXAMPLE / "init_config.json", EXAMPLE / "steps.yaml"
@@ -51,27 +48,31 @@ def test_example_files_convert_to_agents_profiles_configs_and_modules(example):
     assert example.name == "reference"  # the config file's folder
     assert [(a.id, a.type) for a in example.agents] == [(i, "PersonAgent") for i in (1, 2, 3, 4)]
     alice, bob, chen, dana = example.agents
-    # A nested profile dict and flat profile fields both land in the profile; config keys do not.
-    assert alice.profile == {"name": "Alice", "age": 28, "bio": "A software engineer who runs the neighbourhood book club."}
-    assert alice.config == {"max_react_turns": 3}
+    # Flat kwargs are profile fields, except the reference's config keys.
+    assert alice.profile == {"name": "Alice", "age": 28, "occupation": "software engineer",
+                             "bio": "Runs the neighbourhood book club."}
+    assert alice.config == {"max_react_turns": 3}  # enable_memory / enable_todo_list: true is what our agent does
     assert bob.profile == {"name": "Bob", "age": 45, "occupation": "nurse", "personality": "calm and practical"}
-    assert bob.config == {"max_react_turns": 3, "tools": ["ask_env", "activate_skill", "execute_skill_script"]}
+    assert bob.config == {"max_react_turns": 3}
     assert chen.profile == {"name": "Chen", "age": 19, "occupation": "student", "interests": ["music", "local politics"]}
-    assert chen.config == {"max_react_turns": 2, "memory": {"window_turns": 6}}
-    assert dana.config == {"max_parse_attempts": 2} and "id" not in dana.profile
+    assert chen.config == {"max_react_turns": 2, "memory": {"max_chars": 6000, "window_turns": 6}}
+    assert "id" not in dana.profile and dana.config == {"max_react_turns": 3}
     [module] = example.environment.modules
-    assert (module.type, module.kwargs) == ("MessagingSpace", {"groups": {"book_club": [1, 2, 3, 4]}})
+    assert module.type == "MessagingSpace"
+    assert module.kwargs == {"agent_id_name_pairs": [[1, "Alice"], [2, "Bob"], [3, "Chen"], [4, "Dana"]]}
+    assert (example.environment.router, example.environment.final_summary) == ("codegen", True)
 
 
 def test_example_steps_map_onto_the_spec_step_models(example):
     assert example.start_time == datetime(2026, 3, 2, 8, 0, 0)
-    run1, survey, run2, ask = example.steps
+    run1, survey, ask, intervene, run2 = example.steps
     assert run1 == RunStep(num_steps=2, tick=3600) and run2 == RunStep(num_steps=1, tick=1800)
     assert isinstance(survey, QuestionnaireStep)
-    assert (survey.questionnaire_id, survey.title, survey.target_agent_ids) == ("mood", "Evening check-in", [1, 2, 3])
+    assert (survey.questionnaire_id, survey.title, survey.target_agent_ids) == ("morning_check_in", "Morning check-in", None)
     assert [(q.id, q.response_type, q.choices) for q in survey.questions] == [
-        ("mood", "choice", ["happy", "neutral", "unhappy"]), ("contacts", "integer", None)]
+        ("mood", "choice", ["happy", "neutral", "unhappy"]), ("contacts", "integer", None), ("plan", "text", None)]
     assert ask == AskStep(question="Which residents talked to each other, and about what?")
+    assert isinstance(intervene, InterveneStep) and intervene.instruction.startswith("Tell every resident")
     assert example.total_ticks() == 3
 
 
@@ -80,45 +81,86 @@ def test_overrides_set_the_name_and_llm():
     assert spec.name == "book-club" and spec.llm.default.model == "sim/other"
 
 
-async def test_example_runs_every_step_end_to_end_on_a_local_cluster(example, dask_client, tmp_path):
-    summary = await run_experiment(example, tmp_path / "run", dask_client)
-
-    assert summary.status == "completed", summary.error
-    assert summary.ticks_done == 3 and summary.agent_steps == 12
-    with ReplayReader(tmp_path / "run") as reader:
-        rows = reader.query("SELECT agent_id, step FROM actions ORDER BY step, agent_id").to_pylist()
-        assert [(r["step"], r["agent_id"]) for r in rows] == [(s, a) for s in (1, 2, 3) for a in (1, 2, 3, 4)]
-        assert reader.query("SELECT step FROM env_messaging ORDER BY step").column("step").to_pylist() == [1, 2, 3]
-        answers = reader.query("SELECT agent_id, question_id, step FROM questionnaire_answers ORDER BY ALL").to_pylist()
-        assert [(a["agent_id"], a["question_id"], a["step"]) for a in answers] == [
-            (agent, q, 2) for agent in (1, 2, 3) for q in ("contacts", "mood")
-        ]
-        asks = reader.query("SELECT kind, step_index, step FROM society_queries").to_pylist()
-        assert asks == [{"kind": "ask", "step_index": 3, "step": 3}]
-    workspace = json.loads((tmp_path / "run" / "agents" / "agent_0003" / "config.json").read_text())
-    assert workspace["profile"]["interests"] == ["music", "local politics"]
-    assert workspace["config"] == {"max_react_turns": 2, "memory": {"window_turns": 6}}
-    society = json.loads((tmp_path / "run" / "SOCIETY.json").read_text())
-    assert [m["type"] for m in society["env_modules"]] == ["MessagingSpace"]
+def test_codegen_router_final_summary_defaults_to_on_and_can_be_switched_off():
+    assert reference_to_spec({**_config(), "codegen_router": {}}, RUN_ONLY).environment.final_summary is True
+    off = reference_to_spec({**_config(), "codegen_router": {"final_summary_enabled": False}}, RUN_ONLY)
+    assert (off.environment.router, off.environment.final_summary) == ("codegen", False)
+    assert reference_to_spec(_config(), RUN_ONLY).environment.final_summary is False  # no codegen_router: Polis's default
+    assert _error({**_config(), "codegen_router": {"final_summary_enabled": "yes", "model": "x"}}).splitlines() == [
+        "init_config.json:codegen_router.model: unknown key; expected final_summary_enabled",
+        "init_config.json:codegen_router.final_summary_enabled: true or false is required, got 'yes'",
+    ]
 
 
-def test_the_cli_runs_the_reference_files_unchanged(tmp_path):
-    run = tmp_path / "run"
-    done = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "run", "--config", str(CONFIG),
-         "--steps", str(STEPS), "--run-dir", str(run)],
-        capture_output=True, text=True, timeout=170, env={**os.environ, "POLIS_N_WORKERS": "1", "POLIS_DASHBOARD_ADDRESS": "127.0.0.1:0"},
+def test_reference_config_keys_map_or_are_refused_with_the_reason():
+    spec = reference_to_spec(_config(_person(1, name="Ann", recent_memory_limit=4, enable_todo_list=True,
+                                             extra_skill_paths=[])), RUN_ONLY)
+    assert (spec.agents[0].profile, spec.agents[0].config) == ({"name": "Ann"}, {"memory": {"window_turns": 4}})
+    message = _error(_config(_person(1, enable_memory=False, disabled_skill_ids=["daily-planning"],
+                                     memory_consolidation_interval=5, memory_context_max_chars=0)))
+    assert message.splitlines() == [
+        "init_config.json:agents.0.kwargs.enable_memory: not supported: our agents always keep thread memory "
+        "(AGENT_MEMORY.md) and episodes; only enable_memory: True is accepted",
+        "init_config.json:agents.0.kwargs.disabled_skill_ids: not supported: skills cannot be disabled per agent "
+        "(narrow the skill tools with 'tools'); only disabled_skill_ids: [] is accepted",
+        "init_config.json:agents.0.kwargs.memory_consolidation_interval: not supported: our agents always consolidate "
+        "the thread into AGENT_MEMORY.md once it passes memory.max_chars; there is no consolidation schedule to set",
+        "init_config.json:agents.0.kwargs.memory_context_max_chars: Input should be greater than or equal to 1",
+    ]
+
+
+def test_a_second_agent_class_is_refused():
+    rule = {"agent_id": 2, "agent_type": "RuleBasedAgent", "kwargs": {"id": 2}}
+    assert _error(_config(_person(1), rule)) == (
+        "init_config.json:agents.1.agent_type: RuleBasedAgent differs from agents.0's PersonAgent; "
+        "the reference runs one agent class per society"
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "status: completed" in done.stdout
-    assert json.loads((run / "SOCIETY_STEP.json").read_text())["completed_steps"] == 4
+
+
+def test_a_module_type_given_twice_is_refused():
+    modules = [{"module_type": "SimpleSocialSpace", "kwargs": {}}, {"module_type": "EventSpace", "kwargs": {}},
+               {"module_type": "MessagingSpace", "kwargs": {}}]
+    assert _error(_config(modules=modules)) == (
+        "init_config.json:env_modules.2.module_type: MessagingSpace appears twice (also env_modules.0); "
+        "the reference keeps one module per type"
+    )
+
+
+@pytest.mark.parametrize(("kind", "ours"), [
+    ("SimpleSocialSpace", "MessagingSpace"), ("SocialMediaSpace", "SocialMediaSpace"), ("EconomySpace", "EconomySpace"),
+    ("MobilitySpace", "MobilitySpace"), ("EventSpace", "EventSpace"), ("GlobalInformationEnv", "GlobalInformationSpace"),
+    ("PrisonersDilemmaEnv", "PrisonersDilemmaGame"), ("PublicGoodsEnv", "PublicGoodsGame"), ("TrustGameEnv", "TrustGame"),
+])
+def test_reference_module_types_map_onto_ours_with_empty_kwargs(kind, ours):
+    spec = reference_to_spec(_config(modules=[{"module_type": kind, "kwargs": {}}]), RUN_ONLY)
+    assert [(m.type, m.kwargs) for m in spec.environment.modules] == [(ours, {})]
+
+
+def test_agent_id_name_pairs_declare_the_agents_and_name_the_unnamed():
+    pairs = [[1, "Ann"], [2, "Bo"]]
+    spec = reference_to_spec(_config(_person(1), _person(2, name="Bob"),
+                                     modules=[{"module_type": "SimpleSocialSpace", "kwargs": {"agent_id_name_pairs": pairs}}]),
+                             RUN_ONLY)
+    assert [a.profile["name"] for a in spec.agents] == ["Ann", "Bob"]  # a profile name stays the profile's
+    wrong = [{"module_type": "SimpleSocialSpace", "kwargs": {"agent_id_name_pairs": [[1, "Ann"], [7, "Zed"]]}}]
+    assert _error(_config(_person(1), _person(2), modules=wrong)).splitlines() == [
+        "init_config.json:env_modules.0.kwargs.agent_id_name_pairs.1: agent 7 is not in agents",
+        "init_config.json:env_modules.0.kwargs.agent_id_name_pairs: agents [2] have no pair: "
+        "the pairs declare the society's agents",
+    ]
+
+
+def test_init_config_may_be_yaml(tmp_path):
+    config = tmp_path / "init_config.yaml"
+    config.write_text(yaml.safe_dump(json.loads(CONFIG.read_text())), encoding="utf-8")
+    assert load_reference(config, STEPS).agents == load_reference(CONFIG, STEPS).agents
 
 
 def test_unknown_module_type_names_the_type_its_path_and_our_modules():
     message = _error(_config(modules=[{"module_type": "CitySpace", "kwargs": {}}]))
     assert message == (
         "init_config.json:env_modules.0.module_type: unknown environment module type 'CitySpace'; "
-        f"known: {', '.join(env_module_names())}"
+        f"known: {', '.join(sorted({*env_module_names(), *REFERENCE_MODULE_TYPES}))}"
     )
 
 
@@ -172,7 +214,7 @@ def test_module_kwarg_our_module_does_not_take_is_refused():
     message = _error(_config(modules=[{"module_type": "SimpleSocialSpace", "kwargs": {"max_posts": 3}}]))
     assert message == (
         "init_config.json:env_modules.0.kwargs.max_posts: not supported by MessagingSpace (module_type SimpleSocialSpace); "
-        "it takes: groups, inbox_limit, max_length"
+        "it takes: agent_id_name_pairs, groups, inbox_limit, max_length"
     )
 
 
@@ -189,7 +231,7 @@ def test_unknown_top_level_and_entry_keys_are_refused():
     config["router"] = "codegen"
     config["agents"][0]["agent_name"] = "Ann"
     assert _error(config).splitlines() == [
-        "init_config.json:router: unknown key; expected env_modules, agents",
+        "init_config.json:router: unknown key; expected env_modules, agents, codegen_router",
         "init_config.json:agents.0.agent_name: unknown key; expected agent_id, agent_type, kwargs",
     ]
 

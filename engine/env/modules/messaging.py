@@ -6,6 +6,10 @@ the same start-of-tick state, and a tick's outcome does not depend on how agents
 interleaved, which is what makes runs with a fixed seed reproducible. The experimenter's system
 messages queue the same way (ahead of agents' updates); ``apply_pending`` delivers a queue between
 ticks (after an intervention).
+
+The reference system's ``SimpleSocialSpace`` is this module: ``agent_id_name_pairs`` gives agents
+the names others send to (``send_message_by_name``) and that messages show, and its tool names are
+here too (``receive_messages``, ``create_group``, ``leave_group``, ``send_group_message``).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from engine.env.base import EXPERIMENTER_ID, EnvBase
+from engine.errors import SpecError
 from engine.env.tool import tool
 from engine.env.update_queue import Update
 from engine.storage.catalog import Column, DatasetSchema
@@ -57,10 +62,21 @@ class MessagingSpace(EnvBase):
         groups: initial groups, name -> member agent ids.
         inbox_limit: how many recent messages ``read_inbox`` shows.
         max_length: longest message accepted, in characters.
+        agent_id_name_pairs: ``[[agent_id, name], ...]``: the names agents are known and written to by.
+
+    Raises:
+        SpecError: an id or a name appears twice in ``agent_id_name_pairs``.
     """
 
-    def __init__(self, groups: dict[str, list[int]] | None = None, inbox_limit: int = 10, max_length: int = 1000) -> None:
+    def __init__(self, groups: dict[str, list[int]] | None = None, inbox_limit: int = 10, max_length: int = 1000,
+                 agent_id_name_pairs: list[tuple[int, str]] | None = None) -> None:
         super().__init__()
+        self._names: dict[int, str] = {}
+        for agent_id, name in agent_id_name_pairs or []:
+            if int(agent_id) in self._names or name in self._names.values():
+                raise SpecError(f"agent_id_name_pairs: agent {agent_id} or name {name!r} appears twice")
+            self._names[int(agent_id)] = str(name)
+        self._read: dict[int, int] = {}  #: per agent: how many inbox messages receive_messages has handed out
         self._groups: dict[str, list[int]] = {k: sorted(set(v)) for k, v in (groups or {}).items()}
         self._inbox_limit = inbox_limit
         self._max_length = max_length
@@ -72,6 +88,14 @@ class MessagingSpace(EnvBase):
 
     def _queue(self, **op: Any) -> None:
         self.updates.queue(EXPERIMENTER_ID if op["sender"] is None else op["sender"], **op)
+
+    def _who(self, agent_id: int) -> str:
+        name = self._names.get(agent_id)
+        return f"{name} (agent {agent_id})" if name else f"agent {agent_id}"
+
+    def _render(self, message: dict[str, Any]) -> str:
+        sender = "the experimenter (system)" if message["sender"] is None else self._who(message["sender"])
+        return f"- from {sender}" + (f" in group {message['group']}" if message["group"] else "") + f": {message['content']}"
 
     def _check_text(self, content: str) -> str:
         content = content.strip()
@@ -87,7 +111,16 @@ class MessagingSpace(EnvBase):
         self.check_agent(agent_id)
         self.check_agent(to_agent_id)
         self._queue(kind="direct", sender=agent_id, recipient=to_agent_id, group=None, content=self._check_text(content))
-        return f"message to agent {to_agent_id} queued for delivery"
+        return f"message to {self._who(to_agent_id)} queued for delivery"
+
+    @tool(readonly=False)
+    def send_message_by_name(self, agent_id: int, to_name: str, content: str) -> str:
+        """Send a direct message to the agent called to_name; it arrives at the end of this step."""
+        ids = [i for i, name in self._names.items() if name == to_name]
+        if not ids:
+            known = ", ".join(sorted(self._names.values())) or "none (this space declares no names)"
+            raise ValueError(f"no agent is called {to_name!r}; names: {known}")
+        return self.send_message(agent_id, ids[0], content)
 
     @tool(readonly=False)
     def post_to_group(self, agent_id: int, group: str, content: str) -> str:
@@ -96,6 +129,32 @@ class MessagingSpace(EnvBase):
         text = self._check_text(content)
         self._queue(kind="group", sender=agent_id, recipient=None, group=group, content=text)
         return f"post to group {group!r} queued for delivery"
+
+    @tool(readonly=False)
+    def send_group_message(self, agent_id: int, group: str, content: str) -> str:
+        """Send a message to a group (joining it if needed); every other member receives it at the end of this step."""
+        return self.post_to_group(agent_id, group, content)
+
+    @tool(readonly=False)
+    def create_group(self, agent_id: int, group: str, member_ids: list[int] | None = None) -> str:
+        """Create a group with agent_id and member_ids as its members (effective at the end of this step)."""
+        self.check_agent(agent_id)
+        for member in member_ids or []:
+            self.check_agent(member)
+        if group in self._groups:
+            raise ValueError(f"group {group!r} already exists; join it instead")
+        self._queue(kind="create", sender=agent_id, recipient=None, group=group, content=None,
+                    members=sorted({agent_id, *(member_ids or [])}))
+        return f"group {group!r} will exist from the next step"
+
+    @tool(readonly=False)
+    def leave_group(self, agent_id: int, group: str) -> str:
+        """Leave a group (effective at the end of this step)."""
+        self.check_agent(agent_id)
+        if agent_id not in self._groups.get(group, []):
+            return f"not a member of {group!r}"
+        self._queue(kind="leave", sender=agent_id, recipient=None, group=group, content=None)
+        return f"you will leave {group!r} at the end of this step"
 
     @tool(readonly=False)
     def join_group(self, agent_id: int, group: str) -> str:
@@ -122,12 +181,18 @@ class MessagingSpace(EnvBase):
         if not inbox:
             return "Your inbox is empty."
         recent = inbox[-self._inbox_limit :]
-        lines = [
-            ("- from the experimenter (system)" if m["sender"] is None else f"- from agent {m['sender']}")
-            + (f" in group {m['group']}" if m["group"] else "") + f": {m['content']}"
-            for m in recent
-        ]
-        return f"Inbox ({len(inbox)} messages, latest {len(recent)}):\n" + "\n".join(lines)
+        return f"Inbox ({len(inbox)} messages, latest {len(recent)}):\n" + "\n".join(map(self._render, recent))
+
+    @tool(readonly=False)
+    def receive_messages(self, agent_id: int) -> str:
+        """Hand over the messages agent_id has not received yet; they leave the mailbox at the end of this step."""
+        self.check_agent(agent_id)
+        inbox = self._inboxes.get(agent_id, [])
+        unread = inbox[self._read.get(agent_id, 0) :]
+        if not unread:
+            return "No new messages."
+        self._queue(kind="received", sender=agent_id, recipient=None, group=None, content=None, upto=len(inbox))
+        return f"{len(unread)} new messages:\n" + "\n".join(map(self._render, unread))
 
     @tool(readonly=True)
     def list_groups(self, agent_id: int) -> str:
@@ -153,8 +218,19 @@ class MessagingSpace(EnvBase):
 
     def apply_update(self, update: Update) -> None:
         """Deliver one queued message, post or join at ``self.t``; the next env step reports it."""
-        if update["kind"] == "join":
-            self._join(update["sender"], update["group"])
+        kind, sender, group = update["kind"], update["sender"], update["group"]
+        if kind == "join":
+            self._join(sender, group)
+            return
+        if kind == "create":
+            self._groups.setdefault(group, list(update["members"]))
+            return
+        if kind == "leave":
+            if sender in self._groups.get(group, []):
+                self._groups[group].remove(sender)
+            return
+        if kind == "received":
+            self._read[sender] = max(self._read.get(sender, 0), update["upto"])
             return
         stamp = self.t.isoformat() if self.t else None
         message = {k: update[k] for k in ("kind", "sender", "recipient", "group", "content")} | {"t": stamp}
@@ -198,6 +274,7 @@ class MessagingSpace(EnvBase):
         return {
             "groups": self._groups,
             "inboxes": {str(k): v for k, v in self._inboxes.items()},
+            "received": {str(k): v for k, v in self._read.items()},
             "delivered_unreported": self._delivered_unreported,
             "messages_total": self._messages_total,
             "posts_total": self._posts_total,
@@ -206,6 +283,7 @@ class MessagingSpace(EnvBase):
     def load_state(self, state: dict[str, Any]) -> None:
         self._groups = {k: list(v) for k, v in state["groups"].items()}
         self._inboxes = {int(k): v for k, v in state["inboxes"].items()}
+        self._read = {int(k): v for k, v in state.get("received", {}).items()}
         self._delivered_unreported = list(state.get("delivered_unreported", []))
         self._messages_total = state["messages_total"]
         self._posts_total = state["posts_total"]

@@ -30,7 +30,14 @@ from engine.env.base import EnvBase
 from engine.env.requests import EnvReply, EnvRequest, EnvStatus, ToolCall
 from engine.env.router_base import STATUS_DESCRIPTIONS, RouterBase
 from engine.env.routers.codegen_examples import example_call, template_examples
-from engine.env.routers.codegen_prompts import CODEGEN_FEEDBACK, CODEGEN_INSTRUCTION, CODEGEN_SYSTEM, READONLY_NOTE, TEMPLATE_NOTE
+from engine.env.routers.codegen_prompts import (
+    CODEGEN_FEEDBACK,
+    CODEGEN_INSTRUCTION,
+    CODEGEN_SUMMARY,
+    CODEGEN_SYSTEM,
+    READONLY_NOTE,
+    TEMPLATE_NOTE,
+)
 from engine.env.routers.decision import caller_fields
 from engine.env.routers.embedding import Embedder, resolve_embedder
 from engine.env.routers.template_cache import CacheStats, Generated, TemplateCache
@@ -122,6 +129,8 @@ class CodeGenRouter(RouterBase):
         limits: sandbox limits per execution.
         sandbox: where generated code runs; None starts the router's own ``SandboxPool`` (its
             processes start at :meth:`init`, and :meth:`close` ends them).
+        final_summary: after code ran, one more LLM call turns its results into the answer
+            (``CODEGEN_SUMMARY``); False answers with the results themselves.
     """
 
     def __init__(
@@ -136,8 +145,10 @@ class CodeGenRouter(RouterBase):
         embedder: Embedder | str | None = None,
         limits: SandboxLimits | None = None,
         sandbox: Executor | None = None,
+        final_summary: bool = False,
     ) -> None:
         super().__init__(env_modules, llm, meter=meter, max_steps=max_steps)
+        self.final_summary = final_summary
         self.limits = limits or SandboxLimits()
         self._pool: SandboxPool | None = None  #: the pool this router started (and closes)
         if sandbox is None:
@@ -193,11 +204,25 @@ class CodeGenRouter(RouterBase):
         else:
             attempt = await self._generate(request, request.instruction, None)
         execution = attempt.execution
+        answer = _answer(attempt)
+        if self.final_summary and execution is not None:
+            answer = await self._summarise(request, answer)
         return EnvReply(
-            _answer(attempt), _status(attempt),
+            answer, _status(attempt),
             tuple(ToolCall.from_row(row) for row in execution.calls) if execution else (),
             code_results=execution.results if execution else {},
         )
+
+    async def _summarise(self, request: EnvRequest, results: str) -> str:
+        """The summary call's answer; the results themselves when the call fails or says nothing."""
+        assert self.llm is not None
+        content = CODEGEN_SUMMARY.render(agent_id=request.agent_id, instruction=request.instruction, results=results)
+        try:
+            reply = await self.llm.complete([{"role": "user", "content": content}], prompt=CODEGEN_SUMMARY.id)
+        except LLMCallError as error:
+            log.warning("CodeGen summary call failed, answering with the results: %s", error)
+            return results
+        return reply.text.strip() if reply.text and reply.text.strip() else results
 
     async def _ask_template(self, request: EnvRequest, variables: dict[str, Any]) -> _Attempt:
         template = request.instruction

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.llm.prompt import PromptTemplate
 
-__all__ = ["CODEGEN_FEEDBACK", "CODEGEN_INSTRUCTION", "CODEGEN_SYSTEM", "READONLY_NOTE", "TEMPLATE_NOTE"]
+__all__ = ["CODEGEN_FEEDBACK", "CODEGEN_INSTRUCTION", "CODEGEN_SUMMARY", "CODEGEN_SYSTEM", "READONLY_NOTE", "TEMPLATE_NOTE"]
 
 CODEGEN_SYSTEM = PromptTemplate(
     "router.codegen.system",
@@ -39,4 +39,11 @@ READONLY_NOTE = "\nThis ask is READ-ONLY: only read-only functions are offered."
 CODEGEN_FEEDBACK = PromptTemplate(
     "router.codegen.feedback",
     "Your code {problem}:\n{error}\n{output}Write corrected code.",
+)
+
+CODEGEN_SUMMARY = PromptTemplate(
+    "router.codegen.summary",
+    "Agent {agent_id} asked the environment: {instruction}\n"
+    "Code ran on its behalf; its results were:\n{results}\n"
+    "Answer the agent in a few plain sentences, using only these results.",
 )
