@@ -12,9 +12,9 @@ import yaml
 
 from engine.agent.registry import agent_type_names
 from engine.env.registry import env_module_names
-from engine.reference.modules import REFERENCE_MODULE_TYPES
 from engine.errors import SpecError
 from engine.reference import load_reference, reference_to_spec
+from engine.reference.modules import REFERENCE_MODULE_TYPES
 from engine.spec import AskStep, InterveneStep, QuestionnaireStep, RunStep
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "reference"

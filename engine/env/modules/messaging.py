@@ -8,8 +8,8 @@ messages queue the same way (ahead of agents' updates); ``apply_pending`` delive
 ticks (after an intervention).
 
 The reference system's ``SimpleSocialSpace`` is this module: ``agent_id_name_pairs`` gives agents
-the names others send to (``send_message_by_name``) and that messages show, and its tool names are
-here too (``receive_messages``, ``create_group``, ``leave_group``, ``send_group_message``).
+the names that messages and receipts show (``from Alice (agent 1)``), and its tool names are here
+too (``receive_messages``, ``create_group``, ``leave_group``, ``send_group_message``).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from datetime import datetime
 from typing import Any
 
 from engine.env.base import EXPERIMENTER_ID, EnvBase
-from engine.errors import SpecError
 from engine.env.tool import tool
 from engine.env.update_queue import Update
+from engine.errors import SpecError
 from engine.storage.catalog import Column, DatasetSchema
 
 __all__ = ["MessagingSpace"]
@@ -112,15 +112,6 @@ class MessagingSpace(EnvBase):
         self.check_agent(to_agent_id)
         self._queue(kind="direct", sender=agent_id, recipient=to_agent_id, group=None, content=self._check_text(content))
         return f"message to {self._who(to_agent_id)} queued for delivery"
-
-    @tool(readonly=False)
-    def send_message_by_name(self, agent_id: int, to_name: str, content: str) -> str:
-        """Send a direct message to the agent called to_name; it arrives at the end of this step."""
-        ids = [i for i, name in self._names.items() if name == to_name]
-        if not ids:
-            known = ", ".join(sorted(self._names.values())) or "none (this space declares no names)"
-            raise ValueError(f"no agent is called {to_name!r}; names: {known}")
-        return self.send_message(agent_id, ids[0], content)
 
     @tool(readonly=False)
     def post_to_group(self, agent_id: int, group: str, content: str) -> str:

@@ -90,7 +90,6 @@ async def test_listing_and_examples_omit_agent_id_and_cover_every_offered_tool()
     schema = build_code_decision(router.tools()).model_json_schema()
     assert schema["properties"]["code"]["examples"] == [
         'send_message(to_agent_id=1, content="hello")',
-        'send_message_by_name(to_name="hello", content="hello")',
         'post_to_group(group="hello", content="hello")',
         'send_group_message(group="hello", content="hello")',
         'create_group(group="hello")',
