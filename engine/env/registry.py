@@ -11,6 +11,7 @@ __all__ = ["env_module_known", "env_module_names", "resolve_env_module"]
 
 _BUILTIN = {
     "MessagingSpace": "engine.env.modules.messaging:MessagingSpace",
+    "SimpleSocialSpace": "engine.env.modules.simple_social:SimpleSocialSpace",
     "SocialMediaSpace": "engine.env.modules.social_media:SocialMediaSpace",
     "EconomySpace": "engine.env.modules.economy:EconomySpace",
     "EventSpace": "engine.env.modules.events:EventSpace",
@@ -21,7 +22,7 @@ _BUILTIN = {
     "TrustGame": "engine.env.modules.games:TrustGame",
 }
 # Names the reference system's configs use for the same modules.
-_ALIASES = {"SimpleSocialSpace": "MessagingSpace", "messaging": "MessagingSpace"}
+_ALIASES = {"messaging": "MessagingSpace"}
 
 
 @lru_cache(maxsize=1)

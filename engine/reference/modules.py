@@ -1,8 +1,9 @@
 """The reference's ``env_modules`` entries as the spec's environment modules.
 
 ``module_type`` goes through :data:`REFERENCE_MODULE_TYPES` (the reference's class names for our
-modules), then the environment registry, aliases included (``SimpleSocialSpace`` is our
-``MessagingSpace``, ``WeatherEnvironment`` our ``WeatherSpace``); the spec stores our name. Module
+modules), then the environment registry, aliases included (``WeatherEnvironment`` is our
+``WeatherSpace``; ``SimpleSocialSpace`` is registered as such: ``MessagingSpace`` with the
+reference's tool names); the spec stores our name. Module
 ``kwargs`` must be parameters of our module's constructor. A ``module_type`` given twice is refused:
 the reference keys its modules by type, so a second one would silently replace the first.
 """

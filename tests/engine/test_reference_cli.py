@@ -54,6 +54,7 @@ def test_canonical_social_space_files_run_with_names_router_summary_and_referenc
     # codegen_router.final_summary_enabled: every ask_env the code answered got one summary call
     assert prompts.get("router.codegen.summary", 0) >= 1 and prompts["router.codegen.instruction"] >= 1
     society = json.loads((run / "SOCIETY.json").read_text())
+    assert society["env_modules"][0]["type"] == "SimpleSocialSpace"
     assert society["env_modules"][0]["kwargs"]["agent_id_name_pairs"][0] == [1, "Alice"]
 
     artifacts = sorted(p.name for p in (run / "artifacts").iterdir() if "_step_" in p.name)

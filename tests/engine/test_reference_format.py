@@ -58,7 +58,7 @@ def test_example_files_convert_to_agents_profiles_configs_and_modules(example):
     assert chen.config == {"max_react_turns": 2, "memory": {"max_chars": 6000, "window_turns": 6}}
     assert "id" not in dana.profile and dana.config == {"max_react_turns": 3}
     [module] = example.environment.modules
-    assert module.type == "MessagingSpace"
+    assert module.type == "SimpleSocialSpace"
     assert module.kwargs == {"agent_id_name_pairs": [[1, "Alice"], [2, "Bob"], [3, "Chen"], [4, "Dana"]]}
     assert (example.environment.router, example.environment.final_summary) == ("codegen", True)
 
@@ -119,15 +119,15 @@ def test_a_second_agent_class_is_refused():
 
 def test_a_module_type_given_twice_is_refused():
     modules = [{"module_type": "SimpleSocialSpace", "kwargs": {}}, {"module_type": "EventSpace", "kwargs": {}},
-               {"module_type": "MessagingSpace", "kwargs": {}}]
+               {"module_type": "SimpleSocialSpace", "kwargs": {}}]
     assert _error(_config(modules=modules)) == (
-        "init_config.json:env_modules.2.module_type: MessagingSpace appears twice (also env_modules.0); "
+        "init_config.json:env_modules.2.module_type: SimpleSocialSpace appears twice (also env_modules.0); "
         "the reference keeps one module per type"
     )
 
 
 @pytest.mark.parametrize(("kind", "ours"), [
-    ("SimpleSocialSpace", "MessagingSpace"), ("SocialMediaSpace", "SocialMediaSpace"), ("EconomySpace", "EconomySpace"),
+    ("SimpleSocialSpace", "SimpleSocialSpace"), ("SocialMediaSpace", "SocialMediaSpace"), ("EconomySpace", "EconomySpace"),
     ("MobilitySpace", "MobilitySpace"), ("EventSpace", "EventSpace"), ("GlobalInformationEnv", "GlobalInformationSpace"),
     ("PrisonersDilemmaEnv", "PrisonersDilemmaGame"), ("PublicGoodsEnv", "PublicGoodsGame"), ("TrustGameEnv", "TrustGame"),
 ])
@@ -213,7 +213,7 @@ def test_flat_field_conflicting_with_the_nested_profile_is_refused():
 def test_module_kwarg_our_module_does_not_take_is_refused():
     message = _error(_config(modules=[{"module_type": "SimpleSocialSpace", "kwargs": {"max_posts": 3}}]))
     assert message == (
-        "init_config.json:env_modules.0.kwargs.max_posts: not supported by MessagingSpace (module_type SimpleSocialSpace); "
+        "init_config.json:env_modules.0.kwargs.max_posts: not supported by SimpleSocialSpace; "
         "it takes: agent_id_name_pairs, groups, inbox_limit, max_length"
     )
 

@@ -7,9 +7,9 @@ interleaved, which is what makes runs with a fixed seed reproducible. The experi
 messages queue the same way (ahead of agents' updates); ``apply_pending`` delivers a queue between
 ticks (after an intervention).
 
-The reference system's ``SimpleSocialSpace`` is this module: ``agent_id_name_pairs`` gives agents
-the names that messages and receipts show (``from Alice (agent 1)``), and its tool names are here
-too (``receive_messages``, ``create_group``, ``leave_group``, ``send_group_message``).
+``agent_id_name_pairs`` gives agents the names that messages and receipts show (``from Alice
+(agent 1)``); the reference system's ``SimpleSocialSpace`` (:mod:`engine.env.modules.simple_social`)
+adds its tool names on top.
 """
 
 from __future__ import annotations
@@ -76,7 +76,6 @@ class MessagingSpace(EnvBase):
             if int(agent_id) in self._names or name in self._names.values():
                 raise SpecError(f"agent_id_name_pairs: agent {agent_id} or name {name!r} appears twice")
             self._names[int(agent_id)] = str(name)
-        self._read: dict[int, int] = {}  #: per agent: how many inbox messages receive_messages has handed out
         self._groups: dict[str, list[int]] = {k: sorted(set(v)) for k, v in (groups or {}).items()}
         self._inbox_limit = inbox_limit
         self._max_length = max_length
@@ -122,32 +121,6 @@ class MessagingSpace(EnvBase):
         return f"post to group {group!r} queued for delivery"
 
     @tool(readonly=False)
-    def send_group_message(self, agent_id: int, group: str, content: str) -> str:
-        """Send a message to a group (joining it if needed); every other member receives it at the end of this step."""
-        return self.post_to_group(agent_id, group, content)
-
-    @tool(readonly=False)
-    def create_group(self, agent_id: int, group: str, member_ids: list[int] | None = None) -> str:
-        """Create a group with agent_id and member_ids as its members (effective at the end of this step)."""
-        self.check_agent(agent_id)
-        for member in member_ids or []:
-            self.check_agent(member)
-        if group in self._groups:
-            raise ValueError(f"group {group!r} already exists; join it instead")
-        self._queue(kind="create", sender=agent_id, recipient=None, group=group, content=None,
-                    members=sorted({agent_id, *(member_ids or [])}))
-        return f"group {group!r} will exist from the next step"
-
-    @tool(readonly=False)
-    def leave_group(self, agent_id: int, group: str) -> str:
-        """Leave a group (effective at the end of this step)."""
-        self.check_agent(agent_id)
-        if agent_id not in self._groups.get(group, []):
-            return f"not a member of {group!r}"
-        self._queue(kind="leave", sender=agent_id, recipient=None, group=group, content=None)
-        return f"you will leave {group!r} at the end of this step"
-
-    @tool(readonly=False)
     def join_group(self, agent_id: int, group: str) -> str:
         """Join a group (effective at the end of this step)."""
         self.check_agent(agent_id)
@@ -174,17 +147,6 @@ class MessagingSpace(EnvBase):
         recent = inbox[-self._inbox_limit :]
         return f"Inbox ({len(inbox)} messages, latest {len(recent)}):\n" + "\n".join(map(self._render, recent))
 
-    @tool(readonly=False)
-    def receive_messages(self, agent_id: int) -> str:
-        """Hand over the messages agent_id has not received yet; they leave the mailbox at the end of this step."""
-        self.check_agent(agent_id)
-        inbox = self._inboxes.get(agent_id, [])
-        unread = inbox[self._read.get(agent_id, 0) :]
-        if not unread:
-            return "No new messages."
-        self._queue(kind="received", sender=agent_id, recipient=None, group=None, content=None, upto=len(inbox))
-        return f"{len(unread)} new messages:\n" + "\n".join(map(self._render, unread))
-
     @tool(readonly=True)
     def list_groups(self, agent_id: int) -> str:
         """List the groups and whether agent_id is a member."""
@@ -209,19 +171,8 @@ class MessagingSpace(EnvBase):
 
     def apply_update(self, update: Update) -> None:
         """Deliver one queued message, post or join at ``self.t``; the next env step reports it."""
-        kind, sender, group = update["kind"], update["sender"], update["group"]
-        if kind == "join":
-            self._join(sender, group)
-            return
-        if kind == "create":
-            self._groups.setdefault(group, list(update["members"]))
-            return
-        if kind == "leave":
-            if sender in self._groups.get(group, []):
-                self._groups[group].remove(sender)
-            return
-        if kind == "received":
-            self._read[sender] = max(self._read.get(sender, 0), update["upto"])
+        if update["kind"] == "join":
+            self._join(update["sender"], update["group"])
             return
         stamp = self.t.isoformat() if self.t else None
         message = {k: update[k] for k in ("kind", "sender", "recipient", "group", "content")} | {"t": stamp}
@@ -265,7 +216,6 @@ class MessagingSpace(EnvBase):
         return {
             "groups": self._groups,
             "inboxes": {str(k): v for k, v in self._inboxes.items()},
-            "received": {str(k): v for k, v in self._read.items()},
             "delivered_unreported": self._delivered_unreported,
             "messages_total": self._messages_total,
             "posts_total": self._posts_total,
@@ -274,7 +224,6 @@ class MessagingSpace(EnvBase):
     def load_state(self, state: dict[str, Any]) -> None:
         self._groups = {k: list(v) for k, v in state["groups"].items()}
         self._inboxes = {int(k): v for k, v in state["inboxes"].items()}
-        self._read = {int(k): v for k, v in state.get("received", {}).items()}
         self._delivered_unreported = list(state.get("delivered_unreported", []))
         self._messages_total = state["messages_total"]
         self._posts_total = state["posts_total"]

@@ -1,4 +1,4 @@
-"""MessagingSpace as the reference's SimpleSocialSpace: declared names, receive_messages, group tools."""
+"""MessagingSpace's declared names, and SimpleSocialSpace's reference tools: receive_messages, group tools."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from engine.env.modules.messaging import MessagingSpace
+from engine.env.modules.simple_social import SimpleSocialSpace
 from engine.errors import SpecError, ToolCallError
 
 T0 = datetime(2024, 1, 1, 8, 0)
@@ -14,8 +15,8 @@ T1, T2 = T0 + timedelta(minutes=15), T0 + timedelta(minutes=30)
 PAIRS = [[1, "Alice"], [2, "Bob"], [3, "Chen"]]
 
 
-async def _space(**kwargs) -> MessagingSpace:
-    space = MessagingSpace(agent_id_name_pairs=PAIRS, **kwargs)
+async def _space(**kwargs) -> SimpleSocialSpace:
+    space = SimpleSocialSpace(agent_id_name_pairs=PAIRS, **kwargs)
     await space.init(T0)
     space.bind_agents([1, 2, 3])
     return space
@@ -52,7 +53,7 @@ async def test_receive_messages_hands_each_message_over_once_from_the_next_step(
     # ... and from the next step only what arrived since is new; the inbox keeps the history.
     assert await space.call_tool("receive_messages", {"agent_id": 3}) == "1 new messages:\n- from Bob (agent 2): two"
     assert (await space.call_tool("read_inbox", {"agent_id": 3}, readonly=True)).startswith("Inbox (2 messages")
-    restored = MessagingSpace(agent_id_name_pairs=PAIRS)
+    restored = SimpleSocialSpace(agent_id_name_pairs=PAIRS)
     restored.load_state(space.dump_state())
     assert await restored.call_tool("receive_messages", {"agent_id": 3}) == "1 new messages:\n- from Bob (agent 2): two"
 
@@ -71,3 +72,10 @@ async def test_create_group_send_group_message_and_leave_group() -> None:
     assert await space.call_tool("receive_messages", {"agent_id": 2}) == (
         "1 new messages:\n- from Alice (agent 1) in group club: hello club")
     assert await space.call_tool("list_groups", {"agent_id": 2}, readonly=True) == "- club: 1 members"
+
+
+def test_simple_social_space_has_the_reference_tools_and_messaging_space_keeps_its_own() -> None:
+    reference = {"send_message", "receive_messages", "create_group", "join_group", "leave_group", "send_group_message"}
+    assert reference <= set(SimpleSocialSpace.tools())
+    assert set(SimpleSocialSpace.tools()) == set(MessagingSpace.tools()) | reference
+    assert (reference - {"send_message", "join_group"}) & set(MessagingSpace.tools()) == set()
