@@ -142,6 +142,8 @@ def _reference_run(args: argparse.Namespace, run_dir: Path, settings: Any, optio
 
     if args.config is None and not (run_dir / PID_FILE).exists():
         return None
+    if not args.resume and RunLayout(run_dir).society_step_file.exists():
+        return None  # the runner refuses the directory; its pid.json belongs to the run already there
     ref = ReferenceSettings()
     options.update(llm_limits=ref.limiter_config(settings), template_cache_dir=ref.template_cache_dir(settings))
     for name in ref.unused():

@@ -55,9 +55,9 @@ def _query_markdown(row: dict[str, Any]) -> str:
 
 
 def _questionnaires(reader: ReplayReader, spec: ExperimentSpec, artifacts: Path) -> list[Path]:
-    rows = reader.query(
-        "SELECT step_index, t, questionnaire_id, agent_id, question_id, value_json, raw_text, reason, parse_success, error "
-        "FROM questionnaire_answers ORDER BY step_index, agent_id, question_id").to_pylist()
+    rows = _rows(reader, "questionnaire_answers",
+                 "SELECT step_index, t, questionnaire_id, agent_id, question_id, value_json, raw_text, reason, parse_success, error "
+                 "FROM questionnaire_answers ORDER BY step_index, agent_id, question_id")
     by_step: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         by_step[row["step_index"]].append(row)
@@ -84,13 +84,19 @@ def _questionnaires(reader: ReplayReader, spec: ExperimentSpec, artifacts: Path)
 def _llm_stats(reader: ReplayReader) -> dict[str, Any]:
     stats: dict[str, Any] = {}
     for side, where in _SIDES.items():
-        [row] = reader.query(
-            "SELECT count(*) AS calls, coalesce(sum(input_tokens), 0)::BIGINT AS input_tokens, "
-            "coalesce(sum(output_tokens), 0)::BIGINT AS output_tokens, count(*) FILTER (WHERE cached) AS cache_hits, "
-            f"count(*) FILTER (WHERE status <> 'ok') AS errors FROM llm_calls WHERE {where}").to_pylist()
+        [row] = _rows(reader, "llm_calls",
+                      "SELECT count(*) AS calls, coalesce(sum(input_tokens), 0)::BIGINT AS input_tokens, "
+                      "coalesce(sum(output_tokens), 0)::BIGINT AS output_tokens, count(*) FILTER (WHERE cached) AS cache_hits, "
+                      f"count(*) FILTER (WHERE status <> 'ok') AS errors FROM llm_calls WHERE {where}") or [
+            dict.fromkeys(("calls", "input_tokens", "output_tokens", "cache_hits", "errors"), 0)]
         stats[side] = {**row, "total_tokens": row["input_tokens"] + row["output_tokens"]}
     stats["total"] = {key: sum(stats[side][key] for side in _SIDES) for key in stats["agent"]}
     return stats
+
+
+def _rows(reader: ReplayReader, dataset: str, sql: str) -> list[dict[str, Any]]:
+    """``sql``'s rows; none when the run never wrote ``dataset`` (no such step, no LLM call)."""
+    return reader.query(sql).to_pylist() if dataset in reader.datasets() else []
 
 
 def write_reference_outputs(run_dir: Path, spec: ExperimentSpec) -> list[Path]:
@@ -98,8 +104,8 @@ def write_reference_outputs(run_dir: Path, spec: ExperimentSpec) -> list[Path]:
     artifacts = RunLayout(run_dir).artifacts
     written: list[Path] = []
     with ReplayReader(run_dir) as reader:
-        for row in reader.query("SELECT step_index, t, kind, text, status, answer, error FROM society_queries "
-                                "ORDER BY step_index").to_pylist():
+        for row in _rows(reader, "society_queries", "SELECT step_index, t, kind, text, status, answer, error "
+                         "FROM society_queries ORDER BY step_index"):
             path = artifacts / f"{row['kind']}_step_{row['step_index']}_{_simtime(row['t'])}.md"
             atomic_write_text(path, _query_markdown(row))
             written.append(path)

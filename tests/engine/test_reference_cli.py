@@ -105,3 +105,15 @@ def test_agentsociety_llm_variables_choose_the_http_llm_and_the_key_never_reache
     leaked = [p for p in run.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
     assert leaked == []
     assert secret not in done.stdout + done.stderr
+
+
+def test_a_second_run_into_the_same_directory_is_refused_and_leaves_pid_json_alone(tmp_path):
+    run = tmp_path / "run"
+    steps = tmp_path / "steps.yaml"
+    steps.write_text("steps:\n  - type: run\n    num_steps: 1\n    tick: 600\n", encoding="utf-8")
+    config = MIXED / "init_config.json" if env_module_known("WeatherEnvironment") else EXAMPLE / "init_config.json"
+    assert _polis_run(config, steps, run).returncode == 0
+    before = (run / "pid.json").read_text()
+    again = _polis_run(config, steps, run)
+    assert again.returncode != 0 and "already holds a run" in again.stdout + again.stderr
+    assert (run / "pid.json").read_text() == before
