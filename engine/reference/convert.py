@@ -13,7 +13,8 @@ How they map onto the spec:
 - ``agents``: :mod:`engine.reference.agents` (profile and config, one agent class).
 - ``SimpleSocialSpace``'s ``agent_id_name_pairs`` declare the agents: every pair names a listed
   agent and every listed agent has a pair; an agent whose profile has no ``name`` takes its pair's.
-- ``codegen_router`` selects our ``codegen`` router; ``final_summary_enabled`` (default true) is
+- The reference always routes with generated code: the spec's router is ``codegen``, and
+  ``codegen_router.final_summary_enabled`` (default true, also when ``codegen_router`` is absent) is
   ``environment.final_summary``: one more coder call turns the executed code's results into the answer.
 - ``start_t`` becomes ``start_time`` (absent: the spec's default); each step maps one to one onto a step model.
 
@@ -131,7 +132,7 @@ def reference_to_spec(
     only(plan, ("start_t", "steps"), steps_label, problems)
     modules = convert_modules(config.get("env_modules"), config_label, problems)
     agents = convert_agents(config.get("agents"), config_label, problems)
-    router = _router(config.get("codegen_router"), config_label, problems) if "codegen_router" in config else {}
+    router = _router(config.get("codegen_router"), config_label, problems)
     _declared_names(modules, agents, config_label, problems)
     step_list = plan.get("steps")
     if not isinstance(step_list, list) or not step_list:

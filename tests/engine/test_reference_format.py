@@ -85,7 +85,8 @@ def test_codegen_router_final_summary_defaults_to_on_and_can_be_switched_off():
     assert reference_to_spec({**_config(), "codegen_router": {}}, RUN_ONLY).environment.final_summary is True
     off = reference_to_spec({**_config(), "codegen_router": {"final_summary_enabled": False}}, RUN_ONLY)
     assert (off.environment.router, off.environment.final_summary) == ("codegen", False)
-    assert reference_to_spec(_config(), RUN_ONLY).environment.final_summary is False  # no codegen_router: Polis's default
+    absent = reference_to_spec(_config(), RUN_ONLY).environment  # the reference's router summarises by default
+    assert (absent.router, absent.final_summary) == ("codegen", True)
     assert _error({**_config(), "codegen_router": {"final_summary_enabled": "yes", "model": "x"}}).splitlines() == [
         "init_config.json:codegen_router.model: unknown key; expected final_summary_enabled",
         "init_config.json:codegen_router.final_summary_enabled: true or false is required, got 'yes'",
