@@ -29,9 +29,10 @@ from engine.env.routers import ROUTERS, CodeGenRouter
 from engine.env.routers.cache_ledger import CODEGEN_CACHE, CacheLedger
 from engine.errors import ToolCallError
 from engine.failpoints import failpoint
+from engine.llm.budget import Allowance, BudgetGate
 from engine.llm.client import LLMClient
-from engine.llm.dispatcher import get_chat_model
-from engine.llm.meter import Meter, MeteredModel, serving_agent
+from engine.llm.dispatcher import caller_model
+from engine.llm.meter import Meter, serving_agent
 from engine.spec import DEFAULT_ROUTER, RouterName
 from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.catalog import Catalog
@@ -95,13 +96,19 @@ def template_cache_dir(config: EnvRouterConfig) -> Path | None:
     return RunLayout(run_dir).codegen_cache if run_dir is not None else None
 
 
-def build_router(config: EnvRouterConfig) -> RouterBase:
-    """Construct modules and the router (no Dask involved; tests use this directly)."""
+def build_router(config: EnvRouterConfig, *, trace: TraceRecorder | None = None, budget: BudgetGate | None = None) -> RouterBase:
+    """Construct modules and the router (no Dask involved; tests use this directly).
+
+    Args:
+        config: what to build.
+        trace: where the coder's ``llm.completion`` spans go; None: no spans.
+        budget: the gate the coder's calls are charged to; None: unlimited.
+    """
     # Files a spec names (city_file, ...) resolve only under the run's inputs and the allow-list.
     with input_roots(InputRoots.for_run(config.run_dir, tuple(config.input_dirs))):
         modules = [resolve_env_module(type_name)(**kwargs) for type_name, kwargs in config.modules]
     meter = Meter()
-    llm = MeteredModel(get_chat_model(config.coder), meter, caller="router", role="coder")
+    llm = caller_model(config.coder, meter, caller="router", role="coder", trace=trace, budget=budget)
     options: dict[str, Any] = {}
     if config.router == "codegen":
         options = {
@@ -127,8 +134,10 @@ class EnvRouterActor:
 
     def __init__(self, config: EnvRouterConfig) -> None:
         self.config = config
-        self.router = build_router(config)
         self._trace = TraceRecorder()
+        #: the router's share of each transaction's budget (the driver renews it: :meth:`open_budget`)
+        self._budget = BudgetGate(Allowance())
+        self.router = build_router(config, trace=self._trace, budget=self._budget)
         self._replay = ReplayWriter(RunLayout(config.run_dir).replay) if config.run_dir else None
         self.requests_served = 0
         self.batches_served = 0
@@ -152,6 +161,15 @@ class EnvRouterActor:
             "world_description": self.router.get_world_description(),
             "env_skill_dirs": [(m.name, str(d)) for m in self.router.env_modules for d in m.skill_dirs()],
         }
+
+    async def open_budget(self, allowance: Allowance | None) -> None:
+        """Charge the router's LLM calls from now on to ``allowance`` (None: unlimited), as the
+        driver does with each batch's share; refusals count from zero again."""
+        self._budget.renew(allowance or Allowance())
+
+    async def budget_refused(self) -> int:
+        """How many router LLM calls the budget refused since :meth:`open_budget`."""
+        return self._budget.refused
 
     async def set_current_time(self, t: datetime) -> None:
         self.router.set_current_time(t)
