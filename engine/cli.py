@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from engine.errors import PolisError, SpecError
+from engine.run_status import LIVE_STATUSES, RunStatus
 from engine.spec import BudgetSpec
 
 __all__ = ["main"]
@@ -25,7 +26,7 @@ def _progress_printer(stream=sys.stderr):  # type: ignore[no-untyped-def]
             f"\r[{'#' * filled}{'.' * (width - filled)}] tick {progress.ticks_done}/{progress.ticks_total} "
             f"agent-steps {done}/{progress.agent_steps_total} {progress.status:<10}"
         )
-        if progress.status not in ("starting", "running"):
+        if progress.status not in LIVE_STATUSES:
             stream.write("\n")
         stream.flush()
 
@@ -54,7 +55,7 @@ def _stop_on_signals(task: asyncio.Task) -> None:  # type: ignore[type-arg]
     loop = asyncio.get_running_loop()
 
     def stop(sig: signal.Signals) -> None:
-        print(f"\npolis: {sig.name}: stopping (status will be 'cancelled'; resume with --resume)", file=sys.stderr)
+        print(f"\npolis: {sig.name}: stopping (status will be '{RunStatus.CANCELLED}'; resume with --resume)", file=sys.stderr)
         for s in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(s)
         task.cancel()
@@ -68,6 +69,7 @@ async def _run(args: argparse.Namespace) -> int:
     from engine.settings import EngineSettings
     from engine.society.cluster import open_client
     from engine.society.runner import run_experiment
+    from engine.storage.run_layout import RunLayout
 
     if isinstance(args.resume, str):  # polis run --resume RUN_DIR
         if args.run_dir not in (None, args.resume):
@@ -101,7 +103,7 @@ async def _run(args: argparse.Namespace) -> int:
                 return _print_sweep(sweep, run_dir)
             summary = await run_experiment(spec, run_dir, client, on_progress=_progress_printer(), **options)
     except asyncio.CancelledError:
-        print("status: cancelled")
+        print(f"status: {RunStatus.CANCELLED}")
         print(f"resume with: polis run --resume {run_dir}")
         return 130
     print(f"status: {summary.status}")
@@ -117,13 +119,13 @@ async def _run(args: argparse.Namespace) -> int:
     if summary.env_recoveries:
         print(f"env actor recovered {summary.env_recoveries} time(s) after losing its worker")
     print(f"time: {summary.duration_s:.1f} s  run dir: {summary.run_dir}")
-    print(f"replay: {summary.run_dir / 'replay'}  (polis query {summary.run_dir} \"SELECT ...\")")
+    print(f"replay: {RunLayout(summary.run_dir).replay}  (polis query {summary.run_dir} \"SELECT ...\")")
     return _exit_code(summary.status)
 
 
 def _exit_code(status: str) -> int:
     """0 when every step ran (agent errors within max_error_rate included), 1 otherwise."""
-    from engine.society.outcome import is_finished
+    from engine.run_status import is_finished
 
     return 0 if is_finished(status) else 1
 
@@ -147,7 +149,7 @@ def _status(args: argparse.Namespace) -> int:
     sweep = read_json(run_dir / SWEEP_FILE, default=None)
     if sweep is not None:
         for cell in sweep["cells"]:
-            live = effective_status(run_dir / cell["run_dir"]) or "pending"
+            live = effective_status(run_dir / cell["run_dir"]) or RunStatus.PENDING
             print(f"{cell['cell_id']}: {live}  params={cell['params']}  replication={cell['replication']}  seed={cell['seed']}")
         return 0
     status = read_society_step(run_dir)
@@ -167,9 +169,10 @@ def _status(args: argparse.Namespace) -> int:
 def _stored_spec(run_dir: Path):  # type: ignore[no-untyped-def]
     from engine.spec import parse_spec
     from engine.storage.atomic import read_json
+    from engine.storage.run_layout import RunLayout
     from engine.storage.sweep_layout import SWEEP_FILE
 
-    stored = read_json(run_dir / "SOCIETY.json", default=None) or read_json(run_dir / SWEEP_FILE, default=None)
+    stored = read_json(RunLayout(run_dir).society_file, default=None) or read_json(run_dir / SWEEP_FILE, default=None)
     if stored is None:
         raise SpecError(f"{run_dir} holds no run to resume (no SOCIETY.json or {SWEEP_FILE})")
     return parse_spec(stored["spec"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 from abc import ABC, abstractmethod
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,6 +26,8 @@ from engine.agent.tools import ASK_ENV, FINISH, AgentTool
 from engine.agent.toolset import Toolset
 from engine.agent.toolsets import FileTools, MemoryTools, SkillTools, TodoTools
 from engine.agent.workspace import AgentWorkspace
+from engine.env.handle import EnvHandle
+from engine.env.requests import EnvRequest
 from engine.errors import LLMCallError, StructuredOutputError, WorkspaceError
 from engine.llm.budget import BudgetedModel, BudgetGate
 from engine.llm.decision import build_decision_model
@@ -59,7 +62,7 @@ class AgentBase(ABC):
         self.workspace: AgentWorkspace | None = None
         self.meter = Meter()
         self._service_proxy: ServiceProxy | None = None
-        self._env: Any = None
+        self._env: EnvHandle  #: ServiceProxy.env, bound by restore
         self._dispatcher: ChatModel | None = None
         self._trace: TraceRecorder | None = None
         self._budget: BudgetGate | None = None
@@ -281,20 +284,18 @@ class AgentBase(ABC):
         if request.missing:
             names = ", ".join("{" + name + "}" for name in request.missing)
             return f"[fail] not sent: no value for {names}; give it in variables or write the value out"
-        ctx: dict[str, Any] = {"agent_id": self.id}
-        if template_mode:
-            ctx["variables"] = request.variables
-        text = request.template if template_mode else request.text
+        ask = EnvRequest(
+            "ask", self.id, request.template if template_mode else request.text, readonly,
+            template_mode=template_mode, variables=request.variables if template_mode else None,
+        )
         if self._trace is not None:
             with self._trace.span("env.ask", agent_id=self.id, template_mode=template_mode) as span:
                 ref = span.ref
-                ctx, answer = await self._env.ask(
-                    ctx, text, readonly=readonly, template_mode=template_mode, trace_id=ref.trace_id, parent_span_id=ref.span_id
-                )
-                span.set(status=ctx.get("status"))
+                reply = await self._env.ask(replace(ask, trace_id=ref.trace_id, parent_span_id=ref.span_id))
+                span.set(status=reply.status)
         else:
-            ctx, answer = await self._env.ask(ctx, text, readonly=readonly, template_mode=template_mode)
-        return f"[{ctx.get('status', 'unknown')}] {answer}"
+            reply = await self._env.ask(ask)
+        return f"[{reply.status}] {reply.answer}"
 
     async def run_react_loop(
         self, *, tick: int, t: datetime, observations: list[str] | None = None, question: str | None = None, readonly: bool = False

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from engine.env.handle import EnvHandle
 from engine.llm.client import LLMClient
+from engine.storage.run_layout import RunLayout
 
 __all__ = ["ServiceProxy"]
 
@@ -15,12 +16,13 @@ __all__ = ["ServiceProxy"]
 class ServiceProxy:
     """Handles and settings only: no locks, connections or threads.
 
-    ``env`` is an EnvRouterProxy (router in a Dask actor) or an in-process RouterBase; LLM
-    clients carry connection settings and each worker builds its own backend; ``run_dir`` is
-    where the writers put replay shards (``replay/``) and trace shards (``trace/``).
+    ``env`` is an :class:`~engine.env.handle.EnvHandle`: an EnvRouterProxy (router in a Dask
+    actor), an in-process RouterBase, or a ScriptedEnv (tests). LLM clients carry connection
+    settings and each worker builds its own backend; ``run_dir`` is where the writers put replay
+    shards (``replay/``) and trace shards (``trace/``).
     """
 
-    env: Any
+    env: EnvHandle
     llm: dict[str, LLMClient] = field(default_factory=lambda: {"default": LLMClient()})
     run_dir: Path | None = None
     run_id: str = "run"
@@ -31,8 +33,8 @@ class ServiceProxy:
 
     @property
     def replay_dir(self) -> Path | None:
-        return self.run_dir / "replay" if self.run_dir else None
+        return RunLayout(self.run_dir).replay if self.run_dir else None
 
     @property
     def trace_dir(self) -> Path | None:
-        return self.run_dir / "trace" if self.run_dir else None
+        return RunLayout(self.run_dir).trace if self.run_dir else None

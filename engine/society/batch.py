@@ -37,6 +37,7 @@ from engine.llm.meter import serving_agent
 from engine.society.datasets import ACTIONS, LLM_CALLS
 from engine.society.lease import check_session
 from engine.storage.replay import ReplayWriter
+from engine.storage.run_layout import RunLayout
 from engine.storage.shards import shard_name
 from engine.trace import TraceRecorder, write_trace_shard
 
@@ -191,7 +192,7 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
     try:
         # The env actor lost, or the run taken over by a newer driver: cancel the batch's other agents.
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(_step_one(a, job, run_dir / "agents", recorder, gate)) for a in job.agent_ids]
+            tasks = [group.create_task(_step_one(a, job, RunLayout(run_dir).agents, recorder, gate)) for a in job.agent_ids]
     except BaseExceptionGroup as errors:
         abort = _batch_abort(errors)
     if abort is not None:
@@ -203,11 +204,11 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
     fresh_calls = [call for r in done if not r.get("replayed") for call in r["calls"]]
     part = shard_name(job.step, job.batch)
     check_session(run_dir, job.session)
-    writer = ReplayWriter(run_dir / "replay", txn=job.txn)
+    writer = ReplayWriter(RunLayout(run_dir).replay, txn=job.txn)
     written = [
         writer.write_shard(ACTIONS, part, rows),
         writer.write_shard(LLM_CALLS, part, calls),
-        write_trace_shard(run_dir / "trace", part, recorder.drain(), txn=job.txn),
+        write_trace_shard(RunLayout(run_dir).trace, part, recorder.drain(), txn=job.txn),
     ]
     statuses: dict[str, int] = {}
     for row in rows:

@@ -8,7 +8,6 @@ under the transaction and appears when the society commits it.
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.llm.budget import BudgetedModel, BudgetGate, Usage
@@ -18,6 +17,7 @@ from engine.society.datasets import LLM_CALLS, SOCIETY_QUERIES
 from engine.society.helper import AgentSocietyHelper, HelperResult
 from engine.storage.atomic import atomic_write_text
 from engine.storage.replay import ReplayWriter
+from engine.storage.run_layout import RunLayout
 from engine.storage.shards import shard_name
 from engine.storage.staging import staged_path
 
@@ -74,10 +74,10 @@ async def run_helper(
 
     run_dir = society.run_dir
     part = shard_name(society.step_count, f"{kind}-{index:03d}")
-    writer = ReplayWriter(run_dir / "replay", txn=txn)
+    writer = ReplayWriter(RunLayout(run_dir).replay, txn=txn)
     row = {"run": society.run_id, "step_index": index, "step": society.step_count, **result.to_row()}
     calls = [{"run": society.run_id, "step": society.step_count, **r.as_row()} for r in meter.records]
     written = [writer.write_shard(SOCIETY_QUERIES, part, [row]), writer.write_shard(LLM_CALLS, part, calls)]
-    artifact = staged_path(Path(run_dir) / "artifacts" / f"{kind}-{index:03d}.json", txn)
+    artifact = staged_path(RunLayout(run_dir).artifact(f"{kind}-{index:03d}.json"), txn)
     atomic_write_text(artifact, result.to_json())
     return result, [str(p) for p in [*written, artifact] if p is not None], Usage.of_calls(calls)

@@ -31,6 +31,7 @@ from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.client import LLMClient
 from engine.llm.meter import CallRecord
+from engine.run_status import RunStatus
 from engine.society.batch import BatchJob, BatchResult, step_agent_batch
 from engine.society.consult import run_helper
 from engine.society.datasets import ACTIONS, LLM_CALLS, SOCIETY_QUERIES
@@ -44,6 +45,7 @@ from engine.society.transaction import commit, recover
 from engine.storage.atomic import read_json
 from engine.storage.catalog import Catalog
 from engine.storage.replay import ReplayWriter
+from engine.storage.run_layout import RunLayout
 from engine.storage.shards import shard_name
 
 __all__ = ["AgentSociety", "SocietyTotals", "plan_batches", "split_allowance"]
@@ -122,7 +124,7 @@ class AgentSociety:
             RunError: ``run_dir`` holds no run.
         """
         run_dir = Path(run_dir)
-        stored = read_json(run_dir / "SOCIETY.json", default=None)
+        stored = read_json(RunLayout(run_dir).society_file, default=None)
         status = read_society_step(run_dir)
         if stored is None or status is None:
             raise RunError(f"{run_dir} holds no run to resume (SOCIETY.json / SOCIETY_STEP.json missing)")
@@ -169,23 +171,23 @@ class AgentSociety:
         """Write ``SOCIETY.json`` (once), create every agent workspace (skipping ones that exist), start
         the env actor from the last committed snapshot, and mark the run running."""
         write_society(self._run_dir, {**self._info, "agent_specs": self._specs})
-        catalog = Catalog(self._run_dir / "replay")
+        catalog = Catalog(RunLayout(self._run_dir).replay)
         for schema in (ACTIONS, LLM_CALLS, SOCIETY_QUERIES, *self._env.replay_datasets()):
             catalog.register(schema)
-        root = self._run_dir / "agents"
+        root = RunLayout(self._run_dir).agents
         for spec in self._specs:
             ws = workspace_path(root, int(spec["id"]))
             if not (ws / "config.json").exists():
                 resolve_agent(spec["type"]).create(ws, agent_id=int(spec["id"]), profile=spec["profile"], config=spec["config"])
         await self._env.start(self._status.env_snapshot)
-        self.set_status("running")
+        self.set_status(RunStatus.RUNNING)
 
     async def close(self) -> None:
         self._env.release()
 
     async def forget_journals(self) -> None:
         """Drop the agents' step journals of committed ticks (a finished run keeps no undo data)."""
-        root, committed = self._run_dir / "agents", self.step_count
+        root, committed = RunLayout(self._run_dir).agents, self.step_count
 
         def drop() -> None:
             for agent_id in self.agent_ids:
@@ -217,7 +219,7 @@ class AgentSociety:
         self._status.completed_steps = step_idx + 1
         self._write_status()
 
-    def set_status(self, status: str, error: str | None = None) -> None:
+    def set_status(self, status: RunStatus, error: str | None = None) -> None:
         self._status.status, self._status.error = status, error
         self._write_status()
 
@@ -274,7 +276,7 @@ class AgentSociety:
         )
         stopped = sum(r.budget_stopped for r in results)
         if stopped:
-            self.set_status("budget_exhausted", f"{stopped} agent-steps of step {step} wait for more budget")
+            self.set_status(RunStatus.BUDGET_EXHAUSTED, f"{stopped} agent-steps of step {step} wait for more budget")
             raise BudgetExhaustedError(f"budget exhausted during step {step}: {stopped} agent-steps not run")
         env = await self._env.call("step", step, tick, t_end, txn)
         staged = [path for r in results for path in r.staged] + env["staged"]
@@ -289,7 +291,7 @@ class AgentSociety:
         """Stage the env router's LLM call rows of this transaction; count their provider usage."""
         records = [{"run": self.run_id, "step": step, **r} for r in await self._env.call("drain_llm_records")]
         self.usage.add(Usage.of_calls(records))
-        path = ReplayWriter(self._run_dir / "replay", txn=txn).write_shard(LLM_CALLS, shard_name(step, f"router-{txn:06d}"), records)
+        path = ReplayWriter(RunLayout(self._run_dir).replay, txn=txn).write_shard(LLM_CALLS, shard_name(step, f"router-{txn:06d}"), records)
         return [str(path)] if path else []
 
     async def _run_batches(self, jobs: list[BatchJob]) -> list[BatchResult]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from engine.env.actor import SNAPSHOTS, EnvRouterActor, EnvRouterConfig
+from engine.env.actor import EnvRouterActor, EnvRouterConfig
 from engine.env.requests import EnvRequest
+from engine.storage.run_layout import RunLayout
 
 START = datetime(2026, 1, 1, 8)
 MODULES = (
@@ -34,7 +35,7 @@ CALLS = [
 
 
 def _saved(run_dir, module: str) -> dict:
-    path = run_dir / "env" / SNAPSHOTS / "txn_000001" / module / "state" / "ENV_STATE.json"
+    path = RunLayout(run_dir).env_snapshots / "txn_000001" / module / "state" / "ENV_STATE.json"
     return json.loads(path.read_text())
 
 

@@ -41,7 +41,7 @@ def server(tmp_path: Path) -> dict[str, Path]:
 
 
 def _city_name(server: dict[str, Path], city_file: str) -> str:
-    config = EnvRouterConfig(modules=(("MobilitySpace", {"city_file": city_file}),), run_dir=server["run"],
+    config = EnvRouterConfig(modules=(("MobilitySpace", {"city_file": city_file}),), router="react", run_dir=server["run"],
                              input_dirs=(server["allowed"],))
     return build_router(config).env_modules[0].city.name
 
