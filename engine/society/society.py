@@ -33,13 +33,13 @@ from engine.llm.client import LLMClient
 from engine.llm.meter import CallRecord
 from engine.run_status import RunStatus
 from engine.society.batch import BatchJob, BatchResult, step_agent_batch
-from engine.society.consult import run_helper
 from engine.society.datasets import ACTIONS, LLM_CALLS, SOCIETY_QUERIES
 from engine.society.env_host import EnvHost
+from engine.society.experimenter.consult import run_helper
+from engine.society.experimenter.interview import ask_agents
 from engine.society.fanout import fan_out
-from engine.society.interview import ask_agents
 from engine.society.planning import SocietyTotals, plan_batches, split_allowance
-from engine.society.questionnaire_batch import distribute_questionnaire
+from engine.society.questionnaire.batch import distribute_questionnaire
 from engine.society.status import SocietyStep, read_society_step, write_society, write_society_step
 from engine.society.transaction import commit, recover
 from engine.storage.atomic import read_json

@@ -13,7 +13,7 @@ import pytest
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
 from engine.env.proxy import EnvRouterProxy
 from engine.failpoints import arm
-from engine.society.runner import run_experiment
+from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 from engine.storage.run_layout import RunLayout

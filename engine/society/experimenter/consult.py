@@ -14,7 +14,7 @@ from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.dispatcher import caller_model
 from engine.llm.meter import CallRecord, Meter
 from engine.society.datasets import LLM_CALLS, SOCIETY_QUERIES
-from engine.society.helper import AgentSocietyHelper, HelperResult
+from engine.society.experimenter.helper import AgentSocietyHelper, HelperResult
 from engine.storage.atomic import atomic_write_text
 from engine.storage.replay import ReplayWriter
 from engine.storage.run_layout import RunLayout
