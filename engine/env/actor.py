@@ -38,7 +38,15 @@ from engine.storage.replay import ReplayWriter
 from engine.storage.shards import shard_name
 from engine.trace import SpanRef, TraceRecorder, write_trace_shard
 
-__all__ = ["CACHE_LEDGER", "SNAPSHOTS", "EnvRouterActor", "EnvRouterConfig", "build_router", "snapshot_name", "template_cache_dir"]
+__all__ = [
+    "CACHE_LEDGER",
+    "SNAPSHOTS",
+    "EnvRouterActor",
+    "EnvRouterConfig",
+    "build_router",
+    "snapshot_name",
+    "template_cache_dir",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +116,7 @@ def build_router(config: EnvRouterConfig) -> RouterBase:
             "cache_dir": template_cache_dir(config),
             "similarity_threshold": config.cache_similarity,
             "embedder": config.embedder,
+            "seed": config.coder.seed,
         }
     router = ROUTERS[config.router](modules, llm, meter=meter, max_steps=config.max_steps, **options)
     if config.run_dir is not None:
@@ -158,13 +167,18 @@ class EnvRouterActor:
             detail = f"{type(error).__name__}: {error}"
             if len(detail) > _ERROR_CHARS:
                 detail = detail[:_ERROR_CHARS] + "..."
-            return EnvReply(f"error: the environment failed on this {request.op} request ({detail})", "error",
-                            (request.instruction,) if request.op == "call_tool" else ())
+            return EnvReply(
+                f"error: the environment failed on this {request.op} request ({detail})",
+                "error",
+                (request.instruction,) if request.op == "call_tool" else (),
+            )
 
     async def _traced(self, request: EnvRequest) -> EnvReply:
         serving_agent.set(request.agent_id)  # each request runs as its own task: the router's calls serve this agent
         parent = SpanRef(request.trace_id, request.parent_span_id) if request.trace_id and request.parent_span_id else None
-        with self._trace.span("env.ask", trace_id=request.trace_id, parent=parent, op=request.op, agent_id=request.agent_id) as span:
+        with self._trace.span(
+            "env.ask", trace_id=request.trace_id, parent=parent, op=request.op, agent_id=request.agent_id
+        ) as span:
             try:
                 return await self._route(request)
             except Exception:
@@ -187,8 +201,12 @@ class EnvRouterActor:
         if request.variables is not None:
             ctx["variables"] = dict(request.variables)
         ctx, answer = await self.router.ask(
-            ctx, request.instruction, readonly=request.readonly, template_mode=request.template_mode,
-            trace_id=request.trace_id, parent_span_id=request.parent_span_id,
+            ctx,
+            request.instruction,
+            readonly=request.readonly,
+            template_mode=request.template_mode,
+            trace_id=request.trace_id,
+            parent_span_id=request.parent_span_id,
         )
         return EnvReply(answer, ctx["status"], tuple(r["tool"] for r in ctx.get("results", [])))
 
@@ -250,7 +268,11 @@ class EnvRouterActor:
     async def usage(self) -> dict[str, Any]:
         """The router's LLM usage, the requests and batches served, and (codegen) the run's
         template cache counts under ``codegen_cache``."""
-        usage: dict[str, Any] = {**self.router.get_token_usages(), "requests": self.requests_served, "batches": self.batches_served}
+        usage: dict[str, Any] = {
+            **self.router.get_token_usages(),
+            "requests": self.requests_served,
+            "batches": self.batches_served,
+        }
         if self._ledger is not None:
             usage["codegen_cache"] = self._ledger.totals().as_dict()
         return usage

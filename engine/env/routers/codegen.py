@@ -11,6 +11,8 @@ not applied twice. In template mode the working code is cached by template
 (``template_cache``) and reused with the next caller's variables; the code is stored only when it
 takes every value from ``variables`` (``template_reuse``), so a hit never replays another caller's
 values, and the ``code`` examples then read the values from there (``codegen_examples``).
+The code's ``random`` is seeded per ask from the run seed and the request (:func:`request_seed`),
+so the same request in a rerun draws the same numbers.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from engine.llm.meter import Meter
 from engine.llm.protocol import ChatModel
 from engine.llm.structured import complete_structured
 
-__all__ = ["CodeGenRouter", "build_code_decision", "example_call", "pyi_listing"]
+__all__ = ["CodeGenRouter", "build_code_decision", "example_call", "pyi_listing", "request_seed"]
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +92,17 @@ def build_code_decision(tools: dict[str, ToolInfo], examples: list[str] | None =
     )
 
 
+def request_seed(run_seed: int, agent_id: Any, t: datetime | None, instruction: str, variables: Any) -> int:
+    """The seed of one ask's ``random``: a hash of the run seed and the request (agent, time, text, values).
+
+    Two identical requests (same run seed, agent, simulated time, instruction and variables) draw
+    the same numbers; any difference gives an unrelated seed.
+    """
+    request = [run_seed, agent_id, t.isoformat() if t else None, instruction, variables]
+    digest = hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
 @dataclass
 class _Attempt:
     code: str | None = None
@@ -121,6 +134,7 @@ class CodeGenRouter(RouterBase):
         limits: sandbox limits per execution.
         sandbox: where generated code runs; None starts the router's own ``SandboxPool`` (its
             processes start at :meth:`init`, and :meth:`close` ends them).
+        seed: the run seed, from which each ask's ``random`` seed derives (:func:`request_seed`).
     """
 
     def __init__(
@@ -135,8 +149,10 @@ class CodeGenRouter(RouterBase):
         embedder: Embedder | str | None = None,
         limits: SandboxLimits | None = None,
         sandbox: Executor | None = None,
+        seed: int = 0,
     ) -> None:
         super().__init__(env_modules, llm, meter=meter, max_steps=max_steps)
+        self.seed = seed
         self.limits = limits or SandboxLimits()
         self._pool: SandboxPool | None = None  #: the pool this router started (and closes)
         if sandbox is None:
@@ -195,10 +211,12 @@ class CodeGenRouter(RouterBase):
     ) -> tuple[dict[str, Any], str]:
         if self.llm is None:
             raise ToolCallError("CodeGenRouter needs an LLM")
-        if template_mode:
-            attempt = await self._ask_template(ctx, instruction, readonly, dict(ctx.get("variables") or {}))
+        variables = dict(ctx.get("variables") or {}) if template_mode else None
+        seed = request_seed(self.seed, ctx.get("agent_id"), self.t, instruction, variables)
+        if variables is not None:
+            attempt = await self._ask_template(ctx, instruction, readonly, variables, seed)
         else:
-            attempt = await self._generate(ctx, instruction, readonly, None)
+            attempt = await self._generate(ctx, instruction, readonly, None, seed)
         execution = attempt.execution
         out = {
             **ctx,
@@ -208,28 +226,30 @@ class CodeGenRouter(RouterBase):
         }
         return out, _answer(attempt)
 
-    async def _ask_template(self, ctx: dict[str, Any], template: str, readonly: bool, variables: dict[str, Any]) -> _Attempt:
+    async def _ask_template(
+        self, ctx: dict[str, Any], template: str, readonly: bool, variables: dict[str, Any], seed: int
+    ) -> _Attempt:
         mode = "ro" if readonly else "rw"
         hit = await self.cache.lookup(mode, template)
         if hit is not None:
-            attempt = await self._run(hit.code, ctx, readonly, variables)
+            attempt = await self._run(hit.code, ctx, readonly, variables, seed)
             if attempt.final:
                 return attempt
             self.cache.evict(hit)  # broken for these tools or variables: generate afresh
 
         async def generate() -> Generated[_Attempt]:
-            return self._judged(await self._generate(ctx, template, readonly, variables), template, variables)
+            return self._judged(await self._generate(ctx, template, readonly, variables, seed), template, variables)
 
         code, attempt, leader = await self.cache.generate_once(mode, template, generate)
         if leader:
             return attempt
         if code is not None:
-            return await self._run(code, ctx, readonly, variables)
+            return await self._run(code, ctx, readonly, variables, seed)
         if attempt.execution is None or not attempt.execution.ok:
             # The shared generation failed; its tool calls were the leader's, not ours.
             return _Attempt(error=attempt.error or (attempt.execution.error if attempt.execution else None))
         # The leader's code worked with the leader's values only: this caller needs its own.
-        own = self._judged(await self._generate(ctx, template, readonly, variables), template, variables)
+        own = self._judged(await self._generate(ctx, template, readonly, variables, seed), template, variables)
         self.cache.count_generation(ok=own.code is not None, reusable=own.reusable)
         if own.code is not None and own.reusable:
             await self.cache.store(mode, template, own.code, exact_only=own.exact_only)
@@ -246,7 +266,7 @@ class CodeGenRouter(RouterBase):
         return Generated(attempt.code, attempt, reusable=verdict.reusable, exact_only=verdict.exact_only)
 
     async def _generate(
-        self, ctx: dict[str, Any], instruction: str, readonly: bool, variables: dict[str, Any] | None
+        self, ctx: dict[str, Any], instruction: str, readonly: bool, variables: dict[str, Any] | None, seed: int
     ) -> _Attempt:
         agent_id = ctx.get("agent_id")
         system = CODEGEN_SYSTEM.render(
@@ -269,7 +289,7 @@ class CodeGenRouter(RouterBase):
                 decision = await complete_structured(llm, messages, decision_type, prompt=CODEGEN_INSTRUCTION)
             except (StructuredOutputError, LLMCallError) as error:
                 return _Attempt(code=attempt.code, error=f"the environment could not interpret the request: {error}")
-            attempt = await self._run(decision.code, ctx, readonly, variables)  # type: ignore[attr-defined]
+            attempt = await self._run(decision.code, ctx, readonly, variables, seed)  # type: ignore[attr-defined]
             if attempt.final:
                 return attempt
             if attempt.execution is None:
@@ -286,11 +306,11 @@ class CodeGenRouter(RouterBase):
             ]
         return attempt
 
-    async def _run(self, code: str, ctx: dict[str, Any], readonly: bool, variables: dict[str, Any] | None) -> _Attempt:
+    async def _run(self, code: str, ctx: dict[str, Any], readonly: bool, variables: dict[str, Any] | None, seed: int) -> _Attempt:
         try:
             execution = await execute(
                 code, self._sandbox_tools(ctx, readonly), ctx=ctx, variables=variables, limits=self.limits,
-                readonly=readonly, executor=self.sandbox,
+                readonly=readonly, executor=self.sandbox, seed=seed,
             )  # fmt: skip
         except CodeRejectedError as error:
             return _Attempt(code=code, error=str(error))
