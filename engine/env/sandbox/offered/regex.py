@@ -5,10 +5,11 @@ or lookaround; such a pattern raises ``re.error``, a ValueError whose message sa
 patterns and matches are wrapped: code sees ``pattern``, ``groups``, ``search``, ``group``, ``span``
 and their like, never the RE2 objects or their options. ``sub``, ``subn`` and ``expand`` check the
 size of what they build, so a replacement cannot multiply the text past the sandbox's limit; a
-callable replacement receives a wrapped match. Every match that ``finditer``, ``findall``, ``sub``
-and ``subn`` visit is a step: the binding's per-match cost (some 25 microseconds on a str) makes
-a text of many matches a long run, which the step and time limits stop. Flags ``I``, ``M``, ``S`` and ``A`` are offered
-(as RE2 inline flags; RE2's ``\\w``, ``\\d``, ``\\b`` are ASCII anyway); ``X`` (verbose) is not.
+callable replacement receives a wrapped match. Every match that ``finditer``, ``findall``,
+``split``, ``sub`` and ``subn`` visit is a step: the binding's per-match cost (some 25
+microseconds on a str) makes a text of many matches a long run, which the step and time limits
+stop. Flags ``I``, ``M``, ``S`` and ``A`` are offered (as RE2 inline flags; RE2's ``\\w``,
+``\\d``, ``\\b`` are ASCII anyway); ``X`` (verbose) is not.
 """
 
 from __future__ import annotations
@@ -110,7 +111,18 @@ class Pattern:
         return map(self._visit, self._compiled.finditer(string, pos, endpos))
 
     def split(self, string: Any, maxsplit: int = 0) -> list[Any]:
-        return list(self._compiled.split(string, maxsplit))
+        pieces, last, groups = [], 0, self._compiled.groups
+        if maxsplit >= 0:
+            for n, raw in enumerate(self._compiled.finditer(string)):
+                if maxsplit and n >= maxsplit:
+                    break
+                self._tick()
+                start, end = raw.span()
+                pieces.append(string[last:start])
+                pieces += [raw.group(g) for g in range(1, groups + 1)]
+                last = end
+        pieces.append(string[last:])
+        return pieces
 
     def subn(self, repl: Any, string: Any, count: int = 0) -> tuple[Any, int]:
         if not isinstance(string, (str, bytes)):

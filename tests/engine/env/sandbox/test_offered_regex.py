@@ -111,7 +111,7 @@ async def test_a_pattern_outside_re2_says_why() -> None:
 
 async def test_each_match_is_a_step() -> None:
     code = "s = 'ab' * 600\nx = {how}\n"
-    for how in ("re.findall('b', s)", "list(re.finditer('b', s))", "re.sub('b', 'c', s)"):
+    for how in ("re.findall('b', s)", "list(re.finditer('b', s))", "re.sub('b', 'c', s)", "re.split('b', s)"):
         small = await execute(code.format(how=how).replace("600", "400"), [], limits=SandboxLimits(max_steps=500))
         big = await execute(code.format(how=how), [], limits=SandboxLimits(max_steps=500))
         assert small.ok, (how, small.error)
