@@ -23,6 +23,7 @@ import asyncio
 import json
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -133,14 +134,15 @@ async def _ask_all(make_llm: Any, seeds: Iterable[int], modules_sets: list[list[
     return codes, sorted(tools)
 
 
-def refused(codes: list[str], reserved: set[str], modules: Any) -> int:
-    count = 0
+def refusals(codes: list[str], reserved: set[str], modules: Any) -> list[str]:
+    """The first problem the guard names in each program it refuses (without its line number)."""
+    found = []
     for code in codes:
         try:
             check_code(code, reserved=reserved, modules=modules)
-        except CodeRejectedError:
-            count += 1
-    return count
+        except CodeRejectedError as error:
+            found.append(error.problems[0].partition(": ")[2][:90])
+    return found
 
 
 _MAIN_CHECK = """
@@ -168,11 +170,14 @@ def refused_by_checkout(root: Path, codes: list[str], reserved: set[str]) -> int
 
 def report(name: str, codes: list[str], reserved: set[str], main: Path | None) -> None:
     m = len(codes)
+    after = refusals(codes, reserved, MODULE_MEMBERS)
     print(f"{name}: {m} programs")
-    print(f"  refused before: {refused(codes, reserved, BEFORE)}/{m}")
+    print(f"  refused before: {len(refusals(codes, reserved, BEFORE))}/{m}")
     if main is not None:
         print(f"  refused by {main}: {refused_by_checkout(main, codes, reserved)}/{m}")
-    print(f"  refused after: {refused(codes, reserved, MODULE_MEMBERS)}/{m}")
+    print(f"  refused after: {len(after)}/{m}")
+    for reason, count in Counter(after).most_common(5):
+        print(f"    {count} x {reason}")
 
 
 async def _smollm2(asks: int) -> tuple[list[str], int, int] | None:

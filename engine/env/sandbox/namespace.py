@@ -33,7 +33,6 @@ __all__ = [
     "call_method",
     "format_value",
     "safe_builtins",
-    "safe_import",
 ]
 
 #: Longest string, list or tuple one operator or builtin may produce (characters or items).
@@ -283,15 +282,6 @@ class _Importer:
 
     def __repr__(self) -> str:
         return "<built-in function __import__>"
-
-
-def safe_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:  # noqa: A002
-    """An ``__import__`` of :data:`SAFE_MODULES` only.
-
-    Raises:
-        ImportError: any other module or a relative import.
-    """
-    return _Importer(SAFE_MODULES)(name, globals, locals, fromlist, level)
 
 
 _PLAIN_BUILTINS = ("len", "min", "max", "sorted", "reversed", "enumerate", "zip", "map", "filter", "any", "all",
