@@ -115,6 +115,7 @@ def build_router(config: EnvRouterConfig, *, trace: TraceRecorder | None = None,
             "cache_dir": template_cache_dir(config),
             "similarity_threshold": config.cache_similarity,
             "embedder": config.embedder,
+            "seed": config.coder.seed,
         }
     router = ROUTERS[config.router](modules, llm, meter=meter, max_steps=config.max_steps, **options)
     if config.run_dir is not None:
@@ -189,7 +190,9 @@ class EnvRouterActor:
     async def _traced(self, request: EnvRequest) -> EnvReply:
         serving_agent.set(request.agent_id)  # each request runs as its own task: the router's calls serve this agent
         parent = SpanRef(request.trace_id, request.parent_span_id) if request.trace_id and request.parent_span_id else None
-        with self._trace.span("env.ask", trace_id=request.trace_id, parent=parent, op=request.op, agent_id=request.agent_id) as span:
+        with self._trace.span(
+            "env.ask", trace_id=request.trace_id, parent=parent, op=request.op, agent_id=request.agent_id
+        ) as span:
             try:
                 return await self._route(request)
             except Exception:
@@ -268,7 +271,11 @@ class EnvRouterActor:
     async def usage(self) -> dict[str, Any]:
         """The router's LLM usage, the requests and batches served, and (codegen) the run's
         template cache counts under ``codegen_cache``."""
-        usage: dict[str, Any] = {**self.router.get_token_usages(), "requests": self.requests_served, "batches": self.batches_served}
+        usage: dict[str, Any] = {
+            **self.router.get_token_usages(),
+            "requests": self.requests_served,
+            "batches": self.batches_served,
+        }
         if self._ledger is not None:
             usage["codegen_cache"] = self._ledger.totals().as_dict()
         return usage
