@@ -226,7 +226,9 @@ async def test_hostile_program_is_refused_or_stopped_in_time_and_memory(
     assert elapsed <= LIMITS.timeout_s + 1.0
     assert peak <= LIMITS.max_memory_growth_mb + 64
     expected_ticks = int(elapsed / TICK_S)
-    assert ticks >= int(0.8 * expected_ticks), f"the event loop ticked {ticks} times of {expected_ticks}"
+    # a loop blocked by the program ticks about never; a free loop on a loaded 2-core machine ticks
+    # late (each tick also reads /proc), so only a share of the ideal count is required
+    assert ticks >= int(0.4 * expected_ticks), f"the event loop ticked {ticks} times of {expected_ticks}"
 
     if how == REFUSED:
         assert result is None, f"ran: {result}"
