@@ -3,6 +3,7 @@
 - nothing in ``engine`` imports ``service`` (the control plane sits on the engine, never under it);
 - nothing in ``engine.llm``, ``engine.storage`` or ``engine.trace`` imports agent, env or society
   code (the lower layers know no simulation);
+- nothing in ``engine.agent`` or ``engine.env`` imports the society or the CLI;
 - ``engine.spec`` imports nothing from ``engine.society``.
 
 Every import counts: at module level, inside functions, and under ``TYPE_CHECKING``.
@@ -93,3 +94,8 @@ def test_lower_layers_import_no_simulation_code(layer: str):
 
 def test_the_spec_does_not_import_the_society():
     assert violations(("engine.spec",), ("engine.society",)) == []
+
+
+@pytest.mark.parametrize("layer", ["engine.agent", "engine.env"])
+def test_agents_and_env_do_not_import_the_society(layer: str):
+    assert violations((layer,), ("engine.society", "engine.cli")) == []
