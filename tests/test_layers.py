@@ -99,3 +99,13 @@ def test_the_spec_does_not_import_the_society():
 @pytest.mark.parametrize("layer", ["engine.agent", "engine.env"])
 def test_agents_and_env_do_not_import_the_society(layer: str):
     assert violations((layer,), ("engine.society", "engine.cli")) == []
+
+
+def test_no_module_is_over_400_lines():
+    long = {str(path.relative_to(ROOT)): n for path in sources(("engine", "service")) if (n := len(path.read_text().splitlines())) > 400}
+    assert long == {}
+
+
+def test_the_society_keeps_only_the_tick_transaction_at_its_top_level():
+    top = sorted(path.name for path in (ROOT / "engine" / "society").glob("*.py"))
+    assert len(top) <= 12, top
