@@ -29,19 +29,20 @@ from distributed import Client
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
 from engine.env.proxy import EnvRouterProxy
+from engine.env.requests import EnvRequest
 from engine.env.sandbox import Executor, SandboxPool, SandboxTool, ThreadExecutor, execute
 from engine.llm.client import LimiterConfig, LLMClient
 from engine.llm.sim import SimFaults, SimLLM
 from engine.llm.sim.background import serving
-from engine.society.cluster import open_client
+from engine.society.run.cluster import open_client
 
 START = datetime(2026, 1, 1, 8)
 
 
 async def _asks(proxy: EnvRouterProxy, n: int) -> list[str]:
     """A batch task: n agents each ask the env once, concurrently."""
-    replies = await asyncio.gather(*(proxy.ask({"agent_id": i}, f"send agent {(i + 1) % n} a greeting") for i in range(n)))
-    return [ctx["status"] for ctx, _ in replies]
+    replies = await asyncio.gather(*(proxy.ask(EnvRequest("ask", i, f"send agent {(i + 1) % n} a greeting")) for i in range(n)))
+    return [reply.status for reply in replies]
 
 
 async def _tool_calls(proxy: EnvRouterProxy, first: int, n: int) -> int:

@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.society.cluster import open_client
-from engine.society.runner import run_experiment
+from engine.society.run.cluster import open_client
+from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 

@@ -1,33 +1,41 @@
 """LLM saturation: 1,000 callers in one process against a simulated LLM with a hard capacity, over HTTP.
 
 The simulated LLM runs in its own process (default: 256 concurrent calls, 200 ms each, so at most
-1,280 calls/s; beyond capacity it answers 429 at once). The callers are asyncio tasks in this
-process, each making ``--calls`` calls one after another through the dispatcher's model for an
-OpenAI-compatible client (``get_chat_model``: ``RetryingModel(LimitedModel(TimeoutModel(
-OpenAIHTTPChatModel)))`` under single-flight): the AIMD limiter alone decides how many are in
-flight. Prints:
-    calls: <ok> ok, <failed> failed in <s> s
-    achieved: <calls/s>; bound: <capacity / latency> calls/s
-    ratio: <achieved / bound>
+1,280 calls/s; beyond capacity it answers 429 at once, with ``Retry-After: 1``). The callers are
+asyncio tasks in this process that call one after another for ``--seconds`` (sustained load, as a
+saturated provider sees it; a call counts if it is answered before the deadline) through the
+dispatcher's model for an OpenAI-compatible client (``get_chat_model``: ``RetryingModel(
+LimitedModel(TimeoutModel(OpenAIHTTPChatModel)))`` under single-flight): the AIMD limiter alone
+decides how many are in flight.
+
+Side by side in the same run, against a fresh server, the *oracle*: the same callers through
+``RetryingModel(OpenAIHTTPChatModel)`` behind a fixed semaphore of exactly the capacity. It knows
+what the limiter must find out, so it shows what this machine's two processes can do at that
+concurrency (on 2 cores the client and the server each need most of one core near 1,280 calls/s).
+Prints:
+    calls: <answered> answered, <failed> failed in <s> s
+    achieved: <calls/s>; bound: <capacity / latency> calls/s; oracle: <calls/s>
+    oracle ratio: <oracle / bound>
+    ratio vs oracle: <achieved / oracle>
     429s: <answered 429 by the server, from /stats>
     limit: final <n>, max <n>, decreases <n>
+    ratio: <achieved / bound>
 and writes a PNG of the limit (blue) and the calls in flight (orange) over time.
 
 ``--overhead`` first measures the client's own ceiling against a zero-latency, unlimited server
 (64 callers, 5 s each, one after another in one run): the aiohttp transport's calls/s, bare
 litellm's, and raw httpx POSTs/s, then also prints the ratio against ``min(bound, transport
-ceiling)``. One run on 2026-12-01, 2 cores shared with neighbours (load average about 2):
+ceiling)``. One run on 2026-12-01, 2 cores shared with neighbours (load average about 2), before
+``httptools``/``uvloop`` were dependencies:
 
     client ceiling (zero-latency sim, 64 callers): aiohttp transport 1575 calls/s, litellm 68 calls/s,
         raw httpx 54 calls/s
-    calls: 4998 ok, 2 failed in 13.56 s (2 LLMRateLimitError(429))
-    achieved: 368.5 calls/s; bound: 1280 calls/s
-    429s: 1477 (over capacity 1477, injected 0)
-    limit: final 312, max 512, decreases 3
 
-(An earlier run at load average 1.2 measured the ceilings at 1898 / 84 / 74 calls/s.)
+(An earlier run at load average 1.2 measured 1898 / 84 / 74 calls/s.) On a quiet machine the
+transport ceiling was 778 calls/s with uvicorn's pure-Python parser and 1,499 with httptools and
+uvloop, the same run otherwise: the ceiling there is the server's.
 
-Usage: python benchmarks/llm_saturation.py [--agents 1000] [--calls 5] [--capacity 256]
+Usage: python benchmarks/llm_saturation.py [--agents 1000] [--seconds 15] [--capacity 256]
        [--latency-ms 200] [--rate-429 0.3] [--concurrency 16] [--png PATH] [--overhead]
 """
 
@@ -53,7 +61,9 @@ from pngplot import line_plot, write_png  # noqa: E402
 from engine.errors import LLMCallError  # noqa: E402
 from engine.llm.client import LimiterConfig, LLMClient  # noqa: E402
 from engine.llm.dispatcher import get_chat_model, limiter_for  # noqa: E402
+from engine.llm.openai_http import OpenAIHTTPChatModel  # noqa: E402
 from engine.llm.protocol import ChatModel  # noqa: E402
+from engine.llm.retry import RetryingModel  # noqa: E402
 from engine.llm.sim import SimFaults, SimLLM  # noqa: E402
 from engine.llm.sim.server import create_app  # noqa: E402
 
@@ -99,25 +109,51 @@ def sim_server(faults: SimFaults) -> Iterator[str]:
         process.join(10)
 
 
-async def drive(model: ChatModel, agents: int, calls: int) -> tuple[int, Counter[str], float]:
-    """Run ``agents`` callers making ``calls`` calls each; return (ok, failures by kind, seconds)."""
+class PinnedModel:
+    """The oracle: ``inner`` behind a fixed semaphore of exactly the server's capacity.
+
+    It knows what the limiter must find out, so its calls/s, measured in the same run, are what
+    this machine's two processes can do at that concurrency: the yardstick for the limiter.
+    """
+
+    def __init__(self, inner: ChatModel, limit: int) -> None:
+        self._inner = inner
+        self._slots = asyncio.Semaphore(limit)
+
+    async def complete(self, messages: list[dict[str, object]], **kwargs: object) -> object:
+        async with self._slots:
+            return await self._inner.complete(messages, **kwargs)
+
+
+async def drive(model: ChatModel, agents: int, seconds: float) -> tuple[int, Counter[str]]:
+    """``agents`` callers call one after another for ``seconds``; return (answered in time, failures by kind).
+
+    Sustained load, as a saturated provider sees it: a call counts if it is answered before the
+    deadline; the calls in flight then are cancelled and count for nothing.
+    """
     ok = 0
     failed: Counter[str] = Counter()
+    end = time.perf_counter() + seconds
 
     async def agent(i: int) -> None:
         nonlocal ok
-        for k in range(calls):
+        k = 0
+        while time.perf_counter() < end:
             try:
                 await model.complete([{"role": "user", "content": f"agent {i}, call {k}: say something"}])
-                ok += 1
+                ok += time.perf_counter() <= end
             except LLMCallError as error:
                 failed[f"{type(error).__name__}({error.status})"] += 1
             except Exception as error:  # noqa: BLE001 - a benchmark counts what escapes the stack, by type
                 failed[f"unwrapped {type(error).__module__}.{type(error).__name__}"] += 1
+            k += 1
 
-    started = time.perf_counter()
-    await asyncio.gather(*(agent(i) for i in range(agents)))
-    return ok, failed, time.perf_counter() - started
+    tasks = [asyncio.create_task(agent(i)) for i in range(agents)]
+    await asyncio.wait(tasks, timeout=seconds)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return ok, failed
 
 
 async def calls_per_second(call: Callable[[], Awaitable[object]], *, width: int, seconds: float) -> float:
@@ -180,9 +216,13 @@ async def main(args: argparse.Namespace) -> None:
     faults = SimFaults(latency_ms=args.latency_ms, capacity=args.capacity, rate_429=args.rate_429, seed=1)
     bound = args.capacity / (args.latency_ms / 1000)
     print(
-        f"agents: {args.agents} x {args.calls} calls; server: capacity {args.capacity}, "
+        f"agents: {args.agents}, calling for {args.seconds:g} s; server: capacity {args.capacity}, "
         f"latency {args.latency_ms:g} ms, rate_429 {args.rate_429:g}; initial limit {args.concurrency}"
     )
+    with sim_server(faults) as url:
+        client = LLMClient(model="openai/bench", base_url=url + "/v1")
+        oracle_ok, _ = await drive(PinnedModel(RetryingModel(OpenAIHTTPChatModel(client)), args.capacity), args.agents, args.seconds)
+    oracle = oracle_ok / args.seconds
     with sim_server(faults) as url:
         client = LLMClient(model="openai/bench", base_url=url + "/v1", limits=LimiterConfig(concurrency=args.concurrency))
         model = get_chat_model(client)
@@ -190,21 +230,24 @@ async def main(args: argparse.Namespace) -> None:
         assert limiter is not None
         trace: list[tuple[float, int, int]] = []
         sampler = asyncio.create_task(sample(limiter, trace))
-        ok, failed, seconds = await drive(model, args.agents, args.calls)
+        ok, failed = await drive(model, args.agents, args.seconds)
         sampler.cancel()
         stats = httpx.get(url + "/stats").json()["outcomes"]
+    seconds = args.seconds
     achieved = ok / seconds
     rejected = stats["rejected_capacity"] + stats["injected_429"]
     limits = [limit for _, limit in limiter.history]
     kinds = ", ".join(f"{n} {kind}" for kind, n in failed.most_common())
-    print(f"calls: {ok} ok, {failed.total()} failed in {seconds:.2f} s" + (f" ({kinds})" if kinds else ""))
-    print(f"achieved: {achieved:.1f} calls/s; bound: {bound:.0f} calls/s")
-    print(f"ratio: {achieved / bound:.2f}")
+    print(f"calls: {ok} answered, {failed.total()} failed in {seconds:g} s" + (f" ({kinds})" if kinds else ""))
+    print(f"achieved: {achieved:.1f} calls/s; bound: {bound:.0f} calls/s; oracle: {oracle:.1f} calls/s")
+    print(f"oracle ratio: {oracle / bound:.2f} (what this machine does at the capacity, a limit pinned there)")
+    print(f"ratio vs oracle: {achieved / oracle:.2f}")
     if ceiling is not None:
         effective = min(bound, ceiling)
         print(f"ratio vs min(bound, transport ceiling) = {effective:.0f} calls/s: {achieved / effective:.2f}")
     print(f"429s: {rejected} (over capacity {stats['rejected_capacity']}, injected {stats['injected_429']})")
     print(f"limit: final {limiter.limit}, max {max(limits)}, decreases {limiter.core.decreases}")
+    print(f"ratio: {achieved / bound:.2f}")
 
     t0 = trace[0][0] if trace else 0.0
     limit_line = [(t - t0, float(limit)) for t, limit, _ in trace]
@@ -218,7 +261,7 @@ async def main(args: argparse.Namespace) -> None:
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", type=int, default=1000)
-    parser.add_argument("--calls", type=int, default=5, help="calls per agent, one after another")
+    parser.add_argument("--seconds", type=float, default=15.0, help="how long the callers keep calling")
     parser.add_argument("--capacity", type=int, default=256, help="the server's concurrent calls")
     parser.add_argument("--latency-ms", type=float, default=200.0)
     parser.add_argument("--rate-429", type=float, default=0.0, help="share of calls the server answers 429 anyway")

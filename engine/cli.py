@@ -1,4 +1,4 @@
-"""The ``polis`` command: run, status, estimate, query, serve, sim-llm, spec-schema."""
+"""The engine's ``polis`` commands: run, status, estimate, query, sim-llm, spec-schema (``serve`` is ``service.cli``'s)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ import json
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from engine.errors import PolisError, SpecError
+from engine.run_status import LIVE_STATUSES, RunStatus
 from engine.spec import BudgetSpec
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main", "run_command"]
 
 
 def _progress_printer(stream=sys.stderr):  # type: ignore[no-untyped-def]
@@ -25,7 +27,7 @@ def _progress_printer(stream=sys.stderr):  # type: ignore[no-untyped-def]
             f"\r[{'#' * filled}{'.' * (width - filled)}] tick {progress.ticks_done}/{progress.ticks_total} "
             f"agent-steps {done}/{progress.agent_steps_total} {progress.status:<10}"
         )
-        if progress.status not in ("starting", "running"):
+        if progress.status not in LIVE_STATUSES:
             stream.write("\n")
         stream.flush()
 
@@ -54,7 +56,7 @@ def _stop_on_signals(task: asyncio.Task) -> None:  # type: ignore[type-arg]
     loop = asyncio.get_running_loop()
 
     def stop(sig: signal.Signals) -> None:
-        print(f"\npolis: {sig.name}: stopping (status will be 'cancelled'; resume with --resume)", file=sys.stderr)
+        print(f"\npolis: {sig.name}: stopping (status will be '{RunStatus.CANCELLED}'; resume with --resume)", file=sys.stderr)
         for s in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(s)
         task.cancel()
@@ -66,8 +68,9 @@ def _stop_on_signals(task: asyncio.Task) -> None:  # type: ignore[type-arg]
 async def _run(args: argparse.Namespace) -> int:
     from engine.failpoints import arm_process_group
     from engine.settings import EngineSettings
-    from engine.society.cluster import open_client
-    from engine.society.runner import run_experiment
+    from engine.society.run.cluster import open_client
+    from engine.society.run.runner import run_experiment
+    from engine.storage.run_layout import RunLayout
 
     if isinstance(args.resume, str):  # polis run --resume RUN_DIR
         if args.run_dir not in (None, args.resume):
@@ -95,13 +98,13 @@ async def _run(args: argparse.Namespace) -> int:
         async with open_client(settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address) as client:
             print(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr)
             if spec.sweep is not None:
-                from engine.society.sweep_run import run_sweep
+                from engine.society.run.sweep import run_sweep
 
                 sweep = await run_sweep(spec, run_dir, client, **options)
                 return _print_sweep(sweep, run_dir)
             summary = await run_experiment(spec, run_dir, client, on_progress=_progress_printer(), **options)
     except asyncio.CancelledError:
-        print("status: cancelled")
+        print(f"status: {RunStatus.CANCELLED}")
         print(f"resume with: polis run --resume {run_dir}")
         return 130
     print(f"status: {summary.status}")
@@ -117,13 +120,13 @@ async def _run(args: argparse.Namespace) -> int:
     if summary.env_recoveries:
         print(f"env actor recovered {summary.env_recoveries} time(s) after losing its worker")
     print(f"time: {summary.duration_s:.1f} s  run dir: {summary.run_dir}")
-    print(f"replay: {summary.run_dir / 'replay'}  (polis query {summary.run_dir} \"SELECT ...\")")
+    print(f"replay: {RunLayout(summary.run_dir).replay}  (polis query {summary.run_dir} \"SELECT ...\")")
     return _exit_code(summary.status)
 
 
 def _exit_code(status: str) -> int:
     """0 when every step ran (agent errors within max_error_rate included), 1 otherwise."""
-    from engine.society.outcome import is_finished
+    from engine.run_status import is_finished
 
     return 0 if is_finished(status) else 1
 
@@ -147,7 +150,7 @@ def _status(args: argparse.Namespace) -> int:
     sweep = read_json(run_dir / SWEEP_FILE, default=None)
     if sweep is not None:
         for cell in sweep["cells"]:
-            live = effective_status(run_dir / cell["run_dir"]) or "pending"
+            live = effective_status(run_dir / cell["run_dir"]) or RunStatus.PENDING
             print(f"{cell['cell_id']}: {live}  params={cell['params']}  replication={cell['replication']}  seed={cell['seed']}")
         return 0
     status = read_society_step(run_dir)
@@ -167,9 +170,10 @@ def _status(args: argparse.Namespace) -> int:
 def _stored_spec(run_dir: Path):  # type: ignore[no-untyped-def]
     from engine.spec import parse_spec
     from engine.storage.atomic import read_json
+    from engine.storage.run_layout import RunLayout
     from engine.storage.sweep_layout import SWEEP_FILE
 
-    stored = read_json(run_dir / "SOCIETY.json", default=None) or read_json(run_dir / SWEEP_FILE, default=None)
+    stored = read_json(RunLayout(run_dir).society_file, default=None) or read_json(run_dir / SWEEP_FILE, default=None)
     if stored is None:
         raise SpecError(f"{run_dir} holds no run to resume (no SOCIETY.json or {SWEEP_FILE})")
     return parse_spec(stored["spec"])
@@ -177,8 +181,8 @@ def _stored_spec(run_dir: Path):  # type: ignore[no-untyped-def]
 
 async def _estimate(args: argparse.Namespace) -> int:
     from engine.settings import EngineSettings
-    from engine.society.cluster import open_client
-    from engine.society.estimate import estimate
+    from engine.society.run.cluster import open_client
+    from engine.society.run.estimate import estimate
     from engine.spec import load_spec
 
     spec = load_spec(args.spec)
@@ -204,15 +208,6 @@ def _query(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve(args: argparse.Namespace) -> int:
-    # The one place the engine's command line reaches into the service package (lazily).
-    from service import ServiceSettings, run
-
-    overrides = {k: v for k, v in {"host": args.host, "port": args.port, "data_dir": args.data_dir}.items() if v is not None}
-    run(ServiceSettings(**overrides))
-    return 0
-
-
 def _sim_llm(args: argparse.Namespace) -> int:
     from engine.llm.sim import SimFaults, run_server
 
@@ -231,7 +226,9 @@ def _spec_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> tuple[argparse.ArgumentParser, Any]:
+    """The engine's commands; returns the parser and its subcommand group, which ``service.cli``
+    extends with ``serve`` (the engine never imports the service)."""
     parser = argparse.ArgumentParser(prog="polis", description="LLM-agent social simulations on Dask")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -265,12 +262,6 @@ def _parser() -> argparse.ArgumentParser:
     query.add_argument("--max-rows", type=int, default=40)
     query.set_defaults(handler=_query)
 
-    serve = sub.add_parser("serve", help="start the REST service")
-    serve.add_argument("--host", default=None)
-    serve.add_argument("--port", type=int, default=None)
-    serve.add_argument("--data-dir", default=None)
-    serve.set_defaults(handler=_serve)
-
     sim = sub.add_parser("sim-llm", help="serve the simulated LLM over OpenAI-compatible HTTP")
     sim.add_argument("--host", default="127.0.0.1")
     sim.add_argument("--port", type=int, default=8000)
@@ -287,11 +278,12 @@ def _parser() -> argparse.ArgumentParser:
 
     schema = sub.add_parser("spec-schema", help="print the experiment spec's JSON Schema")
     schema.set_defaults(handler=_spec_schema)
-    return parser
+    return parser, sub
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def run_command(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
+    """Parse ``argv`` and run the chosen command's handler; Polis errors become exit code 2."""
+    args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
     except PolisError as error:
@@ -300,6 +292,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("polis: interrupted", file=sys.stderr)
         return 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m engine.cli``: every command but ``serve`` (the ``polis`` script is ``service.cli``)."""
+    return run_command(build_parser()[0], argv)
 
 
 if __name__ == "__main__":

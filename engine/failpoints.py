@@ -23,6 +23,8 @@ _hits: dict[int, int] = {}
 
 @cache
 def _rules() -> tuple[tuple[str, dict[str, str], int, str], ...]:
+    # Read from os.environ, not the settings tree (engine/settings.py): every process, Dask workers
+    # included, inherits the variable and checks it before any settings exist.
     rules = []
     for item in filter(None, (part.strip() for part in os.environ.get("POLIS_FAILPOINTS", "").split(";"))):
         name, *pairs = item.split(":")

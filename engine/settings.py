@@ -1,4 +1,11 @@
-"""Engine settings read once from the environment, at the edge (CLI), and passed down as values."""
+"""The one settings tree of every ``POLIS_*`` variable, read once at the edge and passed down as values.
+
+``EngineSettings`` holds what the engine needs (the CLI reads it); the service's ``ServiceSettings``
+extends it, so ``polis run`` and ``polis serve`` read each variable the same way. Two variables are
+read straight from ``os.environ`` on purpose: ``POLIS_FAILPOINTS`` and ``POLIS_FAILPOINT_PGID``
+(:mod:`engine.failpoints`), test-only fault injection that every process, Dask workers included,
+inherits and must see before any settings exist.
+"""
 
 from __future__ import annotations
 
@@ -16,13 +23,13 @@ __all__ = ["EngineSettings"]
 
 
 class EngineSettings(BaseSettings):
-    """``POLIS_*`` variables the CLI reads; workers never read the environment for these."""
+    """``POLIS_*`` variables the CLI and the service read; workers never read the environment for these."""
 
-    model_config = SettingsConfigDict(env_prefix="POLIS_")
+    model_config = SettingsConfigDict(env_prefix="POLIS_", frozen=True)
 
     scheduler: str | None = None  #: POLIS_SCHEDULER: remote scheduler address; unset = LocalCluster
-    n_workers: int | None = None  #: POLIS_N_WORKERS: LocalCluster worker processes
-    dashboard_address: str = "127.0.0.1:8787"  #: POLIS_DASHBOARD_ADDRESS
+    n_workers: int | None = Field(default=None, ge=1)  #: POLIS_N_WORKERS: LocalCluster worker processes; unset = one per core
+    dashboard_address: str = "127.0.0.1:8787"  #: POLIS_DASHBOARD_ADDRESS: where a LocalCluster's dashboard listens
     llm_concurrency: int = Field(default=16, ge=1)  #: POLIS_LLM_CONCURRENCY: each process's initial LLM limit
     llm_latency_degrade_factor: float = Field(default=4.0, gt=1)  #: POLIS_LLM_LATENCY_DEGRADE_FACTOR
     llm_slow_latency_ms: float | None = Field(default=None, gt=0)  #: POLIS_LLM_SLOW_LATENCY_MS: unset = relative only
@@ -36,6 +43,12 @@ class EngineSettings(BaseSettings):
     input_dirs: Annotated[tuple[Path, ...], NoDecode] = ()
 
     _memory_limit_valid = field_validator("query_memory_limit")(classmethod(lambda cls, v: check_memory_limit(v)))
+
+    @field_validator("scheduler", mode="before")
+    @classmethod
+    def _empty_means_local(cls, value: object) -> object:
+        # POLIS_SCHEDULER= (set but empty) reads as "no scheduler", not as an address "".
+        return None if value == "" else value
 
     @field_validator("input_dirs", mode="before")
     @classmethod

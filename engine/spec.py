@@ -12,7 +12,7 @@ import random
 import string
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from engine.errors import SpecError
 
 __all__ = [
+    "DEFAULT_ROUTER",
+    "ROUTER_NAMES",
     "AgentSpec",
     "AskStep",
     "BudgetSpec",
@@ -32,6 +34,7 @@ __all__ = [
     "PopulationSpec",
     "QuestionSpec",
     "QuestionnaireStep",
+    "RouterName",
     "RunStep",
     "StepSpec",
     "SweepSpec",
@@ -40,6 +43,13 @@ __all__ = [
     "parse_spec",
     "spec_json_schema",
 ]
+
+
+#: The env routers a spec may name (``environment.router``); ``engine.env.routers.ROUTERS`` implements each.
+RouterName = Literal["codegen", "react", "plan_execute", "two_tier_react", "two_tier_plan_execute", "search_tool"]
+ROUTER_NAMES: tuple[RouterName, ...] = get_args(RouterName)
+#: The router of a spec that names none, and of an ``EnvRouterConfig`` built without one.
+DEFAULT_ROUTER: RouterName = "codegen"
 
 
 class _Frozen(BaseModel):
@@ -143,9 +153,7 @@ class EnvModuleSpec(_Frozen):
 class EnvironmentSpec(_Frozen):
     """The environment: a router kind and its modules."""
 
-    router: Literal["codegen", "react", "plan_execute", "two_tier_react", "two_tier_plan_execute", "search_tool"] = Field(
-        "codegen", description="the router that maps ask_env instructions to tool calls"
-    )
+    router: RouterName = Field(DEFAULT_ROUTER, description="the router that maps ask_env instructions to tool calls")
     cache_similarity: float = Field(0.85, gt=0, le=1, description="codegen: reuse cached code above this embedding similarity")
     embedder: str = Field("sim", description="codegen template cache embeddings: sim, wordllama, auto, or a litellm model")
     modules: list[EnvModuleSpec] = Field(default_factory=lambda: [EnvModuleSpec(type="MessagingSpace")], min_length=1)
@@ -253,7 +261,7 @@ class ExperimentSpec(_Frozen):
     @classmethod
     def _grid_keys_resolve(cls, value: SweepSpec | None, info: ValidationInfo) -> SweepSpec | None:
         if value is not None:
-            from engine.society.sweep import check_grid_keys
+            from engine.sweep import check_grid_keys
 
             check_grid_keys(value.grid, info.data)
         return value

@@ -11,7 +11,6 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from engine.errors import PolisError, SpecError
-from engine.settings import EngineSettings
 from service.errors import ServiceError, status_code_for
 from service.registry import ExperimentRegistry
 from service.routes import experiments, health
@@ -28,7 +27,8 @@ def create_app(settings: ServiceSettings, *, client: Any = None) -> FastAPI:
     """Build the Polis HTTP API.
 
     Args:
-        settings: where data lives and which scheduler to use.
+        settings: where data lives, which scheduler (or LocalCluster, and its dashboard) to use, and the
+            engine settings every run and read gets.
         client: an open asynchronous ``distributed.Client`` on the serving event loop. When given,
             the app uses it and leaves closing it to the caller; otherwise the app opens one with
             the engine's ``open_client`` on startup and closes it on shutdown.
@@ -43,15 +43,15 @@ def create_app(settings: ServiceSettings, *, client: Any = None) -> FastAPI:
         async with contextlib.AsyncExitStack() as stack:
             shared = client
             if shared is None:
-                shared = await stack.enter_async_context(open_client(settings.scheduler, n_workers=settings.n_workers))
-            # The same POLIS_LLM_* limiter settings, POLIS_HOME and POLIS_QUERY_* limits the CLI reads.
-            engine_settings = EngineSettings()
+                shared = await stack.enter_async_context(open_client(
+                    settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address
+                ))
             submitter = Submitter(registry, shared, run_options={
-                "llm_limits": engine_settings.limiter_config(), "template_cache_dir": engine_settings.template_cache_dir,
-                "input_dirs": engine_settings.input_dirs,
+                "llm_limits": settings.limiter_config(), "template_cache_dir": settings.template_cache_dir,
+                "input_dirs": settings.input_dirs,
             })
             app.state.polis = ServiceState(
-                registry, submitter, _dashboard_link(shared), query_limits=engine_settings.query_limits()
+                registry, submitter, _dashboard_link(shared), query_limits=settings.query_limits()
             )
             logger.info("polis service: data in %s, dashboard at %s", settings.data_dir, app.state.polis.dashboard_link)
             try:

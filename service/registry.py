@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from engine.errors import StorageError
+from engine.run_status import RunStatus
 from engine.spec import ExperimentSpec
 from engine.storage.atomic import atomic_write_text, read_json
 from service.errors import ExperimentNotFoundError
@@ -36,10 +37,14 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-ExperimentStatus = Literal["queued", "running", "completed", "completed_with_errors", "failed", "cancelled", "interrupted", "budget_exhausted"]
+#: The statuses an experiment record can hold (the JSON values are the strings).
+ExperimentStatus = Literal[
+    RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.COMPLETED, RunStatus.COMPLETED_WITH_ERRORS, RunStatus.FAILED,
+    RunStatus.CANCELLED, RunStatus.INTERRUPTED, RunStatus.BUDGET_EXHAUSTED,
+]
 
 #: Statuses of an experiment some service process is (or was) working on.
-ACTIVE_STATUSES: frozenset[str] = frozenset({"queued", "running"})
+ACTIVE_STATUSES: frozenset[RunStatus] = frozenset({RunStatus.QUEUED, RunStatus.RUNNING})
 
 
 def utc_now() -> datetime:
@@ -54,7 +59,7 @@ class ExperimentRecord(BaseModel):
 
     id: str  #: short uuid hex
     name: str
-    status: ExperimentStatus = "queued"
+    status: ExperimentStatus = RunStatus.QUEUED
     created_at: datetime
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -176,7 +181,7 @@ class ExperimentRegistry:
             if record.status in ACTIVE_STATUSES:
                 record = record.model_copy(
                     update={
-                        "status": "interrupted",
+                        "status": RunStatus.INTERRUPTED,
                         "error": f"the service stopped while this experiment was {record.status}; "
                         "it did not finish (results up to the last committed tick may be present)",
                     }

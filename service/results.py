@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 
 from engine.storage.query_limits import QueryLimits
 from engine.storage.reader import ReplayReader
+from engine.storage.run_layout import RunLayout
 from engine.storage.sweep_layout import SWEEP_FILE
 from service.errors import DatasetNotFoundError
 from service.schemas import ColumnInfo, DatasetInfo
@@ -39,7 +40,7 @@ def check_dataset_name(experiment_id: str, name: str) -> str:
 
 def _has_results(run_dir: Path) -> bool:
     """A run that wrote replay data, or a sweep root."""
-    return (run_dir / "replay").is_dir() or (run_dir / SWEEP_FILE).is_file()
+    return RunLayout(run_dir).replay.is_dir() or (run_dir / SWEEP_FILE).is_file()
 
 
 def list_datasets(run_dir: Path, limits: QueryLimits | None = None) -> list[DatasetInfo]:

@@ -16,9 +16,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from engine.society.cluster import open_client
-from engine.society.runner import RunProgress, RunSummary
-from engine.society.sweep_run import run_spec
+from engine.run_status import ENDED_STATUSES, LIVE_STATUSES, RunStatus
+from engine.society.run.cluster import open_client
+from engine.society.run.runner import RunProgress, RunSummary
+from engine.society.run.sweep import run_spec
 from engine.spec import ExperimentSpec
 from service.errors import ExperimentNotRunningError
 from service.registry import ACTIVE_STATUSES, ExperimentRecord, ExperimentRegistry, utc_now
@@ -27,11 +28,9 @@ __all__ = ["ProgressRecorder", "RunFunction", "Submitter", "open_client"]
 
 logger = logging.getLogger(__name__)
 
-#: The shape of ``engine.society.runner.run_experiment`` (``run_spec`` also runs sweeps); tests pass a fake of the same shape.
+#: The shape of ``engine.society.run.runner.run_experiment`` (``run_spec`` also runs sweeps); tests pass a fake of the same shape.
 RunFunction = Callable[..., Awaitable[RunSummary]]
 
-_RUNNING_PHASES = frozenset({"starting", "running"})
-_FINAL_STATUSES = frozenset({"completed", "completed_with_errors", "failed", "cancelled", "budget_exhausted"})
 _SHUTDOWN_GRACE_S = 30.0
 
 
@@ -69,8 +68,8 @@ class ProgressRecorder:
             return
         self._last_status, self._last_write = progress.status, now
         changes: dict[str, Any] = dict(self.counts())
-        if progress.status in _RUNNING_PHASES:
-            changes["status"] = "running"
+        if progress.status in LIVE_STATUSES:
+            changes["status"] = RunStatus.RUNNING
         if progress.error:
             changes["error"] = progress.error
         self._registry.update(self._experiment_id, **changes)
@@ -163,7 +162,7 @@ class Submitter:
 
     async def _run(self, experiment_id: str, spec: ExperimentSpec, run_dir: Path) -> None:
         recorder = ProgressRecorder(self._registry, experiment_id, interval=self._progress_interval)
-        self._registry.update(experiment_id, status="running", started_at=utc_now())
+        self._registry.update(experiment_id, status=RunStatus.RUNNING, started_at=utc_now())
         try:
             summary = await self._run_fn(spec, run_dir, self._client, on_progress=recorder, **self._run_options)
         except asyncio.CancelledError:
@@ -174,7 +173,7 @@ class Submitter:
             self._registry.update(
                 experiment_id,
                 **recorder.counts(),
-                status="failed",
+                status=RunStatus.FAILED,
                 finished_at=utc_now(),
                 error=f"internal error: {type(error).__name__}: {error}",
             )
@@ -185,9 +184,9 @@ class Submitter:
         if self._registry.get(experiment_id).status not in ACTIVE_STATUSES:
             return
         if experiment_id in self._cancel_requested:
-            status, error = "cancelled", "cancelled on request"
+            status, error = RunStatus.CANCELLED, "cancelled on request"
         else:
-            status, error = "interrupted", "the service shut down while this experiment was running"
+            status, error = RunStatus.INTERRUPTED, "the service shut down while this experiment was running"
         self._registry.update(experiment_id, **counts, status=status, finished_at=utc_now(), error=error)
 
     def _on_done(self, experiment_id: str, task: asyncio.Task[None]) -> None:
@@ -198,7 +197,7 @@ class Submitter:
             logger.error("experiment task %s failed", experiment_id, exc_info=error)
             if self._registry.get(experiment_id).status in ACTIVE_STATUSES:
                 message = f"internal error: {type(error).__name__}: {error}"
-                self._registry.update(experiment_id, status="failed", finished_at=utc_now(), error=message)
+                self._registry.update(experiment_id, status=RunStatus.FAILED, finished_at=utc_now(), error=message)
         self._tasks.pop(experiment_id, None)
         self._cancel_requested.discard(experiment_id)
 
@@ -215,7 +214,7 @@ def _summary_fields(summary: RunSummary) -> dict[str, Any]:
         "error": summary.error,
         "finished_at": utc_now(),
     }
-    if summary.status not in _FINAL_STATUSES:
-        fields["status"] = "failed"
+    if summary.status not in ENDED_STATUSES:
+        fields["status"] = RunStatus.FAILED
         fields["error"] = f"the runner ended with unknown status {summary.status!r}: {summary.error}"
     return fields

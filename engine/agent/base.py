@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 from abc import ABC, abstractmethod
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,15 +26,16 @@ from engine.agent.tools import ASK_ENV, FINISH, AgentTool
 from engine.agent.toolset import Toolset
 from engine.agent.toolsets import FileTools, MemoryTools, SkillTools, TodoTools
 from engine.agent.workspace import AgentWorkspace
+from engine.env.handle import EnvHandle
+from engine.env.requests import EnvRequest
 from engine.errors import LLMCallError, StructuredOutputError, WorkspaceError
-from engine.llm.budget import BudgetedModel, BudgetGate
+from engine.llm.budget import BudgetGate
 from engine.llm.decision import build_decision_model
-from engine.llm.dispatcher import get_chat_model
-from engine.llm.meter import Meter, MeteredModel
+from engine.llm.dispatcher import caller_model
+from engine.llm.meter import Meter
 from engine.llm.prompt import PromptTemplate
 from engine.llm.protocol import ChatModel
 from engine.llm.structured import complete_structured
-from engine.llm.traced import TracedModel
 from engine.trace import TraceRecorder
 
 __all__ = ["AgentBase"]
@@ -59,7 +61,7 @@ class AgentBase(ABC):
         self.workspace: AgentWorkspace | None = None
         self.meter = Meter()
         self._service_proxy: ServiceProxy | None = None
-        self._env: Any = None
+        self._env: EnvHandle  #: ServiceProxy.env, bound by restore
         self._dispatcher: ChatModel | None = None
         self._trace: TraceRecorder | None = None
         self._budget: BudgetGate | None = None
@@ -134,12 +136,8 @@ class AgentBase(ABC):
         self._service_proxy = service_proxy
         self._env = service_proxy.env
         self._trace = service_proxy.trace.recorder if service_proxy.trace is not None else None
-        model: ChatModel = get_chat_model(service_proxy.client("default"))
-        if self._budget is not None:
-            model = BudgetedModel(model, self._budget)
-        if self._trace is not None:
-            model = TracedModel(model, self._trace)
-        self._dispatcher = MeteredModel(model, self.meter, caller=f"agent:{self.id}")
+        self._dispatcher = caller_model(service_proxy.client("default"), self.meter, caller=f"agent:{self.id}",
+                                        role="default", trace=self._trace, budget=self._budget)
 
     # ---- persistence -------------------------------------------------------------------------
     @property
@@ -278,20 +276,18 @@ class AgentBase(ABC):
         if request.missing:
             names = ", ".join("{" + name + "}" for name in request.missing)
             return f"[fail] not sent: no value for {names}; give it in variables or write the value out"
-        ctx: dict[str, Any] = {"agent_id": self.id}
-        if template_mode:
-            ctx["variables"] = request.variables
-        text = request.template if template_mode else request.text
+        ask = EnvRequest(
+            "ask", self.id, request.template if template_mode else request.text, readonly,
+            template_mode=template_mode, variables=request.variables if template_mode else None,
+        )
         if self._trace is not None:
             with self._trace.span("env.ask", agent_id=self.id, template_mode=template_mode) as span:
                 ref = span.ref
-                ctx, answer = await self._env.ask(
-                    ctx, text, readonly=readonly, template_mode=template_mode, trace_id=ref.trace_id, parent_span_id=ref.span_id
-                )
-                span.set(status=ctx.get("status"))
+                reply = await self._env.ask(replace(ask, trace_id=ref.trace_id, parent_span_id=ref.span_id))
+                span.set(status=reply.status)
         else:
-            ctx, answer = await self._env.ask(ctx, text, readonly=readonly, template_mode=template_mode)
-        return f"[{ctx.get('status', 'unknown')}] {answer}"
+            reply = await self._env.ask(ask)
+        return f"[{reply.status}] {reply.answer}"
 
     async def run_react_loop(
         self, *, tick: int, t: datetime, observations: list[str] | None = None, question: str | None = None, readonly: bool = False

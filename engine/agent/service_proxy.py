@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
+from engine.env.handle import EnvHandle
 from engine.llm.client import LLMClient
 from engine.storage.replay import ReplayWriter
+from engine.storage.run_layout import RunLayout
 from engine.trace import TraceHandle
 
 __all__ = ["ServiceProxy"]
@@ -17,16 +18,16 @@ __all__ = ["ServiceProxy"]
 class ServiceProxy:
     """Handles and settings only: no locks, connections or threads.
 
-    ``env`` is an EnvRouterProxy (router in a Dask actor) or an in-process RouterBase; LLM
-    clients carry connection settings and each worker builds its own backend. ``trace`` and
-    ``replay`` say where spans and replay shards go (``<run_dir>/trace`` and ``<run_dir>/replay``
-    unless given): the trace handle pickles without its spans, so each task records its own
-    (:meth:`for_task`), and the replay writer is a directory, staged per transaction by
-    :meth:`ReplayWriter.in_txn`. Agents bind ``env``, the default LLM client and ``trace`` in
-    ``AgentBase._bind_services``.
+    ``env`` is an :class:`~engine.env.handle.EnvHandle`: an EnvRouterProxy (router in a Dask
+    actor), an in-process RouterBase, or a ScriptedEnv (tests). LLM clients carry connection
+    settings and each worker builds its own backend. ``trace`` and ``replay`` say where spans and
+    replay shards go (the run's ``trace/`` and ``replay/`` unless given): the trace handle pickles
+    without its spans, so each task records its own (:meth:`for_task`), and the replay writer is a
+    directory, staged per transaction by :meth:`ReplayWriter.in_txn`. Agents bind ``env``, the
+    default LLM client and ``trace`` in ``AgentBase._bind_services``.
     """
 
-    env: Any
+    env: EnvHandle
     llm: dict[str, LLMClient] = field(default_factory=lambda: {"default": LLMClient()})
     run_dir: Path | None = None
     run_id: str = "run"
@@ -35,11 +36,11 @@ class ServiceProxy:
 
     def __post_init__(self) -> None:
         if self.run_dir is not None:
-            run_dir = Path(self.run_dir)
+            layout = RunLayout(Path(self.run_dir))
             if self.trace is None:
-                object.__setattr__(self, "trace", TraceHandle(run_dir / "trace"))
+                object.__setattr__(self, "trace", TraceHandle(layout.trace))
             if self.replay is None:
-                object.__setattr__(self, "replay", ReplayWriter(run_dir / "replay"))
+                object.__setattr__(self, "replay", ReplayWriter(layout.replay))
 
     def client(self, role: str = "default") -> LLMClient:
         """The client for ``role``, falling back to ``default``."""

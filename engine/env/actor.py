@@ -23,31 +23,32 @@ from typing import Any
 
 from engine.env.input_files import InputRoots, input_roots
 from engine.env.registry import resolve_env_module
-from engine.env.requests import EnvReply, EnvRequest
+from engine.env.requests import EnvReply, EnvRequest, ToolCall
 from engine.env.router_base import RouterBase
 from engine.env.routers import ROUTERS, CodeGenRouter
 from engine.env.routers.cache_ledger import CODEGEN_CACHE, CacheLedger
 from engine.env.tool_calls import ENV_TOOL_CALLS, tool_call_rows
 from engine.errors import ToolCallError
 from engine.failpoints import failpoint
+from engine.llm.budget import Allowance, BudgetGate
 from engine.llm.client import LLMClient
-from engine.llm.dispatcher import get_chat_model
-from engine.llm.meter import Meter, MeteredModel, serving_agent
+from engine.llm.dispatcher import caller_model
+from engine.llm.meter import Meter, serving_agent
+from engine.spec import DEFAULT_ROUTER, RouterName
 from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.catalog import Catalog
 from engine.storage.replay import ReplayWriter
+from engine.storage.run_layout import RunLayout
 from engine.storage.shards import shard_name
 from engine.trace import SpanRef, TraceRecorder, write_trace_shard
 
-__all__ = ["CACHE_LEDGER", "SNAPSHOTS", "EnvRouterActor", "EnvRouterConfig", "build_router", "snapshot_name", "template_cache_dir"]
+__all__ = ["CACHE_LEDGER", "EnvRouterActor", "EnvRouterConfig", "build_router", "snapshot_name", "template_cache_dir"]
 
 logger = logging.getLogger(__name__)
 
 #: How much of a failed request's exception its reply carries (the log and the span keep the rest).
 _ERROR_CHARS = 300
 
-#: where committed env state snapshots live, under ``<run_dir>/env/``
-SNAPSHOTS = "_snapshots"
 #: the CodeGen cache's counts in a snapshot (beside the modules' directories)
 CACHE_LEDGER = "_codegen_cache.json"
 
@@ -69,7 +70,7 @@ class EnvRouterConfig:
     """Everything needed to build the router on whichever worker hosts the actor."""
 
     modules: tuple[tuple[str, dict[str, Any]], ...]  #: (type name, kwargs) in spec order
-    router: str = "react"
+    router: RouterName = DEFAULT_ROUTER
     max_steps: int = 3
     coder: LLMClient = field(default_factory=lambda: LLMClient(role="coder"))
     run_dir: Path | None = None
@@ -93,27 +94,41 @@ def template_cache_dir(config: EnvRouterConfig) -> Path | None:
     run_dir = Path(config.run_dir) if config.run_dir is not None else None
     if responses is not None and (run_dir is None or not responses.resolve().is_relative_to(run_dir.resolve())):
         return responses / "codegen_cache"
-    return run_dir / "env" / "_codegen_cache" if run_dir is not None else None
+    return RunLayout(run_dir).codegen_cache if run_dir is not None else None
 
 
-def build_router(config: EnvRouterConfig) -> RouterBase:
-    """Construct modules and the router (no Dask involved; tests use this directly)."""
+def build_router(config: EnvRouterConfig, *, trace: TraceRecorder | None = None, budget: BudgetGate | None = None) -> RouterBase:
+    """Construct modules and the router (no Dask involved; tests use this directly).
+
+    Args:
+        config: what to build.
+        trace: where the coder's ``llm.completion`` spans go; None: no spans.
+        budget: the gate the coder's calls are charged to; None: unlimited.
+    """
     # Files a spec names (city_file, ...) resolve only under the run's inputs and the allow-list.
     with input_roots(InputRoots.for_run(config.run_dir, tuple(config.input_dirs))):
         modules = [resolve_env_module(type_name)(**kwargs) for type_name, kwargs in config.modules]
     meter = Meter()
-    llm = MeteredModel(get_chat_model(config.coder), meter, caller="router", role="coder")
+    llm = caller_model(config.coder, meter, caller="router", role="coder", trace=trace, budget=budget)
     options: dict[str, Any] = {}
     if config.router == "codegen":
         options = {
             "cache_dir": template_cache_dir(config),
             "similarity_threshold": config.cache_similarity,
             "embedder": config.embedder,
+            "seed": config.coder.seed,
         }
     router = ROUTERS[config.router](modules, llm, meter=meter, max_steps=config.max_steps, **options)
     if config.run_dir is not None:
-        router.bind_env_workspaces(Path(config.run_dir) / "env", [t for t, _ in config.modules])
+        router.bind_env_workspaces(RunLayout(config.run_dir).env, [t for t, _ in config.modules])
     return router
+
+
+def _tool_call(request: EnvRequest, result: str, *, ok: bool) -> tuple[ToolCall, ...]:
+    """The call a ``call_tool`` request made, for its reply (other requests call no tool themselves)."""
+    if request.op != "call_tool":
+        return ()
+    return (ToolCall(request.instruction, dict(request.arguments or {}), result, ok),)
 
 
 class EnvRouterActor:
@@ -121,9 +136,11 @@ class EnvRouterActor:
 
     def __init__(self, config: EnvRouterConfig) -> None:
         self.config = config
-        self.router = build_router(config)
         self._trace = TraceRecorder()
-        self._replay = ReplayWriter(Path(config.run_dir) / "replay") if config.run_dir else None
+        #: the router's share of each transaction's budget (the driver renews it: :meth:`open_budget`)
+        self._budget = BudgetGate(Allowance())
+        self.router = build_router(config, trace=self._trace, budget=self._budget)
+        self._replay = ReplayWriter(RunLayout(config.run_dir).replay) if config.run_dir else None
         self.requests_served = 0
         self.batches_served = 0
         #: per-step cache rows and run totals (codegen only)
@@ -131,15 +148,15 @@ class EnvRouterActor:
 
     def _snapshots(self) -> Path:
         assert self.config.run_dir is not None, "snapshots need a run directory"
-        return Path(self.config.run_dir) / "env" / SNAPSHOTS
+        return RunLayout(self.config.run_dir).env_snapshots
 
     async def init(self, start_t: datetime, agent_ids: list[int], snapshot: str | None = None) -> dict[str, Any]:
         """Initialise modules, restoring the committed snapshot ``snapshot`` when given; returns what the proxy carries."""
         restored = await self.router.init(start_t, agent_ids, snapshot=self._snapshots() / snapshot if snapshot else None)
         if self.config.run_dir is not None:
-            Catalog(Path(self.config.run_dir) / "replay").register(ENV_TOOL_CALLS)
+            Catalog(RunLayout(self.config.run_dir).replay).register(ENV_TOOL_CALLS)
         if self._ledger is not None and self.config.run_dir is not None:
-            Catalog(Path(self.config.run_dir) / "replay").register(CODEGEN_CACHE)
+            Catalog(RunLayout(self.config.run_dir).replay).register(CODEGEN_CACHE)
             if snapshot:
                 # The cache file itself reloaded when the router was built; its counts come from the snapshot.
                 self._ledger.restore(read_json(self._snapshots() / snapshot / CACHE_LEDGER, default={}))
@@ -148,6 +165,15 @@ class EnvRouterActor:
             "world_description": self.router.get_world_description(),
             "env_skill_dirs": [(m.name, str(d)) for m in self.router.env_modules for d in m.skill_dirs()],
         }
+
+    async def open_budget(self, allowance: Allowance | None) -> None:
+        """Charge the router's LLM calls from now on to ``allowance`` (None: unlimited), as the
+        driver does with each batch's share; refusals count from zero again."""
+        self._budget.renew(allowance or Allowance())
+
+    async def budget_refused(self) -> int:
+        """How many router LLM calls the budget refused since :meth:`open_budget`."""
+        return self._budget.refused
 
     async def set_current_time(self, t: datetime) -> None:
         self.router.set_current_time(t)
@@ -161,13 +187,15 @@ class EnvRouterActor:
             detail = f"{type(error).__name__}: {error}"
             if len(detail) > _ERROR_CHARS:
                 detail = detail[:_ERROR_CHARS] + "..."
-            return EnvReply(f"error: the environment failed on this {request.op} request ({detail})", "error",
-                            (request.instruction,) if request.op == "call_tool" else ())
+            answer = f"error: the environment failed on this {request.op} request ({detail})"
+            return EnvReply(answer, "error", _tool_call(request, answer, ok=False))
 
     async def _traced(self, request: EnvRequest) -> EnvReply:
         serving_agent.set(request.agent_id)  # each request runs as its own task: the router's calls serve this agent
         parent = SpanRef(request.trace_id, request.parent_span_id) if request.trace_id and request.parent_span_id else None
-        with self._trace.span("env.ask", trace_id=request.trace_id, parent=parent, op=request.op, agent_id=request.agent_id) as span:
+        with self._trace.span(
+            "env.ask", trace_id=request.trace_id, parent=parent, op=request.op, agent_id=request.agent_id
+        ) as span:
             try:
                 return await self._route(request)
             except Exception:
@@ -180,21 +208,14 @@ class EnvRouterActor:
         if request.op == "discard":
             dropped = await self.router.discard_pending(request.agent_id)
             self.router.discard_tool_calls(request.agent_id)  # the undone step's calls are not the tick's
-            return EnvReply(f"{dropped} queued updates dropped", "success", (), dropped)
+            return EnvReply(f"{dropped} queued updates dropped", "success", value=dropped)
         if request.op == "call_tool":
             try:
                 value = await self.router.call_tool(request.instruction, request.arguments or {}, readonly=request.readonly)
             except ToolCallError as error:
-                return EnvReply(f"error: {error}", "fail", (request.instruction,))
-            return EnvReply(str(value), "success", (request.instruction,), value)
-        ctx: dict[str, Any] = {"agent_id": request.agent_id}
-        if request.variables is not None:
-            ctx["variables"] = dict(request.variables)
-        ctx, answer = await self.router.ask(
-            ctx, request.instruction, readonly=request.readonly, template_mode=request.template_mode,
-            trace_id=request.trace_id, parent_span_id=request.parent_span_id,
-        )
-        return EnvReply(answer, ctx["status"], tuple(r["tool"] for r in ctx.get("results", [])))
+                return EnvReply(f"error: {error}", "fail", _tool_call(request, f"error: {error}", ok=False))
+            return EnvReply(str(value), "success", _tool_call(request, str(value), ok=True), value)
+        return await self.router.ask(request)
 
     async def ask_many(self, requests: list[EnvRequest]) -> list[EnvReply]:
         """Serve many agents' requests in one actor call, concurrently; each reply answers its own request.
@@ -221,7 +242,7 @@ class EnvRouterActor:
         cache_row = self._ledger.row(step, t) if self._ledger is not None else None
         counts: dict[str, int] = {}
         staged: list[str] = []
-        if self._replay is not None:
+        if self._replay is not None and self.config.run_dir is not None:
             writer = ReplayWriter(self._replay.replay_dir, txn=txn)
             schemas = {s.name: s for m in self.router.env_modules for s in m.replay_datasets()}
             for module in self.router.env_modules:
@@ -236,7 +257,7 @@ class EnvRouterActor:
                 path = writer.write_shard(CODEGEN_CACHE, shard_name(step, "env-router"), [cache_row])
                 staged += [str(path)] if path else []
                 counts[CODEGEN_CACHE.name] = 1
-            trace = write_trace_shard(Path(self.config.run_dir) / "trace", shard_name(step, "env"), self._trace.drain(), txn=txn)
+            trace = write_trace_shard(RunLayout(self.config.run_dir).trace, shard_name(step, "env"), self._trace.drain(), txn=txn)
             staged += [str(trace)] if trace else []
             failpoint("env_step", step=step)
         return {"counts": counts, "staged": staged, "snapshot": await self.snapshot(txn)}
@@ -261,7 +282,11 @@ class EnvRouterActor:
     async def usage(self) -> dict[str, Any]:
         """The router's LLM usage, the requests and batches served, and (codegen) the run's
         template cache counts under ``codegen_cache``."""
-        usage: dict[str, Any] = {**self.router.get_token_usages(), "requests": self.requests_served, "batches": self.batches_served}
+        usage: dict[str, Any] = {
+            **self.router.get_token_usages(),
+            "requests": self.requests_served,
+            "batches": self.batches_served,
+        }
         if self._ledger is not None:
             usage["codegen_cache"] = self._ledger.totals().as_dict()
         return usage

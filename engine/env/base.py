@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from pydantic import ValidationError
 
 from engine.env.tool import ToolInfo, build_tool_info
+from engine.env.update_queue import Update, UpdateQueue
 from engine.errors import ToolCallError
 from engine.llm.meter import serving_agent
 from engine.storage.atomic import atomic_write_json, read_json
@@ -31,6 +32,13 @@ class EnvBase:
     Subclasses expose behaviour with ``@tool`` methods, keep their dynamic state in plain
     attributes, and persist it with :meth:`dump_state` / :meth:`load_state` (JSON). They declare
     replay datasets with :meth:`replay_datasets` and produce rows with :meth:`replay_rows`.
+
+    A mutating tool changes no state itself: it queues an update on :attr:`updates` and the module
+    applies it in :meth:`apply_update`, which :meth:`step` (and :meth:`apply_pending`, after an
+    intervention) calls for each update in (agent id, call order) order. The base class owns the
+    rest of the exactly-once rule: it drops a re-run agent-step's updates (:meth:`discard_pending`)
+    and writes the queue into snapshots. :func:`engine.env.testing.check_update_discipline` checks
+    that a module keeps to it.
 
     Every tool call is recorded in the module's tool-call history, which holds the current env step
     only: the env actor drains it each step into the ``env_tool_calls`` dataset
@@ -54,6 +62,8 @@ class EnvBase:
         self._history: list[dict[str, Any]] = []
         self._trace_id: str | None = None
         self._agent_ids: set[int] | None = None  #: None until the router binds the run's agents
+        #: updates the tools queued since the last step (or :meth:`apply_pending`)
+        self.updates = UpdateQueue()
 
     @property
     def name(self) -> str:
@@ -104,16 +114,32 @@ class EnvBase:
         self.t = start_datetime
 
     async def step(self, tick: int, t: datetime) -> None:
-        """Advance one simulation step; ``t`` is the time at its end."""
+        """Advance one simulation step; ``t`` is the time at its end.
+
+        The default moves the clock to ``t`` and applies the queued updates; a module that
+        overrides it calls :meth:`apply_pending` (or ``super().step``) itself.
+        """
         self.t = t
+        self.apply_pending()
 
     def apply_pending(self) -> int:
-        """Apply updates queued since the last step now, at ``self.t``; returns how many (default 0).
+        """Apply the updates queued since the last step now, at ``self.t``; returns how many.
 
-        Modules with synchronous updates apply their queue here (their ``step`` calls it too), so
-        an intervention made between ticks reaches agents in the next tick.
+        The env step calls it, and so does ``settle`` after an intervention, so that an
+        intervention made between ticks reaches agents in the next tick.
         """
-        return 0
+        drained = self.updates.drain()
+        for update in drained:
+            self.apply_update(update)
+        return len(drained)
+
+    def apply_update(self, update: Update) -> None:
+        """Apply one queued update to the module's state (modules that queue updates override this).
+
+        Raises:
+            NotImplementedError: the module queued an update and does not apply it.
+        """
+        raise NotImplementedError(f"{self.name} queued an update but does not override apply_update")
 
     async def close(self) -> None:
         """Release resources (optional)."""
@@ -139,9 +165,9 @@ class EnvBase:
         """Drop the updates ``agent_id`` queued during this tick; returns how many.
 
         Called when an agent-step is re-run after its worker died mid-step, so the retried step does
-        not queue its messages, trades or moves twice. Modules that queue updates override this.
+        not queue its messages, trades or moves twice.
         """
-        return 0
+        return self.updates.discard(agent_id)
 
     def replay_rows(self, step: int, t: datetime) -> dict[str, list[dict[str, Any]]]:
         """Rows for each declared dataset after env step ``step`` (at time ``t``)."""
@@ -152,17 +178,29 @@ class EnvBase:
         self._workspace_root = root
 
     def dump_state(self) -> dict[str, Any]:
-        """The dynamic state as JSON-able data (override with :meth:`load_state`)."""
+        """The dynamic state as JSON-able data, queued updates aside (override with :meth:`load_state`)."""
         return {}
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`dump_state` produced."""
 
+    def dump_snapshot(self) -> dict[str, Any]:
+        """Everything a snapshot keeps: the clock, :meth:`dump_state` and the queued updates."""
+        return {"t": self.t, "state": self.dump_state(), "updates": self.updates.dump()}
+
+    def load_snapshot(self, saved: dict[str, Any]) -> None:
+        """Restore what :meth:`dump_snapshot` produced (after a JSON round trip)."""
+        self.load_state(saved["state"])
+        if "updates" in saved:  # snapshots written before the queue moved here carry none
+            self.updates.load(saved["updates"])
+        t = saved.get("t")
+        self.t = (datetime.fromisoformat(t) if isinstance(t, str) else t) if t else self.t
+
     async def to_workspace(self, workspace_path: Path | None = None) -> None:
         root = workspace_path or self._workspace_root
         if root is None:
             return
-        atomic_write_json(root / "state" / _STATE_FILE, {"t": self.t, "state": self.dump_state()})
+        atomic_write_json(root / "state" / _STATE_FILE, self.dump_snapshot())
 
     async def restore(self, workspace_path: Path | None = None) -> bool:
         """Load the state written by :meth:`to_workspace`; False when there is none."""
@@ -172,8 +210,7 @@ class EnvBase:
         saved = read_json(root / "state" / _STATE_FILE, default=None)
         if saved is None:
             return False
-        self.load_state(saved["state"])
-        self.t = datetime.fromisoformat(saved["t"]) if saved.get("t") else self.t
+        self.load_snapshot(saved)
         return True
 
     @classmethod

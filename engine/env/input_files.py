@@ -27,11 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import SpecError
+from engine.storage.run_layout import RunLayout
 
-__all__ = ["INPUTS_DIR", "MAX_INPUT_BYTES", "InputRoots", "current_input_roots", "input_roots", "resolve_input_file"]
+__all__ = ["MAX_INPUT_BYTES", "InputRoots", "current_input_roots", "input_roots", "resolve_input_file"]
 
-#: The run's own inputs directory, under its run directory.
-INPUTS_DIR = "inputs"
 #: The largest input file a module reads.
 MAX_INPUT_BYTES = 16_000_000
 
@@ -45,7 +44,7 @@ class InputRoots:
     @classmethod
     def for_run(cls, run_dir: Path | None, allowed: tuple[Path, ...] = ()) -> InputRoots:
         """``<run_dir>/inputs`` (when there is a run directory) followed by ``allowed``."""
-        own = (Path(run_dir) / INPUTS_DIR,) if run_dir is not None else ()
+        own = (RunLayout(run_dir).inputs,) if run_dir is not None else ()
         return cls((*own, *(Path(d) for d in allowed)))
 
 

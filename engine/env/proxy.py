@@ -135,7 +135,7 @@ def detached_actor(address: str, key: str) -> Any:
 
 @dataclass(frozen=True)
 class EnvRouterProxy:
-    """What ServiceProxy.env holds when the router lives in a Dask actor."""
+    """The :class:`~engine.env.handle.EnvHandle` ServiceProxy.env holds when the router lives in a Dask actor."""
 
     address: str
     key: str
@@ -166,24 +166,13 @@ class EnvRouterProxy:
         except OSError as error:  # distributed: "Unable to contact Actor's worker", CommClosedError
             raise EnvUnavailableError(f"env actor {self.key} at {self.address} unreachable: {error}") from error
 
-    async def ask(
-        self,
-        ctx: dict[str, Any],
-        instruction: str,
-        readonly: bool = False,
-        template_mode: bool = False,
-        trace_id: str | None = None,
-        parent_span_id: str | None = None,
-    ) -> tuple[dict[str, Any], str]:
-        """Same contract as :meth:`RouterBase.ask` (``ctx["variables"]`` travels with a template)."""
-        variables = ctx.get("variables")
-        reply = await self.request(
-            EnvRequest(
-                "ask", int(ctx["agent_id"]), instruction, readonly, trace_id, parent_span_id,
-                template_mode=template_mode, variables=dict(variables) if variables is not None else None,
-            )
-        )
-        return {**ctx, "status": reply.status, "tools": list(reply.tools)}, reply.answer
+    async def ask(self, request: EnvRequest) -> EnvReply:
+        """Route one instruction in the actor (see :meth:`RouterBase.ask`); the request crosses as it is.
+
+        Raises:
+            EnvUnavailableError: the actor's worker cannot be reached.
+        """
+        return await self.request(request)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], *, readonly: bool = False) -> Any:
         """Call one tool directly, no LLM routing (rule-based agents, tool-call throughput).

@@ -1,11 +1,20 @@
-"""The messages that cross the actor boundary: small, picklable, batched."""
+"""The messages an :class:`~engine.env.handle.EnvHandle` takes and gives: small, picklable, batched.
+
+The same two types serve an in-process router and the env actor, so nothing converts between a
+request and a context dict on either side of the actor boundary.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-__all__ = ["EnvReply", "EnvRequest"]
+__all__ = ["ENV_STATUSES", "EnvReply", "EnvRequest", "EnvStatus", "ToolCall"]
+
+#: How an ask ended (see ``engine.env.router_base.STATUS_DESCRIPTIONS`` for their meaning).
+EnvStatus = Literal["success", "in_progress", "fail", "error", "unknown"]
+ENV_STATUSES: tuple[EnvStatus, ...] = get_args(EnvStatus)
 
 
 @dataclass(frozen=True)
@@ -24,10 +33,32 @@ class EnvRequest:
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """One tool call made while serving a request."""
+
+    tool: str  #: the router's name of the tool
+    arguments: dict[str, Any]  #: as the tool received them (caller fields such as ``agent_id`` filled in)
+    result: str  #: the tool's result as text, or ``"error: ..."`` when it refused
+    ok: bool
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ToolCall:
+        """A call from a ``{tool, arguments, result, ok}`` row (the sandbox broker records those)."""
+        return cls(str(row["tool"]), dict(row["arguments"]), str(row["result"]), bool(row["ok"]))
+
+
+@dataclass(frozen=True)
 class EnvReply:
     """The environment's answer to one :class:`EnvRequest`."""
 
     answer: str
-    status: str  #: success | in_progress | fail | error | unknown
-    tools: tuple[str, ...] = ()  #: tools the router called
-    value: Any = None  #: call_tool only: the tool's return value
+    status: EnvStatus
+    calls: tuple[ToolCall, ...] = ()  #: the tool calls made, in order
+    value: Any = None  #: call_tool and discard only: the tool's return value, the updates dropped
+    module: str | None = None  #: two-tier routers: the module tier 1 chose
+    code_results: dict[str, Any] | None = None  #: codegen router: the ``results`` dict the code filled
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        """The names of the tools called, in order."""
+        return tuple(call.tool for call in self.calls)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.env.base import EnvBase
+from engine.env.requests import EnvReply, EnvRequest, EnvStatus
 from engine.env.tool import ToolInfo
 from engine.errors import ToolCallError
 from engine.llm.meter import Meter
@@ -16,7 +17,7 @@ from engine.llm.protocol import ChatModel
 
 __all__ = ["STATUS_DESCRIPTIONS", "RouterBase"]
 
-STATUS_DESCRIPTIONS = {
+STATUS_DESCRIPTIONS: dict[EnvStatus, str] = {
     "success": "The task has been completed successfully.",
     "in_progress": "More steps are needed; check again in a later step.",
     "fail": "The task could not be completed (unsupported instruction, missing data, invalid input).",
@@ -26,7 +27,7 @@ STATUS_DESCRIPTIONS = {
 
 
 class RouterBase(ABC):
-    """Coordinates agents and environment modules.
+    """Coordinates agents and environment modules; an :class:`~engine.env.handle.EnvHandle` in this process.
 
     Args:
         env_modules: the modules, in spec order.
@@ -179,20 +180,17 @@ class RouterBase(ABC):
         return self._world_description
 
     @staticmethod
-    def get_status_descriptions() -> dict[str, str]:
+    def get_status_descriptions() -> dict[EnvStatus, str]:
         return dict(STATUS_DESCRIPTIONS)
 
     def get_token_usages(self) -> dict[str, int]:
         return {"calls": self.meter.calls, "input_tokens": self.meter.input_tokens, "output_tokens": self.meter.output_tokens}
 
     @abstractmethod
-    async def ask(
-        self,
-        ctx: dict[str, Any],
-        instruction: str,
-        readonly: bool = False,
-        template_mode: bool = False,
-        trace_id: str | None = None,
-        parent_span_id: str | None = None,
-    ) -> tuple[dict[str, Any], str]:
-        """Handle one instruction; returns ``(ctx, answer)`` with ``ctx["status"]`` set."""
+    async def ask(self, request: EnvRequest) -> EnvReply:
+        """Route one instruction (``request.op == "ask"``) onto the tools.
+
+        ``request.agent_id`` fills the tools' ``agent_id``; with ``request.template_mode`` the
+        instruction is a template whose values are ``request.variables``; ``request.readonly``
+        offers read-only tools only. A failure to route is a reply with status ``fail`` or ``error``.
+        """

@@ -36,6 +36,7 @@ from engine.llm.dispatcher import dispatcher_stats
 from engine.llm.meter import serving_agent
 from engine.society.datasets import ACTIONS, LLM_CALLS
 from engine.society.lease import check_session
+from engine.storage.run_layout import RunLayout
 from engine.storage.shards import shard_name
 from engine.trace import TraceRecorder
 
@@ -195,7 +196,7 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
     try:
         # The env actor lost, or the run taken over by a newer driver: cancel the batch's other agents.
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(_step_one(a, job, proxy, run_dir / "agents", recorder, gate)) for a in job.agent_ids]
+            tasks = [group.create_task(_step_one(a, job, proxy, RunLayout(run_dir).agents, recorder, gate)) for a in job.agent_ids]
     except BaseExceptionGroup as errors:
         abort = _batch_abort(errors)
     if abort is not None:

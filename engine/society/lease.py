@@ -18,16 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import RunLockedError, StaleRunError
+from engine.run_status import RunStatus
 from engine.society.status import read_society_step
 from engine.storage.atomic import atomic_write_json, read_json
+from engine.storage.run_layout import RunLayout
 
-__all__ = ["LEASE_FILE", "RunLease", "check_session", "effective_status", "lease_is_live", "read_lease"]
+__all__ = ["RunLease", "check_session", "effective_status", "lease_is_live", "read_lease"]
 
-LEASE_FILE = "LEASE.json"
 
 
 def read_lease(run_dir: Path) -> dict[str, Any] | None:
-    return read_json(Path(run_dir) / LEASE_FILE, default=None)
+    return read_json(RunLayout(run_dir).lease_file, default=None)
 
 
 def check_session(run_dir: Path, session: str | None) -> None:
@@ -62,14 +63,14 @@ def lease_is_live(lease: dict[str, Any] | None, now: float | None = None) -> boo
     return lease.get("host") != socket.gethostname() or _pid_exists(int(lease.get("pid", -1)))
 
 
-def effective_status(run_dir: Path) -> str | None:
+def effective_status(run_dir: Path) -> RunStatus | None:
     """The run's status as a reader should report it: ``running`` only while the lease is live,
     ``crashed`` when the status file says running but no live driver holds the run."""
     status = read_society_step(Path(run_dir))
     if status is None:
         return None
-    if status.status == "running" and not lease_is_live(read_lease(run_dir)):
-        return "crashed"
+    if status.status == RunStatus.RUNNING and not lease_is_live(read_lease(run_dir)):
+        return RunStatus.CRASHED
     return status.status
 
 
@@ -81,7 +82,7 @@ class RunLease:
     """
 
     def __init__(self, run_dir: Path, *, ttl_s: float = 10.0, interval_s: float = 2.0) -> None:
-        self.path = Path(run_dir) / LEASE_FILE
+        self.path = RunLayout(run_dir).lease_file
         self.session = uuid.uuid4().hex  #: batch tasks carry it and refuse to write once it changed
         self.ttl_s = ttl_s
         self.interval_s = interval_s

@@ -7,7 +7,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from engine.run_status import RunStatus
 from engine.storage.atomic import atomic_write_json, read_json
+from engine.storage.run_layout import RunLayout
 
 __all__ = ["SocietyStep", "read_society_step", "write_society", "write_society_step"]
 
@@ -20,7 +22,7 @@ class SocietyStep:
     step_count: int = 0
     completed_steps: int = 0  #: top-level spec steps completed
     agent_steps_done: int = 0
-    status: str = "running"  #: running | completed | failed | cancelled | budget_exhausted
+    status: RunStatus = RunStatus.RUNNING  #: running | completed(_with_errors) | failed | cancelled | budget_exhausted
     error: str | None = None
     txn: int = 0  #: transactions committed (ticks and non-run top-level steps)
     env_snapshot: str | None = None  #: the env state snapshot the last committed transaction wrote
@@ -30,18 +32,19 @@ class SocietyStep:
 
 def write_society(run_dir: Path, content: dict[str, Any]) -> None:
     """Write ``SOCIETY.json`` once (immutable: specs, env module types and kwargs, spec hash)."""
-    path = run_dir / "SOCIETY.json"
+    path = RunLayout(run_dir).society_file
     if not path.exists():
         atomic_write_json(path, content, indent=2)
 
 
 def write_society_step(run_dir: Path, step: SocietyStep) -> None:
-    atomic_write_json(run_dir / "SOCIETY_STEP.json", asdict(step), indent=2)
+    atomic_write_json(RunLayout(run_dir).society_step_file, asdict(step), indent=2)
 
 
 def read_society_step(run_dir: Path) -> SocietyStep | None:
-    data = read_json(run_dir / "SOCIETY_STEP.json", default=None)
+    data = read_json(RunLayout(run_dir).society_step_file, default=None)
     if data is None:
         return None
     data["current_time"] = datetime.fromisoformat(data["current_time"])
+    data["status"] = RunStatus(data["status"])
     return SocietyStep(**data)

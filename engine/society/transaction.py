@@ -13,9 +13,9 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from engine.env.actor import SNAPSHOTS
 from engine.failpoints import failpoint
 from engine.society.status import SocietyStep, write_society_step
+from engine.storage.run_layout import RunLayout
 from engine.storage.staging import commit_staged, recover_staged
 
 __all__ = ["commit", "recover", "staged_roots"]
@@ -23,7 +23,7 @@ __all__ = ["commit", "recover", "staged_roots"]
 
 def staged_roots(run_dir: Path) -> list[Path]:
     """Where staged files can be."""
-    return [run_dir / "replay", run_dir / "trace", run_dir / "artifacts"]
+    return list(RunLayout(run_dir).staged_roots)
 
 
 def commit(run_dir: Path, status: SocietyStep, staged: Iterable[str | Path]) -> None:
@@ -45,7 +45,7 @@ def recover(run_dir: Path, status: SocietyStep) -> tuple[int, int]:
 
 
 def _prune_snapshots(run_dir: Path, keep: str | None) -> None:
-    root = run_dir / "env" / SNAPSHOTS
+    root = RunLayout(run_dir).env_snapshots
     if keep is None or not root.is_dir():
         return
     for entry in root.iterdir():

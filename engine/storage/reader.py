@@ -37,6 +37,7 @@ import pyarrow as pa
 from engine.errors import QueryError, StorageError
 from engine.storage.catalog import Catalog, DatasetSchema
 from engine.storage.query_limits import QueryLimits
+from engine.storage.run_layout import REPLAY_DIR, TRACE_DIR, RunLayout
 from engine.storage.sweep_layout import SWEEP_COLUMNS, SweepManifest, cells_table, param_column, read_sweep_manifest
 from engine.storage.text_table import format_table
 
@@ -83,7 +84,7 @@ def _empty_view_sql(name: str, columns: dict[str, str]) -> str:
 
 #: The column sweep views read each row's source file into (to find its cell); dropped from the view.
 _FILE_COLUMN = "_polis_source_file"
-_CELL_OF_FILE = {"replay": r"/cell=([0-9]+)/replay/[^/]+/[^/]+$", "trace": r"/cell=([0-9]+)/trace/[^/]+$"}
+_CELL_OF_FILE = {"replay": rf"/cell=([0-9]+)/{REPLAY_DIR}/[^/]+/[^/]+$", "trace": rf"/cell=([0-9]+)/{TRACE_DIR}/[^/]+$"}
 
 
 def _sql_list(items: list[str]) -> str:
@@ -105,7 +106,7 @@ def _sweep_schemas(sweep: SweepManifest) -> dict[str, DatasetSchema]:
     # the first cell to register a name gives its schema (its empty-view columns).
     schemas: dict[str, DatasetSchema] = {}
     for cell in sweep.cells:
-        for name, schema in Catalog(sweep.cell_dir(cell.index) / "replay").load().items():
+        for name, schema in Catalog(RunLayout(sweep.cell_dir(cell.index)).replay).load().items():
             schemas.setdefault(name, schema)
     return schemas
 
@@ -134,8 +135,8 @@ class ReplayReader:
     def __init__(self, run_dir: Path, limits: QueryLimits | None = None) -> None:
         self.limits = limits if limits is not None else QueryLimits()
         self.run_dir = Path(run_dir).resolve()
-        self.replay_dir = self.run_dir / "replay"
-        self.trace_dir = self.run_dir / "trace"
+        self.replay_dir = RunLayout(self.run_dir).replay
+        self.trace_dir = RunLayout(self.run_dir).trace
         #: The sweep manifest when ``run_dir`` is a sweep root, else None.
         self.sweep = read_sweep_manifest(self.run_dir)
         self._schemas = Catalog(self.replay_dir).load() if self.sweep is None else _sweep_schemas(self.sweep)
@@ -193,7 +194,8 @@ class ReplayReader:
             clash = sorted(c for c in columns if c.lower() in taken)
             if clash:
                 raise StorageError(f"{name!r} has column(s) {clash} that a sweep view adds itself; it cannot be read as a sweep")
-            dirs = [sweep.cell_dir(c.index) / (kind if kind == "trace" else f"replay/{name}") for c in sweep.cells]
+            layouts = [RunLayout(sweep.cell_dir(c.index)) for c in sweep.cells]
+            dirs = [layout.trace if kind == "trace" else layout.replay / name for layout in layouts]
             globs = [str(d / f"*{suffix}") for d in dirs if _has_files(d, suffix)]
             if not globs:
                 nulls = ", ".join(f"CAST(NULL AS {t}) AS {_ident(c)}" for c, t in columns.items())
@@ -209,7 +211,7 @@ class ReplayReader:
         for name, schema in sorted(self._schemas.items()):
             view(name, {c.name: _DUCKDB_TYPES[c.type] for c in schema.columns}, "replay", ".parquet")
         view("spans", SPAN_COLUMNS, "trace", ".jsonl")
-        return [d for c in sweep.cells for d in (sweep.cell_dir(c.index) / "replay", sweep.cell_dir(c.index) / "trace")]
+        return [d for c in sweep.cells for d in (RunLayout(sweep.cell_dir(c.index)).replay, RunLayout(sweep.cell_dir(c.index)).trace)]
 
     def __enter__(self) -> ReplayReader:
         return self

@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from engine.errors import StorageError
+from engine.run_status import RunStatus
 from engine.storage.atomic import read_json
 
 __all__ = [
@@ -64,7 +65,7 @@ class SweepCellRecord:
     replication: int  #: 0-based replication of its parameter combination
     seed: int  #: the seed the cell ran with
     params: dict[str, Any]  #: grid path -> value
-    status: str  #: pending | running | completed | failed | cancelled | budget_exhausted
+    status: RunStatus  #: pending | running | completed(_with_errors) | failed | cancelled | budget_exhausted
     error: str | None = None
 
 
@@ -96,7 +97,7 @@ def read_sweep_manifest(root: Path) -> SweepManifest | None:
         cells = tuple(
             SweepCellRecord(
                 index=int(c["index"]), cell_id=str(c["cell_id"]), replication=int(c["replication"]),
-                seed=int(c["seed"]), params=dict(c["params"]), status=str(c["status"]), error=c.get("error"),
+                seed=int(c["seed"]), params=dict(c["params"]), status=RunStatus(c["status"]), error=c.get("error"),
             )
             for c in doc["cells"]
         )
@@ -136,6 +137,6 @@ def cells_table(manifest: SweepManifest) -> pa.Table:
     }
     for path in manifest.params:
         columns[param_column(path)] = _param_array([c.params.get(path) for c in cells])
-    columns["status"] = pa.array([c.status for c in cells], pa.string())
+    columns["status"] = pa.array([str(c.status) for c in cells], pa.string())
     columns["error"] = pa.array([c.error for c in cells], pa.string())
     return pa.table(columns)

@@ -109,13 +109,12 @@ class RuleBasedAgent(AgentBase):
     async def _act(self, move: Move, round_: int) -> tuple[str, str, bool]:
         """Send the move; returns (tool used, environment answer, accepted)."""
         values = {"move": move, "round": round_, "label": self.rule.labels.get(move, move)}
-        call_tool = getattr(self._env, "call_tool", None)
-        if self.rule.tool is not None and call_tool is not None:
+        if self.rule.tool is not None:
             arguments = {k: v.format(**values) if isinstance(v, str) else v for k, v in self.rule.arguments.items()}
             try:
                 scope = self._trace.span("env.call_tool", agent_id=self.id, tool=self.rule.tool) if self._trace else nullcontext()
                 with scope:
-                    answer = await call_tool(self.rule.tool, {"agent_id": self.id, **arguments}, readonly=False)
+                    answer = await self._env.call_tool(self.rule.tool, {"agent_id": self.id, **arguments}, readonly=False)
             except ToolCallError as error:
                 return self.rule.tool, f"[error] {error}", False
             return self.rule.tool, f"[success] {answer}", True

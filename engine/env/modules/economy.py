@@ -8,7 +8,8 @@ payments received) only count from the next step, so settlement never fails and 
 how agents were interleaved.
 
 The step settles in this order: interest on the deposits held when the tick began, salaries, the
-queued operations, then each good's price moves with the units bought in the step::
+queued operations, then each good's price moves with the units bought in the step (operations an
+intervention settled between ticks count towards the next step)::
 
     price *= 1 + price_adjustment * clamp((demand - target_demand) / target_demand, -1, 1)
 
@@ -23,6 +24,7 @@ from typing import Any
 
 from engine.env.base import EnvBase
 from engine.env.tool import tool
+from engine.env.update_queue import Update
 from engine.errors import SpecError
 from engine.storage.catalog import Column, DatasetSchema
 
@@ -85,6 +87,11 @@ _TRANSACTIONS = DatasetSchema(
 
 def _money(value: float) -> float:
     return round(value + 0.0, 2)
+
+
+def _no_flows() -> dict[str, Any]:
+    """What a step has done so far: money totals, units sold per good, per-agent flows, transactions."""
+    return {"spending": 0.0, "income": 0.0, "interest": 0.0, "demand": {}, "flows": {}, "transactions": []}
 
 
 def _gini(values: list[float]) -> float:
@@ -150,10 +157,10 @@ class EconomySpace(EnvBase):
         self._accounts: dict[int, dict[str, Any]] = {}
         for agent_id, cash in (accounts or {}).items():
             self._open(int(agent_id), float(cash))
-        self._pending: list[dict[str, Any]] = []
-        self._seq = 0
         #: what the last step did: money totals, units sold per good, per-agent flows, transactions
-        self._last: dict[str, Any] = {"spending": 0.0, "income": 0.0, "interest": 0.0, "demand": {}, "flows": {}, "transactions": []}
+        self._last: dict[str, Any] = _no_flows()
+        #: what the coming step has settled so far (operations an intervention settled, then the step's own)
+        self._settling = _no_flows()
         self._spending_total = 0.0
         self._agent_ids: list[int] = []
 
@@ -175,7 +182,7 @@ class EconomySpace(EnvBase):
         return account
 
     def _queued(self, agent_id: int, kinds: tuple[str, ...], key: str = "amount") -> float:
-        return sum(op[key] for op in self._pending if op["agent_id"] == agent_id and op["kind"] in kinds)
+        return sum(u[key] for u in self.updates.of(agent_id) if u["kind"] in kinds)
 
     def _available_cash(self, agent_id: int) -> float:
         return _money(self._account(agent_id)["cash"] - self._queued(agent_id, _OUTFLOWS))
@@ -197,9 +204,7 @@ class EconomySpace(EnvBase):
         return _money(value)
 
     def _queue(self, kind: str, agent_id: int, amount: float, **extra: Any) -> None:
-        self._seq += 1
-        self._pending.append({"kind": kind, "agent_id": agent_id, "amount": _money(amount), "good": None,
-                              "quantity": None, "to_agent_id": None, **extra, "seq": self._seq})
+        self.updates.queue(agent_id, kind=kind, amount=_money(amount), **{"good": None, "quantity": None, "to_agent_id": None, **extra})
 
     # ---- acting ------------------------------------------------------------------------------
     @tool(readonly=False)
@@ -270,9 +275,9 @@ class EconomySpace(EnvBase):
             f"bank deposits ${account['deposits']:.2f} earning {self._rate:.2%} per step.",
             f"Salary ${self._salaries.get(agent_id, 0.0):.2f} per step; work pays ${self._wage:.2f} per hour.",
         ]
-        queued = [op for op in self._pending if op["agent_id"] == agent_id]
+        queued = self.updates.of(agent_id)
         if queued:
-            lines.append("Queued this step: " + "; ".join(self._describe(op) for op in queued) + ".")
+            lines.append("Queued this step: " + "; ".join(self._describe(u) for u in queued) + ".")
         if account["goods"]:
             lines.append("You own: " + ", ".join(f"{n} {g}" for g, n in sorted(account["goods"].items())) + ".")
         lines.append("Prices: " + self._price_list() + ".")
@@ -294,7 +299,7 @@ class EconomySpace(EnvBase):
             f"Prices: {self._price_list()}."
         )
 
-    def _describe(self, op: dict[str, Any]) -> str:
+    def _describe(self, op: Update) -> str:
         if op["kind"] == "buy":
             return f"buy {op['quantity']:g} {op['good']} (${op['amount']:.2f})"
         if op["kind"] == "work":
@@ -320,53 +325,52 @@ class EconomySpace(EnvBase):
         }
 
     # ---- the step ----------------------------------------------------------------------------
-    def discard_pending(self, agent_id: int) -> int:
-        kept = [op for op in self._pending if op["agent_id"] != agent_id]
-        dropped, self._pending = len(self._pending) - len(kept), kept
-        return dropped
+    def _flows(self, agent_id: int) -> dict[str, float]:
+        return self._settling["flows"].setdefault(agent_id, {"spent": 0.0, "earned": 0.0})
+
+    def apply_update(self, update: Update) -> None:
+        """Settle one queued operation into the accounts and the open step's totals."""
+        agent_id, amount, kind = update.agent_id, update["amount"], update["kind"]
+        account = self._accounts[agent_id]
+        cash_sign, deposit_sign = _EFFECTS[kind]
+        account["cash"] = _money(account["cash"] + cash_sign * amount)
+        account["deposits"] = _money(account["deposits"] + deposit_sign * amount)
+        if kind == "work":
+            self._flows(agent_id)["earned"] += amount
+            self._settling["income"] += amount
+        elif kind == "buy":
+            good, units = update["good"], int(update["quantity"])
+            account["goods"][good] = account["goods"].get(good, 0) + units
+            self._settling["demand"][good] = self._settling["demand"].get(good, 0) + units
+            self._flows(agent_id)["spent"] += amount
+            self._settling["spending"] += amount
+        elif kind == "transfer":
+            payee = self._accounts[update["to_agent_id"]]
+            payee["cash"] = _money(payee["cash"] + amount)
+        self._settling["transactions"].append({"agent_id": agent_id, **{k: update[k] for k in ("kind", "good", "quantity", "amount", "to_agent_id")}})
 
     async def step(self, tick: int, t: datetime) -> None:
-        flows = {a: {"spent": 0.0, "earned": 0.0} for a in sorted(self._accounts)}
-        totals = {"spending": 0.0, "income": 0.0, "interest": 0.0}
         for agent_id, account in sorted(self._accounts.items()):
             interest, salary = _money(account["deposits"] * self._rate), _money(self._salaries.get(agent_id, 0.0))
             account["deposits"] = _money(account["deposits"] + interest)
             account["cash"] = _money(account["cash"] + salary)
-            flows[agent_id]["earned"] += interest + salary
-            totals["interest"] += interest
-            totals["income"] += salary
-        demand: dict[str, int] = {}
-        ops = sorted(self._pending, key=lambda o: (o["agent_id"], o["seq"]))
-        for op in ops:
-            agent_id, amount, kind = op["agent_id"], op["amount"], op["kind"]
-            account = self._accounts[agent_id]
-            cash_sign, deposit_sign = _EFFECTS[kind]
-            account["cash"] = _money(account["cash"] + cash_sign * amount)
-            account["deposits"] = _money(account["deposits"] + deposit_sign * amount)
-            if kind == "work":
-                flows[agent_id]["earned"] += amount
-                totals["income"] += amount
-            elif kind == "buy":
-                good, units = op["good"], int(op["quantity"])
-                account["goods"][good] = account["goods"].get(good, 0) + units
-                demand[good] = demand.get(good, 0) + units
-                flows[agent_id]["spent"] += amount
-                totals["spending"] += amount
-            elif kind == "transfer":
-                payee = self._accounts[op["to_agent_id"]]
-                payee["cash"] = _money(payee["cash"] + amount)
-        self._pending = []
+            self._flows(agent_id)["earned"] += interest + salary
+            self._settling["interest"] += interest
+            self._settling["income"] += salary
+        self.apply_pending()
+        done, self._settling = self._settling, _no_flows()
         if self._adjustment:
             for good, price in self._prices.items():
-                pressure = max(-1.0, min(1.0, (demand.get(good, 0) - self._target) / self._target))
+                pressure = max(-1.0, min(1.0, (done["demand"].get(good, 0) - self._target) / self._target))
                 self._prices[good] = max(self._min_price, _money(price * (1 + self._adjustment * pressure)))
+        flows = done["flows"]
         self._last = {
-            **{k: _money(v) for k, v in totals.items()},
-            "demand": demand,
-            "flows": {str(a): {k: _money(v) for k, v in f.items()} for a, f in flows.items()},
-            "transactions": [{k: op[k] for k in ("agent_id", "kind", "good", "quantity", "amount", "to_agent_id")} for op in ops],
+            **{k: _money(done[k]) for k in ("spending", "income", "interest")},
+            "demand": done["demand"],
+            "flows": {str(a): {k: _money(v) for k, v in flows[a].items()} for a in sorted(flows, key=int)},
+            "transactions": done["transactions"],
         }
-        self._spending_total = _money(self._spending_total + totals["spending"])
+        self._spending_total = _money(self._spending_total + done["spending"])
         self.t = t
 
     # ---- replay and persistence --------------------------------------------------------------
@@ -383,11 +387,14 @@ class EconomySpace(EnvBase):
         return {_STATE.name: [state], _ACCOUNTS.name: accounts, _TRANSACTIONS.name: transactions}
 
     def dump_state(self) -> dict[str, Any]:
-        return {"accounts": {str(k): v for k, v in self._accounts.items()}, "prices": self._prices, "pending": self._pending,
-                "seq": self._seq, "last": self._last, "spending_total": self._spending_total}
+        settling = {**self._settling, "flows": {str(k): v for k, v in self._settling["flows"].items()}}
+        return {"accounts": {str(k): v for k, v in self._accounts.items()}, "prices": self._prices, "last": self._last,
+                "settling": settling, "spending_total": self._spending_total}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self._accounts = {int(k): v for k, v in state["accounts"].items()}
-        self._prices, self._pending, self._seq = dict(state["prices"]), list(state["pending"]), state["seq"]
+        self._prices = dict(state["prices"])
         self._last, self._spending_total = dict(state["last"]), state["spending_total"]
+        settling = state.get("settling") or _no_flows()
+        self._settling = {**settling, "flows": {int(k): v for k, v in settling["flows"].items()}}
         self.bind_agents(self._agent_ids)  # agents bound before the restore keep an account

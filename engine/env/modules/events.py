@@ -2,7 +2,8 @@
 
 Updates are synchronous, as in MessagingSpace: announcements, sign-ups and cancellations made
 during a tick are queued and applied when the tick's env step runs, in (agent id, call order)
-order; new events get their ids then. After applying them the step counts attendance: every agent
+order; new events get their ids then (or when an intervention is settled between ticks; the next
+step reports those). After applying them the step counts attendance: every agent
 signed up for an event that overlaps the tick (``start < t`` and ``end > t - tick``) was present
 during that step.
 """
@@ -15,6 +16,7 @@ from typing import Any
 from engine.env.base import EnvBase
 from engine.env.modules.times import parse_time
 from engine.env.tool import tool
+from engine.env.update_queue import Update
 from engine.errors import SpecError
 from engine.storage.catalog import Column, DatasetSchema
 
@@ -95,9 +97,8 @@ class EventSpace(EnvBase):
                                      spec.get("location", ""), spec.get("description", ""), organizer=None))
             except (ValueError, AttributeError) as error:
                 raise SpecError(f"EventSpace events[{i}]: {error}") from None
-        self._pending: list[dict[str, Any]] = []
-        self._seq = 0
         self._applied_last: list[dict[str, Any]] = []
+        self._applied_unreported: list[dict[str, Any]] = []  #: applied since the last step (by apply_pending)
         self._present_last: list[tuple[int, int]] = []
         self._active_last = 0
 
@@ -126,14 +127,13 @@ class EventSpace(EnvBase):
         return event_id
 
     def _queue(self, kind: str, agent_id: int, event_id: int | None = None, event: dict[str, Any] | None = None) -> None:
-        self._seq += 1
-        self._pending.append({"kind": kind, "agent_id": agent_id, "event_id": event_id, "event": event, "seq": self._seq})
+        self.updates.queue(agent_id, kind=kind, event_id=event_id, event=_jsonable(event) if event else None)
 
     def _signed_up_after_own_ops(self, agent_id: int, event_id: int) -> bool:
         signed = agent_id in self._events[event_id]["attendees"]
-        for op in self._pending:
-            if op["agent_id"] == agent_id and op["event_id"] == event_id:
-                signed = op["kind"] == "attend"
+        for update in self.updates.of(agent_id):
+            if update["event_id"] == event_id:
+                signed = update["kind"] == "attend"
         return signed
 
     # ---- acting ------------------------------------------------------------------------------
@@ -206,24 +206,19 @@ class EventSpace(EnvBase):
         return f"- event {event['id']}: {event['title']}{where}, {when}{now}; {len(event['attendees'])} signed up{mine}"
 
     # ---- the step ----------------------------------------------------------------------------
-    def discard_pending(self, agent_id: int) -> int:
-        kept = [op for op in self._pending if op["agent_id"] != agent_id]
-        dropped, self._pending = len(self._pending) - len(kept), kept
-        return dropped
+    def apply_update(self, update: Update) -> None:
+        """Apply one announcement (the event gets its id now), sign-up or cancellation."""
+        agent, event_id, announced = update.agent_id, update["event_id"], update["event"]
+        if update["kind"] == "announce":
+            event_id = self._add(_from_jsonable(announced))
+        else:
+            attendees = set(self._events[event_id]["attendees"])
+            (attendees.add if update["kind"] == "attend" else attendees.discard)(agent)
+            self._events[event_id]["attendees"] = sorted(attendees)
+        self._applied_unreported.append({"kind": update["kind"], "agent_id": agent, "event_id": event_id, "event": announced})
 
     async def step(self, tick: int, t: datetime) -> None:
-        applied = []
-        for op in sorted(self._pending, key=lambda o: (o["agent_id"], o["seq"])):
-            agent, event_id = op["agent_id"], op["event_id"]
-            if op["kind"] == "announce":
-                event_id = self._add(op["event"])
-            else:
-                attendees = set(self._events[event_id]["attendees"])
-                (attendees.add if op["kind"] == "attend" else attendees.discard)(agent)
-                self._events[event_id]["attendees"] = sorted(attendees)
-            announced = _jsonable(op["event"]) if op["event"] else None
-            applied.append({"kind": op["kind"], "agent_id": agent, "event_id": event_id, "event": announced})
-        self._pending = []
+        self.apply_pending()
         window_start = t - timedelta(seconds=tick)
         active = [e for e in self._events.values() if e["start"] < t and e["end"] > window_start]
         present = [(e["id"], a) for e in sorted(active, key=lambda e: e["id"]) for a in e["attendees"]]
@@ -232,7 +227,8 @@ class EventSpace(EnvBase):
             if agent not in attended:
                 attended.append(agent)
                 attended.sort()
-        self._applied_last, self._present_last, self._active_last = applied, present, len(active)
+        self._applied_last, self._present_last, self._active_last = self._applied_unreported, present, len(active)
+        self._applied_unreported = []
         self.t = t
 
     # ---- replay and persistence --------------------------------------------------------------
@@ -253,18 +249,16 @@ class EventSpace(EnvBase):
     def dump_state(self) -> dict[str, Any]:
         return {
             "events": [_jsonable(e) for e in self._events.values()],
-            "pending": [{**op, "event": _jsonable(op["event"]) if op["event"] else None} for op in self._pending],
-            "seq": self._seq,
             "applied_last": self._applied_last,
+            "applied_unreported": self._applied_unreported,
             "present_last": [list(p) for p in self._present_last],
             "active_last": self._active_last,
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
         self._events = {e["id"]: _from_jsonable(e) for e in state["events"]}
-        self._pending = [{**op, "event": _from_jsonable(op["event"]) if op["event"] else None} for op in state["pending"]]
-        self._seq = state["seq"]
         self._applied_last = list(state["applied_last"])
+        self._applied_unreported = list(state.get("applied_unreported", []))
         self._present_last = [(e, a) for e, a in state["present_last"]]
         self._active_last = state["active_last"]
 

@@ -16,6 +16,7 @@ from typing import Any
 from engine.env.base import EnvBase
 from engine.env.modules.times import parse_time
 from engine.env.tool import tool
+from engine.env.update_queue import Update
 from engine.errors import SpecError
 from engine.storage.catalog import Column, DatasetSchema
 
@@ -88,8 +89,6 @@ class GlobalInformationSpace(EnvBase):
                 raise SpecError(f"GlobalInformationSpace facts[{i}]: {error}") from None
             self._facts.append({"id": i + 1, "text": str(item["text"]).strip(), "source": str(item.get("source") or default_source),
                                 "agent_id": None, "time": when, "published": False})
-        self._pending: list[dict[str, Any]] = []
-        self._seq = 0
         self._published_last: list[int] = []
 
     async def init(self, start_datetime: datetime) -> None:
@@ -117,8 +116,7 @@ class GlobalInformationSpace(EnvBase):
             raise ValueError("an empty broadcast cannot be sent")
         if len(text) > self._max_length:
             raise ValueError(f"broadcast longer than {self._max_length} characters")
-        self._seq += 1
-        self._pending.append({"agent_id": agent_id, "text": text, "seq": self._seq})
+        self.updates.queue(agent_id, text=text)
         return "broadcast queued; everyone can read it from the next step"
 
     @tool(readonly=True, kind="observe")
@@ -152,21 +150,10 @@ class GlobalInformationSpace(EnvBase):
         return f"{public} public facts ({broadcasts} broadcast by agents); {len(self._facts) - public} scheduled for later"
 
     # ---- the step ----------------------------------------------------------------------------
-    def discard_pending(self, agent_id: int) -> int:
-        kept = [op for op in self._pending if op["agent_id"] != agent_id]
-        dropped, self._pending = len(self._pending) - len(kept), kept
-        return dropped
-
-    def apply_pending(self) -> int:
-        """Add the queued broadcasts as facts dated ``self.t``, in (agent id, call order) order.
-
-        They are readable at once and counted as published by the next env step.
-        """
-        for op in sorted(self._pending, key=lambda o: (o["agent_id"], o["seq"])):
-            self._facts.append({"id": len(self._facts) + 1, "text": op["text"], "source": f"agent {op['agent_id']}",
-                                "agent_id": op["agent_id"], "time": self.t, "published": False})
-        applied, self._pending = len(self._pending), []
-        return applied
+    def apply_update(self, update: Update) -> None:
+        """Add a queued broadcast as a fact dated ``self.t``: readable at once, counted as published by the next env step."""
+        self._facts.append({"id": len(self._facts) + 1, "text": update["text"], "source": f"agent {update.agent_id}",
+                            "agent_id": update.agent_id, "time": self.t, "published": False})
 
     async def step(self, tick: int, t: datetime) -> None:
         self.t = t
@@ -197,13 +184,9 @@ class GlobalInformationSpace(EnvBase):
     def dump_state(self) -> dict[str, Any]:
         return {
             "facts": [{**f, "time": f["time"].isoformat() if f["time"] else None} for f in self._facts],
-            "pending": self._pending,
-            "seq": self._seq,
             "published_last": self._published_last,
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
         self._facts = [{**f, "time": datetime.fromisoformat(f["time"]) if f["time"] else None} for f in state["facts"]]
-        self._pending = list(state["pending"])
-        self._seq = state["seq"]
         self._published_last = list(state["published_last"])

@@ -4,7 +4,8 @@ Updates are synchronous: messages, posts and joins made during a tick are queued
 the tick's env step runs, in (agent id, call order) order. Every agent in a tick therefore reads
 the same start-of-tick state, and a tick's outcome does not depend on how agents were batched or
 interleaved, which is what makes runs with a fixed seed reproducible. The experimenter's system
-messages queue the same way; ``apply_pending`` delivers a queue between ticks (after an intervention).
+messages queue the same way (ahead of agents' updates); ``apply_pending`` delivers a queue between
+ticks (after an intervention).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from engine.env.base import EXPERIMENTER_ID, EnvBase
 from engine.env.tool import tool
+from engine.env.update_queue import Update
 from engine.storage.catalog import Column, DatasetSchema
 
 __all__ = ["MessagingSpace"]
@@ -63,16 +65,13 @@ class MessagingSpace(EnvBase):
         self._inbox_limit = inbox_limit
         self._max_length = max_length
         self._inboxes: dict[int, list[dict[str, Any]]] = {}
-        self._pending: list[dict[str, Any]] = []
         self._delivered_last: list[dict[str, Any]] = []
         self._delivered_unreported: list[dict[str, Any]] = []  #: delivered since the last step (by apply_pending)
         self._messages_total = 0
         self._posts_total = 0
-        self._seq = 0
 
     def _queue(self, **op: Any) -> None:
-        self._seq += 1
-        self._pending.append({**op, "seq": self._seq})
+        self.updates.queue(EXPERIMENTER_ID if op["sender"] is None else op["sender"], **op)
 
     def _check_text(self, content: str) -> str:
         content = content.strip()
@@ -152,36 +151,22 @@ class MessagingSpace(EnvBase):
             members.sort()
         return members
 
-    def discard_pending(self, agent_id: int) -> int:
-        kept = [op for op in self._pending if op["sender"] != agent_id]
-        dropped, self._pending = len(self._pending) - len(kept), kept
-        return dropped
-
-    def apply_pending(self) -> int:
-        """Deliver the queued messages, posts and joins now, at ``self.t``, in (sender, call order) order.
-
-        System messages (no sender) come first. What is delivered here is reported in the replay
-        rows of the next env step.
-        """
+    def apply_update(self, update: Update) -> None:
+        """Deliver one queued message, post or join at ``self.t``; the next env step reports it."""
+        if update["kind"] == "join":
+            self._join(update["sender"], update["group"])
+            return
         stamp = self.t.isoformat() if self.t else None
-        applied = 0
-        for op in sorted(self._pending, key=lambda o: (-1 if o["sender"] is None else o["sender"], o["seq"])):
-            applied += 1
-            if op["kind"] == "join":
-                self._join(op["sender"], op["group"])
-                continue
-            message = {k: op[k] for k in ("kind", "sender", "recipient", "group", "content")} | {"t": stamp}
-            if op["kind"] in ("direct", "system"):
-                self._inboxes.setdefault(op["recipient"], []).append(message)
-                self._messages_total += 1
-            else:
-                for member in self._join(op["sender"], op["group"]):
-                    if member != op["sender"]:
-                        self._inboxes.setdefault(member, []).append(message)
-                self._posts_total += 1
-            self._delivered_unreported.append(message)
-        self._pending = []
-        return applied
+        message = {k: update[k] for k in ("kind", "sender", "recipient", "group", "content")} | {"t": stamp}
+        if update["kind"] in ("direct", "system"):
+            self._inboxes.setdefault(update["recipient"], []).append(message)
+            self._messages_total += 1
+        else:
+            for member in self._join(update["sender"], update["group"]):
+                if member != update["sender"]:
+                    self._inboxes.setdefault(member, []).append(message)
+            self._posts_total += 1
+        self._delivered_unreported.append(message)
 
     async def step(self, tick: int, t: datetime) -> None:
         self.t = t
@@ -213,18 +198,14 @@ class MessagingSpace(EnvBase):
         return {
             "groups": self._groups,
             "inboxes": {str(k): v for k, v in self._inboxes.items()},
-            "pending": self._pending,
             "delivered_unreported": self._delivered_unreported,
             "messages_total": self._messages_total,
             "posts_total": self._posts_total,
-            "seq": self._seq,
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
         self._groups = {k: list(v) for k, v in state["groups"].items()}
         self._inboxes = {int(k): v for k, v in state["inboxes"].items()}
-        self._pending = list(state["pending"])
         self._delivered_unreported = list(state.get("delivered_unreported", []))
         self._messages_total = state["messages_total"]
         self._posts_total = state["posts_total"]
-        self._seq = state.get("seq", len(self._pending))

@@ -1,7 +1,8 @@
 """MobilitySpace: agents live in a small city of regions and places and travel between them.
 
 Updates are synchronous: a ``move_to`` made during a tick is queued and the trip starts when the
-tick's env step runs (in agent-id order), as if the agent had left at the start of the tick. A trip
+tick's env step runs (in agent-id order), as if the agent had left at the start of the tick (a move
+an intervention settles between ticks sets off at once and travels during the next tick). A trip
 takes its shortest road distance divided by the speed; at each env step a trip that has used up its
 travel time arrives, otherwise it reports its progress. Agents start at home, a residence picked
 from the seed and the agent id alone.
@@ -17,6 +18,7 @@ from typing import Any
 from engine.env.base import EnvBase
 from engine.env.modules.city import City, Place
 from engine.env.tool import tool
+from engine.env.update_queue import Update
 from engine.errors import SpecError
 from engine.storage.catalog import Column, DatasetSchema
 
@@ -101,9 +103,11 @@ class MobilitySpace(EnvBase):
             raise SpecError(f"MobilitySpace homes: {error}") from None
         self._positions: dict[int, str] = {}
         self._trips: dict[int, dict[str, Any]] = {}
-        self._pending: dict[int, str] = {}
-        self._events: list[dict[str, Any]] = []
+        self._events: list[dict[str, Any]] = []  #: the last step's departures and arrivals
+        self._events_unreported: list[dict[str, Any]] = []  #: since the last step
         self._completed = 0
+        #: how long a trip that sets off now travels before the step ends: the tick during a step, 0 at a settle
+        self._departing_tick = 0
 
     # ---- helpers -----------------------------------------------------------------------------
     def home(self, agent_id: int) -> Place:
@@ -126,6 +130,10 @@ class MobilitySpace(EnvBase):
     def _minutes(self, km: float) -> float:
         return km / self._speed * 60
 
+    def _queued_destination(self, agent_id: int) -> str | None:
+        queued = self.updates.of(agent_id)
+        return queued[-1]["destination"] if queued else None
+
     # ---- tools -------------------------------------------------------------------------------
     @tool(readonly=False)
     def move_to(self, agent_id: int, destination: str) -> str:
@@ -134,13 +142,13 @@ class MobilitySpace(EnvBase):
         if agent_id in self._trips:
             trip = self._trips[agent_id]
             raise ValueError(f"you are already travelling to {self.city.places[trip['destination']].name}; wait until you arrive")
-        if agent_id in self._pending:
-            raise ValueError(f"you already set off for {self.city.places[self._pending[agent_id]].name} this step")
+        if (queued := self._queued_destination(agent_id)) is not None:
+            raise ValueError(f"you already set off for {self.city.places[queued].name} this step")
         target = self.home(agent_id) if destination.strip().lower() == "home" else self.city.find(destination)
         if target.id == origin.id:
             raise ValueError(f"you are already at {target.name}")
         km, _ = self.city.route(origin.id, target.id)
-        self._pending[agent_id] = target.id
+        self.updates.queue(agent_id, destination=target.id)
         return (f"you will set off for {self._label(target)} at the end of this step: {km:.1f} km, "
                 f"about {math.ceil(self._minutes(km))} minutes at {self._speed:g} km/h")
 
@@ -156,8 +164,8 @@ class MobilitySpace(EnvBase):
                     f"{done * trip['km']:.1f} of {trip['km']:.1f} km ({done:.0%}), arriving in about {left} minutes.")
         else:
             text = f"You are at {self._label(here)}."
-        if agent_id in self._pending:
-            text += f" You set off for {self.city.places[self._pending[agent_id]].name} at the end of this step."
+        if (queued := self._queued_destination(agent_id)) is not None:
+            text += f" You set off for {self.city.places[queued].name} at the end of this step."
         return text + f" Your home is {self.home(agent_id).name} ({self.home(agent_id).id})."
 
     @tool(readonly=True)
@@ -208,7 +216,7 @@ class MobilitySpace(EnvBase):
         return sorted({*(self._agent_ids or []), *self._positions, *self._trips})
 
     def _event(self, kind: str, agent_id: int, trip: dict[str, Any]) -> None:
-        self._events.append({"agent_id": agent_id, "event": kind, "origin": trip["origin"], "destination": trip["destination"],
+        self._events_unreported.append({"agent_id": agent_id, "event": kind, "origin": trip["origin"], "destination": trip["destination"],
                              "distance_km": trip["km"], "travel_minutes": round(trip["seconds"] / 60, 3)})
 
     def _advance(self, agent_id: int, trip: dict[str, Any], tick: int) -> None:
@@ -219,23 +227,28 @@ class MobilitySpace(EnvBase):
             self._completed += 1
             self._event("arrive", agent_id, trip)
 
-    def discard_pending(self, agent_id: int) -> int:
-        return int(self._pending.pop(agent_id, None) is not None)
+    def apply_update(self, update: Update) -> None:
+        """Set off on a queued trip (during a step it travels the whole tick: it left at its start)."""
+        agent_id = update.agent_id
+        origin = self._position(agent_id).id
+        km, path = self.city.route(origin, update["destination"])
+        trip = {"origin": origin, "destination": path[-1], "path": path, "km": round(km, 6),
+                "seconds": max(1, math.ceil(km / self._speed * 3600)), "elapsed": 0}
+        self._positions[agent_id] = origin
+        self._trips[agent_id] = trip
+        self._event("depart", agent_id, trip)
+        if self._departing_tick:
+            self._advance(agent_id, trip, self._departing_tick)
 
     async def step(self, tick: int, t: datetime) -> None:
-        self._events = []
         for agent_id in sorted(self._trips):
             self._advance(agent_id, self._trips[agent_id], tick)
-        for agent_id in sorted(self._pending):
-            origin = self._position(agent_id).id
-            km, path = self.city.route(origin, self._pending[agent_id])
-            trip = {"origin": origin, "destination": path[-1], "path": path, "km": round(km, 6),
-                    "seconds": max(1, math.ceil(km / self._speed * 3600)), "elapsed": 0}
-            self._positions[agent_id] = origin
-            self._trips[agent_id] = trip
-            self._event("depart", agent_id, trip)
-            self._advance(agent_id, trip, tick)  # it left at the start of this tick
-        self._pending = {}
+        self._departing_tick = tick
+        try:
+            self.apply_pending()
+        finally:
+            self._departing_tick = 0
+        self._events, self._events_unreported = self._events_unreported, []
         self.t = t
 
     @classmethod
@@ -263,7 +276,7 @@ class MobilitySpace(EnvBase):
             "city": self.city.digest(),
             "positions": {str(k): v for k, v in self._positions.items()},
             "trips": {str(k): v for k, v in self._trips.items()},
-            "pending": {str(k): v for k, v in self._pending.items()},
+            "events_unreported": self._events_unreported,
             "completed": self._completed,
         }
 
@@ -272,5 +285,5 @@ class MobilitySpace(EnvBase):
             raise SpecError("the saved MobilitySpace state belongs to a different city (seed, size or city file changed)")
         self._positions = {int(k): v for k, v in state["positions"].items()}
         self._trips = {int(k): v for k, v in state["trips"].items()}
-        self._pending = {int(k): v for k, v in state["pending"].items()}
+        self._events_unreported = list(state.get("events_unreported", []))
         self._completed = state["completed"]

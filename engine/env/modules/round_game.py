@@ -1,7 +1,8 @@
 """RoundGame: the shared machinery of repeated games played one round per env step.
 
-Updates are synchronous: every player makes at most one move per round, moves are only recorded
-while the round is open, and the round is resolved when the env step runs, so no player sees
+Updates are synchronous: every player makes at most one move per round, a move is queued while the
+round is open and recorded when the env step runs (or an intervention is settled), and the round is
+resolved by the env step after the moves are recorded, so no player sees
 another's move before the round ends and the outcome does not depend on call order or batching.
 Players are matched by a game's ``pairs`` / ``groups`` kwarg, or else from the bound agent ids in
 ascending order. A player who makes no move is recorded as such (move null), never given an
@@ -14,6 +15,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from engine.env.base import EnvBase
+from engine.env.update_queue import Update
 from engine.errors import SpecError
 from engine.storage.catalog import Column, DatasetSchema
 
@@ -125,21 +127,24 @@ class RoundGame(EnvBase):
             raise ValueError(f"agent {agent_id} is not a player in this {self.game}")
         if round_ is not None and round_ != self._round:
             raise ValueError(f"round {self._round} of the {self.game} is open, not round {round_}")
-        if agent_id in self._moves:
+        if self._moved(agent_id):
             raise ValueError(f"you already moved in round {self._round} of the {self.game}; "
                              "one move per round, the result comes at the end of the round")
         return group
 
     def _record(self, agent_id: int, move: int | str) -> str:
-        self._moves[agent_id] = move
+        self.updates.queue(agent_id, move=move)
         return f"round {self._round}: the result comes at the end of the round"
+
+    def _moved(self, agent_id: int) -> bool:
+        return agent_id in self._moves or bool(self.updates.of(agent_id))
 
     def _status(self, agent_id: int) -> str:
         """The observation: the match, whether the agent has moved, its total and its past rounds."""
         group = self._group(agent_id)
         if group is None:
             return f"You are not a player in this {self.game}."
-        moved = "Your move for this round is in." if agent_id in self._moves else "You have not moved yet this round."
+        moved = "Your move for this round is in." if self._moved(agent_id) else "You have not moved yet this round."
         lines = [f"{self.game[0].upper()}{self.game[1:]}, round {self._round}: {self.describe_match(agent_id, group)}",
                  moved, f"Your total so far: {self._totals.get(agent_id, 0):g} {self.unit}."]
         past = [self.describe_round(r) for r in self._past.get(agent_id, [])]
@@ -168,10 +173,12 @@ class RoundGame(EnvBase):
     def _add(self, key: str, value: float) -> None:
         self._agg[key] = self._agg.get(key, 0) + value
 
-    def discard_pending(self, agent_id: int) -> int:
-        return int(self._moves.pop(agent_id, None) is not None)
+    def apply_update(self, update: Update) -> None:
+        """Record a queued move in the open round."""
+        self._moves[update.agent_id] = update["move"]
 
     async def step(self, tick: int, t: datetime) -> None:
+        self.apply_pending()
         rows = self.resolve()
         for row in rows:
             if row["payoff"] is not None:

@@ -3,7 +3,8 @@
 Updates are synchronous, as in MessagingSpace: everything an agent does during a tick is queued
 and applied when the tick's env step runs, in (agent id, call order) order. Post ids are handed out
 then, so they do not depend on how agents were batched, and every read during a tick (feeds,
-search, posts) sees the start-of-tick platform.
+search, posts) sees the start-of-tick platform. An intervention settled between ticks publishes
+its updates at once; the next step reports them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, Literal
 
 from engine.env.base import EnvBase
 from engine.env.tool import tool
+from engine.env.update_queue import Update
 from engine.errors import SpecError
 from engine.storage.catalog import Column, DatasetSchema
 
@@ -100,9 +102,8 @@ class SocialMediaSpace(EnvBase):
         self._follows: dict[int, list[int]] = {int(k): sorted({int(x) for x in v} - {int(k)}) for k, v in (follows or {}).items()}
         self._posts: dict[int, dict[str, Any]] = {}
         self._comments_total = 0
-        self._pending: list[dict[str, Any]] = []
         self._applied_last: list[dict[str, Any]] = []
-        self._seq = 0
+        self._applied_unreported: list[dict[str, Any]] = []  #: applied since the last step (by apply_pending)
 
     # ---- checks and queueing -----------------------------------------------------------------
     def _check_post(self, post_id: int) -> dict[str, Any]:
@@ -120,18 +121,17 @@ class SocialMediaSpace(EnvBase):
         return text
 
     def _queue(self, kind: str, agent_id: int, post_id: int | None = None, target: int | None = None, text: str | None = None) -> None:
-        self._seq += 1
-        self._pending.append({"kind": kind, "agent_id": agent_id, "post_id": post_id, "target": target, "text": text, "seq": self._seq})
+        self.updates.queue(agent_id, kind=kind, post_id=post_id, target=target, text=text)
 
-    def _own_pending(self, agent_id: int, kind: str) -> list[dict[str, Any]]:
-        return [op for op in self._pending if op["agent_id"] == agent_id and op["kind"] == kind]
+    def _own_pending(self, agent_id: int, kind: str) -> list[Update]:
+        return [u for u in self.updates.of(agent_id) if u["kind"] == kind]
 
     def _following_after_own_ops(self, agent_id: int) -> set[int]:
         # An agent's own queued follows/unfollows count for its later calls in the same step.
         following = set(self._follows.get(agent_id, []))
-        for op in self._pending:
-            if op["agent_id"] == agent_id and op["kind"] in ("follow", "unfollow"):
-                (following.add if op["kind"] == "follow" else following.discard)(op["target"])
+        for update in self.updates.of(agent_id):
+            if update["kind"] in ("follow", "unfollow"):
+                (following.add if update["kind"] == "follow" else following.discard)(update["target"])
         return following
 
     # ---- acting ------------------------------------------------------------------------------
@@ -282,19 +282,20 @@ class SocialMediaSpace(EnvBase):
         return f"{head} [{len(post['likes'])} likes, {len(post['comments'])} comments, {len(post['reposts'])} reposts]{liked}"
 
     # ---- the step ----------------------------------------------------------------------------
-    def discard_pending(self, agent_id: int) -> int:
-        kept = [op for op in self._pending if op["agent_id"] != agent_id]
-        dropped, self._pending = len(self._pending) - len(kept), kept
-        return dropped
-
     async def step(self, tick: int, t: datetime) -> None:
-        applied = [self._apply(op, t) for op in sorted(self._pending, key=lambda o: (o["agent_id"], o["seq"]))]
-        self._pending = []
-        self._applied_last = [a for a in applied if a is not None]
         self.t = t
+        self.apply_pending()
+        self._applied_last, self._applied_unreported = self._applied_unreported, []
 
-    def _apply(self, op: dict[str, Any], t: datetime) -> dict[str, Any] | None:
-        kind, agent = op["kind"], op["agent_id"]
+    def apply_update(self, update: Update) -> None:
+        """Publish one queued action at ``self.t`` (new posts get their ids now); the next step reports it."""
+        assert self.t is not None, "updates are applied after init"
+        event = self._apply(update, self.t)
+        if event is not None:
+            self._applied_unreported.append(event)
+
+    def _apply(self, op: Update, t: datetime) -> dict[str, Any] | None:
+        kind, agent = op["kind"], op.agent_id
         event = {"kind": kind, "agent_id": agent, "post_id": op["post_id"], "ref_post_id": None,
                  "target_agent_id": op["target"], "text": op["text"]}
         if kind in ("post", "repost"):
@@ -344,7 +345,7 @@ class SocialMediaSpace(EnvBase):
         posts = [{**p, "t": p["t"].isoformat(), "comments": [{**c, "t": c["t"].isoformat()} for c in p["comments"]]}
                  for p in self._posts.values()]
         return {"posts": posts, "follows": {str(k): v for k, v in self._follows.items()}, "comments_total": self._comments_total,
-                "pending": self._pending, "applied_last": self._applied_last, "seq": self._seq}
+                "applied_last": self._applied_last, "applied_unreported": self._applied_unreported}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self._posts = {
@@ -354,6 +355,5 @@ class SocialMediaSpace(EnvBase):
         }
         self._follows = {int(k): list(v) for k, v in state["follows"].items()}
         self._comments_total = state["comments_total"]
-        self._pending = list(state["pending"])
         self._applied_last = list(state["applied_last"])
-        self._seq = state["seq"]
+        self._applied_unreported = list(state.get("applied_unreported", []))

@@ -11,6 +11,8 @@ not applied twice. In template mode the working code is cached by template
 (``template_cache``) and reused with the next caller's variables; the code is stored only when it
 takes every value from ``variables`` (``template_reuse``), so a hit never replays another caller's
 values, and the ``code`` examples then read the values from there (``codegen_examples``).
+The code's ``random`` is seeded per ask from the run seed and the request (:func:`request_seed`),
+so the same request in a rerun draws the same numbers.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from engine.env.base import EnvBase
+from engine.env.requests import EnvReply, EnvRequest, EnvStatus, ToolCall
 from engine.env.router_base import STATUS_DESCRIPTIONS, RouterBase
 from engine.env.routers.codegen_examples import example_call, template_examples
 from engine.env.routers.codegen_prompts import CODEGEN_FEEDBACK, CODEGEN_INSTRUCTION, CODEGEN_SYSTEM, READONLY_NOTE, TEMPLATE_NOTE
@@ -50,7 +53,7 @@ from engine.llm.meter import Meter
 from engine.llm.protocol import ChatModel
 from engine.llm.structured import complete_structured
 
-__all__ = ["CodeGenRouter", "build_code_decision", "example_call", "pyi_listing"]
+__all__ = ["CodeGenRouter", "build_code_decision", "example_call", "pyi_listing", "request_seed"]
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +93,17 @@ def build_code_decision(tools: dict[str, ToolInfo], examples: list[str] | None =
     )
 
 
+def request_seed(run_seed: int, agent_id: Any, t: datetime | None, instruction: str, variables: Any) -> int:
+    """The seed of one ask's ``random``: a hash of the run seed and the request (agent, time, text, values).
+
+    Two identical requests (same run seed, agent, simulated time, instruction and variables) draw
+    the same numbers; any difference gives an unrelated seed.
+    """
+    request = [run_seed, agent_id, t.isoformat() if t else None, instruction, variables]
+    digest = hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
 @dataclass
 class _Attempt:
     code: str | None = None
@@ -121,6 +135,7 @@ class CodeGenRouter(RouterBase):
         limits: sandbox limits per execution.
         sandbox: where generated code runs; None starts the router's own ``SandboxPool`` (its
             processes start at :meth:`init`, and :meth:`close` ends them).
+        seed: the run seed, from which each ask's ``random`` seed derives (:func:`request_seed`).
     """
 
     def __init__(
@@ -135,8 +150,10 @@ class CodeGenRouter(RouterBase):
         embedder: Embedder | str | None = None,
         limits: SandboxLimits | None = None,
         sandbox: Executor | None = None,
+        seed: int = 0,
     ) -> None:
         super().__init__(env_modules, llm, meter=meter, max_steps=max_steps)
+        self.seed = seed
         self.limits = limits or SandboxLimits()
         self._pool: SandboxPool | None = None  #: the pool this router started (and closes)
         if sandbox is None:
@@ -184,52 +201,43 @@ class CodeGenRouter(RouterBase):
         if self._pool is not None:
             await self._pool.close()
 
-    async def ask(
-        self,
-        ctx: dict[str, Any],
-        instruction: str,
-        readonly: bool = False,
-        template_mode: bool = False,
-        trace_id: str | None = None,
-        parent_span_id: str | None = None,
-    ) -> tuple[dict[str, Any], str]:
+    async def ask(self, request: EnvRequest) -> EnvReply:
         if self.llm is None:
             raise ToolCallError("CodeGenRouter needs an LLM")
-        if template_mode:
-            attempt = await self._ask_template(ctx, instruction, readonly, dict(ctx.get("variables") or {}))
+        if request.template_mode:
+            attempt = await self._ask_template(request, dict(request.variables or {}))
         else:
-            attempt = await self._generate(ctx, instruction, readonly, None)
+            attempt = await self._generate(request, request.instruction, None)
         execution = attempt.execution
-        out = {
-            **ctx,
-            "status": _status(attempt),
-            "results": execution.calls if execution else [],
-            "code_results": execution.results if execution else {},
-        }
-        return out, _answer(attempt)
+        return EnvReply(
+            _answer(attempt), _status(attempt),
+            tuple(ToolCall.from_row(row) for row in execution.calls) if execution else (),
+            code_results=execution.results if execution else {},
+        )
 
-    async def _ask_template(self, ctx: dict[str, Any], template: str, readonly: bool, variables: dict[str, Any]) -> _Attempt:
-        mode = "ro" if readonly else "rw"
+    async def _ask_template(self, request: EnvRequest, variables: dict[str, Any]) -> _Attempt:
+        template = request.instruction
+        mode = "ro" if request.readonly else "rw"
         hit = await self.cache.lookup(mode, template)
         if hit is not None:
-            attempt = await self._run(hit.code, ctx, readonly, variables)
+            attempt = await self._run(hit.code, request, variables)
             if attempt.final:
                 return attempt
             self.cache.evict(hit)  # broken for these tools or variables: generate afresh
 
         async def generate() -> Generated[_Attempt]:
-            return self._judged(await self._generate(ctx, template, readonly, variables), template, variables)
+            return self._judged(await self._generate(request, template, variables), template, variables)
 
         code, attempt, leader = await self.cache.generate_once(mode, template, generate)
         if leader:
             return attempt
         if code is not None:
-            return await self._run(code, ctx, readonly, variables)
+            return await self._run(code, request, variables)
         if attempt.execution is None or not attempt.execution.ok:
             # The shared generation failed; its tool calls were the leader's, not ours.
             return _Attempt(error=attempt.error or (attempt.execution.error if attempt.execution else None))
         # The leader's code worked with the leader's values only: this caller needs its own.
-        own = self._judged(await self._generate(ctx, template, readonly, variables), template, variables)
+        own = self._judged(await self._generate(request, template, variables), template, variables)
         self.cache.count_generation(ok=own.code is not None, reusable=own.reusable)
         if own.code is not None and own.reusable:
             await self.cache.store(mode, template, own.code, exact_only=own.exact_only)
@@ -246,9 +254,9 @@ class CodeGenRouter(RouterBase):
         return Generated(attempt.code, attempt, reusable=verdict.reusable, exact_only=verdict.exact_only)
 
     async def _generate(
-        self, ctx: dict[str, Any], instruction: str, readonly: bool, variables: dict[str, Any] | None
+        self, request: EnvRequest, instruction: str, variables: dict[str, Any] | None
     ) -> _Attempt:
-        agent_id = ctx.get("agent_id")
+        agent_id, readonly = request.agent_id, request.readonly
         system = CODEGEN_SYSTEM.render(
             agent_id=agent_id, world=self.get_world_description(), listing=pyi_listing(self.tools(readonly=readonly)),
             statuses=", ".join(STATUS_DESCRIPTIONS), readonly_note=READONLY_NOTE if readonly else "",
@@ -269,7 +277,7 @@ class CodeGenRouter(RouterBase):
                 decision = await complete_structured(llm, messages, decision_type, prompt=CODEGEN_INSTRUCTION)
             except (StructuredOutputError, LLMCallError) as error:
                 return _Attempt(code=attempt.code, error=f"the environment could not interpret the request: {error}")
-            attempt = await self._run(decision.code, ctx, readonly, variables)  # type: ignore[attr-defined]
+            attempt = await self._run(decision.code, request, variables)  # type: ignore[attr-defined]
             if attempt.final:
                 return attempt
             if attempt.execution is None:
@@ -286,11 +294,12 @@ class CodeGenRouter(RouterBase):
             ]
         return attempt
 
-    async def _run(self, code: str, ctx: dict[str, Any], readonly: bool, variables: dict[str, Any] | None) -> _Attempt:
+    async def _run(self, code: str, request: EnvRequest, variables: dict[str, Any] | None) -> _Attempt:
         try:
             execution = await execute(
-                code, self._sandbox_tools(ctx, readonly), ctx=ctx, variables=variables, limits=self.limits,
-                readonly=readonly, executor=self.sandbox,
+                code, self._sandbox_tools(request.agent_id, request.readonly), ctx=_sandbox_context(request),
+                variables=variables, limits=self.limits, readonly=request.readonly, executor=self.sandbox,
+                seed=request_seed(self.seed, request.agent_id, self.t, request.instruction, variables),
             )  # fmt: skip
         except CodeRejectedError as error:
             return _Attempt(code=code, error=str(error))
@@ -299,8 +308,7 @@ class CodeGenRouter(RouterBase):
             return _Attempt(code=code, error=f"the environment could not run the code: {error}", gave_up=True)
         return _Attempt(code=code, execution=execution)
 
-    def _sandbox_tools(self, ctx: dict[str, Any], readonly: bool) -> list[SandboxTool]:
-        agent_id = ctx.get("agent_id")
+    def _sandbox_tools(self, agent_id: int, readonly: bool) -> list[SandboxTool]:
         tools = []
         for name, info in self.tools(readonly=readonly).items():
             fields = info.args_model.model_fields
@@ -326,13 +334,21 @@ def _validator(name: str, info: ToolInfo) -> Any:
     return validate
 
 
-def _status(attempt: _Attempt) -> str:
+def _sandbox_context(request: EnvRequest) -> dict[str, Any]:
+    """What generated code reads as ``ctx``: the caller, and a template ask's variables."""
+    ctx: dict[str, Any] = {"agent_id": request.agent_id}
+    if request.variables is not None:
+        ctx["variables"] = dict(request.variables)
+    return ctx
+
+
+def _status(attempt: _Attempt) -> EnvStatus:
     ex = attempt.execution
     if ex is None:
         return "error"
     declared = ex.results.get("status")
     if declared in STATUS_DESCRIPTIONS:
-        return str(declared)
+        return cast(EnvStatus, declared)
     if any(not call["ok"] for call in ex.calls):
         return "fail"
     if not ex.ok:

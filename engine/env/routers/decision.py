@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from engine.env.requests import EnvStatus
 from engine.env.tool import ToolInfo
 from engine.llm.decision import build_decision_model
 
@@ -19,7 +20,7 @@ caller_fields = frozenset({"agent_id"})
 class FinalAnswerArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
     answer: str = Field(description="what to tell the agent")
-    status: Literal["success", "in_progress", "fail", "error", "unknown"]
+    status: EnvStatus
 
 
 def _llm_args_model(info: ToolInfo) -> type[BaseModel]:

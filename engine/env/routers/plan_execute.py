@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from engine.env.base import EnvBase
+from engine.env.requests import EnvReply, EnvRequest
 from engine.env.router_base import RouterBase
 from engine.env.routers.decision import FINAL_ANSWER, FinalAnswerArgs
 from engine.env.routers.decision import _llm_args_model as llm_arguments
@@ -112,18 +113,18 @@ class PlanExecutor:
                                  agent_id=agent_id, readonly=readonly)
             outcome.results.append(row)
             ran_since_plan += 1
-            outcome.status = "success" if row["ok"] else "fail"
-            if row["ok"]:
+            outcome.status = "success" if row.ok else "fail"
+            if row.ok:
                 continue
             if replans >= self.max_replans:
                 break
             replans += 1
-            history = "\n".join(f"- {r['tool']}({r['arguments']}) -> {r['result']}" for r in outcome.results)
+            history = "\n".join(f"- {r.tool}({r.arguments}) -> {r.result}" for r in outcome.results)
             messages = [
                 *messages,
                 {"role": "assistant", "content": plan.model_dump_json()},
-                {"role": "user", "content": REPLAN_INSTRUCTION.render(history=history, failed_tool=row["tool"],
-                                                                      error=row["result"])},
+                {"role": "user", "content": REPLAN_INSTRUCTION.render(history=history, failed_tool=row.tool,
+                                                                      error=row.result)},
             ]
             try:
                 plan = await complete_structured(router.llm, messages, model, prompt=REPLAN_INSTRUCTION, hint=hint)
@@ -153,17 +154,9 @@ class PlanExecuteRouter(RouterBase):
         super().__init__(env_modules, llm, meter=meter, max_steps=max_steps)
         self.executor = PlanExecutor(max_steps, max_replans)
 
-    async def ask(
-        self,
-        ctx: dict[str, Any],
-        instruction: str,
-        readonly: bool = False,
-        template_mode: bool = False,
-        trace_id: str | None = None,
-        parent_span_id: str | None = None,
-    ) -> tuple[dict[str, Any], str]:
+    async def ask(self, request: EnvRequest) -> EnvReply:
         outcome = await self.executor.run(
-            self, self.tools(readonly=readonly), agent_id=ctx.get("agent_id"),
-            instruction=resolve_instruction(ctx, instruction, template_mode), readonly=readonly,
+            self, self.tools(readonly=request.readonly), agent_id=request.agent_id,
+            instruction=resolve_instruction(request), readonly=request.readonly,
         )
-        return outcome.finish(ctx)
+        return outcome.finish()

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from engine.env.prompts import REACT_INSTRUCTION, REACT_SYSTEM
+from engine.env.requests import EnvReply, EnvRequest, EnvStatus, ToolCall
 from engine.env.router_base import RouterBase
 from engine.env.routers.decision import FINAL_ANSWER, build_router_decision, caller_fields
 from engine.env.routers.template_cache import fill_template
@@ -37,16 +38,16 @@ __all__ = [
 class LoopOutcome:
     """What one routing strategy did for one ask."""
 
-    status: str = "unknown"  #: success / in_progress / fail / error / unknown
+    status: EnvStatus = "unknown"
     answer: str | None = None  #: the LLM's final answer, when it gave one
-    results: list[dict[str, Any]] = field(default_factory=list)  #: ``{tool, arguments, result, ok}`` rows
+    results: list[ToolCall] = field(default_factory=list)  #: the calls made, in order
 
-    def finish(self, ctx: dict[str, Any], **extra: Any) -> tuple[dict[str, Any], str]:
-        """``(ctx, answer)`` as ``RouterBase.ask`` returns them; the answer summarises results when the LLM gave none."""
+    def finish(self, *, module: str | None = None) -> EnvReply:
+        """The reply ``RouterBase.ask`` returns; the answer summarises the results when the LLM gave none."""
         answer = self.answer
         if answer is None:
-            answer = "\n".join(f"{r['tool']}: {r['result']}" for r in self.results) or "nothing was done"
-        return {**ctx, **extra, "status": self.status, "results": self.results}, answer
+            answer = "\n".join(f"{r.tool}: {r.result}" for r in self.results) or "nothing was done"
+        return EnvReply(answer, self.status, tuple(self.results), module=module)
 
 
 class DecisionCache:
@@ -86,23 +87,24 @@ def unreadable(error: Exception) -> LoopOutcome:
     return LoopOutcome("error", f"the environment could not interpret the request: {error}")
 
 
-def resolve_instruction(ctx: dict[str, Any], instruction: str, template_mode: bool) -> str:
+def resolve_instruction(request: EnvRequest) -> str:
+    """The instruction, filled from ``request.variables`` in template mode."""
     # Bare {name} substitution only: str.format would let a template reach attributes ({x.__class__}).
-    return fill_template(instruction, ctx.get("variables", {})) if template_mode else instruction
+    return fill_template(request.instruction, request.variables or {}) if request.template_mode else request.instruction
 
 
 async def run_tool(
     router: RouterBase, info: ToolInfo, name: str, arguments: dict[str, Any], *, agent_id: Any, readonly: bool
-) -> dict[str, Any]:
-    """Call one decided tool, filling caller fields from the context; returns its result row."""
+) -> ToolCall:
+    """Call one decided tool, filling caller fields from the request; returns the call."""
     arguments = dict(arguments)
     if "agent_id" in info.args_model.model_fields and "agent_id" in caller_fields:
         arguments["agent_id"] = agent_id
     try:
         result = await router.call_tool(name, arguments, readonly=readonly)
     except ToolCallError as error:
-        return {"tool": name, "arguments": arguments, "result": f"error: {error}", "ok": False}
-    return {"tool": name, "arguments": arguments, "result": str(result), "ok": True}
+        return ToolCall(name, arguments, f"error: {error}", False)
+    return ToolCall(name, arguments, str(result), True)
 
 
 async def react_loop(
@@ -131,7 +133,7 @@ async def react_loop(
     outcome = LoopOutcome()
     hint = "Valid tools: " + ", ".join([*tools, FINAL_ANSWER])
     for _ in range(router.max_steps):
-        history = "\n".join(f"Result of {r['tool']}: {r['result']}" for r in outcome.results)
+        history = "\n".join(f"Result of {r.tool}: {r.result}" for r in outcome.results)
         messages = [
             {"role": "system", "content": system},
             {"role": "user", "content": REACT_INSTRUCTION.render(
@@ -151,7 +153,7 @@ async def react_loop(
         row = await run_tool(router, tools[action.tool], action.tool, action.arguments.model_dump(),
                              agent_id=agent_id, readonly=readonly)
         outcome.results.append(row)
-        outcome.status = "success" if row["ok"] else "fail"
+        outcome.status = "success" if row.ok else "fail"
         if decision.done:  # type: ignore[attr-defined]
             break
     else:
@@ -170,18 +172,10 @@ class ReActRouter(RouterBase):
     def decision_model(self, readonly: bool) -> type[BaseModel]:
         return self._decisions(self.tools(readonly=readonly))
 
-    async def ask(
-        self,
-        ctx: dict[str, Any],
-        instruction: str,
-        readonly: bool = False,
-        template_mode: bool = False,
-        trace_id: str | None = None,
-        parent_span_id: str | None = None,
-    ) -> tuple[dict[str, Any], str]:
+    async def ask(self, request: EnvRequest) -> EnvReply:
         if self.llm is None:
             raise ToolCallError("ReActRouter needs an LLM")
-        agent_id = ctx.get("agent_id")
+        agent_id, readonly = request.agent_id, request.readonly
         system = REACT_SYSTEM.render(
             agent_id=agent_id,
             world=self.get_world_description(),
@@ -190,6 +184,6 @@ class ReActRouter(RouterBase):
         )
         outcome = await react_loop(
             self, self.tools(readonly=readonly), self.decision_model(readonly), system=system, agent_id=agent_id,
-            instruction=resolve_instruction(ctx, instruction, template_mode), readonly=readonly,
+            instruction=resolve_instruction(request), readonly=readonly,
         )
-        return outcome.finish(ctx)
+        return outcome.finish()

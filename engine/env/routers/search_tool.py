@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from engine.env.base import EnvBase
 from engine.env.prompts import REACT_SYSTEM
+from engine.env.requests import EnvReply, EnvRequest
 from engine.env.router_base import RouterBase
 from engine.env.routers.decision import build_router_decision
 from engine.env.routers.react import DecisionCache, react_loop, readonly_note, resolve_instruction, tool_lines
@@ -121,22 +122,14 @@ class SearchToolRouter(RouterBase):
         offered = self.tools(readonly=readonly)
         return {name: offered[name] for name in self.ranker.top(instruction, offered, self.top_k)}
 
-    async def ask(
-        self,
-        ctx: dict[str, Any],
-        instruction: str,
-        readonly: bool = False,
-        template_mode: bool = False,
-        trace_id: str | None = None,
-        parent_span_id: str | None = None,
-    ) -> tuple[dict[str, Any], str]:
+    async def ask(self, request: EnvRequest) -> EnvReply:
         if self.llm is None:
             raise ToolCallError("SearchToolRouter needs an LLM")
-        agent_id = ctx.get("agent_id")
-        instruction = resolve_instruction(ctx, instruction, template_mode)
+        agent_id, readonly = request.agent_id, request.readonly
+        instruction = resolve_instruction(request)
         tools = self.search(instruction, readonly=readonly)
         system = REACT_SYSTEM.render(agent_id=agent_id, world=self.get_world_description(), tools=tool_lines(tools),
                                      readonly_note=readonly_note(readonly))
         outcome = await react_loop(self, tools, self._decisions(tools), system=system, agent_id=agent_id,
                                    instruction=instruction, readonly=readonly)
-        return outcome.finish(ctx)
+        return outcome.finish()

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from engine.env.base import EnvBase
 from engine.env.prompts import REACT_SYSTEM
+from engine.env.requests import EnvReply, EnvRequest
 from engine.env.router_base import RouterBase
 from engine.env.routers.decision import build_router_decision
 from engine.env.routers.plan_execute import PlanExecutor
@@ -108,29 +109,21 @@ class TwoTierRouter(RouterBase):
     ) -> LoopOutcome:
         """Tier 2: route the ask using only ``tools`` (those of ``module``)."""
 
-    async def ask(
-        self,
-        ctx: dict[str, Any],
-        instruction: str,
-        readonly: bool = False,
-        template_mode: bool = False,
-        trace_id: str | None = None,
-        parent_span_id: str | None = None,
-    ) -> tuple[dict[str, Any], str]:
+    async def ask(self, request: EnvRequest) -> EnvReply:
         if self.llm is None:
             raise ToolCallError(f"{type(self).__name__} needs an LLM")
-        agent_id = ctx.get("agent_id")
-        instruction = resolve_instruction(ctx, instruction, template_mode)
+        agent_id, readonly = request.agent_id, request.readonly
+        instruction = resolve_instruction(request)
         groups = self.module_tools(readonly)
         if not groups:
-            return LoopOutcome("fail", "no environment tool is available to this ask").finish(ctx)
+            return LoopOutcome("fail", "no environment tool is available to this ask").finish()
         try:
             module = await self.choose_module(agent_id, instruction, readonly)
         except (StructuredOutputError, LLMCallError) as error:
-            return unreadable(error).finish(ctx)
+            return unreadable(error).finish()
         outcome = await self.run_in_module(module, groups[module], agent_id=agent_id, instruction=instruction,
                                            readonly=readonly)
-        return outcome.finish(ctx, module=module)
+        return outcome.finish(module=module)
 
 
 class TwoTierReActRouter(TwoTierRouter):

@@ -15,7 +15,7 @@ from engine.agent.person import PersonAgent
 from engine.agent.service_proxy import ServiceProxy
 from engine.env.actor import EnvRouterConfig, build_router
 from engine.llm.client import LLMClient
-from engine.society.runner import run_experiment
+from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 
 T1 = datetime(2026, 1, 1, 9)
@@ -23,7 +23,7 @@ T1 = datetime(2026, 1, 1, 9)
 
 async def _activate(ws: str) -> tuple[int, tuple[str, ...]]:
     """Tick 1 on one worker: the agent activates a skill and writes its workspace back."""
-    proxy = ServiceProxy(env=build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),))), llm={"default": LLMClient()})
+    proxy = ServiceProxy(env=build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react")), llm={"default": LLMClient()})
     agent = await PersonAgent.from_workspace(Path(ws), proxy)
     reply = await agent.dispatch_react_tool("activate_skill", {"name": "daily-planning"})
     assert not reply.startswith("error"), reply
@@ -33,7 +33,7 @@ async def _activate(ws: str) -> tuple[int, tuple[str, ...]]:
 
 async def _active(ws: str) -> tuple[int, tuple[str, ...]]:
     """Tick 2 on another worker: a fresh agent object rebuilt from the workspace."""
-    proxy = ServiceProxy(env=build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),))), llm={"default": LLMClient()})
+    proxy = ServiceProxy(env=build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react")), llm={"default": LLMClient()})
     agent = await PersonAgent.from_workspace(Path(ws), proxy)
     return os.getpid(), agent.skills.active
 

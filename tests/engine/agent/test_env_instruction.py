@@ -94,7 +94,7 @@ class World:
         return agent
 
     def pending(self) -> list[tuple[int, int, str]]:
-        return [(p["sender"], p["recipient"], p["content"]) for p in self.space.dump_state()["pending"]]
+        return [(p["sender"], p["recipient"], p["content"]) for p in self.space.updates.all()]
 
 
 async def test_person_agents_share_generated_code_each_with_its_own_values(tmp_path: Path) -> None:

@@ -207,7 +207,7 @@ async def test_readonly_ask_does_not_change_env_state(world_factory) -> None:
     assert offered_tools(world.router_llm.requests[0]) == {"read_inbox", "list_groups", "message_statistics", "final_answer"}
     assert llm.requests[1]["messages"][-1]["content"].startswith("Result of ask_env: [error]")
     assert "Someone asks you: Would you message agent 2?" in llm.requests[0]["messages"][1]["content"]
-    assert world.space.dump_state()["pending"] == []
+    assert world.space.updates.all() == []
     await world.router.step(900, T2)
     assert await world.router.observe(2) == "Your inbox is empty."
 

@@ -36,7 +36,7 @@ async def _refused(proxy: EnvRouterProxy) -> str:
 
 @pytest.fixture
 async def actor(dask_client, tmp_path):
-    config = EnvRouterConfig(modules=(("MessagingSpace", {}),), run_dir=tmp_path)
+    config = EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react", run_dir=tmp_path)
     handle = await dask_client.submit(EnvRouterActor, config, actor=True)
     info = await handle.init(START, list(range(200)))
     return handle, EnvRouterProxy(address=handle._address, key=handle.key, env_skill_dirs=tuple(map(tuple, info["env_skill_dirs"])))

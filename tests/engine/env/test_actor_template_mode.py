@@ -26,10 +26,10 @@ def codegen_config(run_dir: Path, **changes) -> EnvRouterConfig:
 async def _ask_as(proxy: EnvRouterProxy, asks: list[tuple[int, int, str]]) -> list[str]:
     """On a worker: each (sender, recipient, text) asks the same template with its own variables."""
     replies = await asyncio.gather(*(
-        proxy.ask({"agent_id": sender, "variables": {"agent": to, "text": text}}, SEND, template_mode=True)
+        proxy.ask(EnvRequest("ask", sender, SEND, template_mode=True, variables={"agent": to, "text": text}))
         for sender, to, text in asks
     ))
-    return [ctx["status"] for ctx, _ in replies]
+    return [reply.status for reply in replies]
 
 
 async def _inbox(proxy: EnvRouterProxy, agent_id: int) -> str:

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from engine.env.modules.messaging import MessagingSpace
+from engine.env.requests import EnvRequest
 from engine.env.routers.codegen import CodeGenRouter
 from engine.env.routers.codegen_examples import template_examples
 from engine.env.routers.template_reuse import judge_reuse
@@ -22,7 +23,7 @@ def code(text: str) -> dict[str, str]:
 
 
 def pending(space: MessagingSpace) -> list[tuple[int, int, str]]:
-    return [(p["sender"], p["recipient"], p["content"]) for p in space.dump_state()["pending"]]
+    return [(p["sender"], p["recipient"], p["content"]) for p in space.updates.all()]
 
 
 @pytest.mark.parametrize(("source", "variables", "reusable", "exact_only"), [
@@ -46,10 +47,10 @@ async def test_code_that_hard_codes_its_callers_values_runs_once_and_is_not_cach
     llm = ScriptedModel([code("send_message(to_agent_id=2, content='hi')"), code(GENERIC)])
     router = CodeGenRouter([space], llm)
 
-    first, _ = await router.ask({"agent_id": 1, "variables": {"agent": 2, "text": "hi"}}, SEND, template_mode=True)
-    second, _ = await router.ask({"agent_id": 3, "variables": {"agent": 4, "text": "yo"}}, SEND, template_mode=True)
+    first = await router.ask(EnvRequest("ask", 1, SEND, template_mode=True, variables={"agent": 2, "text": "hi"}))
+    second = await router.ask(EnvRequest("ask", 3, SEND, template_mode=True, variables={"agent": 4, "text": "yo"}))
 
-    assert first["status"] == second["status"] == "success"
+    assert first.status == second.status == "success"
     assert pending(space) == [(1, 2, "hi"), (3, 4, "yo")]  # agent 3's message did not go to agent 2
     stats = router.get_cache_stats()
     assert (stats.misses, stats.generations, stats.uncacheable, stats.hits_exact) == (2, 2, 1, 0)
@@ -61,7 +62,7 @@ async def test_followers_of_a_hard_coding_leader_generate_their_own_code() -> No
     router = CodeGenRouter([space], llm)
 
     await asyncio.gather(*(
-        router.ask({"agent_id": i, "variables": {"agent": i + 10, "text": f"m{i}"}}, SEND, template_mode=True)
+        router.ask(EnvRequest("ask", i, SEND, template_mode=True, variables={"agent": i + 10, "text": f"m{i}"}))
         for i in range(4)
     ))
 
@@ -76,9 +77,9 @@ async def test_exact_only_code_is_not_reused_for_a_similar_template() -> None:
     llm = ScriptedModel([code(quoting), code('send_message(to_agent_id=variables["agent"], content="good night to you")')])
     router = CodeGenRouter([space], llm, similarity_threshold=0.5)
 
-    await router.ask({"agent_id": 1, "variables": {"agent": 2}}, "say good morning to you to agent {agent}", template_mode=True)
-    await router.ask({"agent_id": 1, "variables": {"agent": 3}}, "say good night to you to agent {agent}", template_mode=True)
-    await router.ask({"agent_id": 1, "variables": {"agent": 4}}, "say good morning to you to agent {agent}", template_mode=True)
+    await router.ask(EnvRequest("ask", 1, "say good morning to you to agent {agent}", template_mode=True, variables={"agent": 2}))
+    await router.ask(EnvRequest("ask", 1, "say good night to you to agent {agent}", template_mode=True, variables={"agent": 3}))
+    await router.ask(EnvRequest("ask", 1, "say good morning to you to agent {agent}", template_mode=True, variables={"agent": 4}))
 
     assert [c for _, _, c in pending(space)] == ["good morning to you", "good night to you", "good morning to you"]
     stats = router.get_cache_stats()
@@ -104,7 +105,7 @@ async def test_the_simulated_coder_writes_code_that_reads_the_variables(seed: in
     space = MessagingSpace()
     router = CodeGenRouter([space], SimChatModel("router", seed))
     for sender, (to, text) in enumerate([(2, "hi"), (5, "yo"), (7, "hey")]):
-        ctx, _ = await router.ask({"agent_id": sender, "variables": {"agent": to, "text": text}}, SEND, template_mode=True)
-        assert ctx["status"] == "success"
+        reply = await router.ask(EnvRequest("ask", sender, SEND, template_mode=True, variables={"agent": to, "text": text}))
+        assert reply.status == "success"
     assert pending(space) == [(0, 2, "hi"), (1, 5, "yo"), (2, 7, "hey")]
     assert router.get_cache_stats().generations == 1

@@ -12,7 +12,7 @@ from engine.env.actor import EnvRouterConfig, build_router
 from engine.env.input_files import InputRoots, input_roots, resolve_input_file
 from engine.env.modules.mobility import MobilitySpace
 from engine.errors import SpecError
-from engine.society.runner import run_experiment
+from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 
 TRIANGLE = {
@@ -41,7 +41,7 @@ def server(tmp_path: Path) -> dict[str, Path]:
 
 
 def _city_name(server: dict[str, Path], city_file: str) -> str:
-    config = EnvRouterConfig(modules=(("MobilitySpace", {"city_file": city_file}),), run_dir=server["run"],
+    config = EnvRouterConfig(modules=(("MobilitySpace", {"city_file": city_file}),), router="react", run_dir=server["run"],
                              input_dirs=(server["allowed"],))
     return build_router(config).env_modules[0].city.name
 

@@ -100,13 +100,13 @@ async def test_unknown_recipient_is_refused_once_agents_are_bound() -> None:
         await send(space, 1, 3, "hi")
     with pytest.raises(ToolCallError, match="there is no agent 9"):
         await send(space, 9, 1, "hi")
-    assert space.dump_state()["pending"] == []
+    assert space.updates.all() == []
 
 
 async def test_any_recipient_is_accepted_before_agents_are_bound() -> None:
     space = MessagingSpace()
     await send(space, 1, 3, "hi")
-    assert len(space.dump_state()["pending"]) == 1
+    assert len(space.updates) == 1
 
 
 @pytest.mark.parametrize("content", ["", "   \n\t"])
@@ -114,7 +114,7 @@ async def test_empty_message_is_refused(content: str) -> None:
     space = MessagingSpace()
     with pytest.raises(ToolCallError, match="an empty message cannot be sent"):
         await send(space, 1, 2, content)
-    assert space.dump_state()["pending"] == []
+    assert space.updates.all() == []
 
 
 async def test_oversized_message_is_refused() -> None:
@@ -122,7 +122,7 @@ async def test_oversized_message_is_refused() -> None:
     await send(space, 1, 2, "x" * 10)
     with pytest.raises(ToolCallError, match="message longer than 10 characters"):
         await send(space, 1, 2, "x" * 11)
-    assert [m["content"] for m in space.dump_state()["pending"]] == ["x" * 10]
+    assert [m["content"] for m in space.updates.all()] == ["x" * 10]
 
 
 async def test_refused_group_post_changes_no_group() -> None:
@@ -132,7 +132,7 @@ async def test_refused_group_post_changes_no_group() -> None:
     with pytest.raises(ToolCallError, match="longer than 5"):
         await space.call_tool("post_to_group", {"agent_id": 1, "group": "new", "content": "toolong"})
     assert space.dump_state()["groups"] == {}
-    assert space.dump_state()["pending"] == []
+    assert space.updates.all() == []
 
 
 async def test_replay_rows_give_one_state_row_per_step_and_one_event_per_delivered_message() -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from engine.env.base import EnvBase
 from engine.env.modules.messaging import MessagingSpace
+from engine.env.requests import EnvRequest, ToolCall
 from engine.env.routers.codegen import CodeGenRouter, build_code_decision, example_call, pyi_listing
 from engine.env.sandbox import SandboxLimits, SandboxPool
 from engine.env.tool import tool
@@ -62,27 +63,22 @@ async def test_scripted_code_calls_the_tool_with_the_callers_agent_id() -> None:
     llm = ScriptedModel([code("send_message(to_agent_id=2, content='hi')")])
     router = CodeGenRouter([space], llm)
 
-    ctx, answer = await router.ask({"agent_id": 1}, "tell agent 2 hi")
+    reply = await router.ask(EnvRequest("ask", 1, "tell agent 2 hi"))
 
-    assert ctx["status"] == "success" and ctx["agent_id"] == 1
-    assert ctx["results"] == [
-        {
-            "tool": "send_message",
-            "arguments": {"to_agent_id": 2, "content": "hi", "agent_id": 1},
-            "result": "message to agent 2 queued for delivery",
-            "ok": True,
-        }
-    ]
-    assert answer == "send_message: message to agent 2 queued for delivery"
+    assert reply.status == "success"
+    assert reply.calls == (
+        ToolCall("send_message", {"to_agent_id": 2, "content": "hi", "agent_id": 1}, "message to agent 2 queued for delivery", True),
+    )
+    assert reply.answer == "send_message: message to agent 2 queued for delivery"
     await router.step(900, T1)
     assert await router.observe(2) == "Inbox (1 messages, latest 1):\n- from agent 1: hi"
 
 
 async def test_readonly_answer_comes_from_results() -> None:
     llm = ScriptedModel([code('results["answer"] = read_inbox()')])
-    ctx, answer = await CodeGenRouter([MessagingSpace()], llm).ask({"agent_id": 3}, "any mail?", readonly=True)
-    assert (ctx["status"], answer) == ("success", "Your inbox is empty.")
-    assert ctx["code_results"] == {"answer": "Your inbox is empty."}
+    reply = await CodeGenRouter([MessagingSpace()], llm).ask(EnvRequest("ask", 3, "any mail?", readonly=True))
+    assert (reply.status, reply.answer) == ("success", "Your inbox is empty.")
+    assert reply.code_results == {"answer": "Your inbox is empty."}
 
 
 async def test_listing_and_examples_omit_agent_id_and_cover_every_offered_tool() -> None:
@@ -106,20 +102,20 @@ async def test_listing_and_examples_omit_agent_id_and_cover_every_offered_tool()
 async def test_refused_code_is_fed_back_and_retried() -> None:
     space = MessagingSpace()
     llm = ScriptedModel([code("x = ().__class__"), code("send_message(2, 'hi')")])
-    ctx, _ = await CodeGenRouter([space], llm).ask({"agent_id": 1}, "tell agent 2 hi")
+    reply = await CodeGenRouter([space], llm).ask(EnvRequest("ask", 1, "tell agent 2 hi"))
 
-    assert ctx["status"] == "success"
+    assert reply.status == "success"
     feedback = llm.requests[1]["messages"][-1]["content"]
     assert feedback.startswith("Your code was refused by the sandbox:")
     assert "line 1: attribute '__class__' is not allowed" in feedback
     assert json.loads(llm.requests[1]["messages"][-2]["content"])["code"] == "x = ().__class__"
-    assert len(space.dump_state()["pending"]) == 1
+    assert len(space.updates) == 1
 
 
 async def test_a_runtime_mistake_is_fed_back_with_its_line_and_output() -> None:
     llm = ScriptedModel([code("print('trying')\nsend_mesage(2, 'hi')"), code("send_message(2, 'hi')")])
-    ctx, _ = await CodeGenRouter([MessagingSpace()], llm).ask({"agent_id": 1}, "tell agent 2 hi")
-    assert ctx["status"] == "success"
+    reply = await CodeGenRouter([MessagingSpace()], llm).ask(EnvRequest("ask", 1, "tell agent 2 hi"))
+    assert reply.status == "success"
     feedback = llm.requests[1]["messages"][-1]["content"]
     assert "line 2: NameError: name 'send_mesage' is not defined" in feedback
     assert "Printed output:\ntrying" in feedback
@@ -128,16 +124,16 @@ async def test_a_runtime_mistake_is_fed_back_with_its_line_and_output() -> None:
 async def test_llm_cannot_choose_the_sender_agent_id() -> None:
     space = MessagingSpace()
     llm = ScriptedModel([code("send_message(agent_id=9, to_agent_id=2, content='spoof')")] * 3)
-    ctx, answer = await CodeGenRouter([space], llm).ask({"agent_id": 1}, "pretend to be agent 9")
-    assert ctx["status"] == "error"
-    assert "agent_id is filled in by the environment" in answer
-    assert space.dump_state()["pending"] == []
+    reply = await CodeGenRouter([space], llm).ask(EnvRequest("ask", 1, "pretend to be agent 9"))
+    assert reply.status == "error"
+    assert "agent_id is filled in by the environment" in reply.answer
+    assert space.updates.all() == []
 
 
 async def test_bad_arguments_are_a_mistake_to_retry_not_an_env_refusal() -> None:
     llm = ScriptedModel([code("send_message(to=2, content='hi')"), code("send_message(to_agent_id=2, content='hi')")])
-    ctx, _ = await CodeGenRouter([MessagingSpace()], llm).ask({"agent_id": 1}, "tell agent 2 hi")
-    assert ctx["status"] == "success"
+    reply = await CodeGenRouter([MessagingSpace()], llm).ask(EnvRequest("ask", 1, "tell agent 2 hi"))
+    assert reply.status == "success"
     assert "TypeError: send_message(): to_agent_id: Field required" in llm.requests[1]["messages"][-1]["content"]
 
 
@@ -145,33 +141,33 @@ async def test_an_env_refusal_is_reported_as_fail_without_retry() -> None:
     space = MessagingSpace()
     space.bind_agents([1, 2])
     llm = ScriptedModel([code("send_message(5, 'hi')")])
-    ctx, answer = await CodeGenRouter([space], llm).ask({"agent_id": 1}, "tell agent 5 hi")
-    assert ctx["status"] == "fail"
-    assert ctx["results"][0]["ok"] is False
-    assert "there is no agent 5" in answer
+    reply = await CodeGenRouter([space], llm).ask(EnvRequest("ask", 1, "tell agent 5 hi"))
+    assert reply.status == "fail"
+    assert reply.calls[0].ok is False
+    assert "there is no agent 5" in reply.answer
     assert len(llm.requests) == 1
 
 
 async def test_code_that_changed_state_then_failed_is_not_retried() -> None:
     space = MessagingSpace()
     llm = ScriptedModel([code("send_message(2, 'a')\nundefined_name")])
-    ctx, answer = await CodeGenRouter([space], llm).ask({"agent_id": 1}, "tell agent 2 a")
-    assert ctx["status"] == "error"
-    assert "NameError" in answer
+    reply = await CodeGenRouter([space], llm).ask(EnvRequest("ask", 1, "tell agent 2 a"))
+    assert reply.status == "error"
+    assert "NameError" in reply.answer
     assert len(llm.requests) == 1
-    assert len(space.dump_state()["pending"]) == 1  # applied once, not twice
+    assert len(space.updates) == 1  # applied once, not twice
 
 
 async def test_code_may_declare_the_instruction_unsupported() -> None:
     llm = ScriptedModel([code('results["status"] = "fail"\nresults["answer"] = "there is no weather here"')])
-    ctx, answer = await CodeGenRouter([MessagingSpace()], llm).ask({"agent_id": 1}, "what is the weather?")
-    assert (ctx["status"], answer) == ("fail", "there is no weather here")
+    reply = await CodeGenRouter([MessagingSpace()], llm).ask(EnvRequest("ask", 1, "what is the weather?"))
+    assert (reply.status, reply.answer) == ("fail", "there is no weather here")
 
 
 async def test_readonly_ask_offers_and_exposes_only_readonly_tools() -> None:
     space = MessagingSpace()
     llm = ScriptedModel([code("send_message(2, 'hi')")] * 3)
-    ctx, _ = await CodeGenRouter([space], llm).ask({"agent_id": 1}, "tell agent 2 hi", readonly=True)
+    reply = await CodeGenRouter([space], llm).ask(EnvRequest("ask", 1, "tell agent 2 hi", readonly=True))
 
     request = llm.requests[0]
     system = request["messages"][0]["content"]
@@ -183,42 +179,42 @@ async def test_readonly_ask_offers_and_exposes_only_readonly_tools() -> None:
         'results["answer"] = message_statistics()',
     ]
     assert "NameError: name 'send_message' is not defined" in llm.requests[2]["messages"][-1]["content"]
-    assert ctx["status"] == "error"
-    assert space.dump_state()["pending"] == [] and space.get_tool_call_history() == []
+    assert reply.status == "error"
+    assert space.updates.all() == [] and space.get_tool_call_history() == []
 
 
 @pytest.mark.parametrize("seed", range(6))
 async def test_simulated_llm_readonly_asks_never_mutate(seed: int) -> None:
     space = MessagingSpace()
     router = CodeGenRouter([space], SimChatModel("router", seed))
-    ctx, _ = await router.ask({"agent_id": 1}, "what is going on?", readonly=True)
-    assert ctx["status"] == "success"
-    assert {call["tool"] for call in ctx["results"]} <= {"read_inbox", "list_groups", "message_statistics"}
-    assert space.dump_state()["pending"] == []
+    reply = await router.ask(EnvRequest("ask", 1, "what is going on?", readonly=True))
+    assert reply.status == "success"
+    assert {call.tool for call in reply.calls} <= {"read_inbox", "list_groups", "message_statistics"}
+    assert space.updates.all() == []
 
 
 async def test_simulated_llm_reaches_the_tool() -> None:
     ledger = Ledger()
-    ctx, answer = await CodeGenRouter([ledger], SimChatModel("router", 0)).ask({"agent_id": 4}, "add one to my balance")
-    assert ctx["status"] == "success"
+    reply = await CodeGenRouter([ledger], SimChatModel("router", 0)).ask(EnvRequest("ask", 4, "add one to my balance"))
+    assert reply.status == "success"
     assert ledger.balances == {4: 1}
-    assert answer == "add: balance 1"
+    assert reply.answer == "add: balance 1"
 
 
 @pytest.mark.parametrize("seed", range(6))
 async def test_simulated_llm_code_runs_the_tool_it_names(seed: int) -> None:
     space = MessagingSpace()
-    ctx, _ = await CodeGenRouter([space], SimChatModel("router", seed)).ask({"agent_id": 1}, "do something")
-    assert ctx["status"] == "success"
-    [call] = ctx["results"]
-    assert [h["function_name"] for h in space.get_tool_call_history()] == [call["tool"]]
+    reply = await CodeGenRouter([space], SimChatModel("router", seed)).ask(EnvRequest("ask", 1, "do something"))
+    assert reply.status == "success"
+    [call] = reply.calls
+    assert [h["function_name"] for h in space.get_tool_call_history()] == [call.tool]
 
 
 async def test_concurrent_asks_against_an_unsafe_module_lose_no_update() -> None:
     ledger = Ledger()
     router = CodeGenRouter([ledger], ScriptedModel([code("add(1)")] * 100))
-    outcomes = await asyncio.gather(*(router.ask({"agent_id": 7}, "add one") for _ in range(100)))
-    assert {ctx["status"] for ctx, _ in outcomes} == {"success"}
+    outcomes = await asyncio.gather(*(router.ask(EnvRequest("ask", 7, "add one")) for _ in range(100)))
+    assert {reply.status for reply in outcomes} == {"success"}
     assert ledger.balances == {7: 100}
 
 
@@ -227,14 +223,14 @@ async def test_template_mode_reuses_generated_code_with_new_variables() -> None:
     llm = ScriptedModel([code(SEND_CODE)])
     router = CodeGenRouter([space], llm)
 
-    first, _ = await router.ask({"agent_id": 1, "variables": {"to": 2, "content": "hi"}}, SEND_TEMPLATE, template_mode=True)
-    second, _ = await router.ask({"agent_id": 3, "variables": {"to": 4, "content": "yo"}}, SEND_TEMPLATE, template_mode=True)
+    first = await router.ask(EnvRequest("ask", 1, SEND_TEMPLATE, template_mode=True, variables={"to": 2, "content": "hi"}))
+    second = await router.ask(EnvRequest("ask", 3, SEND_TEMPLATE, template_mode=True, variables={"to": 4, "content": "yo"}))
 
-    assert first["status"] == second["status"] == "success"
+    assert first.status == second.status == "success"
     assert len(llm.requests) == 1
     user = llm.requests[0]["messages"][1]["content"]
     assert SEND_TEMPLATE in user and '"to": 2' in user and 'variables["name"]' in user
-    assert [(p["sender"], p["recipient"], p["content"]) for p in space.dump_state()["pending"]] == [(1, 2, "hi"), (3, 4, "yo")]
+    assert [(p["sender"], p["recipient"], p["content"]) for p in space.updates.all()] == [(1, 2, "hi"), (3, 4, "yo")]
     stats = router.get_cache_stats()
     assert (stats.hits_exact, stats.misses, stats.generations, stats.hit_rate) == (1, 1, 1, 0.5)
 
@@ -242,12 +238,13 @@ async def test_template_mode_reuses_generated_code_with_new_variables() -> None:
 async def test_similar_template_reuses_code_and_dissimilar_one_generates() -> None:
     llm = ScriptedModel([code(SEND_CODE), code('results["answer"] = read_inbox()')])
     router = CodeGenRouter([MessagingSpace()], llm)
-    variables = {"agent_id": 1, "variables": {"to": 2, "content": "hi"}}
+    def ask(template: str) -> EnvRequest:
+        return EnvRequest("ask", 1, template, template_mode=True, variables={"to": 2, "content": "hi"})
 
-    await router.ask(variables, SEND_TEMPLATE, template_mode=True)
-    ctx, _ = await router.ask(variables, "please send {content} to agent {to}", template_mode=True)
-    assert ctx["status"] == "success" and len(llm.requests) == 1
-    await router.ask(variables, "read the inbox of agent {to}", template_mode=True)
+    await router.ask(ask(SEND_TEMPLATE))
+    reply = await router.ask(ask("please send {content} to agent {to}"))
+    assert reply.status == "success" and len(llm.requests) == 1
+    await router.ask(ask("read the inbox of agent {to}"))
     assert len(llm.requests) == 2
     stats = router.get_cache_stats()
     assert (stats.hits_exact, stats.hits_similar, stats.misses, stats.generations) == (0, 1, 2, 2)
@@ -256,17 +253,17 @@ async def test_similar_template_reuses_code_and_dissimilar_one_generates() -> No
 async def test_cache_persists_across_router_instances(tmp_path: Path) -> None:
     cache_dir = tmp_path / "env" / "_codegen_cache"
     first = CodeGenRouter([MessagingSpace()], ScriptedModel([code(SEND_CODE)]), cache_dir=cache_dir)
-    await first.ask({"agent_id": 1, "variables": {"to": 2, "content": "hi"}}, SEND_TEMPLATE, template_mode=True)
+    await first.ask(EnvRequest("ask", 1, SEND_TEMPLATE, template_mode=True, variables={"to": 2, "content": "hi"}))
     assert (cache_dir / f"{first.config_hash}.json").is_file()
 
     space = MessagingSpace()
     second = CodeGenRouter([space], ScriptedModel([]), cache_dir=cache_dir)
-    ctx, _ = await second.ask({"agent_id": 5, "variables": {"to": 6, "content": "yo"}}, SEND_TEMPLATE, template_mode=True)
+    reply = await second.ask(EnvRequest("ask", 5, SEND_TEMPLATE, template_mode=True, variables={"to": 6, "content": "yo"}))
 
     assert second.config_hash == first.config_hash
-    assert ctx["status"] == "success"
+    assert reply.status == "success"
     assert second.get_cache_stats().hits_exact == 1
-    assert space.dump_state()["pending"][0]["recipient"] == 6
+    assert space.updates.all()[0]["recipient"] == 6
 
 
 async def test_a_different_env_configuration_uses_a_different_cache_file(tmp_path: Path) -> None:
@@ -279,8 +276,8 @@ async def test_a_different_env_configuration_uses_a_different_cache_file(tmp_pat
 async def test_readonly_and_mutating_asks_have_separate_cache_entries() -> None:
     llm = ScriptedModel([code('results["answer"] = read_inbox()'), code('results["answer"] = read_inbox()')])
     router = CodeGenRouter([MessagingSpace()], llm)
-    await router.ask({"agent_id": 1}, "check my inbox", readonly=True, template_mode=True)
-    await router.ask({"agent_id": 1}, "check my inbox", template_mode=True)
+    await router.ask(EnvRequest("ask", 1, "check my inbox", readonly=True, template_mode=True))
+    await router.ask(EnvRequest("ask", 1, "check my inbox", template_mode=True))
     assert router.get_cache_stats().generations == 2
 
 
@@ -291,39 +288,39 @@ async def test_fifty_concurrent_identical_misses_make_one_generation() -> None:
 
     outcomes = await asyncio.gather(
         *(
-            router.ask({"agent_id": i, "variables": {"to": 0, "content": f"m{i}"}}, SEND_TEMPLATE, template_mode=True)
+            router.ask(EnvRequest("ask", i, SEND_TEMPLATE, template_mode=True, variables={"to": 0, "content": f"m{i}"}))
             for i in range(50)
         )
     )
 
     assert len(llm.requests) == 1
     assert router.get_cache_stats().generations == 1
-    assert {ctx["status"] for ctx, _ in outcomes} == {"success"}
-    assert sorted(p["sender"] for p in space.dump_state()["pending"]) == list(range(50))
+    assert {reply.status for reply in outcomes} == {"success"}
+    assert sorted(p["sender"] for p in space.updates.all()) == list(range(50))
 
 
 async def test_cached_code_that_fails_is_evicted_and_regenerated() -> None:
     llm = ScriptedModel([code(SEND_CODE), code('send_message(to_agent_id=variables["recipient"], content="hi")')])
     space = MessagingSpace()
     router = CodeGenRouter([space], llm)
-    await router.ask({"agent_id": 1, "variables": {"to": 2, "content": "hi"}}, SEND_TEMPLATE, template_mode=True)
+    await router.ask(EnvRequest("ask", 1, SEND_TEMPLATE, template_mode=True, variables={"to": 2, "content": "hi"}))
 
     # The same template now arrives with other variable names: the cached code raises KeyError.
-    ctx, _ = await router.ask({"agent_id": 1, "variables": {"recipient": 3}}, SEND_TEMPLATE, template_mode=True)
+    reply = await router.ask(EnvRequest("ask", 1, SEND_TEMPLATE, template_mode=True, variables={"recipient": 3}))
 
-    assert ctx["status"] == "success"
+    assert reply.status == "success"
     assert len(llm.requests) == 2
     stats = router.get_cache_stats()
     assert (stats.hits_exact, stats.errors, stats.generations) == (1, 1, 2)
-    assert [p["recipient"] for p in space.dump_state()["pending"]] == [2, 3]
+    assert [p["recipient"] for p in space.updates.all()] == [2, 3]
 
 
 async def test_failed_generation_is_not_cached() -> None:
     llm = ScriptedModel([code("undefined_name")] * 3 + [code(SEND_CODE)])
     router = CodeGenRouter([MessagingSpace()], llm)
-    first, _ = await router.ask({"agent_id": 1, "variables": {"to": 2, "content": "hi"}}, SEND_TEMPLATE, template_mode=True)
-    second, _ = await router.ask({"agent_id": 1, "variables": {"to": 2, "content": "hi"}}, SEND_TEMPLATE, template_mode=True)
-    assert (first["status"], second["status"]) == ("error", "success")
+    first = await router.ask(EnvRequest("ask", 1, SEND_TEMPLATE, template_mode=True, variables={"to": 2, "content": "hi"}))
+    second = await router.ask(EnvRequest("ask", 1, SEND_TEMPLATE, template_mode=True, variables={"to": 2, "content": "hi"}))
+    assert (first.status, second.status) == ("error", "success")
     assert router.get_cache_stats().errors == 1
     assert len(llm.requests) == 4
 
@@ -342,12 +339,12 @@ async def test_failed_generation_is_not_cached() -> None:
 async def test_code_the_compiler_or_the_guard_refuses_is_fed_back_never_raised(bad: str, reason: str) -> None:
     space = MessagingSpace()
     llm = ScriptedModel([code(bad), code("send_message(to_agent_id=2, content='hi')")])
-    ctx, _ = await CodeGenRouter([space], llm).ask({"agent_id": 1}, "tell agent 2 hi")
+    reply = await CodeGenRouter([space], llm).ask(EnvRequest("ask", 1, "tell agent 2 hi"))
 
-    assert ctx["status"] == "success"
+    assert reply.status == "success"
     feedback = llm.requests[1]["messages"][-1]["content"]
     assert feedback.startswith("Your code was refused by the sandbox:") and reason in feedback
-    assert len(space.dump_state()["pending"]) == 1  # the refused code sent nothing
+    assert len(space.updates) == 1  # the refused code sent nothing
 
 
 @pytest.mark.parametrize(
@@ -362,10 +359,10 @@ async def test_code_the_sandbox_stops_is_fed_back_and_retried(bad: str, reason: 
     llm = ScriptedModel([code(bad), code("results['answer'] = 'ok'")])
     router = CodeGenRouter([MessagingSpace()], llm, limits=SandboxLimits(timeout_s=0.5))
     try:
-        ctx, answer = await router.ask({"agent_id": 1}, "do it", readonly=True)
+        reply = await router.ask(EnvRequest("ask", 1, "do it", readonly=True))
     finally:
         await router.close()
-    assert answer == "ok"
+    assert reply.answer == "ok"
     feedback = llm.requests[1]["messages"][-1]["content"]
     assert feedback.startswith("Your code failed:") and reason in feedback
 
@@ -377,8 +374,8 @@ async def test_the_router_starts_its_sandbox_at_init_and_ends_it_at_close() -> N
     while len(pids := router.sandbox.pids()) < 2 and time.monotonic() < deadline:  # type: ignore[attr-defined]
         await asyncio.sleep(0.01)  # started at init, before any ask
     assert len(pids) == 2
-    _, answer = await router.ask({"agent_id": 1}, "anything", readonly=True)
-    assert answer == "ok"
+    reply = await router.ask(EnvRequest("ask", 1, "anything", readonly=True))
+    assert reply.answer == "ok"
     await router.close()
     assert not any(os.path.exists(f"/proc/{pid}") for pid in pids)
 
@@ -387,6 +384,6 @@ async def test_no_sandbox_to_run_the_code_fails_the_ask_without_more_llm_calls()
     pool = SandboxPool(1)
     await pool.close()
     llm = ScriptedModel([code("results['answer'] = 'ok'"), code("results['answer'] = 'ok'")])
-    ctx, answer = await CodeGenRouter([MessagingSpace()], llm, sandbox=pool).ask({"agent_id": 1}, "anything")
-    assert ctx["status"] == "error" and "the sandbox pool is closed" in answer
+    reply = await CodeGenRouter([MessagingSpace()], llm, sandbox=pool).ask(EnvRequest("ask", 1, "anything"))
+    assert reply.status == "error" and "the sandbox pool is closed" in reply.answer
     assert len(llm.requests) == 1

@@ -8,6 +8,7 @@ from typing import Any
 
 from engine.env.base import EnvBase
 from engine.env.modules.messaging import MessagingSpace
+from engine.env.requests import EnvRequest, ToolCall
 from engine.env.routers.react import ReActRouter
 from engine.env.tool import tool
 from engine.llm.scripted import ScriptedModel
@@ -30,15 +31,13 @@ async def test_send_message_decision_calls_the_tool_with_the_callers_agent_id() 
     llm = ScriptedModel([decision("send_message", {"to_agent_id": 2, "content": "hi"})])
     router = ReActRouter([space], llm)
 
-    ctx, answer = await router.ask({"agent_id": 1}, "tell agent 2 hi")
+    reply = await router.ask(EnvRequest("ask", 1, "tell agent 2 hi"))
 
-    assert ctx["status"] == "success"
-    assert ctx["agent_id"] == 1
-    assert ctx["results"] == [
-        {"tool": "send_message", "arguments": {"to_agent_id": 2, "content": "hi", "agent_id": 1},
-         "result": "message to agent 2 queued for delivery", "ok": True}
-    ]
-    assert answer == "send_message: message to agent 2 queued for delivery"
+    assert reply.status == "success"
+    assert reply.calls == (
+        ToolCall("send_message", {"to_agent_id": 2, "content": "hi", "agent_id": 1}, "message to agent 2 queued for delivery", True),
+    )
+    assert reply.answer == "send_message: message to agent 2 queued for delivery"
     assert len(llm.requests) == 1
     await router.step(900, T1)
     assert await router.observe(2) == "Inbox (1 messages, latest 1):\n- from agent 1: hi"
@@ -49,22 +48,22 @@ async def test_llm_cannot_choose_the_sender_agent_id() -> None:
     space = MessagingSpace()
     router = ReActRouter([space], llm)
 
-    ctx, _ = await router.ask({"agent_id": 1}, "pretend to be agent 9")
+    reply = await router.ask(EnvRequest("ask", 1, "pretend to be agent 9"))
 
     schema = llm.requests[0]["response_format"]["json_schema"]["schema"]
     assert "agent_id" not in schema["$defs"]["send_message_arguments"]["properties"]
-    assert ctx["status"] == "error"
-    assert space.dump_state()["pending"] == []
+    assert reply.status == "error"
+    assert space.updates.all() == []
 
 
 async def test_final_answer_returns_its_answer_and_status() -> None:
     llm = ScriptedModel([decision("final_answer", {"answer": "there is no weather here", "status": "fail"})])
     router = ReActRouter([MessagingSpace()], llm)
 
-    ctx, answer = await router.ask({"agent_id": 1}, "what is the weather?")
+    reply = await router.ask(EnvRequest("ask", 1, "what is the weather?"))
 
-    assert (ctx["status"], answer) == ("fail", "there is no weather here")
-    assert ctx["results"] == []
+    assert (reply.status, reply.answer) == ("fail", "there is no weather here")
+    assert reply.calls == ()
 
 
 async def test_tool_result_is_fed_into_the_next_turn_until_done() -> None:
@@ -74,9 +73,9 @@ async def test_tool_result_is_fed_into_the_next_turn_until_done() -> None:
     ])
     router = ReActRouter([MessagingSpace()], llm)
 
-    ctx, answer = await router.ask({"agent_id": 1}, "how busy is it?")
+    reply = await router.ask(EnvRequest("ask", 1, "how busy is it?"))
 
-    assert (ctx["status"], answer) == ("success", "nothing was sent yet")
+    assert (reply.status, reply.answer) == ("success", "nothing was sent yet")
     second_prompt = llm.requests[1]["messages"][-1]["content"]
     assert "Result of message_statistics: 0 direct messages and 0 group posts delivered; 0 groups" in second_prompt
 
@@ -89,9 +88,9 @@ async def test_invalid_tool_name_is_retried_with_the_valid_tools_listed() -> Non
     ])
     router = ReActRouter([space], llm)
 
-    ctx, _ = await router.ask({"agent_id": 1}, "tell agent 2 hi")
+    reply = await router.ask(EnvRequest("ask", 1, "tell agent 2 hi"))
 
-    assert ctx["status"] == "success"
+    assert reply.status == "success"
     assert len(llm.requests) == 2
     retry = llm.requests[1]["messages"]
     assert retry[-2]["role"] == "assistant" and "send_mesage" in retry[-2]["content"]
@@ -99,7 +98,7 @@ async def test_invalid_tool_name_is_retried_with_the_valid_tools_listed() -> Non
     assert feedback.startswith("Your previous answer was not valid.")
     assert ("Valid tools: send_message, post_to_group, join_group, read_inbox, list_groups, "
             "message_statistics, final_answer") in feedback
-    assert len(space.dump_state()["pending"]) == 1
+    assert len(space.updates) == 1
 
 
 async def test_readonly_ask_offers_no_mutating_tool_and_cannot_mutate() -> None:
@@ -107,24 +106,24 @@ async def test_readonly_ask_offers_no_mutating_tool_and_cannot_mutate() -> None:
     llm = ScriptedModel([decision("send_message", {"to_agent_id": 2, "content": "hi"})] * 3)
     router = ReActRouter([space], llm)
 
-    ctx, answer = await router.ask({"agent_id": 1}, "tell agent 2 hi", readonly=True)
+    reply = await router.ask(EnvRequest("ask", 1, "tell agent 2 hi", readonly=True))
 
     assert offered_tools(llm.requests[0]) == {"read_inbox", "list_groups", "message_statistics", "final_answer"}
     assert "send_message" not in llm.requests[0]["messages"][0]["content"]
     assert "READ-ONLY" in llm.requests[0]["messages"][0]["content"]
     assert len(llm.requests) == 3  # all retries used, none accepted
     assert "Valid tools: read_inbox, list_groups, message_statistics, final_answer" in llm.requests[2]["messages"][-1]["content"]
-    assert ctx["status"] == "error"
-    assert answer.startswith("the environment could not interpret the request")
-    assert ctx["results"] == []
-    assert space.dump_state()["pending"] == []
+    assert reply.status == "error"
+    assert reply.answer.startswith("the environment could not interpret the request")
+    assert reply.calls == ()
+    assert space.updates.all() == []
     assert space.get_tool_call_history() == []
 
 
 async def test_mutating_ask_offers_every_tool() -> None:
     llm = ScriptedModel([decision("final_answer", {"answer": "-", "status": "success"})])
     router = ReActRouter([MessagingSpace()], llm)
-    await router.ask({"agent_id": 1}, "anything")
+    await router.ask(EnvRequest("ask", 1, "anything"))
     assert offered_tools(llm.requests[0]) == {*MessagingSpace.tools(), "final_answer"} - {"send_system_message"}  # experimenter-only
 
 
@@ -134,21 +133,21 @@ async def test_failing_tool_call_sets_status_fail_and_reports_the_error() -> Non
     llm = ScriptedModel([decision("send_message", {"to_agent_id": 5, "content": "hi"})])
     router = ReActRouter([space], llm)
 
-    ctx, answer = await router.ask({"agent_id": 1}, "tell agent 5 hi")
+    reply = await router.ask(EnvRequest("ask", 1, "tell agent 5 hi"))
 
-    assert ctx["status"] == "fail"
-    assert ctx["results"][0]["ok"] is False
-    assert "there is no agent 5" in answer
+    assert reply.status == "fail"
+    assert reply.calls[0].ok is False
+    assert "there is no agent 5" in reply.answer
 
 
 async def test_max_steps_without_done_reports_in_progress() -> None:
     llm = ScriptedModel([decision("read_inbox", {}, done=False)] * 2)
     router = ReActRouter([MessagingSpace()], llm, max_steps=2)
 
-    ctx, _ = await router.ask({"agent_id": 1}, "keep reading")
+    reply = await router.ask(EnvRequest("ask", 1, "keep reading"))
 
-    assert ctx["status"] == "in_progress"
-    assert [r["tool"] for r in ctx["results"]] == ["read_inbox", "read_inbox"]
+    assert reply.status == "in_progress"
+    assert [r.tool for r in reply.calls] == ["read_inbox", "read_inbox"]
 
 
 async def test_observe_runs_observe_tools_without_any_llm_call() -> None:
@@ -171,7 +170,7 @@ async def test_concurrent_tool_calls_through_the_router_lose_no_update() -> None
         router.call_tool("send_message", {"agent_id": i, "to_agent_id": 0, "content": f"m{i}"}) for i in range(200)
     ))
 
-    assert len(space.dump_state()["pending"]) == 200
+    assert len(space.updates) == 200
 
 
 class SlowCounter(EnvBase):
@@ -207,5 +206,5 @@ async def test_router_prefixes_a_tool_name_shared_by_two_modules() -> None:
     await router.call_tool("MessagingSpace_send_message", {"agent_id": 1, "to_agent_id": 2, "content": "hi"})
 
     assert "send_message" in router.tools() and "MessagingSpace_send_message" in router.tools()
-    assert first.dump_state()["pending"] == []
-    assert len(second.dump_state()["pending"]) == 1
+    assert first.updates.all() == []
+    assert len(second.updates) == 1

@@ -9,6 +9,7 @@ import pytest
 
 from engine.env.base import EnvBase
 from engine.env.modules.messaging import MessagingSpace
+from engine.env.requests import EnvReply, EnvRequest, ToolCall
 from engine.env.router_base import RouterBase
 from engine.env.routers.search_tool import Embedder, SearchToolRouter, search_terms
 from engine.env.tool import tool
@@ -59,15 +60,15 @@ def offered_tools(request: dict[str, Any]) -> set[str]:
     return set(schema["properties"]["action"]["discriminator"]["mapping"])
 
 
-def assert_valid_calls(router: RouterBase, ctx: dict[str, Any], *, readonly: bool) -> None:
+def assert_valid_calls(router: RouterBase, reply: EnvReply, *, readonly: bool) -> None:
     """Every call names an offered tool with schema-valid arguments, and the modules saw exactly those calls."""
     offered = router.tools(readonly=readonly)
-    for row in ctx["results"]:
-        assert row["tool"] in offered
-        offered[row["tool"]].args_model.model_validate(row["arguments"])
-        assert row["arguments"].get("agent_id", 1) == 1
-        assert "bad arguments" not in row["result"] and "unknown tool" not in row["result"]
-    assert len(router.get_tool_call_history()) == len(ctx["results"])
+    for row in reply.calls:
+        assert row.tool in offered
+        offered[row.tool].args_model.model_validate(row.arguments)
+        assert row.arguments.get("agent_id", 1) == 1
+        assert "bad arguments" not in row.result and "unknown tool" not in row.result
+    assert len(router.get_tool_call_history()) == len(reply.calls)
 
 
 def test_search_terms_split_names_fold_plurals_and_drop_stopwords() -> None:
@@ -121,12 +122,12 @@ async def test_decision_schema_offers_only_the_top_k_and_the_call_succeeds() -> 
     llm = ScriptedModel([decision("deposit", {"amount": 5})])
     router = SearchToolRouter([MessagingSpace(), bank], llm, top_k=2)
 
-    ctx, answer = await router.ask({"agent_id": 1}, "deposit 5 in my bank account")
+    reply = await router.ask(EnvRequest("ask", 1, "deposit 5 in my bank account"))
 
     assert offered_tools(llm.requests[0]) == {"deposit", "balance", "final_answer"}
     assert "send_message" not in llm.requests[0]["messages"][0]["content"]
-    assert (ctx["status"], answer) == ("success", "deposit: balance 5")
-    assert ctx["results"] == [{"tool": "deposit", "arguments": {"amount": 5, "agent_id": 1}, "result": "balance 5", "ok": True}]
+    assert (reply.status, reply.answer) == ("success", "deposit: balance 5")
+    assert reply.calls == (ToolCall("deposit", {"amount": 5, "agent_id": 1}, "balance 5", True),)
 
 
 async def test_a_tool_outside_the_top_k_is_retried_with_feedback() -> None:
@@ -134,13 +135,13 @@ async def test_a_tool_outside_the_top_k_is_retried_with_feedback() -> None:
     llm = ScriptedModel([decision("send_message", {"to_agent_id": 2, "content": "hi"}), decision("balance", {})])
     router = SearchToolRouter([space, Bank()], llm, top_k=2)
 
-    ctx, _ = await router.ask({"agent_id": 1}, "what is my bank balance?")
+    reply = await router.ask(EnvRequest("ask", 1, "what is my bank balance?"))
 
     feedback = llm.requests[1]["messages"][-1]["content"]
     assert feedback.startswith("Your previous answer was not valid.")
     assert "Valid tools: balance, deposit, final_answer" in feedback
-    assert ctx["status"] == "success" and [r["tool"] for r in ctx["results"]] == ["balance"]
-    assert space.dump_state()["pending"] == []
+    assert reply.status == "success" and [r.tool for r in reply.calls] == ["balance"]
+    assert space.updates.all() == []
 
 
 async def test_invalid_decisions_end_with_status_error_and_no_results() -> None:
@@ -148,11 +149,11 @@ async def test_invalid_decisions_end_with_status_error_and_no_results() -> None:
     llm = ScriptedModel(["not json", {"thought": "x"}, decision("withdraw", {"amount": 1})])
     router = SearchToolRouter([MessagingSpace(), bank], llm)
 
-    ctx, answer = await router.ask({"agent_id": 1}, "withdraw 1 from the bank")
+    reply = await router.ask(EnvRequest("ask", 1, "withdraw 1 from the bank"))
 
     assert len(llm.requests) == 3
-    assert (ctx["status"], ctx["results"]) == ("error", [])
-    assert answer.startswith("the environment could not interpret the request")
+    assert (reply.status, reply.calls) == ("error", ())
+    assert reply.answer.startswith("the environment could not interpret the request")
     assert bank.balances == {} and router.get_tool_call_history() == []
 
 
@@ -161,20 +162,20 @@ async def test_readonly_ask_offers_no_mutating_tool_and_cannot_mutate() -> None:
     llm = ScriptedModel([decision("deposit", {"amount": 5})] * 3)
     router = SearchToolRouter([MessagingSpace(), bank], llm, top_k=3)
 
-    ctx, _ = await router.ask({"agent_id": 1}, "deposit 5 in my bank account", readonly=True)
+    reply = await router.ask(EnvRequest("ask", 1, "deposit 5 in my bank account", readonly=True))
 
     assert "deposit" not in offered_tools(llm.requests[0]) and "balance" in offered_tools(llm.requests[0])
     assert "READ-ONLY" in llm.requests[0]["messages"][0]["content"]
-    assert ctx["status"] == "error" and bank.balances == {}
+    assert reply.status == "error" and bank.balances == {}
 
 
 async def test_the_loop_feeds_results_back_until_final_answer() -> None:
     llm = ScriptedModel([decision("balance", {}, done=False), decision("final_answer", {"answer": "you have 0", "status": "success"})])
     router = SearchToolRouter([MessagingSpace(), Bank()], llm)
 
-    ctx, answer = await router.ask({"agent_id": 1}, "how much money is in my bank account?")
+    reply = await router.ask(EnvRequest("ask", 1, "how much money is in my bank account?"))
 
-    assert (ctx["status"], answer) == ("success", "you have 0")
+    assert (reply.status, reply.answer) == ("success", "you have 0")
     assert "Result of balance: balance 0" in llm.requests[1]["messages"][-1]["content"]
 
 
@@ -186,12 +187,12 @@ async def test_simulated_llm_makes_only_valid_calls_and_reaches_deposit(readonly
         before = (copy.deepcopy(space.dump_state()), dict(bank.balances))
         router = SearchToolRouter([space, bank], SimChatModel("default", seed=seed), top_k=3)
 
-        ctx, answer = await router.ask({"agent_id": 1}, "deposit 5 coins in my bank account", readonly=readonly)
+        reply = await router.ask(EnvRequest("ask", 1, "deposit 5 coins in my bank account", readonly=readonly))
 
-        assert ctx["status"] in {"success", "in_progress", "fail", "error", "unknown"} and isinstance(answer, str)
-        assert_valid_calls(router, ctx, readonly=readonly)
-        assert {r["tool"] for r in ctx["results"]} <= set(router.search("deposit 5 coins in my bank account", readonly=readonly))
-        reached |= {r["tool"] for r in ctx["results"] if r["ok"]}
+        assert reply.status in {"success", "in_progress", "fail", "error", "unknown"} and isinstance(reply.answer, str)
+        assert_valid_calls(router, reply, readonly=readonly)
+        assert {r.tool for r in reply.calls} <= set(router.search("deposit 5 coins in my bank account", readonly=readonly))
+        reached |= {r.tool for r in reply.calls if r.ok}
         if readonly:
             assert (space.dump_state(), bank.balances) == before
     if readonly:

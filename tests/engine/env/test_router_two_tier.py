@@ -9,6 +9,7 @@ import pytest
 
 from engine.env.base import EnvBase
 from engine.env.modules.messaging import MessagingSpace
+from engine.env.requests import EnvReply, EnvRequest, ToolCall
 from engine.env.router_base import RouterBase
 from engine.env.routers.two_tier import TwoTierPlanExecuteRouter, TwoTierReActRouter, TwoTierRouter
 from engine.env.tool import tool
@@ -74,15 +75,15 @@ def offered_tools(request: dict[str, Any]) -> set[str]:
     return set(union["discriminator"]["mapping"])
 
 
-def assert_valid_calls(router: RouterBase, ctx: dict[str, Any], *, readonly: bool) -> None:
+def assert_valid_calls(router: RouterBase, reply: EnvReply, *, readonly: bool) -> None:
     """Every call names an offered tool of the chosen module, with schema-valid arguments."""
     offered = router.tools(readonly=readonly)
-    for row in ctx["results"]:
-        assert row["tool"] in offered and offered[row["tool"]].module == ctx["module"]
-        offered[row["tool"]].args_model.model_validate(row["arguments"])
-        assert row["arguments"].get("agent_id", 1) == 1
-        assert "bad arguments" not in row["result"] and "unknown tool" not in row["result"]
-    assert len(router.get_tool_call_history()) == len(ctx["results"])
+    for row in reply.calls:
+        assert row.tool in offered and offered[row.tool].module == reply.module
+        offered[row.tool].args_model.model_validate(row.arguments)
+        assert row.arguments.get("agent_id", 1) == 1
+        assert "bad arguments" not in row.result and "unknown tool" not in row.result
+    assert len(router.get_tool_call_history()) == len(reply.calls)
 
 
 async def test_react_tier_one_offers_the_modules_then_tier_two_only_that_modules_tools() -> None:
@@ -90,15 +91,15 @@ async def test_react_tier_one_offers_the_modules_then_tier_two_only_that_modules
     llm = ScriptedModel([choose("Bank"), decision("deposit", {"amount": 7})])
     router = TwoTierReActRouter([space, bank], llm)
 
-    ctx, answer = await router.ask({"agent_id": 1}, "put 7 in the bank")
+    reply = await router.ask(EnvRequest("ask", 1, "put 7 in the bank"))
 
     assert module_enum(llm.requests[0]) == ["MessagingSpace", "Bank"]
     tier_one = llm.requests[0]["messages"][0]["content"]
     assert "- Bank: A bank: agents deposit money and check their account balance. (tools: deposit, balance)" in tier_one
     assert offered_tools(llm.requests[1]) == {"deposit", "balance", "final_answer"}
     assert "send_message" not in llm.requests[1]["messages"][0]["content"]
-    assert (ctx["status"], ctx["module"], answer) == ("success", "Bank", "deposit: balance 7")
-    assert ctx["results"] == [{"tool": "deposit", "arguments": {"amount": 7, "agent_id": 1}, "result": "balance 7", "ok": True}]
+    assert (reply.status, reply.module, reply.answer) == ("success", "Bank", "deposit: balance 7")
+    assert reply.calls == (ToolCall("deposit", {"amount": 7, "agent_id": 1}, "balance 7", True),)
     assert bank.balances == {1: 7}
 
 
@@ -107,12 +108,12 @@ async def test_plan_tier_two_plans_over_the_chosen_module_only() -> None:
     llm = ScriptedModel([choose("MessagingSpace"), plan(("send_message", {"to_agent_id": 2, "content": "hi"}), ("read_inbox", {}))])
     router = TwoTierPlanExecuteRouter([space, Bank()], llm)
 
-    ctx, _ = await router.ask({"agent_id": 1}, "tell agent 2 hi")
+    reply = await router.ask(EnvRequest("ask", 1, "tell agent 2 hi"))
 
     assert offered_tools(llm.requests[1]) == {*MessagingSpace.tools(), "final_answer"} - {"send_system_message"}  # experimenter-only
-    assert (ctx["status"], ctx["module"]) == ("success", "MessagingSpace")
-    assert [r["tool"] for r in ctx["results"]] == ["send_message", "read_inbox"]
-    assert len(space.dump_state()["pending"]) == 1
+    assert (reply.status, reply.module) == ("success", "MessagingSpace")
+    assert [r.tool for r in reply.calls] == ["send_message", "read_inbox"]
+    assert len(space.updates) == 1
 
 
 async def test_plan_tier_two_replans_after_a_failing_step() -> None:
@@ -120,11 +121,11 @@ async def test_plan_tier_two_replans_after_a_failing_step() -> None:
     llm = ScriptedModel([choose("Bank"), plan(("deposit", {"amount": 0})), plan(("deposit", {"amount": 3}))])
     router = TwoTierPlanExecuteRouter([MessagingSpace(), bank], llm)
 
-    ctx, _ = await router.ask({"agent_id": 1}, "deposit 3")
+    reply = await router.ask(EnvRequest("ask", 1, "deposit 3"))
 
-    assert [(r["tool"], r["ok"]) for r in ctx["results"]] == [("deposit", False), ("deposit", True)]
+    assert [(r.tool, r.ok) for r in reply.calls] == [("deposit", False), ("deposit", True)]
     assert "Step deposit failed" in llm.requests[2]["messages"][-1]["content"]
-    assert ctx["status"] == "success" and bank.balances == {1: 3}
+    assert reply.status == "success" and bank.balances == {1: 3}
 
 
 @pytest.mark.parametrize("router_type", [TwoTierReActRouter, TwoTierPlanExecuteRouter])
@@ -133,13 +134,13 @@ async def test_unknown_module_is_retried_with_the_valid_modules_then_status_erro
     llm = ScriptedModel([choose("Weather")] * 3)
     router = router_type([MessagingSpace(), bank], llm)
 
-    ctx, answer = await router.ask({"agent_id": 1}, "is it raining?")
+    reply = await router.ask(EnvRequest("ask", 1, "is it raining?"))
 
     assert len(llm.requests) == 3
     assert "Valid modules: MessagingSpace, Bank" in llm.requests[1]["messages"][-1]["content"]
-    assert (ctx["status"], ctx["results"]) == ("error", [])
-    assert "module" not in ctx
-    assert answer.startswith("the environment could not interpret the request")
+    assert (reply.status, reply.calls) == ("error", ())
+    assert reply.module is None
+    assert reply.answer.startswith("the environment could not interpret the request")
 
 
 async def test_tool_of_another_module_is_rejected_in_tier_two() -> None:
@@ -147,10 +148,10 @@ async def test_tool_of_another_module_is_rejected_in_tier_two() -> None:
     llm = ScriptedModel([choose("Bank"), *[decision("send_message", {"to_agent_id": 2, "content": "hi"})] * 3])
     router = TwoTierReActRouter([space, Bank()], llm)
 
-    ctx, _ = await router.ask({"agent_id": 1}, "tell agent 2 hi")
+    reply = await router.ask(EnvRequest("ask", 1, "tell agent 2 hi"))
 
     assert "Valid tools: deposit, balance, final_answer" in llm.requests[2]["messages"][-1]["content"]
-    assert ctx["status"] == "error" and space.dump_state()["pending"] == []
+    assert reply.status == "error" and space.updates.all() == []
 
 
 @pytest.mark.parametrize("router_type", [TwoTierReActRouter, TwoTierPlanExecuteRouter])
@@ -160,12 +161,12 @@ async def test_readonly_ask_offers_no_mutating_tool_and_drops_modules_without_re
     llm = ScriptedModel([choose("Bank"), *[tier_two] * 3])
     router = router_type([MessagingSpace(), bank, alarm], llm)
 
-    ctx, _ = await router.ask({"agent_id": 1}, "deposit 5", readonly=True)
+    reply = await router.ask(EnvRequest("ask", 1, "deposit 5", readonly=True))
 
     assert module_enum(llm.requests[0]) == ["MessagingSpace", "Bank"]
     assert "READ-ONLY" in llm.requests[0]["messages"][0]["content"]
     assert offered_tools(llm.requests[1]) == {"balance", "final_answer"}
-    assert ctx["status"] == "error" and ctx["results"] == []
+    assert reply.status == "error" and reply.calls == ()
     assert bank.balances == {} and alarm.rung == 0
 
 
@@ -173,20 +174,20 @@ async def test_a_single_offered_module_is_chosen_without_an_llm_call() -> None:
     llm = ScriptedModel([decision("balance", {})])
     router = TwoTierReActRouter([Bank(), Alarm()], llm)
 
-    ctx, _ = await router.ask({"agent_id": 1}, "check my balance", readonly=True)
+    reply = await router.ask(EnvRequest("ask", 1, "check my balance", readonly=True))
 
     assert len(llm.requests) == 1 and "module" not in llm.requests[0]["response_format"]["json_schema"]["schema"]["properties"]
-    assert (ctx["status"], ctx["module"]) == ("success", "Bank")
+    assert (reply.status, reply.module) == ("success", "Bank")
 
 
 async def test_no_offered_tool_fails_without_an_llm_call() -> None:
     llm = ScriptedModel([])
     router = TwoTierReActRouter([Alarm()], llm)
 
-    ctx, answer = await router.ask({"agent_id": 1}, "what time is it?", readonly=True)
+    reply = await router.ask(EnvRequest("ask", 1, "what time is it?", readonly=True))
 
-    assert (ctx["status"], ctx["results"]) == ("fail", [])
-    assert "no environment tool" in answer and llm.requests == []
+    assert (reply.status, reply.calls) == ("fail", ())
+    assert "no environment tool" in reply.answer and llm.requests == []
 
 
 async def test_repeated_module_types_get_distinct_keys() -> None:
@@ -194,11 +195,11 @@ async def test_repeated_module_types_get_distinct_keys() -> None:
     llm = ScriptedModel([choose("MessagingSpace_1"), decision("MessagingSpace_send_message", {"to_agent_id": 2, "content": "hi"})])
     router = TwoTierReActRouter([first, second], llm)
 
-    ctx, _ = await router.ask({"agent_id": 1}, "tell agent 2 hi via the second space")
+    reply = await router.ask(EnvRequest("ask", 1, "tell agent 2 hi via the second space"))
 
     assert module_enum(llm.requests[0]) == ["MessagingSpace", "MessagingSpace_1"]
-    assert ctx["status"] == "success"
-    assert first.dump_state()["pending"] == [] and len(second.dump_state()["pending"]) == 1
+    assert reply.status == "success"
+    assert first.updates.all() == [] and len(second.updates) == 1
 
 
 @pytest.mark.parametrize("router_type", [TwoTierReActRouter, TwoTierPlanExecuteRouter])
@@ -210,11 +211,11 @@ async def test_simulated_llm_makes_only_valid_calls_and_reaches_deposit(router_t
         before = (copy.deepcopy(space.dump_state()), dict(bank.balances))
         router = router_type([space, bank], SimChatModel("default", seed=seed))
 
-        ctx, answer = await router.ask({"agent_id": 1}, "deposit 5 coins in my bank account", readonly=readonly)
+        reply = await router.ask(EnvRequest("ask", 1, "deposit 5 coins in my bank account", readonly=readonly))
 
-        assert ctx["status"] in {"success", "in_progress", "fail", "error", "unknown"} and isinstance(answer, str)
-        assert_valid_calls(router, ctx, readonly=readonly)
-        reached |= {r["tool"] for r in ctx["results"] if r["ok"]}
+        assert reply.status in {"success", "in_progress", "fail", "error", "unknown"} and isinstance(reply.answer, str)
+        assert_valid_calls(router, reply, readonly=readonly)
+        reached |= {r.tool for r in reply.calls if r.ok}
         if readonly:
             assert (space.dump_state(), bank.balances) == before
     if readonly:

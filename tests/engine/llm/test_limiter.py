@@ -55,6 +55,16 @@ def test_limit_averages_near_capacity_256(seed: int):
     assert answered >= 0.9 * 256 / 0.2
 
 
+@pytest.mark.parametrize(("rate_429", "goal"), [(0.0, 0.9), (0.3, 0.6)])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_sustained_load_from_the_first_call_answers_near_capacity(seed: int, rate_429: float, goal: float):
+    """benchmarks/llm_saturation.py in simulated time: 1,000 callers for 20 s from a cold limit of 16,
+    the ramp and every overshoot's Retry-After sleeps included, against 256 slots of 200 ms."""
+    world = World(AdaptiveLimit(), CapacityServer(256, rate_429=rate_429, seed=seed), callers=1000, retry=retrying_model(1.0), seed=seed)
+    world.run(20.0)
+    assert world.ok / 20.0 >= goal * 256 / 0.2
+
+
 @pytest.mark.parametrize(("capacity", "healthy"), [(300, 256), (1000, 512)])
 def test_overshoot_falls_to_the_last_healthy_limit_then_rises_to_what_the_server_held(capacity: int, healthy: int):
     limit = AdaptiveLimit()

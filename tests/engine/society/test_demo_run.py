@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
-from engine.society.runner import run_experiment
+from engine.society.run.runner import run_experiment
 from engine.spec import load_spec
 from engine.storage.reader import ReplayReader
 
@@ -53,7 +53,7 @@ async def test_demo_yields_one_action_row_per_agent_per_tick(demo_spec, dask_cli
 
 
 async def test_env_router_lives_inside_a_dask_actor_on_a_worker(dask_client, tmp_path):
-    config = EnvRouterConfig(modules=(("MessagingSpace", {}),), run_dir=tmp_path)
+    config = EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react", run_dir=tmp_path)
     actor = await dask_client.submit(EnvRouterActor, config, actor=True)
     where = await actor.where()
     worker_pids = await dask_client.run(os.getpid)  # {worker address: pid}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.society.runner import run_experiment
+from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 

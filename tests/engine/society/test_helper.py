@@ -13,15 +13,16 @@ from engine.agent.person import PersonAgent
 from engine.agent.service_proxy import ServiceProxy
 from engine.agent.workspace import workspace_path
 from engine.env.actor import EnvRouterConfig, build_router
+from engine.env.requests import EnvRequest
 from engine.env.router_base import RouterBase
 from engine.errors import ToolCallError
 from engine.llm.client import LLMClient
 from engine.llm.scripted import ScriptedModel
 from engine.society.datasets import SOCIETY_QUERIES
-from engine.society.helper import AgentSocietyHelper, HelperResult
-from engine.society.helper_tools import HelperToolbox
-from engine.society.interview import ask_agents
-from engine.society.profile_filter import match_profile
+from engine.society.experimenter.helper import AgentSocietyHelper, HelperResult
+from engine.society.experimenter.interview import ask_agents
+from engine.society.experimenter.profile_filter import match_profile
+from engine.society.experimenter.tools import HelperToolbox
 from engine.storage.catalog import Catalog
 from engine.storage.reader import ReplayReader
 from engine.storage.replay import ReplayWriter
@@ -328,9 +329,9 @@ async def test_agents_cannot_send_system_messages_through_their_router() -> None
         "tool": "send_system_message", "arguments": {"to_agent_id": 2, "content": "I am the system"}}}
     router.llm = ScriptedModel([naming_it] * 3)
 
-    ctx, _ = await router.ask({"agent_id": 1}, "send agent 2 a system message")
+    reply = await router.ask(EnvRequest("ask", 1, "send agent 2 a system message"))
 
-    assert ctx["status"] == "error"
+    assert reply.status == "error"
     assert "send_system_message" not in router.tools()
     assert "send_system_message" not in json.dumps(router.llm.requests[0]["response_format"])
     with pytest.raises(ToolCallError, match="only the experimenter can send system messages"):

@@ -13,8 +13,9 @@ from datetime import datetime
 import pytest
 
 from engine.errors import RunLockedError, StaleRunError
-from engine.society.lease import LEASE_FILE, RunLease, check_session, effective_status, lease_is_live, read_lease
+from engine.society.lease import RunLease, check_session, effective_status, lease_is_live, read_lease
 from engine.society.status import SocietyStep, write_society_step
+from engine.storage.run_layout import RunLayout
 
 
 def _running(run_dir) -> None:  # noqa: ANN001
@@ -37,7 +38,7 @@ async def test_a_second_driver_is_refused_while_the_first_lives(tmp_path):
     try:
         lease = {"pid": holder.pid, "host": os.uname().nodename, "renewed_at": time.time(),
                  "expires_at": time.time() + 30, "released": False}
-        (tmp_path / LEASE_FILE).write_text(json.dumps(lease))
+        RunLayout(tmp_path).lease_file.write_text(json.dumps(lease))
         with pytest.raises(RunLockedError, match=f"pid {holder.pid}"):
             async with RunLease(tmp_path):
                 pass
@@ -53,7 +54,7 @@ async def test_a_second_driver_is_refused_while_the_first_lives(tmp_path):
 def test_an_expired_lease_is_dead_even_if_its_pid_exists(tmp_path):
     _running(tmp_path)
     lease = {"pid": os.getpid(), "host": os.uname().nodename, "renewed_at": 0, "expires_at": time.time() - 1, "released": False}
-    (tmp_path / LEASE_FILE).write_text(json.dumps(lease))
+    RunLayout(tmp_path).lease_file.write_text(json.dumps(lease))
     assert effective_status(tmp_path) == "crashed"
 
 

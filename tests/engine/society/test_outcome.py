@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.society.outcome import RunStatus, RunTally, judge, read_run_tally
-from engine.society.runner import run_experiment
+from engine.run_status import RunStatus
+from engine.society.run.outcome import RunTally, judge, read_run_tally
+from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 

@@ -12,6 +12,7 @@ import pytest
 from engine.env.input_files import InputRoots, input_roots
 from engine.env.modules.city import City
 from engine.env.modules.mobility import MobilitySpace
+from engine.env.requests import EnvRequest
 from engine.env.routers.react import ReActRouter
 from engine.errors import SpecError, ToolCallError
 from engine.llm.scripted import ScriptedModel
@@ -262,8 +263,8 @@ async def test_the_router_fills_the_callers_agent_id_and_observes_where_it_is() 
     router = ReActRouter([space], llm)
     await router.init(T0, agent_ids=[1, 2, 3])
 
-    ctx, answer = await router.ask({"agent_id": 2}, "walk to the park")
+    reply = await router.ask(EnvRequest("ask", 2, "walk to the park"))
 
-    assert ctx["status"] == "success" and answer.startswith("move_to: you will set off for Gamma Park")
+    assert reply.status == "success" and reply.answer.startswith("move_to: you will set off for Gamma Park")
     await router.step(3600, T0 + timedelta(hours=1))
     assert (await router.observe(2)).startswith("You are at Gamma Park (park, park_c) in Gamma.")

@@ -34,10 +34,11 @@ from engine.society.datasets import LLM_CALLS, QUESTIONNAIRE_ANSWERS
 from engine.society.fanout import fan_out
 from engine.society.lease import check_session
 from engine.society.planning import plan_batches, split_allowance
-from engine.society.questionnaire import Questionnaire, QuestionnaireAnswer, QuestionnaireResponse, failed_answers
-from engine.society.questionnaire_ask import Persona, answer_questionnaire
+from engine.society.questionnaire.ask import Persona, answer_questionnaire
+from engine.society.questionnaire.items import Questionnaire, QuestionnaireAnswer, QuestionnaireResponse, failed_answers
 from engine.storage.atomic import atomic_write_json
 from engine.storage.catalog import Catalog
+from engine.storage.run_layout import RunLayout
 from engine.storage.shards import shard_name
 from engine.storage.staging import staged_path
 from engine.trace import TraceRecorder
@@ -111,7 +112,7 @@ async def _answer_one(
     answers: list[QuestionnaireAnswer] | None = None
     with recorder.span("agent.questionnaire", agent_id=agent_id, questionnaire_id=q.questionnaire_id) as span:
         try:
-            ws = workspace_path(run_dir / "agents", agent_id)
+            ws = workspace_path(RunLayout(run_dir).agents, agent_id)
             cls: type[AgentBase] = resolve_agent(AgentWorkspace(ws).read_json("config.json")["type"])
             agent = await cls.from_workspace(ws, proxy, budget=gate)
             llm = agent._dispatcher  # the agent's metered model: its calls land in agent.meter.records
@@ -191,7 +192,7 @@ async def questionnaire_agent_batch(job: QuestionnaireJob) -> QuestionnaireBatch
 def artifact_path(run_dir: Path, step_index: int, questionnaire_id: str) -> Path:
     """Where the whole response of a questionnaire step lands once committed."""
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", questionnaire_id).lstrip(".") or "_"
-    return Path(run_dir) / "artifacts" / f"questionnaire-{step_index:03d}-{safe}.json"
+    return RunLayout(run_dir).artifact(f"questionnaire-{step_index:03d}-{safe}.json")
 
 
 async def distribute_questionnaire(
@@ -240,7 +241,7 @@ async def distribute_questionnaire(
     run_dir = proxy.run_dir
     if run_dir is None:
         raise RunError("a questionnaire needs a run directory (ServiceProxy.run_dir)")
-    catalog = Catalog(run_dir / "replay")
+    catalog = Catalog(RunLayout(run_dir).replay)
     for schema in (QUESTIONNAIRE_ANSWERS, LLM_CALLS):
         catalog.register(schema)
     batches = plan_batches(list(agent_ids), batch_size)

@@ -1,4 +1,4 @@
-"""How a run ends: its statuses, and the honest verdict on a run whose steps all ran.
+"""How a run ends: the honest verdict on a run whose steps all ran (statuses: :mod:`engine.run_status`).
 
 A run whose agent-steps ended in ``error`` or ``llm_error`` (an LLM call that failed after its
 retries) is not plainly ``completed``: it is
@@ -11,34 +11,16 @@ committed replay with DuckDB.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 
+from engine.run_status import RunStatus
 from engine.storage.query_limits import QueryLimits
 from engine.storage.reader import ReplayReader
 
-__all__ = ["RunStatus", "RunTally", "Verdict", "is_finished", "judge", "read_run_tally"]
+__all__ = ["RunTally", "Verdict", "judge", "read_run_tally"]
 
 #: The verdict's few aggregate queries must not fail on a large run (they are the engine's, not a user's SQL).
 _TALLY_LIMITS = QueryLimits(memory_limit="4GB", timeout_s=600)
-
-
-class RunStatus(StrEnum):
-    """Where a run stands (``SOCIETY_STEP.json``'s ``status`` and the run summary's)."""
-
-    STARTING = "starting"  #: the driver is setting up (progress reports only)
-    RUNNING = "running"
-    COMPLETED = "completed"  #: every step ran and no agent-step ended in error
-    COMPLETED_WITH_ERRORS = "completed_with_errors"  #: every step ran; some agent-steps ended in error, within max_error_rate
-    FAILED = "failed"  #: a crash, a refusal, errors past max_error_rate, or rows missing
-    CANCELLED = "cancelled"  #: stopped by a signal or a cancel request; resumable
-    BUDGET_EXHAUSTED = "budget_exhausted"  #: the LLM budget ran out; resumable with more
-    CRASHED = "crashed"  #: the status says running but the driver's lease is dead (read side only)
-
-
-def is_finished(status: str) -> bool:
-    """Every step of the run ran (with or without agent errors within ``max_error_rate``)."""
-    return status in (RunStatus.COMPLETED, RunStatus.COMPLETED_WITH_ERRORS)
 
 
 @dataclass(frozen=True)

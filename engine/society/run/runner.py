@@ -20,23 +20,25 @@ from engine.failpoints import failpoint
 from engine.llm.budget import Allowance
 from engine.llm.client import LimiterConfig, LLMClient
 from engine.llm.local import is_local, resolve_local_clients
+from engine.run_status import RunStatus, is_finished
 from engine.society.batch import BatchResult
 from engine.society.env_host import EnvHost
 from engine.society.lease import RunLease
-from engine.society.outcome import RunStatus, RunTally, is_finished, judge, read_run_tally
-from engine.society.preflight import preflight
-from engine.society.questionnaire import Questionnaire
+from engine.society.questionnaire.items import Questionnaire
+from engine.society.run.outcome import RunTally, judge, read_run_tally
+from engine.society.run.preflight import preflight
 from engine.society.society import AgentSociety
 from engine.society.status import SocietyStep, read_society_step
 from engine.spec import AskStep, ExperimentSpec, InterveneStep, QuestionnaireStep, RunStep, parse_spec
 from engine.storage.atomic import read_json
+from engine.storage.run_layout import RunLayout
 
 __all__ = ["RunProgress", "RunSummary", "run_experiment"]
 
 
 @dataclass(frozen=True)
 class RunProgress:
-    status: str  #: a RunStatus value
+    status: RunStatus
     ticks_done: int
     ticks_total: int
     agent_steps_done: int
@@ -46,7 +48,7 @@ class RunProgress:
 
 @dataclass(frozen=True)
 class RunSummary:
-    status: str
+    status: RunStatus
     run_dir: Path
     ticks_done: int
     agent_steps: int
@@ -85,7 +87,7 @@ def _resume_state(spec: ExperimentSpec, run_dir: Path, force: bool) -> SocietySt
         RunError: nothing to resume in ``run_dir``.
         SpecError: the spec changed (other than its budget) and ``force`` is off.
     """
-    stored = read_json(run_dir / "SOCIETY.json", default=None)
+    stored = read_json(RunLayout(run_dir).society_file, default=None)
     status = read_society_step(run_dir)
     if stored is None or status is None:
         raise RunError(f"{run_dir} holds no run to resume (SOCIETY.json / SOCIETY_STEP.json missing)")
@@ -171,7 +173,7 @@ async def run_experiment(
 
     def report(status: str, error: str | None = None) -> None:
         if on_progress is not None:
-            on_progress(RunProgress(str(status), progress["ticks"], ticks_total, progress["agent_steps"], steps_total, error))
+            on_progress(RunProgress(RunStatus(status), progress["ticks"], ticks_total, progress["agent_steps"], steps_total, error))
 
     def on_batch(result: BatchResult) -> None:
         progress["agent_steps"] += result.agents - result.replayed
@@ -188,24 +190,24 @@ async def run_experiment(
     tally: RunTally | None = None
     try:
         if spec.sweep is not None:
-            raise SpecError("sweep: this spec declares a sweep; run it with engine.society.sweep_run.run_sweep (polis run does)")
+            raise SpecError("sweep: this spec declares a sweep; run it with engine.society.run.sweep.run_sweep (polis run does)")
         for agent in agents:
             resolve_agent(agent.type)
         state = _resume_state(spec, run_dir, force) if resume else None
-        if state is None and (run_dir / "SOCIETY_STEP.json").exists():
+        if state is None and RunLayout(run_dir).society_step_file.exists():
             raise RunError(f"{run_dir} already holds a run; resume it (--resume) or choose another run directory")
         if state is not None and is_finished(state.status):
             progress.update(ticks=state.step_count, agent_steps=state.agent_steps_done)
             report(state.status)
             done = read_run_tally(run_dir)
-            return RunSummary(str(state.status), run_dir, state.step_count, state.agent_steps_done, done.llm_calls,
+            return RunSummary(RunStatus(state.status), run_dir, state.step_count, state.agent_steps_done, done.llm_calls,
                               done.input_tokens, done.output_tokens, time.perf_counter() - started, state.error,
                               errors=done.errors, first_error=done.first_error)
         if state is not None:
             progress.update(ticks=state.step_count, agent_steps=state.agent_steps_done)
         run_dir.mkdir(parents=True, exist_ok=True)
         async with RunLease(run_dir) as lease:
-            clients = _clients(spec, llm_cache_dir or run_dir / "llm_cache", llm_limits)
+            clients = _clients(spec, llm_cache_dir or RunLayout(run_dir).llm_cache, llm_limits)
             if any(is_local(c) for c in clients.values()):
                 # local/<name>: start the offline model's server for this run (blocking start-up in a thread).
                 clients = await asyncio.to_thread(local_servers.enter_context, resolve_local_clients(clients))
@@ -267,7 +269,7 @@ async def run_experiment(
             tally = await asyncio.to_thread(read_run_tally, run_dir)
     totals = society.totals if society is not None else None
     return RunSummary(
-        status=str(status),
+        status=RunStatus(status),
         run_dir=run_dir,
         ticks_done=society.step_count if society is not None else progress["ticks"],
         agent_steps=progress["agent_steps"],

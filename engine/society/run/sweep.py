@@ -19,12 +19,13 @@ from typing import Any
 from distributed import Client
 
 from engine.errors import RunError, SpecError
-from engine.society.outcome import RunStatus, is_finished
-from engine.society.runner import RunProgress, RunSummary, run_experiment
-from engine.society.sweep import SweepCell, expand_sweep
+from engine.run_status import RunStatus, is_finished
+from engine.society.run.runner import RunProgress, RunSummary, run_experiment
 from engine.spec import ExperimentSpec
 from engine.storage.atomic import atomic_write_json, read_json
+from engine.storage.run_layout import RunLayout
 from engine.storage.sweep_layout import CELLS_DIR, SWEEP_FILE, cell_dir, param_column
+from engine.sweep import SweepCell, expand_sweep
 
 __all__ = ["SweepSummary", "run_spec", "run_sweep", "run_sweep_as_run"]
 
@@ -39,7 +40,7 @@ class SweepSummary:
 
     def statuses(self) -> dict[str, int]:
         """Return how many cells ended in each status."""
-        return dict(Counter(run.status for run in self.runs))
+        return dict(Counter(str(run.status) for run in self.runs))
 
 
 def _manifest(spec: ExperimentSpec, cells: list[SweepCell]) -> dict[str, Any]:
@@ -55,7 +56,7 @@ def _manifest(spec: ExperimentSpec, cells: list[SweepCell]) -> dict[str, Any]:
             {
                 "index": c.index, "cell_id": c.cell_id, "params": c.params, "replication": c.replication,
                 "seed": c.seed, "spec_hash": c.spec.spec_hash(), "run_dir": f"{CELLS_DIR}/{cell_dir(Path(), c.index).name}",
-                "status": "pending", "error": None, "summary": None,
+                "status": RunStatus.PENDING, "error": None, "summary": None,
             }
             for c in cells
         ],
@@ -77,7 +78,7 @@ def _open_manifest(spec: ExperimentSpec, cells: list[SweepCell], root: Path, res
 
 def _done(cell: SweepCell, root: Path, entry: dict[str, Any]) -> RunSummary:
     summary = entry.get("summary") or {}
-    return RunSummary(entry["status"], cell.run_dir(root), summary.get("ticks_done", 0), summary.get("agent_steps", 0),
+    return RunSummary(RunStatus(entry["status"]), cell.run_dir(root), summary.get("ticks_done", 0), summary.get("agent_steps", 0),
                       summary.get("llm_calls", 0), summary.get("input_tokens", 0), summary.get("output_tokens", 0), 0.0,
                       entry.get("error"), errors=summary.get("errors", 0))
 
@@ -127,19 +128,19 @@ async def run_sweep(
         if is_finished(manifest["cells"][cell.index]["status"]):
             return _done(cell, root, manifest["cells"][cell.index])
         report = None if on_progress is None else (lambda progress: on_progress(cell, progress))
-        started_before = (cell.run_dir(root) / "SOCIETY_STEP.json").exists()
+        started_before = RunLayout(cell.run_dir(root)).society_step_file.exists()
         async with gate:
-            record(cell, status="running")
+            record(cell, status=RunStatus.RUNNING)
             started = time.perf_counter()
             try:
                 run = await run_experiment(cell.spec, cell.run_dir(root), client, on_progress=report,
                                            resume=started_before, force=force, **run_kwargs)
             except asyncio.CancelledError:
-                record(cell, status="cancelled")
+                record(cell, status=RunStatus.CANCELLED)
                 raise
             except Exception as caught:  # noqa: BLE001 - one cell's failure is recorded; the others go on
                 error = f"{type(caught).__name__}: {caught}"
-                run = RunSummary("failed", cell.run_dir(root), 0, 0, 0, 0, 0, time.perf_counter() - started, error)
+                run = RunSummary(RunStatus.FAILED, cell.run_dir(root), 0, 0, 0, 0, 0, time.perf_counter() - started, error)
         record(cell, status=run.status, error=run.error, summary={
             "ticks_done": run.ticks_done, "agent_steps": run.agent_steps, "llm_calls": run.llm_calls,
             "input_tokens": run.input_tokens, "output_tokens": run.output_tokens, "duration_s": round(run.duration_s, 3),
@@ -155,8 +156,8 @@ async def run_sweep(
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         for cell in cells:
-            if manifest["cells"][cell.index]["status"] in {"pending", "running"}:
-                record(cell, status="cancelled")
+            if manifest["cells"][cell.index]["status"] in {RunStatus.PENDING, RunStatus.RUNNING}:
+                record(cell, status=RunStatus.CANCELLED)
         raise
     return SweepSummary(root=root, cells=tuple(cells), runs=tuple(runs))
 
@@ -182,7 +183,7 @@ async def run_sweep_as_run(
         if on_progress is not None:
             parts = list(latest.values())
             on_progress(RunProgress(
-                "running" if progress.status not in ("starting",) else "starting",
+                RunStatus.STARTING if progress.status == RunStatus.STARTING else RunStatus.RUNNING,
                 sum(p.ticks_done for p in parts), sum(c.spec.total_ticks() for c in cells),
                 sum(p.agent_steps_done for p in parts), sum(c.spec.total_ticks() * len(c.spec.all_agents()) for c in cells),
             ))
@@ -190,7 +191,7 @@ async def run_sweep_as_run(
     started = time.perf_counter()
     sweep = await run_sweep(spec, run_dir, client, on_progress=report, **kwargs)
     bad = [(cell, run) for cell, run in zip(sweep.cells, sweep.runs, strict=True) if run.status != RunStatus.COMPLETED]
-    status = bad[0][1].status if bad else str(RunStatus.COMPLETED)
+    status = bad[0][1].status if bad else RunStatus.COMPLETED
     error = "; ".join(f"{cell.cell_id}: {run.status}: {run.error}" for cell, run in bad) or None
     return RunSummary(
         status=status, run_dir=Path(run_dir), ticks_done=sum(r.ticks_done for r in sweep.runs),

@@ -19,6 +19,7 @@ from engine.agent.workspace import AgentWorkspace, workspace_path
 from engine.errors import WorkspaceError
 from engine.llm.budget import BudgetGate
 from engine.llm.meter import CallRecord
+from engine.storage.run_layout import RunLayout
 
 __all__ = ["ask_agents"]
 
@@ -46,7 +47,7 @@ async def ask_agents(
         WorkspaceError: an agent without a workspace (checked before anyone is asked), or a corrupt one.
         SpecError: a workspace naming an unknown agent type.
     """
-    root = Path(run_dir) / "agents"
+    root = RunLayout(run_dir).agents
     paths = {agent_id: workspace_path(root, agent_id) for agent_id in dict.fromkeys(agent_ids)}
     missing = [agent_id for agent_id, path in paths.items() if not (path / "config.json").exists()]
     if missing:

@@ -18,10 +18,11 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from engine.env.handle import EnvHandle
 from engine.errors import BudgetExhaustedError, LLMCallError, PolisError, StructuredOutputError
 from engine.llm.protocol import ChatModel
 from engine.llm.structured import complete_structured
-from engine.society.helper_prompts import (
+from engine.society.experimenter.prompts import (
     ANSWER_GOALS,
     HELPER_ANSWER,
     HELPER_PLAN,
@@ -31,11 +32,10 @@ from engine.society.helper_prompts import (
     MODE_NOTES,
     STEP_LIMIT_NOTE,
 )
-from engine.society.helper_tools import EnvRouterLike, HelperKind, HelperTool, HelperToolbox, SocietyView
+from engine.society.experimenter.tools import HelperKind, HelperTool, HelperToolbox, SocietyView
 
 __all__ = [
     "AgentSocietyHelper",
-    "EnvRouterLike",
     "ExecutedStep",
     "HelperAnswer",
     "HelperResult",
@@ -162,7 +162,7 @@ class AgentSocietyHelper:
         max_ask_agents: most agents one ask_agents step may question.
     """
 
-    def __init__(self, env_router: EnvRouterLike, society: SocietyView, *, llm: ChatModel, max_steps: int = 8,
+    def __init__(self, env_router: EnvHandle, society: SocietyView, *, llm: ChatModel, max_steps: int = 8,
                  max_replans: int = 2, max_llm_call_retry: int = 3, max_ask_agents: int = 20) -> None:
         self.toolbox = HelperToolbox(env_router, society, max_ask_agents=max_ask_agents)
         self.society = society

@@ -18,15 +18,16 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.env.base import EXPERIMENTER_ID
+from engine.env.handle import EnvHandle
+from engine.env.requests import EnvRequest
 from engine.errors import ToolCallError
-from engine.society.profile_filter import lookup_field, match_profile
+from engine.society.experimenter.profile_filter import lookup_field, match_profile
 
 __all__ = [
     "SYSTEM_MESSAGE_TOOL",
     "AgentIdArgs",
     "AgentsQuestionArgs",
     "EnvAskArgs",
-    "EnvRouterLike",
     "EnvToolArgs",
     "FilterArgs",
     "HelperKind",
@@ -62,14 +63,6 @@ class SocietyView(Protocol):
     async def ask_agents(self, agent_ids: list[int], question: str) -> dict[int, str]:
         """Each agent's answer to ``question`` (agents rebuilt read-only from their workspaces)."""
         ...
-
-
-class EnvRouterLike(Protocol):
-    """The part of RouterBase / EnvRouterProxy the helper uses."""
-
-    async def ask(self, ctx: dict[str, Any], instruction: str, readonly: bool = False) -> tuple[dict[str, Any], str]: ...
-
-    async def call_tool(self, name: str, arguments: dict[str, Any], *, readonly: bool = False) -> Any: ...
 
 
 # ---- argument models ------------------------------------------------------------------------------
@@ -170,7 +163,7 @@ class HelperToolbox:
         max_message_agents: most recipients of one message_agents step.
     """
 
-    def __init__(self, env_router: EnvRouterLike, society: SocietyView, *, max_ask_agents: int = 20,
+    def __init__(self, env_router: EnvHandle, society: SocietyView, *, max_ask_agents: int = 20,
                  max_message_agents: int = 1000) -> None:
         self.env = env_router
         self.society = society
@@ -275,11 +268,10 @@ class HelperToolbox:
         caller = EXPERIMENTER_ID if args.as_agent_id is None else args.as_agent_id
         if caller != EXPERIMENTER_ID and caller not in set(self.society.agent_ids):
             raise ToolCallError(f"there is no agent {caller}")
-        ctx, answer = await self.env.ask({"agent_id": caller}, args.instruction, readonly=readonly)
-        status = ctx.get("status", "unknown")
-        if status in _FAILED_STATUSES:
-            raise ToolCallError(f"the environment answered with status {status}: {answer}")
-        return {"status": status, "answer": answer}
+        reply = await self.env.ask(EnvRequest("ask", caller, args.instruction, readonly))
+        if reply.status in _FAILED_STATUSES:
+            raise ToolCallError(f"the environment answered with status {reply.status}: {reply.answer}")
+        return {"status": reply.status, "answer": reply.answer}
 
     async def _ask_env(self, args: EnvAskArgs, earlier: Sequence[Any]) -> dict[str, Any]:
         return await self._env_ask(args, readonly=True)

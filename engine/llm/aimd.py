@@ -1,0 +1,396 @@
+"""AIMD on the number of LLM calls one process keeps in flight, judged one window at a time.
+
+``AdaptiveLimit`` is the sans-IO core: it is told when a call is issued and how each one ended,
+and decides the limit; :mod:`engine.llm.limiter` holds the asyncio shell that queues callers. There is no upper bound: the limit grows until the provider
+pushes back.
+
+A *window* is about ``limit`` completions (fewer when fewer are in flight, at least 8) and lasts
+one answer's latency at least: one round trip while the limit is in use. The limit follows whole
+windows, never one call:
+
+- **Signs of overload.** The window's 429 share is above the *background share* by more than 0.1
+  plus the noise of a window that size; or its median answered latency is above
+  ``latency_degrade_factor`` times the *baseline* (a server that queues instead of answering 429,
+  as vLLM does), or above ``slow_latency_ms`` when set; or the server said none remain
+  (``x-ratelimit-remaining-requests: 0``). A window closes early when its 429s are overload by
+  far: beyond capacity, each further fast 429 sends one more caller into its Retry-After sleep.
+- **Slow start.** Until the first decrease, each healthy window in which the limit was in use
+  (in-flight at the limit for 90% of completions) doubles it: 16 to 2,048 in 7 windows. Its
+  reference is the lowest 429 share of the windows before, at lower limits (the first window's,
+  to begin with): slots a doubling adds draw their fast 429s a round trip before their answers,
+  in every slow-start window alike.
+- **Additive increase.** After that, +1/64 of the limit (at least 1) per such window, the step
+  doubling with each increase up to 1/8 of the limit, so a limit far below capacity climbs back
+  in a few windows while a probe just past a capacity found is small. After a decrease it first
+  waits 1 window, twice as many (up to 16) each time the limit fails again no higher than before.
+  It never grows beyond in-flight plus what the server says remains; an idle limit does not grow.
+- **Decrease toward capacity, not by half.** At once to the last limit judged healthy (without
+  one: to the calls the server holds now; for slow answers: answers per second times the
+  baseline, a queueing server's knee), never below a quarter. The calls issued before the
+  decrease then drain, and those that come back answered are what the server *held* when it
+  pushed back: if that is more, the next window raises the limit to it (C, for a server that
+  rejects beyond C concurrent calls).
+- **Was it load?** That next window opens once those calls are back, so it is steady, and tests
+  the decrease. At a limit no more than the server held, a 429 share still as high as before (not
+  nearly all 429s: that is churn beyond capacity) does not follow load: a quota's background
+  rate. It becomes the background share and the decrease is undone, slow start included; so is a
+  first slow-start alarm after which the server had held nearly every call. A healthy test window
+  at a limit the server held sets the background share. If two cuts by a fifth leave answers as
+  slow, the slower provider is the new baseline. Otherwise the background share and the baseline
+  only go down, so a share that rises with the limit, however slowly, cannot pass for background.
+- **One decrease per epoch.** A call issued before the last decrease counts in no window, so a
+  burst of 429s from one overloaded moment lowers the limit once.
+
+``Retry-After`` is left to ``RetryingModel``, which sleeps for it per caller: holding every caller
+on one 429's Retry-After would idle the limit whenever a quota answers 429 in the background.
+"""
+
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import replace
+from typing import Literal
+
+from engine.llm.aimd_window import Cause, Decrease, Window, difference_noise, holding, in_use, noise, pooled, served
+from engine.llm.client import LimiterConfig
+
+__all__ = ["AdaptiveLimit", "Outcome"]
+
+Outcome = Literal["healthy", "rate_limited", "slow"]
+#: A window's 429 share may exceed the background share by this much before it is overload.
+_MARGIN = 0.1
+#: A window closes early once this much more than the overload share of its size came back 429.
+_EARLY = 0.4
+#: A first window with this 429 share or more is overload, not the reference for the ones after.
+_CHURN = 0.5
+#: The server held nearly every call in flight at a decrease if it answered this share of them.
+_HELD_ALL = 0.98
+#: Calls the two windows of a "not load" verdict need together (fewer cannot tell 0.5 from 0.25).
+_MIN_VERDICT = 64
+#: Completions a window needs at least (a share of one or two calls says nothing).
+_MIN_WINDOW = 8
+#: Answered calls a window needs before its median latency is judged or learned.
+_MIN_SAMPLES = 8
+#: One decrease keeps at least this share of the limit.
+_MIN_KEPT = 0.25
+#: Weight of a healthy window in lowering the background share and the baseline.
+_LEARN = 0.25
+#: A decrease to this share of the limit or less can tell whether 429s or latency follow load: after
+#: it, a median above this share of the overloaded window's did not fall.
+_NOT_FASTER = 0.8
+#: Additive increase: this share of the limit per window, at least 1, doubled per increase since the
+#: last decrease up to the most share.
+_STEP = 1 / 64
+_MAX_STEP = 1 / 8
+#: After a decrease, the next window opens once all but this share of the calls issued before it are back.
+_STRAGGLERS = 0.02
+#: Most healthy windows waited after a decrease before probing again.
+_MAX_WAIT = 16
+
+
+class AdaptiveLimit:
+    """The AIMD decisions, fed events; no clock, no asyncio.
+
+    Args:
+        config: the initial limit and the latency rules.
+        now: the time of creation (the first point of ``history``).
+    """
+
+    def __init__(self, config: LimiterConfig | None = None, *, now: float = 0.0) -> None:
+        self.config = config or LimiterConfig()
+        self.limit = self.config.concurrency
+        self.in_flight = 0
+        self.history: list[tuple[float, int]] = [(now, self.limit)]  #: (time, limit) at start and each change
+        self.baseline_s: float | None = None  #: healthy median latency of answered calls (429s excluded)
+        self.background_share = 0.0  #: share of 429s that does not follow load (a quota's)
+        self.decreases = 0
+        self.windows = 0  #: windows judged so far
+        self._issued = 0  #: tickets handed out so far; the next ticket's number
+        self._fence = 0  #: tickets below this were issued before the last decrease
+        self._held = 0  #: calls issued before the last decrease, still in flight
+        self._held_answered = 0  #: calls issued before the last decrease that came back answered since
+        self._held_from = 0  #: calls in flight at the last decrease
+        self._settling = False  #: calls issued before the last decrease are still draining; no window is open
+        self._slow_start = True
+        self._healthy_limit: int | None = None  #: the last limit judged healthy while in use, since the last decrease
+        self._overloaded_at = 0  #: the limit at the last decrease
+        self._backoff = 1  #: healthy windows to wait after the next decrease before growing again
+        self._wait = 0  #: healthy windows still to wait before growing again
+        self._streak = 0  #: increases since the last decrease (each doubles the next step)
+        self._tested: Decrease | None = None  #: the decrease the current window tests
+        self._latency_s: float | None = None  #: the last window's median answered latency: a window lasts this long
+        self._as_slow = False  #: the window that just closed was as slow as the one that caused the decrease
+        self._window = self._open(now)
+
+    @property
+    def has_room(self) -> bool:
+        """Whether one more call may start now."""
+        return self.in_flight < self.limit
+
+    def issue(self) -> int:
+        """Count a call that starts now (the caller checks ``has_room``).
+
+        Returns:
+            The call's ticket, to hand back to ``complete`` or ``abandon``.
+        """
+        self.in_flight += 1
+        window = self._window
+        window.peak = max(window.peak, self.in_flight)
+        if self.in_flight >= self.limit:
+            window.saturated = True
+        ticket = self._issued
+        self._issued += 1
+        return ticket
+
+    def abandon(self, ticket: int) -> None:
+        """Count a call that ended without telling anything about load (cancelled, non-429 error)."""
+        self.in_flight -= 1
+        if ticket < self._fence:
+            self._held -= 1
+            self._settle(self._window.opened)
+
+    def complete(self, ticket: int, *, now: float, latency_s: float, rate_limited: bool, remaining: int | None = None) -> Outcome:
+        """Count a call that ended; at the end of a window, adjust the limit.
+
+        Args:
+            ticket: what ``issue`` returned for the call.
+            now: the time of completion (stamped on a change in ``history``).
+            latency_s: how long the call took.
+            rate_limited: the provider answered 429.
+            remaining: the provider's ``x-ratelimit-remaining-requests``, where it sent one.
+
+        Returns:
+            How the call alone looks (the limit follows whole windows, not this).
+        """
+        flying = self.in_flight  # this call included, as the server counted it when it answered
+        full = flying >= self.limit
+        self.in_flight -= 1
+        outcome = self._judge(latency_s, rate_limited)
+        if ticket < self._fence:
+            self._held -= 1
+            self._held_answered += not rate_limited
+        if self._settling:
+            self._settle(now)
+            return outcome
+        if ticket < self._fence:
+            return outcome
+        window = self._window
+        window.count += 1
+        window.full += full
+        window.first_issue = min(window.first_issue, now - latency_s)
+        if rate_limited:
+            window.rate_limited += 1
+            window.rate_limited_s += latency_s
+        else:
+            window.answered.append(latency_s)
+        if remaining is not None:
+            allowed = flying + remaining
+            window.allowed = allowed if window.allowed is None else min(window.allowed, allowed)
+            window.exhausted = window.exhausted or remaining <= 0
+        size = max(_MIN_WINDOW, min(self.limit, window.peak))
+        if self._tested is not None:  # a window that tests a decrease runs until it can tell
+            size = max(size, _MIN_VERDICT - self._tested.count)
+        # A window lasts one healthy latency at least: shorter, it would see a burst's fast 429s
+        # before the answers of the same calls. It closes early once its 429s alone are overload by
+        # far (each further 429 beyond capacity sends a caller into its Retry-After sleep); a quota's
+        # fast 429s come first too, but stay a fraction p / (1 - p) of the calls just issued. The
+        # first window, the reference, always runs its course.
+        lasted = self._latency_s is None or now - window.opened >= self._latency_s
+        early = self.windows > 0 and window.rate_limited > (self._overloaded_share(size) + _EARLY) * size
+        if (window.count >= size and lasted) or early:
+            self._close(now, size)
+        return outcome
+
+    def _settle(self, now: float) -> None:
+        """Open the window that tests a decrease once the calls issued before it are (nearly all) back.
+
+        Until then the calls issued after it would tell only their fast 429s, not a fair share.
+        """
+        if self._settling and self._held <= _STRAGGLERS * (self._held + self._held_answered):
+            self._settling = False
+            self._window = self._open(now)
+
+    def _judge(self, latency_s: float, rate_limited: bool) -> Outcome:
+        if rate_limited:
+            return "rate_limited"
+        return "slow" if self._too_slow(latency_s) else "healthy"
+
+    def _too_slow(self, latency_s: float) -> bool:
+        slow_ms = self.config.slow_latency_ms
+        if slow_ms is not None and latency_s * 1000 > slow_ms:
+            return True
+        baseline = self.baseline_s
+        return baseline is not None and latency_s > self.config.latency_degrade_factor * baseline
+
+    def _open(self, now: float) -> Window:
+        return Window(opened=now, peak=self.in_flight, saturated=self.in_flight >= self.limit)
+
+    def _close(self, now: float, size: int) -> None:
+        window = self._window
+        self.windows += 1
+        share = window.rate_limited / max(window.count, size)  # at least this, if it closed early
+        median = statistics.median(window.answered) if len(window.answered) >= _MIN_SAMPLES else None
+        if median is not None:
+            self._latency_s = median
+        if self.baseline_s is None and median is not None:
+            self.baseline_s = median  # the first measurement; judged from the next window on
+        if self.windows == 1 and share < _CHURN:
+            self.background_share = share  # the reference: the first window, at the lowest limit yet
+        excess = share > self._overloaded_share(max(window.count, size))
+        slow = median is not None and self._too_slow(median)
+        tested, self._tested = self._tested, None
+        early = window.count < size
+        n = max(window.count, size)
+        if tested is None or not self._conclude(now, tested, window, share, median, excess=excess, slow=slow, early=early):
+            if excess:
+                # the last healthy limit where there is one: the exact figure follows a round trip later
+                target = self._healthy_limit if self._healthy_limit is not None else holding(window, self.in_flight, now)
+                if tested is not None and tested.cause == "rate_limited":
+                    target = min(target, self._held + self._held_answered)
+                self._decrease(now, "rate_limited", share, n, median, target, tested)
+            elif slow:
+                self._decrease(now, "slow", share, n, median, served(window, self.baseline_s, now), tested)
+            elif window.exhausted:
+                self._decrease(now, "exhausted", share, n, median, self.in_flight, tested)
+            else:
+                self._healthy(now, window, share, median)
+        self._window = self._open(now)
+
+    def _conclude(
+        self,
+        now: float,
+        tested: Decrease,
+        window: Window,
+        share: float,
+        median: float | None,
+        *,
+        excess: bool,
+        slow: bool,
+        early: bool,
+    ) -> bool:
+        """Settle the decrease this window tested: undo it or correct it (True), or leave it (False)."""
+        held = self._held + self._held_answered  # exact now: what the server held when it pushed back
+        if tested.cause == "rate_limited" and excess:
+            # the lower limit reached, 429s as frequent as before: they do not follow load. (Not so
+            # when nearly all are 429s, or so many that the window closed early: then calls beyond
+            # capacity churn through fast 429s, at any limit above it.)
+            as_frequent = share >= tested.share - difference_noise(tested, share, window.count)
+            # at a limit the server held, so none of these 429s were for capacity
+            telling = self.limit <= held and tested.count + window.count >= _MIN_VERDICT
+            if telling and not early and window.saturated and share < 1 - _MARGIN and as_frequent:
+                self.background_share = pooled(tested, share, window.count)
+                self._undo(now, tested)
+                return True
+            return False
+        if tested.cause == "rate_limited" and not slow and not window.exhausted:
+            if self.limit <= held:
+                # a steady window (opened once the calls before it were back) at a limit the server
+                # held: no 429 in it was for capacity, the cleanest reference there is
+                self.background_share = share
+            held_all = held >= _HELD_ALL * self._held_from
+            if tested.slow_start and held_all and tested.limit > tested.overloaded_at:
+                # an alarm in slow start, the first at this level, yet the server held nearly every call
+                # then in flight, and now no excess: the fast 429s of a doubling, or chance
+                self._undo(now, tested)
+                self._overloaded_at = tested.limit
+            elif held > self.limit:
+                self._set(now, min(round(held), tested.limit - 1))  # the decrease went below what the server held
+            return True
+        if tested.cause == "slow" and slow and self._slower_for_good(tested, median):
+            # a window's answers left a latency before it closed, so one cut cannot tell: two can
+            if tested.as_slow >= 1:
+                self.baseline_s = median
+                self._undo(now, tested)
+                return True
+            self._as_slow = True
+        return False
+
+    def _slower_for_good(self, tested: Decrease, median: float | None) -> bool:
+        """After a latency decrease, whether answers stayed about as slow (the provider got slower).
+
+        Only a decrease by a fifth or more can tell: a queueing server's latency falls with it.
+        """
+        if median is None or tested.median_s is None or self.limit > _NOT_FASTER * tested.limit:
+            return False
+        return median >= _NOT_FASTER * tested.median_s
+
+    def _overloaded_share(self, n: int) -> float:
+        """The share of 429s among ``n`` calls above which they are overload, not background or chance."""
+        # all but one 429 in a small window is overload even against a high background share
+        return min(self.background_share + _MARGIN + noise(self.background_share, n), 1 - 1 / n)
+
+    def _undo(self, now: float, tested: Decrease) -> None:
+        self._slow_start = tested.slow_start
+        self._overloaded_at, self._backoff, self._wait = tested.overloaded_at, tested.backoff, 0
+        self._set(now, tested.limit)
+
+    def _decrease(
+        self,
+        now: float,
+        cause: Cause,
+        share: float,
+        count: int,
+        median: float | None,
+        target: float | None,
+        tested: Decrease | None,
+    ) -> None:
+        self.decreases += 1
+        limit = self.limit
+        if cause != "exhausted":
+            # a decrease right after one it tested extends it: an undo goes back to where both began
+            first = tested or Decrease(cause, limit, self._slow_start, share, count, median, self._overloaded_at, self._backoff)
+            as_slow = first.as_slow + 1 if self._as_slow else 0
+            self._tested = replace(first, cause=cause, share=share, count=count, median_s=median, as_slow=as_slow)
+        self._as_slow = False
+        # overloaded again no higher than last time: the capacity has not grown, so probe it less often
+        self._backoff = min(2 * self._backoff, _MAX_WAIT) if limit <= self._overloaded_at else 1
+        self._overloaded_at = limit
+        self._wait = self._backoff
+        self._streak = 0
+        self._slow_start = False
+        self._fence = self._issued
+        self._held, self._held_answered, self._held_from = self.in_flight, 0, self.in_flight
+        self._settling = self._held > 0
+        if target is None:
+            target = limit / 2
+        if cause != "rate_limited":
+            target = max(target, self._healthy_limit or 0)
+        self._healthy_limit = None
+        self._set(now, max(1, math.ceil(_MIN_KEPT * limit), min(limit - 1, math.floor(target))))
+
+    def _healthy(self, now: float, window: Window, share: float, median: float | None) -> None:
+        if self._slow_start:
+            # slow-start windows are compared with the lowest share of those before, at lower limits:
+            # the slots a doubling adds first draw their fast 429s, their answers come a round trip
+            # later, and every slow-start window (the first too) has that alike
+            self.background_share = min(self.background_share, share)
+        elif share < self.background_share:
+            # never up here: a share that rises with the limit, however slowly, must not pass for background
+            self.background_share += _LEARN * (share - self.background_share)
+        if median is not None and self.baseline_s is not None and median < self.baseline_s:
+            self.baseline_s += _LEARN * (median - self.baseline_s)
+        if not in_use(window):
+            return
+        self._healthy_limit = self.limit
+        if self._wait > 0:
+            self._wait -= 1
+            return
+        if self._slow_start:
+            grown = 2 * self.limit
+        else:
+            # the step doubles while growth goes on without a decrease: a limit left far below capacity
+            # (a false alarm, capacity freed elsewhere) climbs back in a few windows, yet each probe
+            # beyond a capacity just found is small
+            step = min(_MAX_STEP * self.limit, _STEP * self.limit * 2**self._streak)
+            grown = self.limit + max(1, round(step))
+            self._streak += 1
+        if window.allowed is not None:
+            grown = min(grown, max(self.limit, window.allowed))
+        self._set(now, grown)
+
+    def _set(self, now: float, limit: int) -> None:
+        if limit != self.limit:
+            self.limit = limit
+            self.history.append((now, limit))

@@ -1,0 +1,99 @@
+"""What one window of an AIMD limiter saw, and the statistics it is judged by (no state, no clock).
+
+``engine.llm.aimd`` keeps the limit; this module says what a window counted (``Window``), what a
+decrease remembers until the next window tests it (``Decrease``), and how far shares and counts
+may stray by chance.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = ["Cause", "Decrease", "Window", "difference_noise", "holding", "in_use", "noise", "pooled", "served"]
+
+Cause = Literal["rate_limited", "slow", "exhausted"]
+#: Standard errors of a window's 429 share that are put down to chance (small windows are noisy).
+_NOISE_Z = 2.5
+#: Standard errors by which a 429 share may fall after a decrease and still count as unchanged.
+_DIFFERENCE_Z = 2.0
+#: A window's limit was in use if this share of its completions found in-flight at the limit.
+_IN_USE = 0.9
+
+
+@dataclass
+class Window:
+    """What the completions of one window told."""
+
+    opened: float  #: when the previous window closed (or the limiter was created)
+    peak: int  #: most calls in flight at once during the window
+    saturated: bool  #: in-flight reached the limit during the window
+    count: int = 0  #: completions counted
+    rate_limited: int = 0  #: of them answered 429
+    answered: list[float] = field(default_factory=list)  #: latencies of the others
+    rate_limited_s: float = 0.0  #: summed latency of the 429s
+    full: int = 0  #: completions that found in-flight at the limit
+    first_issue: float = math.inf  #: when the earliest counted call was issued
+    allowed: int | None = None  #: least in-flight plus ``x-ratelimit-remaining-requests`` an answer told
+    exhausted: bool = False  #: the server said 0 remain
+
+
+@dataclass(frozen=True)
+class Decrease:
+    """A decrease and the window that caused it, kept until the next window tests it."""
+
+    cause: Cause
+    limit: int  #: the limit before
+    slow_start: bool  #: slow start was on before
+    share: float  #: the window's 429 share
+    count: int  #: the window's calls
+    median_s: float | None  #: the window's median answered latency
+    overloaded_at: int  #: ``_overloaded_at`` before (restored if the decrease is undone)
+    backoff: int  #: ``_backoff`` before
+    as_slow: int = 0  #: windows since the first of these decreases that were as slow as the one before
+
+
+def noise(share: float, n: int) -> float:
+    """How far a window of ``n`` calls may stray from ``share`` by chance."""
+    share = min(max(share, 0.01), 0.99)
+    return _NOISE_Z * math.sqrt(share * (1 - share) / n)
+
+
+def pooled(tested: Decrease, share: float, count: int) -> float:
+    """The 429 share of the window that caused a decrease and the one that tested it, together."""
+    return (tested.share * tested.count + share * count) / (tested.count + count)
+
+
+def difference_noise(tested: Decrease, share: float, count: int) -> float:
+    """How far two windows' 429 shares may differ by chance when both have the same rate."""
+    both = min(max(pooled(tested, share, count), 0.01), 0.99)
+    return _DIFFERENCE_Z * math.sqrt(both * (1 - both) * (1 / tested.count + 1 / count))
+
+
+def holding(window: Window, in_flight: int, now: float) -> float:
+    """Calls in flight now that the server holds: all of them but those on their way to a 429.
+
+    Little's law on the 429s: 429s per second times their latency is how many are in flight.
+    A rough, immediate figure; the next window learns the exact one from the calls held now.
+    """
+    span = now - max(window.opened, window.first_issue)
+    rejecting = window.rate_limited_s / span if span > 0 else 0.0
+    return max(0.0, in_flight - rejecting)
+
+
+def served(window: Window, baseline_s: float | None, now: float) -> float | None:
+    """The concurrency a queueing server serves at healthy speed: answers per second times the baseline."""
+    span = now - max(window.opened, window.first_issue)
+    if not window.answered or span <= 0 or baseline_s is None:
+        return None
+    return len(window.answered) * baseline_s / span
+
+
+def in_use(window: Window) -> bool:
+    """Whether the limit bound in the window: in-flight was at it for nearly every completion.
+
+    Callers who sleep off their 429s leave in-flight below the limit between returns; a limit
+    touched only now and then is not in use.
+    """
+    return window.saturated and window.full >= _IN_USE * window.count

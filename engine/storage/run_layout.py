@@ -1,0 +1,112 @@
+"""The on-disk layout of one run directory: every path and file name, defined once.
+
+::
+
+    <run_dir>/SOCIETY.json           written once: specs, env modules, spec hash
+    <run_dir>/SOCIETY_STEP.json      every commit: where the run stands (the commit point)
+    <run_dir>/LEASE.json             the driver's lease
+    <run_dir>/replay/<dataset>/*.parquet
+    <run_dir>/trace/*.jsonl
+    <run_dir>/agents/                one workspace per agent
+    <run_dir>/artifacts/             questionnaire, ask and intervene results
+    <run_dir>/env/                   env module workspaces, _snapshots/, _codegen_cache/
+    <run_dir>/inputs/                files a spec may name (city_file, ...)
+    <run_dir>/llm_cache/             the default response cache
+
+A sweep root holds one such directory per cell (:mod:`engine.storage.sweep_layout`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["REPLAY_DIR", "TRACE_DIR", "RunLayout"]
+
+#: The replay datasets' directory name (also in the reader's sweep path patterns).
+REPLAY_DIR = "replay"
+#: The trace shards' directory name.
+TRACE_DIR = "trace"
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """The paths of the run directory ``root``; nothing is created or read.
+
+    Args:
+        root: the run directory.
+    """
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    @property
+    def society_file(self) -> Path:
+        """``SOCIETY.json``: written once (specs, env module types and kwargs, spec hash)."""
+        return self.root / "SOCIETY.json"
+
+    @property
+    def society_step_file(self) -> Path:
+        """``SOCIETY_STEP.json``: where the run stands, rewritten by every commit."""
+        return self.root / "SOCIETY_STEP.json"
+
+    @property
+    def lease_file(self) -> Path:
+        """``LEASE.json``: which driver holds the run."""
+        return self.root / "LEASE.json"
+
+    @property
+    def replay(self) -> Path:
+        """Replay datasets, one directory of Parquet shards each, and their catalog."""
+        return self.root / REPLAY_DIR
+
+    @property
+    def trace(self) -> Path:
+        """Trace span shards (JSONL)."""
+        return self.root / TRACE_DIR
+
+    @property
+    def agents(self) -> Path:
+        """The agents' workspaces."""
+        return self.root / "agents"
+
+    @property
+    def artifacts(self) -> Path:
+        """Results of questionnaire, ask and intervene steps (JSON)."""
+        return self.root / "artifacts"
+
+    @property
+    def env(self) -> Path:
+        """The env modules' workspaces, snapshots and the run-local CodeGen cache."""
+        return self.root / "env"
+
+    @property
+    def env_snapshots(self) -> Path:
+        """Committed env state snapshots, one directory per transaction."""
+        return self.env / "_snapshots"
+
+    @property
+    def codegen_cache(self) -> Path:
+        """The CodeGen template cache kept in the run (when no shared one is configured)."""
+        return self.env / "_codegen_cache"
+
+    @property
+    def inputs(self) -> Path:
+        """Files a spec may name (``MobilitySpace.city_file``, ...)."""
+        return self.root / "inputs"
+
+    @property
+    def llm_cache(self) -> Path:
+        """The default LLM response cache."""
+        return self.root / "llm_cache"
+
+    @property
+    def staged_roots(self) -> tuple[Path, ...]:
+        """Where a transaction's staged files can be (replay, trace and artifacts)."""
+        return (self.replay, self.trace, self.artifacts)
+
+    def artifact(self, name: str) -> Path:
+        """The artifact file ``name`` (e.g. ``questionnaire-002-mood.json``)."""
+        return self.artifacts / name
