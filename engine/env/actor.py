@@ -27,11 +27,13 @@ from engine.env.requests import EnvReply, EnvRequest, ToolCall
 from engine.env.router_base import RouterBase
 from engine.env.routers import ROUTERS, CodeGenRouter
 from engine.env.routers.cache_ledger import CODEGEN_CACHE, CacheLedger
+from engine.env.tool_calls import ENV_TOOL_CALLS, tool_call_rows
 from engine.errors import ToolCallError
 from engine.failpoints import failpoint
+from engine.llm.budget import Allowance, BudgetGate
 from engine.llm.client import LLMClient
-from engine.llm.dispatcher import get_chat_model
-from engine.llm.meter import Meter, MeteredModel, serving_agent
+from engine.llm.dispatcher import caller_model
+from engine.llm.meter import Meter, serving_agent
 from engine.spec import DEFAULT_ROUTER, RouterName
 from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.catalog import Catalog
@@ -96,13 +98,19 @@ def template_cache_dir(config: EnvRouterConfig) -> Path | None:
     return RunLayout(run_dir).codegen_cache if run_dir is not None else None
 
 
-def build_router(config: EnvRouterConfig) -> RouterBase:
-    """Construct modules and the router (no Dask involved; tests use this directly)."""
+def build_router(config: EnvRouterConfig, *, trace: TraceRecorder | None = None, budget: BudgetGate | None = None) -> RouterBase:
+    """Construct modules and the router (no Dask involved; tests use this directly).
+
+    Args:
+        config: what to build.
+        trace: where the coder's ``llm.completion`` spans go; None: no spans.
+        budget: the gate the coder's calls are charged to; None: unlimited.
+    """
     # Files a spec names (city_file, ...) resolve only under the run's inputs and the allow-list.
     with input_roots(InputRoots.for_run(config.run_dir, tuple(config.input_dirs))):
         modules = [resolve_env_module(type_name)(**kwargs) for type_name, kwargs in config.modules]
     meter = Meter()
-    llm = MeteredModel(get_chat_model(config.coder), meter, caller="router", role="coder")
+    llm = caller_model(config.coder, meter, caller="router", role="coder", trace=trace, budget=budget)
     options: dict[str, Any] = {}
     if config.router == "codegen":
         options = {
@@ -110,6 +118,7 @@ def build_router(config: EnvRouterConfig) -> RouterBase:
             "similarity_threshold": config.cache_similarity,
             "embedder": config.embedder,
             "final_summary": config.final_summary,
+            "seed": config.coder.seed,
         }
     router = ROUTERS[config.router](modules, llm, meter=meter, max_steps=config.max_steps, **options)
     if config.run_dir is not None:
@@ -129,8 +138,10 @@ class EnvRouterActor:
 
     def __init__(self, config: EnvRouterConfig) -> None:
         self.config = config
-        self.router = build_router(config)
         self._trace = TraceRecorder()
+        #: the router's share of each transaction's budget (the driver renews it: :meth:`open_budget`)
+        self._budget = BudgetGate(Allowance())
+        self.router = build_router(config, trace=self._trace, budget=self._budget)
         self._replay = ReplayWriter(RunLayout(config.run_dir).replay) if config.run_dir else None
         self.requests_served = 0
         self.batches_served = 0
@@ -144,6 +155,8 @@ class EnvRouterActor:
     async def init(self, start_t: datetime, agent_ids: list[int], snapshot: str | None = None) -> dict[str, Any]:
         """Initialise modules, restoring the committed snapshot ``snapshot`` when given; returns what the proxy carries."""
         restored = await self.router.init(start_t, agent_ids, snapshot=self._snapshots() / snapshot if snapshot else None)
+        if self.config.run_dir is not None:
+            Catalog(RunLayout(self.config.run_dir).replay).register(ENV_TOOL_CALLS)
         if self._ledger is not None and self.config.run_dir is not None:
             Catalog(RunLayout(self.config.run_dir).replay).register(CODEGEN_CACHE)
             if snapshot:
@@ -154,6 +167,15 @@ class EnvRouterActor:
             "world_description": self.router.get_world_description(),
             "env_skill_dirs": [(m.name, str(d)) for m in self.router.env_modules for d in m.skill_dirs()],
         }
+
+    async def open_budget(self, allowance: Allowance | None) -> None:
+        """Charge the router's LLM calls from now on to ``allowance`` (None: unlimited), as the
+        driver does with each batch's share; refusals count from zero again."""
+        self._budget.renew(allowance or Allowance())
+
+    async def budget_refused(self) -> int:
+        """How many router LLM calls the budget refused since :meth:`open_budget`."""
+        return self._budget.refused
 
     async def set_current_time(self, t: datetime) -> None:
         self.router.set_current_time(t)
@@ -173,7 +195,9 @@ class EnvRouterActor:
     async def _traced(self, request: EnvRequest) -> EnvReply:
         serving_agent.set(request.agent_id)  # each request runs as its own task: the router's calls serve this agent
         parent = SpanRef(request.trace_id, request.parent_span_id) if request.trace_id and request.parent_span_id else None
-        with self._trace.span("env.ask", trace_id=request.trace_id, parent=parent, op=request.op, agent_id=request.agent_id) as span:
+        with self._trace.span(
+            "env.ask", trace_id=request.trace_id, parent=parent, op=request.op, agent_id=request.agent_id
+        ) as span:
             try:
                 return await self._route(request)
             except Exception:
@@ -185,6 +209,7 @@ class EnvRouterActor:
             return EnvReply(await self.router.observe(request.agent_id), "success")
         if request.op == "discard":
             dropped = await self.router.discard_pending(request.agent_id)
+            self.router.discard_tool_calls(request.agent_id)  # the undone step's calls are not the tick's
             return EnvReply(f"{dropped} queued updates dropped", "success", value=dropped)
         if request.op == "call_tool":
             try:
@@ -205,13 +230,17 @@ class EnvRouterActor:
         return list(await asyncio.gather(*(self._serve(r) for r in requests)))
 
     async def step(self, step: int, tick: int, t: datetime, txn: int) -> dict[str, Any]:
-        """Run the env step inside transaction ``txn``: apply the tick's updates, stage its replay rows
-        and trace, and write the state snapshot the transaction commits.
+        """Run the env step inside transaction ``txn``: apply the tick's updates, stage its replay rows,
+        tool calls and trace, and write the state snapshot the transaction commits.
+
+        The tool-call history is drained here whether or not there is a run directory: the actor
+        holds one step's calls at most.
 
         Returns:
             ``{"counts": rows per dataset, "staged": staged paths, "snapshot": snapshot name}``.
         """
         await self.router.step(tick, t)
+        calls = tool_call_rows(step, t, self.router.drain_tool_calls())
         cache_row = self._ledger.row(step, t) if self._ledger is not None else None
         counts: dict[str, int] = {}
         staged: list[str] = []
@@ -223,6 +252,9 @@ class EnvRouterActor:
                     path = writer.write_shard(schemas[name], shard_name(step, f"env-{module.name}"), rows)
                     staged += [str(path)] if path else []
                     counts[name] = counts.get(name, 0) + len(rows)
+            path = writer.write_shard(ENV_TOOL_CALLS, shard_name(step, "env"), calls)
+            staged += [str(path)] if path else []
+            counts[ENV_TOOL_CALLS.name] = len(calls)
             if cache_row is not None:
                 path = writer.write_shard(CODEGEN_CACHE, shard_name(step, "env-router"), [cache_row])
                 staged += [str(path)] if path else []
@@ -252,7 +284,11 @@ class EnvRouterActor:
     async def usage(self) -> dict[str, Any]:
         """The router's LLM usage, the requests and batches served, and (codegen) the run's
         template cache counts under ``codegen_cache``."""
-        usage: dict[str, Any] = {**self.router.get_token_usages(), "requests": self.requests_served, "batches": self.batches_served}
+        usage: dict[str, Any] = {
+            **self.router.get_token_usages(),
+            "requests": self.requests_served,
+            "batches": self.batches_served,
+        }
         if self._ledger is not None:
             usage["codegen_cache"] = self._ledger.totals().as_dict()
         return usage
