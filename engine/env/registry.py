@@ -19,9 +19,10 @@ _BUILTIN = {
     "PrisonersDilemmaGame": "engine.env.modules.games:PrisonersDilemmaGame",
     "PublicGoodsGame": "engine.env.modules.games:PublicGoodsGame",
     "TrustGame": "engine.env.modules.games:TrustGame",
+    "WeatherSpace": "engine.env.modules.weather:WeatherSpace",
 }
 # Names the reference system's configs use for the same modules.
-_ALIASES = {"SimpleSocialSpace": "MessagingSpace", "messaging": "MessagingSpace"}
+_ALIASES = {"SimpleSocialSpace": "MessagingSpace", "messaging": "MessagingSpace", "WeatherEnvironment": "WeatherSpace"}
 
 
 @lru_cache(maxsize=1)
