@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, get_args
 
 from engine.env.base import EXPERIMENTER_ID, EnvBase
 from engine.env.tool import tool
@@ -20,10 +20,12 @@ from engine.env.update_queue import Update
 from engine.errors import SpecError
 from engine.storage.catalog import Column, DatasetSchema
 
-__all__ = ["WEATHER_CONDITIONS", "WeatherSpace"]
+__all__ = ["WEATHER_CONDITIONS", "WeatherCondition", "WeatherSpace"]
 
-#: The conditions a location's weather can be in (the seeded evolution picks among them).
-WEATHER_CONDITIONS = ("sunny", "cloudy", "rainy", "stormy", "snowy", "foggy", "windy")
+#: The conditions a location's weather can be in (the seeded evolution picks among them); a tool
+#: argument of this type shows them to the routing LLM as an enum.
+WeatherCondition = Literal["sunny", "cloudy", "rainy", "stormy", "snowy", "foggy", "windy"]
+WEATHER_CONDITIONS: tuple[str, ...] = get_args(WeatherCondition)
 
 _SERIES = DatasetSchema(
     name="weather_series",
@@ -159,16 +161,15 @@ class WeatherSpace(EnvBase):
         return f"Weather in {location}: {self._render(location)}"
 
     @tool(readonly=False)
-    def change_weather(self, agent_id: int, weather: str, temperature: float | None = None, location: str | None = None) -> str:
+    def change_weather(self, agent_id: int, weather: WeatherCondition, temperature: float | None = None, location: str | None = None) -> str:
         """Change the weather of a location (default: where you are) from the end of this step; the temperature is optional."""
         if agent_id != EXPERIMENTER_ID:  # the experimenter changes weather anywhere without being an agent
             self.check_agent(agent_id)
         place = self._location(location) if location is not None else self._where(agent_id)
-        condition = self._condition(weather)
         if temperature is not None and not -90.0 <= temperature <= 60.0:
             raise ValueError("temperature must be between -90 and 60 degrees Celsius")
-        self.updates.queue(agent_id, kind="change", location=place, weather=condition, temperature=temperature)
-        return f"the weather in {place} becomes {condition} at the end of this step"
+        self.updates.queue(agent_id, kind="change", location=place, weather=weather, temperature=temperature)
+        return f"the weather in {place} becomes {weather} at the end of this step"
 
     @tool(readonly=False)
     def set_agent_location(self, agent_id: int, location: str) -> str:
