@@ -34,7 +34,7 @@ from engine.env.sandbox import Executor, SandboxPool, SandboxTool, ThreadExecuto
 from engine.llm.client import LimiterConfig, LLMClient
 from engine.llm.sim import SimFaults, SimLLM
 from engine.llm.sim.background import serving
-from engine.society.cluster import open_client
+from engine.society.run.cluster import open_client
 
 START = datetime(2026, 1, 1, 8)
 

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import yaml
 
-from engine.society.cluster import open_client
 from engine.society.lease import effective_status
-from engine.society.runner import run_experiment
+from engine.society.run.cluster import open_client
+from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 
 

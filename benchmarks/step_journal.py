@@ -25,8 +25,8 @@ from engine.agent.journal import StepJournal
 from engine.agent.person import PersonAgent
 from engine.agent.service_proxy import ServiceProxy
 from engine.llm.client import LLMClient
-from engine.society.cluster import open_client
-from engine.society.runner import run_experiment
+from engine.society.run.cluster import open_client
+from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 
 DEMO = Path(__file__).resolve().parents[1] / "examples" / "demo.yaml"

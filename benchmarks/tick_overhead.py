@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 
 from engine.llm.sim.process import sim_llm_process
-from engine.society.cluster import open_client
-from engine.society.runner import run_experiment
+from engine.society.run.cluster import open_client
+from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 

@@ -1,4 +1,4 @@
-"""The ``polis`` command: run, status, estimate, query, serve, sim-llm, spec-schema."""
+"""The engine's ``polis`` commands: run, status, estimate, query, sim-llm, spec-schema (``serve`` is ``service.cli``'s)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import json
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from engine.errors import PolisError, SpecError
 from engine.run_status import LIVE_STATUSES, RunStatus
 from engine.spec import BudgetSpec
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main", "run_command"]
 
 
 def _progress_printer(stream=sys.stderr):  # type: ignore[no-untyped-def]
@@ -67,8 +68,8 @@ def _stop_on_signals(task: asyncio.Task) -> None:  # type: ignore[type-arg]
 async def _run(args: argparse.Namespace) -> int:
     from engine.failpoints import arm_process_group
     from engine.settings import EngineSettings
-    from engine.society.cluster import open_client
-    from engine.society.runner import run_experiment
+    from engine.society.run.cluster import open_client
+    from engine.society.run.runner import run_experiment
     from engine.storage.run_layout import RunLayout
 
     if isinstance(args.resume, str):  # polis run --resume RUN_DIR
@@ -97,7 +98,7 @@ async def _run(args: argparse.Namespace) -> int:
         async with open_client(settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address) as client:
             print(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr)
             if spec.sweep is not None:
-                from engine.society.sweep_run import run_sweep
+                from engine.society.run.sweep import run_sweep
 
                 sweep = await run_sweep(spec, run_dir, client, **options)
                 return _print_sweep(sweep, run_dir)
@@ -180,8 +181,8 @@ def _stored_spec(run_dir: Path):  # type: ignore[no-untyped-def]
 
 async def _estimate(args: argparse.Namespace) -> int:
     from engine.settings import EngineSettings
-    from engine.society.cluster import open_client
-    from engine.society.estimate import estimate
+    from engine.society.run.cluster import open_client
+    from engine.society.run.estimate import estimate
     from engine.spec import load_spec
 
     spec = load_spec(args.spec)
@@ -207,15 +208,6 @@ def _query(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve(args: argparse.Namespace) -> int:
-    # The one place the engine's command line reaches into the service package (lazily).
-    from service import ServiceSettings, run
-
-    overrides = {k: v for k, v in {"host": args.host, "port": args.port, "data_dir": args.data_dir}.items() if v is not None}
-    run(ServiceSettings(**overrides))
-    return 0
-
-
 def _sim_llm(args: argparse.Namespace) -> int:
     from engine.llm.sim import SimFaults, run_server
 
@@ -234,7 +226,9 @@ def _spec_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> tuple[argparse.ArgumentParser, Any]:
+    """The engine's commands; returns the parser and its subcommand group, which ``service.cli``
+    extends with ``serve`` (the engine never imports the service)."""
     parser = argparse.ArgumentParser(prog="polis", description="LLM-agent social simulations on Dask")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -268,12 +262,6 @@ def _parser() -> argparse.ArgumentParser:
     query.add_argument("--max-rows", type=int, default=40)
     query.set_defaults(handler=_query)
 
-    serve = sub.add_parser("serve", help="start the REST service")
-    serve.add_argument("--host", default=None)
-    serve.add_argument("--port", type=int, default=None)
-    serve.add_argument("--data-dir", default=None)
-    serve.set_defaults(handler=_serve)
-
     sim = sub.add_parser("sim-llm", help="serve the simulated LLM over OpenAI-compatible HTTP")
     sim.add_argument("--host", default="127.0.0.1")
     sim.add_argument("--port", type=int, default=8000)
@@ -290,11 +278,12 @@ def _parser() -> argparse.ArgumentParser:
 
     schema = sub.add_parser("spec-schema", help="print the experiment spec's JSON Schema")
     schema.set_defaults(handler=_spec_schema)
-    return parser
+    return parser, sub
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def run_command(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
+    """Parse ``argv`` and run the chosen command's handler; Polis errors become exit code 2."""
+    args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
     except PolisError as error:
@@ -303,6 +292,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("polis: interrupted", file=sys.stderr)
         return 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m engine.cli``: every command but ``serve`` (the ``polis`` script is ``service.cli``)."""
+    return run_command(build_parser()[0], argv)
 
 
 if __name__ == "__main__":

@@ -261,7 +261,7 @@ class ExperimentSpec(_Frozen):
     @classmethod
     def _grid_keys_resolve(cls, value: SweepSpec | None, info: ValidationInfo) -> SweepSpec | None:
         if value is not None:
-            from engine.society.sweep import check_grid_keys
+            from engine.sweep import check_grid_keys
 
             check_grid_keys(value.grid, info.data)
         return value

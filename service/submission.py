@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.run_status import ENDED_STATUSES, LIVE_STATUSES, RunStatus
-from engine.society.cluster import open_client
-from engine.society.runner import RunProgress, RunSummary
-from engine.society.sweep_run import run_spec
+from engine.society.run.cluster import open_client
+from engine.society.run.runner import RunProgress, RunSummary
+from engine.society.run.sweep import run_spec
 from engine.spec import ExperimentSpec
 from service.errors import ExperimentNotRunningError
 from service.registry import ACTIVE_STATUSES, ExperimentRecord, ExperimentRegistry, utc_now
@@ -28,7 +28,7 @@ __all__ = ["ProgressRecorder", "RunFunction", "Submitter", "open_client"]
 
 logger = logging.getLogger(__name__)
 
-#: The shape of ``engine.society.runner.run_experiment`` (``run_spec`` also runs sweeps); tests pass a fake of the same shape.
+#: The shape of ``engine.society.run.runner.run_experiment`` (``run_spec`` also runs sweeps); tests pass a fake of the same shape.
 RunFunction = Callable[..., Awaitable[RunSummary]]
 
 _SHUTDOWN_GRACE_S = 30.0

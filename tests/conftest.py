@@ -6,7 +6,7 @@ import dask
 import pytest
 from distributed import LocalCluster
 
-from engine.society.cluster import CLUSTER_CONFIG
+from engine.society.run.cluster import CLUSTER_CONFIG
 
 
 @pytest.fixture(scope="session")

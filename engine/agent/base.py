@@ -29,14 +29,13 @@ from engine.agent.workspace import AgentWorkspace
 from engine.env.handle import EnvHandle
 from engine.env.requests import EnvRequest
 from engine.errors import LLMCallError, StructuredOutputError, WorkspaceError
-from engine.llm.budget import BudgetedModel, BudgetGate
+from engine.llm.budget import BudgetGate
 from engine.llm.decision import build_decision_model
-from engine.llm.dispatcher import get_chat_model
-from engine.llm.meter import Meter, MeteredModel
+from engine.llm.dispatcher import caller_model
+from engine.llm.meter import Meter
 from engine.llm.prompt import PromptTemplate
 from engine.llm.protocol import ChatModel
 from engine.llm.structured import complete_structured
-from engine.llm.traced import TracedModel
 from engine.trace import TraceRecorder
 
 __all__ = ["AgentBase"]
@@ -140,12 +139,8 @@ class AgentBase(ABC):
     def _bind_services(self, service_proxy: ServiceProxy) -> None:
         self._service_proxy = service_proxy
         self._env = service_proxy.env
-        model: ChatModel = get_chat_model(service_proxy.client("default"))
-        if self._budget is not None:
-            model = BudgetedModel(model, self._budget)
-        if self._trace is not None:
-            model = TracedModel(model, self._trace)
-        self._dispatcher = MeteredModel(model, self.meter, caller=f"agent:{self.id}")
+        self._dispatcher = caller_model(service_proxy.client("default"), self.meter, caller=f"agent:{self.id}",
+                                        role="default", trace=self._trace, budget=self._budget)
 
     # ---- persistence -------------------------------------------------------------------------
     @property

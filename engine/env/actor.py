@@ -30,9 +30,10 @@ from engine.env.routers.cache_ledger import CODEGEN_CACHE, CacheLedger
 from engine.env.world import WorldDescription, load_or_describe
 from engine.errors import ToolCallError
 from engine.failpoints import failpoint
+from engine.llm.budget import Allowance, BudgetGate
 from engine.llm.client import LLMClient
-from engine.llm.dispatcher import get_chat_model
-from engine.llm.meter import Meter, MeteredModel, serving_agent
+from engine.llm.dispatcher import caller_model
+from engine.llm.meter import Meter, serving_agent
 from engine.spec import DEFAULT_ROUTER, RouterName
 from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.catalog import Catalog
@@ -96,19 +97,26 @@ def template_cache_dir(config: EnvRouterConfig) -> Path | None:
     return RunLayout(run_dir).codegen_cache if run_dir is not None else None
 
 
-def build_router(config: EnvRouterConfig) -> RouterBase:
-    """Construct modules and the router (no Dask involved; tests use this directly)."""
+def build_router(config: EnvRouterConfig, *, trace: TraceRecorder | None = None, budget: BudgetGate | None = None) -> RouterBase:
+    """Construct modules and the router (no Dask involved; tests use this directly).
+
+    Args:
+        config: what to build.
+        trace: where the coder's ``llm.completion`` spans go; None: no spans.
+        budget: the gate the coder's calls are charged to; None: unlimited.
+    """
     # Files a spec names (city_file, ...) resolve only under the run's inputs and the allow-list.
     with input_roots(InputRoots.for_run(config.run_dir, tuple(config.input_dirs))):
         modules = [resolve_env_module(type_name)(**kwargs) for type_name, kwargs in config.modules]
     meter = Meter()
-    llm = MeteredModel(get_chat_model(config.coder), meter, caller="router", role="coder")
+    llm = caller_model(config.coder, meter, caller="router", role="coder", trace=trace, budget=budget)
     options: dict[str, Any] = {}
     if config.router == "codegen":
         options = {
             "cache_dir": template_cache_dir(config),
             "similarity_threshold": config.cache_similarity,
             "embedder": config.embedder,
+            "seed": config.coder.seed,
         }
     router = ROUTERS[config.router](modules, llm, meter=meter, max_steps=config.max_steps, **options)
     if config.run_dir is not None:
@@ -128,8 +136,10 @@ class EnvRouterActor:
 
     def __init__(self, config: EnvRouterConfig) -> None:
         self.config = config
-        self.router = build_router(config)
         self._trace = TraceRecorder()
+        #: the router's share of each transaction's budget (the driver renews it: :meth:`open_budget`)
+        self._budget = BudgetGate(Allowance())
+        self.router = build_router(config, trace=self._trace, budget=self._budget)
         self._replay = ReplayWriter(RunLayout(config.run_dir).replay) if config.run_dir else None
         self.requests_served = 0
         self.batches_served = 0
@@ -165,6 +175,15 @@ class EnvRouterActor:
             self.router.set_world_description(self._world.text)
         return self._world.text
 
+    async def open_budget(self, allowance: Allowance | None) -> None:
+        """Charge the router's LLM calls from now on to ``allowance`` (None: unlimited), as the
+        driver does with each batch's share; refusals count from zero again."""
+        self._budget.renew(allowance or Allowance())
+
+    async def budget_refused(self) -> int:
+        """How many router LLM calls the budget refused since :meth:`open_budget`."""
+        return self._budget.refused
+
     async def set_current_time(self, t: datetime) -> None:
         self.router.set_current_time(t)
 
@@ -183,7 +202,9 @@ class EnvRouterActor:
     async def _traced(self, request: EnvRequest) -> EnvReply:
         serving_agent.set(request.agent_id)  # each request runs as its own task: the router's calls serve this agent
         parent = SpanRef(request.trace_id, request.parent_span_id) if request.trace_id and request.parent_span_id else None
-        with self._trace.span("env.ask", trace_id=request.trace_id, parent=parent, op=request.op, agent_id=request.agent_id) as span:
+        with self._trace.span(
+            "env.ask", trace_id=request.trace_id, parent=parent, op=request.op, agent_id=request.agent_id
+        ) as span:
             try:
                 return await self._route(request)
             except Exception:
@@ -262,7 +283,11 @@ class EnvRouterActor:
     async def usage(self) -> dict[str, Any]:
         """The router's LLM usage, the requests and batches served, and (codegen) the run's
         template cache counts under ``codegen_cache``."""
-        usage: dict[str, Any] = {**self.router.get_token_usages(), "requests": self.requests_served, "batches": self.batches_served}
+        usage: dict[str, Any] = {
+            **self.router.get_token_usages(),
+            "requests": self.requests_served,
+            "batches": self.batches_served,
+        }
         if self._ledger is not None:
             usage["codegen_cache"] = self._ledger.totals().as_dict()
         return usage

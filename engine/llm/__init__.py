@@ -6,7 +6,7 @@ on the path that talks to another provider (``engine.llm.litellm_backend``).
 """
 
 from engine.llm.client import LLMClient
-from engine.llm.dispatcher import dispatcher_stats, get_chat_model
+from engine.llm.dispatcher import caller_model, dispatcher_stats, get_chat_model
 from engine.llm.meter import CallRecord, Meter, MeteredModel
 from engine.llm.prompt import PromptTemplate
 from engine.llm.protocol import ChatModel, ChatResult
@@ -22,6 +22,7 @@ __all__ = [
     "MeteredModel",
     "PromptTemplate",
     "RetryingModel",
+    "caller_model",
     "complete_structured",
     "dispatcher_stats",
     "get_chat_model",

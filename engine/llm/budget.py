@@ -47,12 +47,23 @@ class Usage:
 
 
 class BudgetGate:
-    """Counts provider usage against an :class:`Allowance` shared by every caller holding the gate."""
+    """Counts provider usage against an :class:`Allowance` shared by every caller holding the gate.
+
+    The driver shares what remains of the run's budget over the holders of one transaction (each
+    batch, the env router, the helper), so the holders together never spend more than it.
+    """
 
     def __init__(self, allowance: Allowance) -> None:
         self.allowance = allowance
         self.used = Usage()
         self.in_flight = 0  #: calls admitted and not yet answered (they hold a call of the allowance)
+        self.refused = 0  #: calls refused since the allowance was given
+
+    def renew(self, allowance: Allowance) -> None:
+        """Start over with ``allowance`` (a long-lived holder's share of the next transaction)."""
+        self.allowance = allowance
+        self.used = Usage()
+        self.refused = 0
 
     def exhausted(self) -> str | None:
         """Why no further call is allowed, or None (calls in flight count as spent)."""
@@ -73,6 +84,7 @@ class BudgetGate:
         """
         reason = self.exhausted()
         if reason is not None:
+            self.refused += 1
             raise BudgetExhaustedError(reason)
         self.in_flight += 1
 

@@ -68,18 +68,11 @@ class CachedModel:
         self._seed = seed
         self._options = options or {}
 
-    async def complete(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        response_format: dict[str, Any] | None = None,
-        tools: list[dict[str, Any]] | None = None,
-        prompt: str | None = None,
-    ) -> ChatResult:
-        key = request_key(self._model, self._seed, messages, response_format=response_format, tools=tools, options=self._options)
+    async def complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResult:
+        key = request_key(self._model, self._seed, messages, options=self._options, **kwargs)
         hit = self.cache.get(key)
         if hit is not None:
             return replace(hit, cached=True, latency_ms=0.0)
-        result = await self._inner.complete(messages, response_format=response_format, tools=tools, prompt=prompt)
+        result = await self._inner.complete(messages, **kwargs)
         self.cache.put(key, result)
         return result

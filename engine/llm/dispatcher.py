@@ -1,7 +1,14 @@
-"""Per-process dispatch: one backend per (client, process), built lazily, living across tasks.
+"""The one place LLM wrapper stacks are built: a process stack per client, a caller stack per caller.
 
-A batch task asks for a client's model; the first ask in a worker process builds it, later
-batches and ticks reuse it. ``dispatcher_stats`` counts builds so tests can check that.
+The process stack (:func:`get_chat_model`) is cache over single-flight over retry over limiter
+over timeout over the backend. A batch task asks for a client's model; the first ask in a worker
+process builds it, later batches and ticks reuse it. ``dispatcher_stats`` counts builds so tests
+can check that.
+
+The caller stack (:func:`caller_model`) is what one caller (an agent-step, the env router, the
+helper) calls: meter over trace over budget over the process stack, built per caller because each
+has its own records, spans and allowance. Every wrapper forwards ``complete``'s keyword arguments
+as they come, so a new parameter reaches the backend without an edit here.
 """
 
 from __future__ import annotations
@@ -10,16 +17,20 @@ import os
 from collections import Counter
 from pathlib import Path
 
+from engine.llm.budget import BudgetedModel, BudgetGate
 from engine.llm.cache import CachedModel, ResponseCache
 from engine.llm.client import LLMClient
 from engine.llm.limited import LimitedModel
 from engine.llm.limiter import AdaptiveSemaphore
+from engine.llm.meter import Meter, MeteredModel
 from engine.llm.protocol import ChatModel
 from engine.llm.retry import RetryingModel
 from engine.llm.single_flight import SingleFlightModel
 from engine.llm.timeout import TimeoutModel
+from engine.llm.traced import TracedModel
+from engine.trace import TraceRecorder
 
-__all__ = ["dispatcher_stats", "get_chat_model", "limiter_for"]
+__all__ = ["caller_model", "dispatcher_stats", "get_chat_model", "limiter_for"]
 
 _MODELS: dict[str, ChatModel] = {}
 _BUILDS: Counter[str] = Counter()
@@ -65,6 +76,36 @@ def get_chat_model(client: LLMClient) -> ChatModel:
         model = _MODELS[key] = _compose(client)
         _BUILDS[key] += 1
     return model
+
+
+def caller_model(
+    client: LLMClient,
+    meter: Meter,
+    *,
+    caller: str,
+    role: str | None = None,
+    trace: TraceRecorder | None = None,
+    budget: BudgetGate | None = None,
+) -> MeteredModel:
+    """One caller's stack over the process stack of ``client``: meter, then trace, then budget.
+
+    A call refused by the budget still gets its ``llm.completion`` span (status error) and its
+    ``llm_calls`` record (status error); a call answered from the cache is free.
+
+    Args:
+        client: the connection (its process stack is shared by every caller in the process).
+        meter: where this caller's totals and call records go.
+        caller: who calls, as recorded (``"agent:12"``, ``"router"``, ``"helper"``).
+        role: the role recorded with each call; default ``client.role``.
+        trace: where the ``llm.completion`` spans go; None: no spans.
+        budget: the allowance the calls are charged to; None: unlimited.
+    """
+    model = get_chat_model(client)
+    if budget is not None:
+        model = BudgetedModel(model, budget)
+    if trace is not None:
+        model = TracedModel(model, trace)
+    return MeteredModel(model, meter, caller=caller, role=role or client.role)
 
 
 def limiter_for(client: LLMClient) -> AdaptiveSemaphore | None:

@@ -32,18 +32,11 @@ class LimitedModel:
         self._inner = inner
         self.limiter = limiter
 
-    async def complete(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        response_format: dict[str, Any] | None = None,
-        tools: list[dict[str, Any]] | None = None,
-        prompt: str | None = None,
-    ) -> ChatResult:
+    async def complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResult:
         async with self.limiter.slot() as slot:
             started = time.perf_counter()
             try:
-                result = await self._inner.complete(messages, response_format=response_format, tools=tools, prompt=prompt)
+                result = await self._inner.complete(messages, **kwargs)
             except LLMRateLimitError:
                 slot.record(time.perf_counter() - started, rate_limited=True)
                 raise

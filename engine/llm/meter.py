@@ -82,19 +82,12 @@ class MeteredModel:
         self._caller = caller
         self._role = role
 
-    async def complete(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        response_format: dict[str, Any] | None = None,
-        tools: list[dict[str, Any]] | None = None,
-        prompt: str | None = None,
-    ) -> ChatResult:
+    async def complete(self, messages: list[dict[str, Any]], *, prompt: str | None = None, **kwargs: Any) -> ChatResult:
         prompt_name, _, prompt_hash = (prompt or "").partition("@")
         attempt = current_attempt.get()
         started = time.perf_counter()
         try:
-            result = await self._inner.complete(messages, response_format=response_format, tools=tools, prompt=prompt)
+            result = await self._inner.complete(messages, prompt=prompt, **kwargs)
         except LLMCallError as error:
             self.meter.add(
                 CallRecord(

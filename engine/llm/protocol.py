@@ -27,7 +27,11 @@ class ChatResult:
 
 @runtime_checkable
 class ChatModel(Protocol):
-    """Anything that answers OpenAI-style chat messages."""
+    """Anything that answers OpenAI-style chat messages.
+
+    Backends name the parameters they send; wrappers take ``**kwargs`` and pass them on, so a new
+    parameter is an edit here and in the backends only.
+    """
 
     async def complete(
         self,

@@ -14,15 +14,27 @@ def request_key(
     seed: int,
     messages: list[dict[str, Any]],
     *,
+    options: dict[str, Any] | None = None,
+    prompt: str | None = None,
     response_format: dict[str, Any] | None = None,
     tools: list[dict[str, Any]] | None = None,
-    options: dict[str, Any] | None = None,
+    **request: Any,
 ) -> str:
     """A sha256 hex digest of the canonical JSON of everything that shapes the answer.
 
-    The prompt template's name is not part of the key: two templates that render the same
-    messages ask the same question.
+    Args:
+        model: the client's model string.
+        seed: the experiment seed.
+        messages: the chat messages.
+        options: the client's request options.
+        prompt: the template's ``name@hash``; not part of the key (two templates that render the
+            same messages ask the same question).
+        response_format: as for ``ChatModel.complete``.
+        tools: as for ``ChatModel.complete``.
+        **request: any further ``complete`` parameter; each one shapes the answer, so each is keyed.
     """
+    del prompt
+    # response_format and tools stay in the payload even when None: keys of earlier answers still match
     payload = {
         "model": model,
         "seed": seed,
@@ -30,6 +42,7 @@ def request_key(
         "response_format": response_format,
         "tools": tools,
         "options": options or {},
+        **{k: v for k, v in request.items() if v is not None},
     }
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()

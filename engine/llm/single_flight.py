@@ -30,21 +30,14 @@ class SingleFlightModel:
         self.calls = 0
         self.shared = 0
 
-    async def complete(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        response_format: dict[str, Any] | None = None,
-        tools: list[dict[str, Any]] | None = None,
-        prompt: str | None = None,
-    ) -> ChatResult:
+    async def complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResult:
         loop = asyncio.get_running_loop()
-        key = (id(loop), request_key(self._model, self._seed, messages, response_format=response_format, tools=tools, options=self._options))
+        key = (id(loop), request_key(self._model, self._seed, messages, options=self._options, **kwargs))
         flight = self._flights.get(key)
         if flight is None:
             # The call runs as its own task: a cancelled caller does not cancel the others' answer.
             self.calls += 1
-            flight = loop.create_task(self._inner.complete(messages, response_format=response_format, tools=tools, prompt=prompt))
+            flight = loop.create_task(self._inner.complete(messages, **kwargs))
             self._flights[key] = flight
             flight.add_done_callback(lambda _: self._flights.pop(key, None))
         else:

@@ -2,15 +2,15 @@
 ask/intervene, sweeps and whole-experiment runs."""
 
 from engine.society.batch import BatchJob, BatchResult, step_agent_batch
-from engine.society.cluster import open_client
 from engine.society.env_host import EnvHost
-from engine.society.helper import AgentSocietyHelper, HelperResult, PlanStep
+from engine.society.experimenter.helper import AgentSocietyHelper, HelperResult, PlanStep
 from engine.society.lease import RunLease, effective_status
-from engine.society.questionnaire import QuestionItem, Questionnaire, QuestionnaireAnswer, QuestionnaireResponse
-from engine.society.runner import RunProgress, RunSummary, run_experiment
+from engine.society.questionnaire.items import QuestionItem, Questionnaire, QuestionnaireAnswer, QuestionnaireResponse
+from engine.society.run.cluster import open_client
+from engine.society.run.runner import RunProgress, RunSummary, run_experiment
+from engine.society.run.sweep import SweepSummary, run_spec, run_sweep
 from engine.society.society import AgentSociety, plan_batches
-from engine.society.sweep import SweepCell, expand_sweep
-from engine.society.sweep_run import SweepSummary, run_spec, run_sweep
+from engine.sweep import SweepCell, expand_sweep
 
 __all__ = [
     "AgentSociety",

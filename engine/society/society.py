@@ -33,13 +33,13 @@ from engine.llm.client import LLMClient
 from engine.llm.meter import CallRecord
 from engine.run_status import RunStatus
 from engine.society.batch import BatchJob, BatchResult, step_agent_batch
-from engine.society.consult import run_helper
 from engine.society.datasets import ACTIONS, LLM_CALLS, SOCIETY_QUERIES
 from engine.society.env_host import EnvHost
+from engine.society.experimenter.consult import run_helper
+from engine.society.experimenter.interview import ask_agents
 from engine.society.fanout import fan_out
-from engine.society.interview import ask_agents
 from engine.society.planning import SocietyTotals, plan_batches, split_allowance
-from engine.society.questionnaire_batch import distribute_questionnaire
+from engine.society.questionnaire.batch import distribute_questionnaire
 from engine.society.status import SocietyStep, read_society_step, write_society, write_society_step
 from engine.society.transaction import commit, recover
 from engine.storage.atomic import read_json
@@ -268,31 +268,42 @@ class AgentSociety:
         attempt = uuid.uuid4().hex
         await self._env.call("set_current_time", self._status.current_time)
         batches = plan_batches(self.agent_ids, self._batch_size)
-        allowances = split_allowance(self._budget, self.usage, len(batches)) if self._budget else [None] * len(batches)
+        allowances = await self._share_budget(len(batches))
         proxy = self.proxy
         results = await self._run_batches(
             [BatchJob(ids, step, i, tick, t_end, proxy, allowances[i], txn, attempt, self._session)
              for i, ids in enumerate(batches)]
         )
         stopped = sum(r.budget_stopped for r in results)
-        if stopped:
-            self.set_status(RunStatus.BUDGET_EXHAUSTED, f"{stopped} agent-steps of step {step} wait for more budget")
-            raise BudgetExhaustedError(f"budget exhausted during step {step}: {stopped} agent-steps not run")
+        router_calls, refused = await self._stage_router_calls(step, txn)
+        if stopped or refused:
+            self.set_status(RunStatus.BUDGET_EXHAUSTED, f"{stopped} agent-steps and {refused} router calls of step {step} wait for more budget")
+            raise BudgetExhaustedError(f"budget exhausted during step {step}: {stopped} agent-steps not run, {refused} router calls refused")
         env = await self._env.call("step", step, tick, t_end, txn)
-        staged = [path for r in results for path in r.staged] + env["staged"]
-        staged += await self._stage_router_calls(step, txn)
+        staged = [path for r in results for path in r.staged] + env["staged"] + router_calls
         self._status.current_time = t_end
         self._status.step_count = step
         self._status.agent_steps_done += sum(r.agents for r in results)
         self._commit(staged, env_snapshot=env["snapshot"])
         return results
 
-    async def _stage_router_calls(self, step: int, txn: int) -> list[str]:
-        """Stage the env router's LLM call rows of this transaction; count their provider usage."""
+    async def _share_budget(self, holders: int) -> list[Allowance | None]:
+        """Share what remains of the budget over ``holders`` and the env router, which gets the last
+        share now (its calls serve every holder's env requests): together they cannot overspend."""
+        if self._budget is None:
+            return [None] * holders  # the router's gate stays as the actor starts: unlimited
+        *shares, router = split_allowance(self._budget, self.usage, holders + 1)
+        await self._env.call("open_budget", router)
+        return shares
+
+    async def _stage_router_calls(self, step: int, txn: int) -> tuple[list[str], int]:
+        """Stage the env router's LLM call rows of this transaction and count their provider usage;
+        returns the staged paths and how many router calls the budget refused."""
         records = [{"run": self.run_id, "step": step, **r} for r in await self._env.call("drain_llm_records")]
         self.usage.add(Usage.of_calls(records))
         path = ReplayWriter(RunLayout(self._run_dir).replay, txn=txn).write_shard(LLM_CALLS, shard_name(step, f"router-{txn:06d}"), records)
-        return [str(path)] if path else []
+        refused = await self._env.call("budget_refused") if self._budget is not None else 0
+        return [str(path)] if path else [], refused
 
     async def _run_batches(self, jobs: list[BatchJob]) -> list[BatchResult]:
         """Run the tick's batches (see :func:`fan_out`); a lost env actor ends the attempt."""
@@ -367,8 +378,13 @@ class AgentSociety:
     async def _consult(self, kind: str, text: str, step_index: int | None) -> Any:
         async def attempt() -> Any:
             txn = self._status.txn + 1
-            result, staged, usage = await run_helper(self, kind, text, txn=txn, step_index=step_index)
+            (allowance,) = await self._share_budget(1)
+            result, staged, usage = await run_helper(self, kind, text, txn=txn, step_index=step_index, allowance=allowance)
             self.usage.add(usage)
+            router_calls, refused = await self._stage_router_calls(self.step_count, txn)
+            staged += router_calls
+            if refused:
+                raise BudgetExhaustedError(f"budget exhausted during the {kind} step: {refused} router calls refused")
             snapshot = None
             if kind == "intervene":
                 await self._env.call("settle")

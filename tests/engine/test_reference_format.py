@@ -16,7 +16,7 @@ from engine.agent.registry import agent_type_names
 from engine.env.registry import env_module_names
 from engine.errors import SpecError
 from engine.reference_format import load_reference, reference_to_spec
-from engine.society.runner import run_experiment
+from engine.society.run.runner import run_experiment
 from engine.spec import AskStep, QuestionnaireStep, RunStep
 from engine.storage.reader import ReplayReader
 

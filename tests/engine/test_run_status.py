@@ -24,7 +24,7 @@ BARE_STATUS = re.compile(
 #: Other vocabularies that share words with run statuses: agent-step and to-do item statuses
 #: (engine/agent), the helper's per-call result (``ok`` | ``failed``), Dask's task states (fanout) and
 #: trace span statuses.
-_OTHER_VOCABULARIES = ("engine/agent/", "engine/society/helper.py", "engine/society/fanout.py")
+_OTHER_VOCABULARIES = ("engine/agent/", "engine/society/experimenter/helper.py", "engine/society/fanout.py")
 
 
 def test_json_values_are_the_strings_runs_and_records_have_always_held():

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("engine.society.runner", reason="engine/society/runner.py has not landed yet")
-pytest.importorskip("engine.society.cluster", reason="engine/society/cluster.py has not landed yet")
+pytest.importorskip("engine.society.run.runner", reason="engine/society/run/runner.py has not landed yet")
+pytest.importorskip("engine.society.run.cluster", reason="engine/society/run/cluster.py has not landed yet")
 
 import httpx
 import pyarrow.parquet as pq

@@ -103,7 +103,7 @@ def test_polis_serve_starts_its_local_cluster_dashboard_at_polis_dashboard_addre
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("POLIS_")},
            "POLIS_DASHBOARD_ADDRESS": f"127.0.0.1:{dashboard}", "POLIS_N_WORKERS": "1"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "serve", "--port", str(port), "--data-dir", str(tmp_path)],
+        [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--data-dir", str(tmp_path)],
         env=env, stderr=subprocess.PIPE, text=True,
     )
     try:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-runner = pytest.importorskip("engine.society.runner", reason="engine/society/runner.py has not landed yet")
+runner = pytest.importorskip("engine.society.run.runner", reason="engine/society/run/runner.py has not landed yet")
 
 from engine.spec import ExperimentSpec, parse_spec  # noqa: E402
 from service.errors import ExperimentNotFoundError, ExperimentNotRunningError  # noqa: E402

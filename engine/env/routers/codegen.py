@@ -11,6 +11,8 @@ not applied twice. In template mode the working code is cached by template
 (``template_cache``) and reused with the next caller's variables; the code is stored only when it
 takes every value from ``variables`` (``template_reuse``), so a hit never replays another caller's
 values, and the ``code`` examples then read the values from there (``codegen_examples``).
+The code's ``random`` is seeded per ask from the run seed and the request (:func:`request_seed`),
+so the same request in a rerun draws the same numbers.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from engine.llm.meter import Meter
 from engine.llm.protocol import ChatModel
 from engine.llm.structured import complete_structured
 
-__all__ = ["CodeGenRouter", "build_code_decision", "example_call", "pyi_listing"]
+__all__ = ["CodeGenRouter", "build_code_decision", "example_call", "pyi_listing", "request_seed"]
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +93,17 @@ def build_code_decision(tools: dict[str, ToolInfo], examples: list[str] | None =
     )
 
 
+def request_seed(run_seed: int, agent_id: Any, t: datetime | None, instruction: str, variables: Any) -> int:
+    """The seed of one ask's ``random``: a hash of the run seed and the request (agent, time, text, values).
+
+    Two identical requests (same run seed, agent, simulated time, instruction and variables) draw
+    the same numbers; any difference gives an unrelated seed.
+    """
+    request = [run_seed, agent_id, t.isoformat() if t else None, instruction, variables]
+    digest = hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
 @dataclass
 class _Attempt:
     code: str | None = None
@@ -122,6 +135,7 @@ class CodeGenRouter(RouterBase):
         limits: sandbox limits per execution.
         sandbox: where generated code runs; None starts the router's own ``SandboxPool`` (its
             processes start at :meth:`init`, and :meth:`close` ends them).
+        seed: the run seed, from which each ask's ``random`` seed derives (:func:`request_seed`).
     """
 
     def __init__(
@@ -136,8 +150,10 @@ class CodeGenRouter(RouterBase):
         embedder: Embedder | str | None = None,
         limits: SandboxLimits | None = None,
         sandbox: Executor | None = None,
+        seed: int = 0,
     ) -> None:
         super().__init__(env_modules, llm, meter=meter, max_steps=max_steps)
+        self.seed = seed
         self.limits = limits or SandboxLimits()
         self._pool: SandboxPool | None = None  #: the pool this router started (and closes)
         if sandbox is None:
@@ -283,6 +299,7 @@ class CodeGenRouter(RouterBase):
             execution = await execute(
                 code, self._sandbox_tools(request.agent_id, request.readonly), ctx=_sandbox_context(request),
                 variables=variables, limits=self.limits, readonly=request.readonly, executor=self.sandbox,
+                seed=request_seed(self.seed, request.agent_id, self.t, request.instruction, variables),
             )  # fmt: skip
         except CodeRejectedError as error:
             return _Attempt(code=code, error=str(error))

@@ -13,7 +13,8 @@ CODEGEN_SYSTEM = PromptTemplate(
     "Functions you can call (plain synchronous calls; agent_id is filled in for you):\n"
     "```python\n{listing}\n```\n"
     "Rules:\n"
-    "- Write plain statements. math, statistics, datetime and json are available without import.\n"
+    "- Write plain statements. math, statistics, datetime, json, collections, itertools, functools, operator, "
+    "random (seeded per request) and re (RE2 syntax: no backreferences or lookaround) are available without import.\n"
     '- Put what the agent should learn into the dict `results`, e.g. results["answer"] = ...\n'
     "- `ctx` and `variables` are read-only dicts of context and template values.\n"
     "- A failing function raises ToolError with the environment's reason.\n"

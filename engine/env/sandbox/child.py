@@ -1,8 +1,10 @@
 """The sandbox process: runs compiled, guarded code for the env actor under limits the OS enforces.
 
-The pool starts it as ``python -I -S -W ignore child.py MAX_MEMORY_MB`` (no site, no environment,
-stdlib only: the engine package is never imported, only this package's stdlib-only modules
-``wire``, ``limits``, ``namespace``, ``instrument`` and ``runtime``). Before it reads any code it
+The pool starts it as ``python -I -S -W ignore child.py MAX_MEMORY_MB RE2_DIR`` (no site, no
+environment, stdlib only: the engine package is never imported, only this package's stdlib-only
+modules ``wire``, ``limits``, ``attributes``, ``namespace``, ``instrument``, ``runtime`` and
+``offered``, and ``engine.linear_regex`` with the one package it needs, ``re2``, loaded from
+``RE2_DIR``, the directory the actor found it in). Before it reads any code it
 sets its own limits: no core files, no file writes, no new processes, few file descriptors, a
 lower CPU priority than the actor, and a hard address-space cap of its start-up size plus
 ``MAX_MEMORY_MB``. Per execution it lowers the address-space limit (``RLIMIT_AS``) to the start-up
@@ -13,7 +15,7 @@ or by the actor, which kills the process at its wall-clock deadline.
 Protocol (``wire`` frames; the actor sends marshal, this process answers JSON):
 
 - ``-> {"op": "ready", "pid", "base_mb"}`` once started;
-- ``<- {"op": "run", "code", "tools", "ctx", "variables", "limits"}``;
+- ``<- {"op": "run", "code", "tools", "ctx", "variables", "limits", "seed"}``;
 - ``-> {"op": "call", "tool", "arguments"}`` and ``<- {"kind", "value" | "error"}`` per tool call;
 - ``-> {"op": "done", "error", "results", "output", "steps", "recycle"}``.
 
@@ -22,6 +24,8 @@ End of input (the actor closed the pipe or died) ends the process.
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import json
 import marshal
 import os
@@ -47,6 +51,16 @@ def _load_sandbox() -> tuple[Any, Any, Any]:
     from engine.env.sandbox import limits, runtime, wire
 
     return limits, runtime, wire
+
+
+def _load_re2(location: str) -> None:
+    """Import ``re2`` (behind the sandbox's ``re``) from ``location`` alone: site-packages is not on the path."""
+    spec = importlib.machinery.PathFinder.find_spec("re2", [location])
+    if spec is None or spec.loader is None:
+        raise ImportError(f"re2 is not in {location}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["re2"] = module
+    spec.loader.exec_module(module)
 
 
 def _vm_size() -> int:
@@ -98,7 +112,7 @@ def _run_one(message: dict[str, Any], channel: _Channel, base: int, limits_mod: 
         return channel.receive()
 
     run = runtime.Run(limits, transport)
-    namespace = runtime.build_namespace(run, message["tools"], message["ctx"], message["variables"])
+    namespace = runtime.build_namespace(run, message["tools"], message["ctx"], message["variables"], message["seed"])
     error, results, out_of_memory = runtime.exec_code(message["code"], run, namespace)
     del namespace
     output = "".join(run.output)
@@ -116,6 +130,7 @@ def main(argv: list[str]) -> None:
         os.dup2(null, fd)
     os.close(null)
     try:
+        _load_re2(argv[2])
         limits_mod, runtime, wire = _load_sandbox()
         channel = _Channel(reader, writer, wire)
         base = _set_limits(int(argv[1]))

@@ -65,6 +65,7 @@ class Executor(Protocol):
         variables: Mapping[str, Any] | None = None,
         limits: SandboxLimits | None = None,
         readonly: bool = False,
+        seed: int = 0,
     ) -> ExecutionResult: ...
 
 
@@ -77,6 +78,7 @@ async def execute(
     limits: SandboxLimits | None = None,
     readonly: bool = False,
     executor: Executor | None = None,
+    seed: int = 0,
 ) -> ExecutionResult:
     """Check and run generated code.
 
@@ -88,6 +90,7 @@ async def execute(
         limits: the limits (defaults: 2 s, 100k steps, 20 tool calls, 512 MB).
         readonly: offer and allow only read-only tools.
         executor: where the code runs (a ``SandboxPool``); None runs it in a thread (cooperative limits only).
+        seed: the request's seed for ``random`` (the same seed draws the same numbers).
 
     Returns:
         The outcome; failures inside the code are in ``error``, never raised.
@@ -99,7 +102,7 @@ async def execute(
     tools = list(tools)
     compiled = code if isinstance(code, CodeType) else compile_guarded(code, reserved=RESERVED_NAMES | {t.name for t in tools})
     return await (executor or ThreadExecutor()).run(
-        compiled, tools, ctx=ctx, variables=variables, limits=limits, readonly=readonly
+        compiled, tools, ctx=ctx, variables=variables, limits=limits, readonly=readonly, seed=seed
     )
 
 
@@ -115,6 +118,7 @@ class ThreadExecutor:
         variables: Mapping[str, Any] | None = None,
         limits: SandboxLimits | None = None,
         readonly: bool = False,
+        seed: int = 0,
     ) -> ExecutionResult:
         limits = limits or SandboxLimits()
         loop = asyncio.get_running_loop()
@@ -139,7 +143,7 @@ class ThreadExecutor:
                 return {"kind": "stop", "error": f"time limit of {limits.timeout_s} s exceeded while {name} ran"}
 
         run = Run(limits, transport, checkpoint)
-        namespace = build_namespace(run, broker.specs(), plain(dict(ctx or {})), plain(dict(variables or {})))
+        namespace = build_namespace(run, broker.specs(), plain(dict(ctx or {})), plain(dict(variables or {})), seed)
         done: asyncio.Future[tuple[str | None, dict[str, Any]]] = loop.create_future()
 
         def finish(outcome: tuple[str | None, dict[str, Any]]) -> None:

@@ -5,7 +5,8 @@ is refused (classes, ``with``, ``global``/``nonlocal``, ``async``/``await``, ``y
 ``except*``). On top of that it refuses
 
 - every name, attribute, argument, keyword or import alias starting with ``_`` (dunders and
-  private members: ``().__class__``, ``re._compile``, ``x._secret``);
+  private members: ``().__class__``, ``re._compile``, ``x._secret``), but for the throwaway
+  variable ``_`` itself (``for _ in range(3)``), an ordinary name;
 - introspection builtins (``getattr``, ``type``, ``vars``, ``eval``, ``open``, ...) by name;
 - attributes that lead to frames, code objects or formatting with attribute access, even without
   underscores (``tb_frame``, ``gi_frame``, ``f_globals``, ``co_code``, ``func_globals``, ``mro``,
@@ -26,12 +27,14 @@ from __future__ import annotations
 
 import ast
 import functools
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from types import CodeType
 
+from engine.env.sandbox.attributes import FORBIDDEN_ATTRIBUTE_PREFIXES, FORBIDDEN_ATTRIBUTES, SIZED_METHODS
 from engine.env.sandbox.errors import CodeRejectedError
 from engine.env.sandbox.instrument import instrument
-from engine.env.sandbox.namespace import ALLOWED_EXCEPTIONS, MAX_SEQUENCE, SAFE_MODULES, SIZED_METHODS
+from engine.env.sandbox.namespace import ALLOWED_EXCEPTIONS, MAX_SEQUENCE
+from engine.env.sandbox.offered import MODULE_MEMBERS
 from engine.env.sandbox.runtime import FILENAME
 
 __all__ = [
@@ -68,21 +71,17 @@ FORBIDDEN_NAMES = frozenset({
     "staticmethod", "property", "exit", "quit", "id", "iter", "next", "aiter", "anext", "issubclass",
     "bytearray", "callable", "BaseException", "SystemExit", "KeyboardInterrupt", "GeneratorExit",
 })  # fmt: skip
-#: Attributes refused although they do not start with ``_``.
-FORBIDDEN_ATTRIBUTES = frozenset({
-    "format", "format_map", "mro", "ljust", "rjust", "center", "zfill", "expandtabs", "with_traceback", "obj",
-})  # fmt: skip
-#: Prefixes of frame, code, generator, coroutine, traceback and legacy function attributes.
-FORBIDDEN_ATTRIBUTE_PREFIXES = ("f_", "co_", "gi_", "cr_", "ag_", "tb_", "func_", "im_")
 _POW_EXPONENT_LIMIT = 10_000
 
 
-def check_code(code: str, *, reserved: Iterable[str] = ()) -> ast.Module:
+def check_code(code: str, *, reserved: Iterable[str] = (), modules: Mapping[str, Collection[str]] = MODULE_MEMBERS) -> ast.Module:
     """Parse ``code`` and refuse anything outside the sandbox's language.
 
     Args:
         code: the generated Python source.
         reserved: names the code may read but not rebind (``results``, ``ctx``, tool names).
+        modules: what code may import: module name -> its names (the sandbox's modules; another
+            set measures the guard as it was, see ``benchmarks/codegen_guard.py``).
 
     Returns:
         The parsed module (not yet instrumented).
@@ -98,7 +97,7 @@ def check_code(code: str, *, reserved: Iterable[str] = ()) -> ast.Module:
         raise CodeRejectedError([f"line {error.lineno or 1}: syntax error: {error.msg}"]) from None
     except (ValueError, RecursionError, MemoryError) as error:  # null bytes, absurd nesting
         raise CodeRejectedError([f"line 1: unparsable code: {type(error).__name__}"]) from None
-    problems = _Checker(frozenset(reserved)).run(tree)
+    problems = _Checker(frozenset(reserved), modules).run(tree)
     if problems:
         raise CodeRejectedError(problems)
     return tree
@@ -126,8 +125,9 @@ def _compile(code: str, reserved: frozenset[str]) -> CodeType:
 
 
 class _Checker(ast.NodeVisitor):
-    def __init__(self, reserved: frozenset[str]) -> None:
+    def __init__(self, reserved: frozenset[str], modules: Mapping[str, Collection[str]]) -> None:
         self.reserved = reserved
+        self.modules = modules
         self.problems: list[str] = []
         self.called: set[int] = set()  # ids of Attribute nodes that are called right away
 
@@ -146,7 +146,7 @@ class _Checker(ast.NodeVisitor):
         super().generic_visit(node)
 
     def _identifier(self, node: ast.AST, name: str, what: str) -> None:
-        if name.startswith("_"):
+        if name.startswith("_") and not (name == "_" and isinstance(node, (ast.Name, ast.arg))):
             self.refuse(node, f"{what} {name!r} is not allowed (names starting with '_' are private)")
         elif name in FORBIDDEN_NAMES:
             self.refuse(node, f"{what} {name!r} is not allowed in the sandbox")
@@ -224,14 +224,14 @@ class _Checker(ast.NodeVisitor):
         for alias in node.names:
             if alias.name == "*":
                 self.refuse(node, "'import *' is not allowed")
-            elif node.module in SAFE_MODULES and not hasattr(SAFE_MODULES[node.module], alias.name):
+            elif node.module is not None and node.module in self.modules and alias.name not in self.modules[node.module]:
                 self.refuse(node, f"{node.module}.{alias.name} is not available in the sandbox")
             self._identifier(node, alias.asname or alias.name, "imported name")
             self._binding(node, alias.asname or alias.name)
 
     def _module(self, node: ast.AST, name: str) -> None:
-        if name not in SAFE_MODULES:
-            self.refuse(node, f"import of {name!r} is not allowed; available: {', '.join(sorted(SAFE_MODULES))}")
+        if name not in self.modules:
+            self.refuse(node, f"import of {name!r} is not allowed; available: {', '.join(sorted(self.modules))}")
 
     def visit_Delete(self, node: ast.Delete) -> None:
         for target in node.targets:

@@ -15,9 +15,12 @@ import json as _json
 import math as _math
 import re
 import statistics as _statistics
-from collections.abc import Callable, Sized
+from collections import deque
+from collections.abc import Callable, Mapping, Sized
 from types import SimpleNamespace
 from typing import Any
+
+from engine.env.sandbox.attributes import SIZED_METHODS
 
 __all__ = [
     "ALLOWED_EXCEPTIONS",
@@ -30,14 +33,13 @@ __all__ = [
     "call_method",
     "format_value",
     "safe_builtins",
-    "safe_import",
 ]
 
 #: Longest string, list or tuple one operator or builtin may produce (characters or items).
 MAX_SEQUENCE = 1_000_000
 #: Largest integer (in bits) one ``*``, ``**`` or ``<<`` may produce.
 MAX_INT_BITS = 100_000
-_SEQUENCES = (str, bytes, list, tuple)
+_SEQUENCES = (str, bytes, list, tuple, deque)
 _MAX_JSON_INDENT = 8
 
 
@@ -63,8 +65,8 @@ _STATISTICS = ("mean", "fmean", "median", "median_low", "median_high", "mode", "
                "variance", "pvariance", "quantiles", "StatisticsError")  # fmt: skip
 _DATETIME = ("datetime", "date", "time", "timedelta", "timezone")
 
-#: Module name -> its proxy. ``re`` is left out on purpose: a backtracking pattern runs in C
-#: holding the GIL, which no step or time limit can interrupt.
+#: Module name -> its proxy, for the modules that need nothing of the execution (the others, and
+#: ``re`` on RE2 rather than Python's backtracking engine, are in ``offered/``).
 SAFE_MODULES: dict[str, SimpleNamespace] = {
     "math": _proxy(_math, _MATH),
     "statistics": _proxy(_statistics, _STATISTICS),
@@ -215,11 +217,6 @@ def format_value(value: Any, spec: str, conversion: int) -> str:
     return format(value, spec)
 
 
-#: Methods that can build a huge result in one C call. The guard only lets code call them
-#: directly, and such calls go through :func:`call_method`, which checks the size first.
-SIZED_METHODS = frozenset({"join", "replace", "translate", "extend", "strftime"})
-
-
 def call_method(obj: Any, name: str, *args: Any, **kwargs: Any) -> Any:
     """``obj.name(*args, **kwargs)`` for a name in :data:`SIZED_METHODS`, refusing oversized results.
 
@@ -270,15 +267,21 @@ def _safe_sum(iterable: Any, start: int | float = 0) -> Any:
     return builtins.sum(iterable, start)
 
 
-def safe_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:  # noqa: A002
-    """The ``__import__`` of sandboxed code: proxies of allowed modules only.
+class _Importer:
+    """The ``__import__`` of sandboxed code: proxies of the execution's modules only."""
 
-    Raises:
-        ImportError: any other module or a relative import.
-    """
-    if level != 0 or name not in SAFE_MODULES:
-        raise ImportError(f"import of {name!r} is not allowed; available: {', '.join(sorted(SAFE_MODULES))}")
-    return SAFE_MODULES[name]
+    __slots__ = ("_modules",)
+
+    def __init__(self, modules: Mapping[str, Any]) -> None:
+        self._modules = modules
+
+    def __call__(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:  # noqa: A002
+        if level != 0 or name not in self._modules:
+            raise ImportError(f"import of {name!r} is not allowed; available: {', '.join(sorted(self._modules))}")
+        return self._modules[name]
+
+    def __repr__(self) -> str:
+        return "<built-in function __import__>"
 
 
 _PLAIN_BUILTINS = ("len", "min", "max", "sorted", "reversed", "enumerate", "zip", "map", "filter", "any", "all",
@@ -286,13 +289,14 @@ _PLAIN_BUILTINS = ("len", "min", "max", "sorted", "reversed", "enumerate", "zip"
                    "tuple", "isinstance", "repr", "chr", "ord")  # fmt: skip
 
 
-def safe_builtins(print_fn: Callable[..., None]) -> dict[str, Any]:
+def safe_builtins(print_fn: Callable[..., None], modules: Mapping[str, Any] = SAFE_MODULES) -> dict[str, Any]:
     """The ``__builtins__`` of one execution.
 
     Args:
         print_fn: the captured ``print``.
+        modules: what ``import`` finds (module name -> proxy).
     """
     table: dict[str, Any] = {name: getattr(builtins, name) for name in _PLAIN_BUILTINS}
     table.update(ALLOWED_EXCEPTIONS)
-    table.update(range=_safe_range, sum=_safe_sum, print=print_fn, __import__=safe_import)
+    table.update(range=_safe_range, sum=_safe_sum, print=print_fn, __import__=_Importer(modules))
     return table

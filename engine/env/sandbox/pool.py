@@ -208,6 +208,7 @@ class SandboxPool:
         variables: Mapping[str, Any] | None = None,
         limits: SandboxLimits | None = None,
         readonly: bool = False,
+        seed: int = 0,
     ) -> ExecutionResult:
         """Run compiled, guarded code in a sandbox process (waits for a free one).
 
@@ -218,7 +219,7 @@ class SandboxPool:
         broker = ToolBroker(tools, limits, readonly=readonly)
         message = marshal.dumps({
             "op": "run", "code": compiled, "tools": broker.specs(), "ctx": plain(dict(ctx or {})),
-            "variables": plain(dict(variables or {})), "limits": limits.as_dict(),
+            "variables": plain(dict(variables or {})), "limits": limits.as_dict(), "seed": int(seed),
         })  # fmt: skip
         process = await self._acquire()
         process.runs += 1

@@ -10,6 +10,7 @@ is tied to the process), written when it is writable, and the process is reaped 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import signal
@@ -27,6 +28,9 @@ __all__ = ["CHILD", "SandboxProcess", "terminate_all"]
 
 #: The sandbox process's entry point.
 CHILD = Path(__file__).with_name("child.py")
+_RE2 = importlib.util.find_spec("re2")
+#: Where the sandbox process finds ``re2`` (it starts without site-packages on its path).
+RE2_DIR = str(Path(_RE2.origin).parent.parent) if _RE2 is not None and _RE2.origin else ""
 _READ = 1 << 16
 
 
@@ -63,7 +67,7 @@ class SandboxProcess:
         env = {key: os.environ[key] for key in ("PATH", "LD_LIBRARY_PATH") if key in os.environ}
         try:
             proc = subprocess.Popen(  # noqa: S603 - our own interpreter and entry point
-                [sys.executable, "-I", "-S", "-W", "ignore", str(CHILD), str(max_memory_mb)],
+                [sys.executable, "-I", "-S", "-W", "ignore", str(CHILD), str(max_memory_mb), RE2_DIR],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/", env=env,
                 close_fds=True,
             )  # fmt: skip

@@ -16,13 +16,15 @@ import json
 import reprlib
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from types import CodeType, MappingProxyType
 from typing import Any
 
 from engine.env.sandbox.instrument import BINOP, FORMAT, METHOD, TICK
 from engine.env.sandbox.limits import SandboxLimits
-from engine.env.sandbox.namespace import SAFE_MODULES, ToolError, binop, call_method, format_value, safe_builtins
+from engine.env.sandbox.namespace import ToolError, binop, call_method, format_value, safe_builtins
+from engine.env.sandbox.offered import module_table
 
 __all__ = [
     "CHECKPOINT_S",
@@ -174,12 +176,19 @@ class _Tool:
         raise run.stop(error or f"{name} could not be called")
 
 
-def build_namespace(run: Run, tools: Iterable[ToolSpec], ctx: Mapping[str, Any], variables: Mapping[str, Any]) -> dict[str, Any]:
-    """The globals of one execution; ``ctx`` and ``variables`` must already be plain data."""
+def build_namespace(
+    run: Run, tools: Iterable[ToolSpec], ctx: Mapping[str, Any], variables: Mapping[str, Any], seed: int = 0
+) -> dict[str, Any]:
+    """The globals of one execution; ``ctx`` and ``variables`` must already be plain data.
+
+    Args:
+        seed: the request's seed, for ``random`` (the same seed draws the same numbers).
+    """
+    modules = module_table(run.tick, seed)
     return {
-        "__builtins__": safe_builtins(_Print(run)),
+        "__builtins__": safe_builtins(_Print(run), modules),
         TICK: run.tick, BINOP: binop, FORMAT: format_value, METHOD: call_method,
-        **SAFE_MODULES,
+        **modules,
         "results": {},
         "ctx": MappingProxyType(dict(ctx)),
         "variables": MappingProxyType(dict(variables)),
@@ -223,7 +232,7 @@ class _TooLarge(Exception):
 def _json_default(value: Any) -> Any:
     if isinstance(value, (datetime.date, datetime.time, datetime.timedelta, datetime.timezone)):
         return str(value)
-    if isinstance(value, (set, frozenset)):
+    if isinstance(value, (set, frozenset, deque)):
         return list(value)
     what = "a function" if callable(value) else f"a {type(value).__name__}"
     raise TypeError(

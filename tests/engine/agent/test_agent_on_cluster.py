@@ -15,7 +15,7 @@ from engine.agent.person import PersonAgent
 from engine.agent.service_proxy import ServiceProxy
 from engine.env.actor import EnvRouterConfig, build_router
 from engine.llm.client import LLMClient
-from engine.society.runner import run_experiment
+from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 
 T1 = datetime(2026, 1, 1, 9)

@@ -23,7 +23,7 @@ from fastapi import FastAPI, Request
 
 from engine.llm.sim import SimLLM
 from engine.llm.sim.background import serving
-from engine.society.runner import run_experiment
+from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 

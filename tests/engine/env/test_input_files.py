@@ -12,7 +12,7 @@ from engine.env.actor import EnvRouterConfig, build_router
 from engine.env.input_files import InputRoots, input_roots, resolve_input_file
 from engine.env.modules.mobility import MobilitySpace
 from engine.errors import SpecError
-from engine.society.runner import run_experiment
+from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 
 TRIANGLE = {

@@ -13,7 +13,7 @@ import pytest
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
 from engine.env.proxy import EnvRouterProxy
 from engine.failpoints import arm
-from engine.society.runner import run_experiment
+from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 from engine.storage.run_layout import RunLayout
@@ -95,8 +95,9 @@ async def _wait_for_workers(client, n: int = 2) -> None:  # noqa: ANN001
 
 
 def _final_totals(run) -> dict[str, int]:  # noqa: ANN001
-    status = json.loads((run / "SOCIETY_STEP.json").read_text())
-    saved = RunLayout(run).env_snapshots / status["env_snapshot"] / "TallySpace" / "state" / "ENV_STATE.json"
+    layout = RunLayout(run)
+    status = json.loads(layout.society_step_file.read_text())
+    saved = layout.env_snapshots / status["env_snapshot"] / "TallySpace" / "state" / "ENV_STATE.json"
     return json.loads(saved.read_text())["state"]["totals"]
 
 
@@ -108,7 +109,7 @@ async def test_killing_a_batch_worker_mid_tick_applies_a_plugins_updates_exactly
     # committed: the retried batch re-emits that agent and rolls its batch-mates back, whose
     # queued additions the base class must drop before they step again.
     task = asyncio.get_running_loop().create_task(run_experiment(parse_spec(_tally_spec()), run, client))
-    while not list(run.glob("SOCIETY_STEP.json")):
+    while not RunLayout(run).society_step_file.exists():
         await asyncio.sleep(0.01)
     actor = await _actor_worker(client)
     victim = next(a for a in await client.run(os.getpid) if a != actor)

@@ -16,7 +16,7 @@ from engine.errors import LLMCallError
 from engine.llm.meter import Meter, MeteredModel
 from engine.llm.protocol import ChatResult
 from engine.llm.scripted import ScriptedModel
-from engine.society.runner import run_experiment
+from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 from engine.storage.run_layout import RunLayout

@@ -28,7 +28,7 @@ from engine.llm.meter import Meter, MeteredModel
 from engine.llm.retry import RetryingModel
 from engine.llm.sim import SimFaults, SimLLM
 from engine.llm.sim.server import create_app
-from engine.society.runner import run_experiment
+from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 

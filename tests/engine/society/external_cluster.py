@@ -31,7 +31,7 @@ __all__ = ["ExternalCluster", "WorkerProcess", "bare_python", "external_cluster"
 
 #: The venv's ``dask`` command (the console script next to this interpreter).
 DASK = str(Path(sys.executable).parent / "dask")
-#: As ``engine.society.cluster.CLUSTER_CONFIG``, for processes that read Dask config from the environment.
+#: As ``engine.society.run.cluster.CLUSTER_CONFIG``, for processes that read Dask config from the environment.
 CLUSTER_ENV = {"DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "10s"}
 _START = re.compile(r"Start worker at:\s+(\S+)")
 _REGISTERED = "Registered to:"

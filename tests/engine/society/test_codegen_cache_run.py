@@ -11,7 +11,7 @@ import pytest
 from engine.agent.workspace import workspace_path
 from engine.llm.sim import SimLLM
 from engine.llm.sim.background import serving
-from engine.society.runner import run_experiment
+from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 

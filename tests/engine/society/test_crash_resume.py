@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.society.lease import effective_status
-from engine.society.runner import run_experiment
+from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 from tests.engine.society.crash_support import AGENTS, QUESTIONS, crash_spec, final_state, group_is_gone, start_driver, write_spec

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
-from engine.society.runner import run_experiment
+from engine.society.run.runner import run_experiment
 from engine.spec import load_spec
 from engine.storage.reader import ReplayReader
 

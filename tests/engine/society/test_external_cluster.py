@@ -18,7 +18,7 @@ from engine.llm.client import LLMClient
 from engine.llm.sim import SimLLM
 from engine.llm.sim.background import serving
 from engine.society.fanout import fan_out
-from engine.society.preflight import preflight
+from engine.society.run.preflight import preflight
 from tests.engine.society import external_cluster as cluster_fixtures
 from tests.engine.society.external_cluster import ExternalCluster, bare_python
 

@@ -17,7 +17,7 @@ from distributed import Client
 
 from engine.failpoints import arm
 from engine.llm.sim.process import SimLLMProcess, sim_llm_process
-from engine.society.runner import run_experiment
+from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 from tests.engine.society import external_cluster as cluster_fixtures

@@ -19,10 +19,10 @@ from engine.errors import ToolCallError
 from engine.llm.client import LLMClient
 from engine.llm.scripted import ScriptedModel
 from engine.society.datasets import SOCIETY_QUERIES
-from engine.society.helper import AgentSocietyHelper, HelperResult
-from engine.society.helper_tools import HelperToolbox
-from engine.society.interview import ask_agents
-from engine.society.profile_filter import match_profile
+from engine.society.experimenter.helper import AgentSocietyHelper, HelperResult
+from engine.society.experimenter.interview import ask_agents
+from engine.society.experimenter.profile_filter import match_profile
+from engine.society.experimenter.tools import HelperToolbox
 from engine.storage.catalog import Catalog
 from engine.storage.reader import ReplayReader
 from engine.storage.replay import ReplayWriter

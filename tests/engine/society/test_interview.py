@@ -20,7 +20,7 @@ from engine.llm.budget import Allowance, BudgetGate
 from engine.llm.client import LLMClient
 from engine.llm.meter import MeteredModel
 from engine.llm.scripted import ScriptedModel
-from engine.society.interview import ask_agents
+from engine.society.experimenter.interview import ask_agents
 
 T0 = datetime(2024, 1, 1, 8, 0)
 T1 = datetime(2024, 1, 1, 9, 0)

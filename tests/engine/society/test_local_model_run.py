@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 
 from engine.errors import PolisError
-from engine.society.runner import run_experiment
+from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from engine.run_status import RunStatus
-from engine.society.outcome import RunTally, judge, read_run_tally
-from engine.society.runner import run_experiment
+from engine.society.run.outcome import RunTally, judge, read_run_tally
+from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 

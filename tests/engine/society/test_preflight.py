@@ -11,7 +11,7 @@ from engine.errors import PreflightError
 from engine.llm.client import LLMClient
 from engine.llm.sim import SimLLM
 from engine.llm.sim.background import serving
-from engine.society.preflight import (
+from engine.society.run.preflight import (
     Endpoint,
     Expectation,
     PolisIdentity,

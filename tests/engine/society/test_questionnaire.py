@@ -14,9 +14,9 @@ from engine.llm.dispatcher import get_chat_model
 from engine.llm.meter import Meter, MeteredModel
 from engine.llm.protocol import ChatResult
 from engine.llm.scripted import ScriptedModel
-from engine.society.prompts import QUESTIONNAIRE_ANSWER
-from engine.society.questionnaire import Questionnaire, QuestionnaireResponse, answer_model, parse_reply
-from engine.society.questionnaire_ask import Persona, answer_questionnaire, build_messages
+from engine.society.questionnaire.ask import Persona, answer_questionnaire, build_messages
+from engine.society.questionnaire.items import Questionnaire, QuestionnaireResponse, answer_model, parse_reply
+from engine.society.questionnaire.prompts import QUESTIONNAIRE_ANSWER
 from engine.spec import QuestionnaireStep
 
 T = datetime(2026, 1, 1, 12)

@@ -16,8 +16,8 @@ from engine.agent.workspace import workspace_path
 from engine.errors import BudgetExhaustedError
 from engine.llm.budget import Allowance
 from engine.llm.client import LLMClient
-from engine.society.questionnaire import Questionnaire
-from engine.society.questionnaire_batch import artifact_path, distribute_questionnaire
+from engine.society.questionnaire.batch import artifact_path, distribute_questionnaire
+from engine.society.questionnaire.items import Questionnaire
 from engine.storage.reader import ReplayReader
 from engine.storage.staging import commit_staged, staged_path, staged_txn
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from engine.society.lease import effective_status
-from engine.society.runner import run_experiment
+from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 

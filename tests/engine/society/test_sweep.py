@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from engine.errors import RunError, SpecError
-from engine.society.sweep import derive_seed, expand_sweep
-from engine.society.sweep_run import run_sweep
+from engine.society.run.sweep import run_sweep
 from engine.spec import parse_spec
 from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.reader import ReplayReader
+from engine.sweep import derive_seed, expand_sweep
 
 TEMPERATURE = "llm.default.options.temperature"
 COUNT = "population.0.count"

@@ -12,7 +12,7 @@ import pytest
 
 from engine.failpoints import arm
 from engine.society.lease import effective_status
-from engine.society.runner import run_experiment
+from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 from tests.engine.society.crash_support import (

@@ -88,11 +88,23 @@ HOSTILE: list[tuple[str, str, str, str]] = [
     ("string-doubling", "s = 'ab'\nwhile True:\n    s = s + s", ERROR, "too large"),
     ("int-squaring", "x = 3\nfor i in range(40):\n    x = x * x", ERROR, "too large"),
     ("int-to-str", "x = str(7 ** 9999 * 7 ** 9999)", ERROR, "ValueError"),
-    # regular expressions are not offered
-    ("regex-catastrophe", 'import re\nre.match("(a+)+$", "a" * 40 + "b")', REFUSED, "import of 're'"),
+    # regular expressions run on RE2 (the catastrophic patterns finish at once: test_offered_regex.py)
+    ("regex-backreference", 'import re\nre.match(r"(a+)\\1", "aa")', ERROR, "backreferences"),
+    ("regex-sub-multiplies", S + 'x = re.sub("", s, s)', ERROR, "too large"),
+    ("regex-expand-multiplies", S + 'x = re.sub("a+", "\\g<0>" * 1000, s)', ERROR, "too large"),
     # infinite generators and iterators
     ("yield-generator", "def gen():\n    while True:\n        yield 1", REFUSED, "generators"),
-    ("itertools-count", "import itertools\nx = list(itertools.count())", REFUSED, "import of 'itertools'"),
+    ("itertools-count", "import itertools\nx = list(itertools.count())", STOPPED, "step limit"),
+    ("itertools-product-max", "x = max(itertools.product(range(1000), repeat=9))", STOPPED, "step limit"),
+    ("itertools-repeat-join", "x = ''.join(itertools.repeat('a'))", STOPPED, "step limit"),
+    ("itertools-huge-repeat", "x = itertools.product([1], repeat=10**9)", ERROR, "too large"),
+    ("counter-elements", "x = list(collections.Counter(a=10**10).elements())", OS, "memory limit"),
+    ("deque-repeat", "x = collections.deque([0]) * 10**10", ERROR, "too large"),
+    ("random-choices-huge", "x = random.choices([1], k=10**9)", ERROR, "too large"),
+    ("operator-mul-bomb", "x = operator.mul('a', 10**10)", ERROR, "too large"),
+    ("attrgetter-dunder", "x = operator.attrgetter('__class__.__subclasses__')(1)()", ERROR, "'__class__'"),
+    ("methodcaller-format", "x = operator.methodcaller('format', 1)('{0.__class__}')", ERROR, "'format'"),
+    ("reduce-builtin-bomb", "x = functools.reduce(operator.mul, ['a', 10**5, 10**5])", ERROR, "too large"),
     ("iter-sentinel", "x = list(iter(int, 1))", REFUSED, "'iter'"),
     ("huge-range", "x = list(map(lambda i: i, range(10**12)))", ERROR, "too large"),
     ("sorted-key-storm", "x = sorted(range(10**6), key=lambda i: -i)", STOPPED, "step limit"),
@@ -214,7 +226,9 @@ async def test_hostile_program_is_refused_or_stopped_in_time_and_memory(
     assert elapsed <= LIMITS.timeout_s + 1.0
     assert peak <= LIMITS.max_memory_growth_mb + 64
     expected_ticks = int(elapsed / TICK_S)
-    assert ticks >= int(0.8 * expected_ticks), f"the event loop ticked {ticks} times of {expected_ticks}"
+    # a loop blocked by the program ticks about never; a free loop on a loaded 2-core machine ticks
+    # late (each tick also reads /proc), so only a share of the ideal count is required
+    assert ticks >= int(0.4 * expected_ticks), f"the event loop ticked {ticks} times of {expected_ticks}"
 
     if how == REFUSED:
         assert result is None, f"ran: {result}"

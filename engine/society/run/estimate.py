@@ -9,7 +9,7 @@ from pathlib import Path
 from distributed import Client
 
 from engine.run_status import is_finished
-from engine.society.runner import run_experiment
+from engine.society.run.runner import run_experiment
 from engine.spec import ExperimentSpec, LLMClientSpec, LLMSpec, RunStep
 from engine.storage.reader import ReplayReader
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from engine.llm.budget import BudgetedModel, BudgetGate, Usage
-from engine.llm.dispatcher import get_chat_model
-from engine.llm.meter import CallRecord, Meter, MeteredModel
+from engine.llm.budget import Allowance, BudgetGate, Usage
+from engine.llm.dispatcher import caller_model
+from engine.llm.meter import CallRecord, Meter
 from engine.society.datasets import LLM_CALLS, SOCIETY_QUERIES
-from engine.society.helper import AgentSocietyHelper, HelperResult
+from engine.society.experimenter.helper import AgentSocietyHelper, HelperResult
 from engine.storage.atomic import atomic_write_text
 from engine.storage.replay import ReplayWriter
 from engine.storage.run_layout import RunLayout
@@ -53,22 +53,22 @@ class _Interviews:
 
 
 async def run_helper(
-    society: AgentSociety, kind: str, text: str, *, txn: int, step_index: int | None
+    society: AgentSociety, kind: str, text: str, *, txn: int, step_index: int | None, allowance: Allowance | None
 ) -> tuple[HelperResult, list[str], Usage]:
     """Run the plan-and-execute helper for one ``ask`` or ``intervene``.
+
+    Args:
+        allowance: what the helper and its interviews may spend (None: unlimited).
 
     Returns:
         The helper's result, the staged paths to commit, and the provider usage it spent.
     """
     index = society.completed_steps if step_index is None else step_index
     meter = Meter()
-    model: Any = get_chat_model(society.proxy.client("default"))
-    remaining = society.remaining_budget()
-    gate = BudgetGate(remaining) if remaining is not None else None
-    if gate is not None:
-        model = BudgetedModel(model, gate)
+    gate = BudgetGate(allowance) if allowance is not None else None
     view = _Interviews(society, gate)
-    helper = AgentSocietyHelper(society.env.proxy, view, llm=MeteredModel(model, meter, caller="helper", role="default"))
+    llm = caller_model(society.proxy.client("default"), meter, caller="helper", role="default", budget=gate)
+    helper = AgentSocietyHelper(society.env.proxy, view, llm=llm)
     result = await (helper.ask(text) if kind == "ask" else helper.intervene(text))
     meter.records.extend(view.records)
 

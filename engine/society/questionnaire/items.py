@@ -4,7 +4,7 @@ Sans-IO: no LLM, Dask or disk. The answer schema has one field per question, ``{
 "reason": str}``, with the type checks in the pydantic model (integers and floats within their
 bounds, choices as a ``Literal``, JSON as an object or array, text not blank), so
 :func:`~engine.llm.structured.complete_structured` can feed violations back and retry (see
-:mod:`engine.society.questionnaire_ask`). :func:`parse_reply` splits a reply per question: a field
+:mod:`engine.society.questionnaire.ask`). :func:`parse_reply` splits a reply per question: a field
 that is valid on its own is an answer, every other question is a failure with its error and the
 raw text. No value is ever guessed.
 """
@@ -32,7 +32,7 @@ from pydantic import (
 
 from engine.errors import SpecError
 from engine.llm.budget import Usage
-from engine.society.prompts import QUESTIONNAIRE_BOUNDS, QUESTIONNAIRE_RESPONSE_FORMS
+from engine.society.questionnaire.prompts import QUESTIONNAIRE_BOUNDS, QUESTIONNAIRE_RESPONSE_FORMS
 from engine.spec import QuestionnaireStep, QuestionSpec
 
 __all__ = [

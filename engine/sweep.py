@@ -4,7 +4,7 @@ Expansion (:func:`expand_sweep`) is sans-IO: the cartesian product of the grid's
 combination repeated ``replications`` times, in a stable order (the first grid key varies slowest,
 the replication fastest). Every cell gets a seed derived by hashing (spec seed, params,
 replication), so rerunning a sweep reproduces each cell. Running them is
-:mod:`engine.society.sweep_run`; the layout (``cells/cell=0003``) is
+:mod:`engine.society.run.sweep`; the layout (``cells/cell=0003``) is
 :mod:`engine.storage.sweep_layout`, which the reader also uses.
 """
 

@@ -24,9 +24,9 @@ from engine.run_status import RunStatus, is_finished
 from engine.society.batch import BatchResult
 from engine.society.env_host import EnvHost
 from engine.society.lease import RunLease
-from engine.society.outcome import RunTally, judge, read_run_tally
-from engine.society.preflight import preflight
-from engine.society.questionnaire import Questionnaire
+from engine.society.questionnaire.items import Questionnaire
+from engine.society.run.outcome import RunTally, judge, read_run_tally
+from engine.society.run.preflight import preflight
 from engine.society.society import AgentSociety
 from engine.society.status import SocietyStep, read_society_step
 from engine.spec import AskStep, ExperimentSpec, InterveneStep, QuestionnaireStep, RunStep, parse_spec
@@ -190,7 +190,7 @@ async def run_experiment(
     tally: RunTally | None = None
     try:
         if spec.sweep is not None:
-            raise SpecError("sweep: this spec declares a sweep; run it with engine.society.sweep_run.run_sweep (polis run does)")
+            raise SpecError("sweep: this spec declares a sweep; run it with engine.society.run.sweep.run_sweep (polis run does)")
         for agent in agents:
             resolve_agent(agent.type)
         state = _resume_state(spec, run_dir, force) if resume else None

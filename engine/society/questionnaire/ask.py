@@ -13,8 +13,7 @@ from typing import Any
 from engine.errors import LLMCallError, StructuredOutputError
 from engine.llm.protocol import ChatModel, ChatResult
 from engine.llm.structured import complete_structured
-from engine.society.prompts import QUESTIONNAIRE_ANSWER, QUESTIONNAIRE_PERSONA, QUESTIONNAIRE_QUESTION
-from engine.society.questionnaire import (
+from engine.society.questionnaire.items import (
     Questionnaire,
     QuestionnaireAnswer,
     answer_model,
@@ -22,6 +21,7 @@ from engine.society.questionnaire import (
     parse_reply,
     question_form,
 )
+from engine.society.questionnaire.prompts import QUESTIONNAIRE_ANSWER, QUESTIONNAIRE_PERSONA, QUESTIONNAIRE_QUESTION
 
 __all__ = ["Persona", "answer_questionnaire", "build_messages"]
 

@@ -20,12 +20,12 @@ from distributed import Client
 
 from engine.errors import RunError, SpecError
 from engine.run_status import RunStatus, is_finished
-from engine.society.runner import RunProgress, RunSummary, run_experiment
-from engine.society.sweep import SweepCell, expand_sweep
+from engine.society.run.runner import RunProgress, RunSummary, run_experiment
 from engine.spec import ExperimentSpec
 from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.run_layout import RunLayout
 from engine.storage.sweep_layout import CELLS_DIR, SWEEP_FILE, cell_dir, param_column
+from engine.sweep import SweepCell, expand_sweep
 
 __all__ = ["SweepSummary", "run_spec", "run_sweep", "run_sweep_as_run"]
 

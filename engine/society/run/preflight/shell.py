@@ -21,8 +21,8 @@ from distributed import Client
 
 from engine.errors import PreflightError
 from engine.llm.client import LLMClient
-from engine.society.preflight import probe as probe_module
-from engine.society.preflight.decision import (
+from engine.society.run.preflight import probe as probe_module
+from engine.society.run.preflight.decision import (
     Expectation,
     PolisIdentity,
     PreflightReport,
@@ -30,7 +30,7 @@ from engine.society.preflight.decision import (
     endpoints_of,
     find_problems,
 )
-from engine.society.preflight.probe import netns_identity, polis_identity, probe_worker
+from engine.society.run.preflight.probe import netns_identity, polis_identity, probe_worker
 
 __all__ = ["PREFLIGHT_DIR", "preflight"]
 

@@ -22,7 +22,7 @@ from engine.env.handle import EnvHandle
 from engine.errors import BudgetExhaustedError, LLMCallError, PolisError, StructuredOutputError
 from engine.llm.protocol import ChatModel
 from engine.llm.structured import complete_structured
-from engine.society.helper_prompts import (
+from engine.society.experimenter.prompts import (
     ANSWER_GOALS,
     HELPER_ANSWER,
     HELPER_PLAN,
@@ -32,7 +32,7 @@ from engine.society.helper_prompts import (
     MODE_NOTES,
     STEP_LIMIT_NOTE,
 )
-from engine.society.helper_tools import HelperKind, HelperTool, HelperToolbox, SocietyView
+from engine.society.experimenter.tools import HelperKind, HelperTool, HelperToolbox, SocietyView
 
 __all__ = [
     "AgentSocietyHelper",

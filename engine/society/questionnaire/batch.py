@@ -34,8 +34,8 @@ from engine.society.datasets import LLM_CALLS, QUESTIONNAIRE_ANSWERS
 from engine.society.fanout import fan_out
 from engine.society.lease import check_session
 from engine.society.planning import plan_batches, split_allowance
-from engine.society.questionnaire import Questionnaire, QuestionnaireAnswer, QuestionnaireResponse, failed_answers
-from engine.society.questionnaire_ask import Persona, answer_questionnaire
+from engine.society.questionnaire.ask import Persona, answer_questionnaire
+from engine.society.questionnaire.items import Questionnaire, QuestionnaireAnswer, QuestionnaireResponse, failed_answers
 from engine.storage.atomic import atomic_write_json
 from engine.storage.catalog import Catalog
 from engine.storage.replay import ReplayWriter

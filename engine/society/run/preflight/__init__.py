@@ -17,7 +17,7 @@ modules before the checkout was edited still holds the old code.
 
 from __future__ import annotations
 
-from engine.society.preflight.decision import (
+from engine.society.run.preflight.decision import (
     Endpoint,
     Expectation,
     PolisIdentity,
@@ -27,8 +27,8 @@ from engine.society.preflight.decision import (
     endpoints_of,
     find_problems,
 )
-from engine.society.preflight.probe import netns_identity, polis_identity, probe_worker
-from engine.society.preflight.shell import PREFLIGHT_DIR, preflight
+from engine.society.run.preflight.probe import netns_identity, polis_identity, probe_worker
+from engine.society.run.preflight.shell import PREFLIGHT_DIR, preflight
 
 __all__ = [
     "PREFLIGHT_DIR",

@@ -21,7 +21,7 @@ from engine.env.base import EXPERIMENTER_ID
 from engine.env.handle import EnvHandle
 from engine.env.requests import EnvRequest
 from engine.errors import ToolCallError
-from engine.society.profile_filter import lookup_field, match_profile
+from engine.society.experimenter.profile_filter import lookup_field, match_profile
 
 __all__ = [
     "SYSTEM_MESSAGE_TOOL",

@@ -1,0 +1,76 @@
+"""The dispatcher's stacks: every wrapper forwards new parameters; a caller's stack meters, traces and budgets."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.errors import BudgetExhaustedError
+from engine.llm.budget import Allowance, BudgetedModel, BudgetGate
+from engine.llm.cache import CachedModel, ResponseCache
+from engine.llm.client import LimiterConfig, LLMClient
+from engine.llm.dispatcher import caller_model, dispatcher_stats, get_chat_model
+from engine.llm.limited import LimitedModel
+from engine.llm.limiter import AdaptiveSemaphore
+from engine.llm.meter import Meter, MeteredModel
+from engine.llm.retry import RetryingModel
+from engine.llm.scripted import ScriptedModel
+from engine.llm.single_flight import SingleFlightModel
+from engine.llm.timeout import TimeoutModel
+from engine.llm.traced import TracedModel
+from engine.trace import TraceRecorder
+
+HI = [{"role": "user", "content": "hi"}]
+
+
+async def test_a_new_complete_parameter_reaches_the_backend_through_every_wrapper(tmp_path):
+    backend = ScriptedModel(["a"])
+    process = CachedModel(
+        SingleFlightModel(RetryingModel(LimitedModel(TimeoutModel(backend), AdaptiveSemaphore(LimiterConfig()))), model="m", seed=1),
+        ResponseCache(tmp_path), model="m", seed=1,
+    )
+    caller = MeteredModel(TracedModel(BudgetedModel(process, BudgetGate(Allowance())), TraceRecorder()), Meter(), caller="agent:1")
+
+    await caller.complete(HI, prompt="p@1", tools=[{"type": "function"}], parallel_tool_calls=False)
+
+    assert backend.requests == [{"messages": HI, "prompt": "p@1", "tools": [{"type": "function"}], "parallel_tool_calls": False}]
+
+
+async def test_cache_and_single_flight_key_a_new_parameter_but_not_the_prompt_name(tmp_path):
+    backend = ScriptedModel(["a", "b", "c"])
+    model = CachedModel(SingleFlightModel(backend, model="m", seed=1), ResponseCache(tmp_path), model="m", seed=1)
+
+    first = await model.complete(HI, prompt="one@1", parallel_tool_calls=False)
+    again = await model.complete(HI, prompt="two@2", parallel_tool_calls=False)
+    other = await model.complete(HI, prompt="one@1", parallel_tool_calls=True)
+
+    assert (first.text, again.text, again.cached, other.text) == ("a", "a", True, "b")
+    assert len(backend.requests) == 2
+
+
+async def test_a_callers_stack_records_spans_and_calls_and_stops_at_its_allowance():
+    client = LLMClient(role="coder", model="sim/default", seed=3)
+    meter, trace, gate = Meter(), TraceRecorder(), BudgetGate(Allowance(calls=1))
+    model = caller_model(client, meter, caller="router", trace=trace, budget=gate)
+
+    await model.complete(HI, prompt="route@abc")
+    with pytest.raises(BudgetExhaustedError):
+        await model.complete(HI, prompt="route@abc")
+
+    spans = trace.drain()
+    assert [(s.name, s.status, s.attrs["prompt"]) for s in spans] == [("llm.completion", "ok", "route@abc"),
+                                                                       ("llm.completion", "error", "route@abc")]
+    assert [(r.caller, r.role, r.prompt_name, r.status) for r in meter.records] == [("router", "coder", "route", "ok")]
+    assert (gate.used.calls, gate.refused) == (1, 1)
+
+    gate.renew(Allowance(calls=1))  # the next transaction's share
+    await model.complete([{"role": "user", "content": "again"}])
+    assert (gate.used.calls, gate.refused, len(meter.records)) == (1, 0, 2)
+
+
+async def test_callers_stacks_share_one_process_stack():
+    client = LLMClient(model="sim/shared-stack", seed=4)
+    get_chat_model(client)
+    builds = dispatcher_stats()["builds"]
+    for caller in ("agent:1", "agent:2", "router", "helper"):
+        await caller_model(client, Meter(), caller=caller).complete(HI)
+    assert dispatcher_stats()["builds"] == builds

@@ -1,0 +1,111 @@
+"""Arrows point one way: read from the import graph of the sources, not from a convention.
+
+- nothing in ``engine`` imports ``service`` (the control plane sits on the engine, never under it);
+- nothing in ``engine.llm``, ``engine.storage`` or ``engine.trace`` imports agent, env or society
+  code (the lower layers know no simulation);
+- nothing in ``engine.agent`` or ``engine.env`` imports the society or the CLI;
+- ``engine.spec`` imports nothing from ``engine.society``.
+
+Every import counts: at module level, inside functions, and under ``TYPE_CHECKING``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SIMULATION = ("engine.agent", "engine.env", "engine.society")
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported(path: Path, root: Path = ROOT) -> set[str]:
+    """Every module ``path`` imports, relative imports resolved."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = module_name(path, root).split(".")
+    if path.name != "__init__.py":
+        package.pop()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, node.module] if node.module else base)
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def sources(packages: tuple[str, ...], root: Path = ROOT) -> list[Path]:
+    """The source files of ``packages`` (each a package folder or a single module)."""
+    found = []
+    for package in packages:
+        path = root / package.replace(".", "/")
+        module = path.with_suffix(".py")
+        assert path.is_dir() or module.is_file(), f"no package or module {package}"
+        found.extend(path.rglob("*.py") if path.is_dir() else [module])
+    return sorted(found)
+
+
+def violations(packages: tuple[str, ...], forbidden: tuple[str, ...], root: Path = ROOT) -> list[str]:
+    found = []
+    for path in sources(packages, root):
+        for name in sorted(imported(path, root)):
+            if any(name == prefix or name.startswith(prefix + ".") for prefix in forbidden):
+                found.append(f"{path.relative_to(root)} imports {name}")
+    return found
+
+
+def test_the_graph_reader_sees_imports_of_every_kind(tmp_path: Path):
+    (tmp_path / "engine" / "llm").mkdir(parents=True)
+    probe = tmp_path / "engine" / "llm" / "probe.py"
+    probe.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from engine.society import runner\n"
+        "def f():\n    import engine.agent.base\n    from ..env import tool\n    from . import limiter\n"
+    )
+    assert {"engine.society.runner", "engine.agent.base", "engine.env.tool", "engine.llm.limiter"} <= imported(probe, tmp_path)
+    assert violations(("engine.llm",), SIMULATION, tmp_path) == [
+        "engine/llm/probe.py imports engine.agent.base",
+        "engine/llm/probe.py imports engine.env",
+        "engine/llm/probe.py imports engine.env.tool",
+        "engine/llm/probe.py imports engine.society",
+        "engine/llm/probe.py imports engine.society.runner",
+    ]
+
+
+def test_engine_never_imports_the_service():
+    assert violations(("engine",), ("service",)) == []
+
+
+@pytest.mark.parametrize("layer", ["engine.llm", "engine.storage", "engine.trace"])
+def test_lower_layers_import_no_simulation_code(layer: str):
+    assert violations((layer,), SIMULATION) == []
+
+
+def test_the_spec_does_not_import_the_society():
+    assert violations(("engine.spec",), ("engine.society",)) == []
+
+
+@pytest.mark.parametrize("layer", ["engine.agent", "engine.env"])
+def test_agents_and_env_do_not_import_the_society(layer: str):
+    assert violations((layer,), ("engine.society", "engine.cli")) == []
+
+
+def test_no_module_is_over_400_lines():
+    long = {str(path.relative_to(ROOT)): n for path in sources(("engine", "service")) if (n := len(path.read_text().splitlines())) > 400}
+    assert long == {}
+
+
+def test_the_society_keeps_only_the_tick_transaction_at_its_top_level():
+    top = sorted(path.name for path in (ROOT / "engine" / "society").glob("*.py"))
+    assert len(top) <= 12, top
