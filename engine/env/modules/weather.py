@@ -106,9 +106,10 @@ class WeatherSpace(EnvBase):
         base = _per_location(initial_temperature, self._locations, "initial_temperature")
         self._seed, self._p_change, self._sigma = seed, float(change_probability), float(temperature_variability)
         self._base = {loc: float(base.get(loc, 20.0)) for loc in self._locations}
+        self._weather: dict[str, dict[str, Any]] = {}  #: location -> its weather and temperature now
         try:
-            self._weather: dict[str, dict[str, Any]] = {loc: {"weather": self._condition(weather.get(loc, "sunny")), "temperature": self._base[loc]}
-                             for loc in self._locations}
+            for loc in self._locations:
+                self._weather[loc] = {"weather": self._condition(weather.get(loc, "sunny")), "temperature": self._base[loc]}
         except ValueError as error:
             raise SpecError(f"WeatherSpace initial_weather: {error}") from None
         try:
