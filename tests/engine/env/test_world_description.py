@@ -15,6 +15,7 @@ from engine.env.world import describe_world, listing_description, load_or_descri
 from engine.errors import LLMCallError
 from engine.llm.meter import Meter, MeteredModel
 from engine.llm.protocol import ChatResult
+from engine.llm.retry import RetryingModel
 from engine.llm.scripted import ScriptedModel
 from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
@@ -53,11 +54,13 @@ async def test_the_llm_writes_it_from_the_tool_listing_under_the_named_prompt() 
 
 async def test_a_failed_call_falls_back_to_the_listing_and_says_so() -> None:
     meter, failing = Meter(), FailingModel()
-    described = await describe_world(modules(), MeteredModel(failing, meter, caller="router"))
+    stack = MeteredModel(RetryingModel(failing, max_attempts=3, base_delay=0.0), meter, caller="router")
+    described = await describe_world(modules(), stack)
     assert described.text == listing_description(modules())
     assert "WeatherSpace: Weather:" in described.text and "change_weather" not in described.text  # no tool names for readonly asks
     assert (described.source, described.error) == ("fallback", "LLMCallError: provider down")
-    assert failing.calls == 1 and [r.status for r in meter.records] == ["error"]  # the failure is in llm_calls too
+    # the stack retried the 503s; the one logical call that failed is an error row of llm_calls
+    assert failing.calls == 3 and [r.status for r in meter.records] == ["error"]
     empty = await describe_world(modules(), ScriptedModel([""]))
     assert (empty.source, empty.error) == ("fallback", "the LLM answered with no text")
     assert (await describe_world(modules(), None)).source == "listing"
