@@ -86,19 +86,17 @@ class AgentBase(ABC):
         workspace_path: Path,
         service_proxy: ServiceProxy,
         *,
-        trace: TraceRecorder | None = None,
         budget: BudgetGate | None = None,
     ) -> A:
         """Rebuild a ready agent: ``cls()`` then ``await restore(...)``.
 
         Args:
             workspace_path: the agent's workspace.
-            service_proxy: shared service handles.
-            trace: where this task's spans go (process-local, so not in the proxy).
+            service_proxy: shared service handles (env, LLM clients, trace, replay).
             budget: the batch's budget gate, if the run has a budget.
         """
         agent = cls()
-        await agent.restore(workspace_path, service_proxy, trace=trace, budget=budget)
+        await agent.restore(workspace_path, service_proxy, budget=budget)
         return agent
 
     async def restore(
@@ -106,7 +104,6 @@ class AgentBase(ABC):
         workspace_path: Path,
         service_proxy: ServiceProxy,
         *,
-        trace: TraceRecorder | None = None,
         budget: BudgetGate | None = None,
     ) -> None:
         """Load the workspace and bind services. Subclasses call ``super()`` first, then add state.
@@ -124,7 +121,6 @@ class AgentBase(ABC):
         self.config = static.get("config", {})
         self.state = dynamic.get("state", {})
         self._step_count = int(dynamic.get("step_count", 0))
-        self._trace = trace
         self._budget = budget
         self._bind_services(service_proxy)
         self.thread = ThreadMemory.from_config(self.workspace, self._dispatcher, self.config)
@@ -139,6 +135,7 @@ class AgentBase(ABC):
     def _bind_services(self, service_proxy: ServiceProxy) -> None:
         self._service_proxy = service_proxy
         self._env = service_proxy.env
+        self._trace = service_proxy.trace.recorder if service_proxy.trace is not None else None
         self._dispatcher = caller_model(service_proxy.client("default"), self.meter, caller=f"agent:{self.id}",
                                         role="default", trace=self._trace, budget=self._budget)
 

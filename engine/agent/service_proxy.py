@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from engine.env.handle import EnvHandle
 from engine.llm.client import LLMClient
+from engine.storage.replay import ReplayWriter
 from engine.storage.run_layout import RunLayout
+from engine.trace import TraceHandle
 
 __all__ = ["ServiceProxy"]
 
@@ -18,23 +20,32 @@ class ServiceProxy:
 
     ``env`` is an :class:`~engine.env.handle.EnvHandle`: an EnvRouterProxy (router in a Dask
     actor), an in-process RouterBase, or a ScriptedEnv (tests). LLM clients carry connection
-    settings and each worker builds its own backend; ``run_dir`` is where the writers put replay
-    shards (``replay/``) and trace shards (``trace/``).
+    settings and each worker builds its own backend. ``trace`` and ``replay`` say where spans and
+    replay shards go (the run's ``trace/`` and ``replay/`` unless given): the trace handle pickles
+    without its spans, so each task records its own (:meth:`for_task`), and the replay writer is a
+    directory, staged per transaction by :meth:`ReplayWriter.in_txn`. Agents bind ``env``, the
+    default LLM client and ``trace`` in ``AgentBase._bind_services``.
     """
 
     env: EnvHandle
     llm: dict[str, LLMClient] = field(default_factory=lambda: {"default": LLMClient()})
     run_dir: Path | None = None
     run_id: str = "run"
+    trace: TraceHandle | None = None  #: where this task's spans go; None: spans are not recorded
+    replay: ReplayWriter | None = None  #: the run's replay directory
+
+    def __post_init__(self) -> None:
+        if self.run_dir is not None:
+            layout = RunLayout(Path(self.run_dir))
+            if self.trace is None:
+                object.__setattr__(self, "trace", TraceHandle(layout.trace))
+            if self.replay is None:
+                object.__setattr__(self, "replay", ReplayWriter(layout.replay))
 
     def client(self, role: str = "default") -> LLMClient:
         """The client for ``role``, falling back to ``default``."""
         return self.llm.get(role) or self.llm["default"]
 
-    @property
-    def replay_dir(self) -> Path | None:
-        return RunLayout(self.run_dir).replay if self.run_dir else None
-
-    @property
-    def trace_dir(self) -> Path | None:
-        return RunLayout(self.run_dir).trace if self.run_dir else None
+    def for_task(self) -> ServiceProxy:
+        """This proxy with a trace recorder of its own, for one task whose spans it writes as one shard."""
+        return replace(self, trace=self.trace.for_task()) if self.trace is not None else self

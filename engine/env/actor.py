@@ -27,6 +27,7 @@ from engine.env.requests import EnvReply, EnvRequest, ToolCall
 from engine.env.router_base import RouterBase
 from engine.env.routers import ROUTERS, CodeGenRouter
 from engine.env.routers.cache_ledger import CODEGEN_CACHE, CacheLedger
+from engine.env.tool_calls import ENV_TOOL_CALLS, tool_call_rows
 from engine.env.world import WorldDescription, load_or_describe
 from engine.errors import ToolCallError
 from engine.failpoints import failpoint
@@ -154,6 +155,8 @@ class EnvRouterActor:
     async def init(self, start_t: datetime, agent_ids: list[int], snapshot: str | None = None) -> dict[str, Any]:
         """Initialise modules, restoring the committed snapshot ``snapshot`` when given; returns what the proxy carries."""
         restored = await self.router.init(start_t, agent_ids, snapshot=self._snapshots() / snapshot if snapshot else None)
+        if self.config.run_dir is not None:
+            Catalog(RunLayout(self.config.run_dir).replay).register(ENV_TOOL_CALLS)
         if self._ledger is not None and self.config.run_dir is not None:
             Catalog(RunLayout(self.config.run_dir).replay).register(CODEGEN_CACHE)
             if snapshot:
@@ -216,6 +219,7 @@ class EnvRouterActor:
             return EnvReply(await self.router.observe(request.agent_id), "success")
         if request.op == "discard":
             dropped = await self.router.discard_pending(request.agent_id)
+            self.router.discard_tool_calls(request.agent_id)  # the undone step's calls are not the tick's
             return EnvReply(f"{dropped} queued updates dropped", "success", value=dropped)
         if request.op == "call_tool":
             try:
@@ -236,13 +240,17 @@ class EnvRouterActor:
         return list(await asyncio.gather(*(self._serve(r) for r in requests)))
 
     async def step(self, step: int, tick: int, t: datetime, txn: int) -> dict[str, Any]:
-        """Run the env step inside transaction ``txn``: apply the tick's updates, stage its replay rows
-        and trace, and write the state snapshot the transaction commits.
+        """Run the env step inside transaction ``txn``: apply the tick's updates, stage its replay rows,
+        tool calls and trace, and write the state snapshot the transaction commits.
+
+        The tool-call history is drained here whether or not there is a run directory: the actor
+        holds one step's calls at most.
 
         Returns:
             ``{"counts": rows per dataset, "staged": staged paths, "snapshot": snapshot name}``.
         """
         await self.router.step(tick, t)
+        calls = tool_call_rows(step, t, self.router.drain_tool_calls())
         cache_row = self._ledger.row(step, t) if self._ledger is not None else None
         counts: dict[str, int] = {}
         staged: list[str] = []
@@ -254,6 +262,9 @@ class EnvRouterActor:
                     path = writer.write_shard(schemas[name], shard_name(step, f"env-{module.name}"), rows)
                     staged += [str(path)] if path else []
                     counts[name] = counts.get(name, 0) + len(rows)
+            path = writer.write_shard(ENV_TOOL_CALLS, shard_name(step, "env"), calls)
+            staged += [str(path)] if path else []
+            counts[ENV_TOOL_CALLS.name] = len(calls)
             if cache_row is not None:
                 path = writer.write_shard(CODEGEN_CACHE, shard_name(step, "env-router"), [cache_row])
                 staged += [str(path)] if path else []

@@ -13,8 +13,10 @@ from pydantic import ValidationError
 from engine.env.tool import ToolInfo, build_tool_info
 from engine.env.update_queue import Update, UpdateQueue
 from engine.errors import ToolCallError
+from engine.llm.meter import serving_agent
 from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.catalog import DatasetSchema
+from engine.trace import current_span
 
 __all__ = ["EXPERIMENTER_ID", "EnvBase"]
 
@@ -37,6 +39,10 @@ class EnvBase:
     rest of the exactly-once rule: it drops a re-run agent-step's updates (:meth:`discard_pending`)
     and writes the queue into snapshots. :func:`engine.env.testing.check_update_discipline` checks
     that a module keeps to it.
+
+    Every tool call is recorded in the module's tool-call history, which holds the current env step
+    only: the env actor drains it each step into the ``env_tool_calls`` dataset
+    (:mod:`engine.env.tool_calls`).
     """
 
     _tools: ClassVar[dict[str, ToolInfo]] = {}
@@ -239,8 +245,12 @@ class EnvBase:
         except ValidationError as error:
             raise ToolCallError(f"bad arguments for {self.name}.{name}: {error.errors()[0]['msg']} at {error.errors()[0]['loc']}") from None
         kwargs = {key: getattr(args, key) for key in type(args).model_fields}
+        span = current_span()  # the request's env.ask span in the actor, when there is one
+        agent_id = kwargs.get("agent_id")
         record: dict[str, Any] = {
-            "function_name": name, "kwargs": kwargs, "timestamp": time.time(), "trace_id": self._trace_id,
+            "function_name": name, "kwargs": kwargs, "timestamp": time.time(), "module": self.name,
+            "agent_id": agent_id if isinstance(agent_id, int) else serving_agent.get(),
+            "trace_id": self._trace_id or (span.trace_id if span else None), "span_id": span.span_id if span else None,
         }
         try:
             result = getattr(self, name)(**kwargs)
@@ -255,7 +265,23 @@ class EnvBase:
         return result
 
     def get_tool_call_history(self) -> list[dict[str, Any]]:
+        """The tool calls since the last drain (the current env step), oldest first (a shallow copy).
+
+        Each record has ``function_name``, ``kwargs``, ``timestamp``, ``module``, ``agent_id``,
+        ``trace_id``, ``span_id``, ``exception_occurred`` and ``return_value`` or ``exception_info``.
+        """
         return list(self._history)
 
     def reset_tool_call_history(self) -> None:
         self._history.clear()
+
+    def drain_tool_calls(self) -> list[dict[str, Any]]:
+        """Return the recorded tool calls and forget them (the env step writes them out)."""
+        drained, self._history = self._history, []
+        return drained
+
+    def discard_tool_calls(self, agent_id: int) -> int:
+        """Forget the calls recorded for ``agent_id`` since the last drain (its step is undone); returns how many."""
+        kept = [r for r in self._history if r.get("agent_id") != agent_id]
+        dropped, self._history = len(self._history) - len(kept), kept
+        return dropped

@@ -154,6 +154,14 @@ class RouterBase(ABC):
         for module in self.env_modules:
             module.reset_tool_call_history()
 
+    def drain_tool_calls(self) -> list[dict[str, Any]]:
+        """Every module's tool calls since the last drain, oldest first; the modules forget them."""
+        return sorted((r for m in self.env_modules for r in m.drain_tool_calls()), key=lambda r: r["timestamp"])
+
+    def discard_tool_calls(self, agent_id: int) -> int:
+        """Forget the tool calls recorded for ``agent_id`` since the last drain; returns how many."""
+        return sum(module.discard_tool_calls(agent_id) for module in self.env_modules)
+
     def set_trace_context(self, trace_id: str | None) -> None:
         for module in self.env_modules:
             module.set_trace_context(trace_id)

@@ -36,10 +36,9 @@ from engine.llm.dispatcher import dispatcher_stats
 from engine.llm.meter import serving_agent
 from engine.society.datasets import ACTIONS, LLM_CALLS
 from engine.society.lease import check_session
-from engine.storage.replay import ReplayWriter
 from engine.storage.run_layout import RunLayout
 from engine.storage.shards import shard_name
-from engine.trace import TraceRecorder, write_trace_shard
+from engine.trace import TraceRecorder
 
 __all__ = ["BatchJob", "BatchResult", "step_agent_batch"]
 
@@ -106,9 +105,12 @@ async def _undo_failed_step(agent_id: int, job: BatchJob, agents_root: Path) -> 
 
 
 async def _step_one(
-    agent_id: int, job: BatchJob, agents_root: Path, recorder: TraceRecorder, gate: BudgetGate | None
+    agent_id: int, job: BatchJob, proxy: ServiceProxy, agents_root: Path, recorder: TraceRecorder, gate: BudgetGate | None
 ) -> dict[str, Any] | None:
-    """Step one agent; returns ``{"row", "calls"}``, or None when the budget stopped it."""
+    """Step one agent; returns ``{"row", "calls"}``, or None when the budget stopped it.
+
+    ``proxy`` is the task's (:meth:`ServiceProxy.for_task`); ``recorder`` is its trace recorder.
+    """
     started = time.perf_counter()
     serving_agent.set(agent_id)  # this coroutine runs as its own task: the setting stays with this agent
     row: dict[str, Any] = {"agent_id": agent_id, "step": job.step, "t": job.t, "agent_type": None}
@@ -121,7 +123,7 @@ async def _step_one(
             row["agent_type"] = cls.__name__
             journal = StepJournal(ws)
             journal.discard_through(job.step - 1)  # earlier ticks are committed
-            agent = await cls.from_workspace(ws, job.proxy, trace=recorder, budget=gate)
+            agent = await cls.from_workspace(ws, proxy, budget=gate)
             if journal.has(job.step):
                 replayed = agent.replayed_step(job.step)
                 if replayed is not None and replayed.get("attempt") == job.attempt:
@@ -131,7 +133,7 @@ async def _step_one(
                 journal.rollback(job.step)
                 await job.proxy.env.discard_pending(agent_id)
                 rolled_back = True
-                agent = await cls.from_workspace(ws, job.proxy, trace=recorder, budget=gate)
+                agent = await cls.from_workspace(ws, proxy, budget=gate)
             else:
                 journal.begin(job.step)
             outcome = await agent.step(job.tick, job.t)
@@ -186,13 +188,15 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
     started = time.perf_counter()
     run_dir = job.proxy.run_dir
     assert run_dir is not None, "a batch needs a run directory"
-    recorder = TraceRecorder()
+    proxy = job.proxy.for_task()  # a trace recorder of this task's own: its spans are this batch's shard
+    assert proxy.trace is not None and proxy.replay is not None
+    recorder = proxy.trace.recorder
     gate = BudgetGate(job.allowance) if job.allowance is not None else None
     abort: PolisError | None = None
     try:
         # The env actor lost, or the run taken over by a newer driver: cancel the batch's other agents.
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(_step_one(a, job, RunLayout(run_dir).agents, recorder, gate)) for a in job.agent_ids]
+            tasks = [group.create_task(_step_one(a, job, proxy, RunLayout(run_dir).agents, recorder, gate)) for a in job.agent_ids]
     except BaseExceptionGroup as errors:
         abort = _batch_abort(errors)
     if abort is not None:
@@ -204,11 +208,11 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
     fresh_calls = [call for r in done if not r.get("replayed") for call in r["calls"]]
     part = shard_name(job.step, job.batch)
     check_session(run_dir, job.session)
-    writer = ReplayWriter(RunLayout(run_dir).replay, txn=job.txn)
+    writer = proxy.replay.in_txn(job.txn)
     written = [
         writer.write_shard(ACTIONS, part, rows),
         writer.write_shard(LLM_CALLS, part, calls),
-        write_trace_shard(RunLayout(run_dir).trace, part, recorder.drain(), txn=job.txn),
+        proxy.trace.write(part, txn=job.txn),
     ]
     statuses: dict[str, int] = {}
     for row in rows:

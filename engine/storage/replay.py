@@ -23,7 +23,7 @@ __all__ = ["ReplayWriter", "shard_name"]
 
 
 class ReplayWriter:
-    """Write replay shards under one run's replay directory.
+    """Write replay shards under one run's replay directory (a plain value: it pickles into tasks).
 
     Args:
         replay_dir: the run's ``replay`` directory; created on first write.
@@ -33,6 +33,10 @@ class ReplayWriter:
     def __init__(self, replay_dir: Path, txn: int | None = None) -> None:
         self.replay_dir = Path(replay_dir)
         self.txn = txn
+
+    def in_txn(self, txn: int) -> ReplayWriter:
+        """A writer to the same directory whose shards are staged in transaction ``txn``."""
+        return ReplayWriter(self.replay_dir, txn=txn)
 
     def shard_path(self, dataset: str, shard: str) -> Path:
         """Return where shard ``shard`` of ``dataset`` lives.

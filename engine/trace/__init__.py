@@ -6,6 +6,7 @@ Spans land in ``<run_dir>/trace/<shard>.jsonl`` and are queried through the ``sp
 
 from __future__ import annotations
 
+from engine.trace.handle import TraceHandle
 from engine.trace.spans import ActiveSpan, Span, SpanRef, SpanStatus, TraceRecorder, current_span, new_trace_id
 from engine.trace.writer import read_trace_shard, write_trace_shard
 
@@ -14,6 +15,7 @@ __all__ = [
     "Span",
     "SpanRef",
     "SpanStatus",
+    "TraceHandle",
     "TraceRecorder",
     "current_span",
     "new_trace_id",

@@ -38,11 +38,10 @@ from engine.society.questionnaire.ask import Persona, answer_questionnaire
 from engine.society.questionnaire.items import Questionnaire, QuestionnaireAnswer, QuestionnaireResponse, failed_answers
 from engine.storage.atomic import atomic_write_json
 from engine.storage.catalog import Catalog
-from engine.storage.replay import ReplayWriter
 from engine.storage.run_layout import RunLayout
 from engine.storage.shards import shard_name
 from engine.storage.staging import staged_path
-from engine.trace import TraceRecorder, write_trace_shard
+from engine.trace import TraceRecorder
 
 __all__ = [
     "QuestionnaireBatchResult",
@@ -99,9 +98,12 @@ def _persona(agent: AgentBase, t: datetime) -> Persona:
 
 
 async def _answer_one(
-    agent_id: int, job: QuestionnaireJob, recorder: TraceRecorder, gate: BudgetGate | None
+    agent_id: int, job: QuestionnaireJob, proxy: ServiceProxy, recorder: TraceRecorder, gate: BudgetGate | None
 ) -> tuple[list[QuestionnaireAnswer] | None, AgentBase | None]:
-    """One agent's answers (None: the budget stopped it); a broken agent fails all its questions, saying why."""
+    """One agent's answers (None: the budget stopped it); a broken agent fails all its questions, saying why.
+
+    ``proxy`` is the task's (:meth:`ServiceProxy.for_task`); ``recorder`` is its trace recorder.
+    """
     run_dir = job.proxy.run_dir
     assert run_dir is not None
     serving_agent.set(agent_id)  # gather runs each agent as its own task: the setting stays with it
@@ -112,7 +114,7 @@ async def _answer_one(
         try:
             ws = workspace_path(RunLayout(run_dir).agents, agent_id)
             cls: type[AgentBase] = resolve_agent(AgentWorkspace(ws).read_json("config.json")["type"])
-            agent = await cls.from_workspace(ws, job.proxy, trace=recorder, budget=gate)
+            agent = await cls.from_workspace(ws, proxy, budget=gate)
             llm = agent._dispatcher  # the agent's metered model: its calls land in agent.meter.records
             assert llm is not None
             answers = await answer_questionnaire(
@@ -156,19 +158,21 @@ async def questionnaire_agent_batch(job: QuestionnaireJob) -> QuestionnaireBatch
     started = time.perf_counter()
     run_dir = job.proxy.run_dir
     assert run_dir is not None, "a questionnaire batch needs a run directory"
-    recorder = TraceRecorder()
+    proxy = job.proxy.for_task()  # a trace recorder of this task's own: its spans are this batch's shard
+    assert proxy.trace is not None and proxy.replay is not None
+    recorder = proxy.trace.recorder
     gate = BudgetGate(job.allowance) if job.allowance is not None else None
-    results = await asyncio.gather(*(_answer_one(a, job, recorder, gate) for a in job.agent_ids))
+    results = await asyncio.gather(*(_answer_one(a, job, proxy, recorder, gate) for a in job.agent_ids))
     answers = [answer for agent_answers, _ in results if agent_answers is not None for answer in agent_answers]
     meters = [agent.meter for _, agent in results if agent is not None]
     calls = [{"run": job.proxy.run_id, "step": job.step_count, **r.as_row()} for m in meters for r in m.records]
     part = _shard(job)
     check_session(run_dir, job.session)
-    writer = ReplayWriter(RunLayout(run_dir).replay, txn=job.txn)
+    writer = proxy.replay.in_txn(job.txn)
     written = [
         writer.write_shard(QUESTIONNAIRE_ANSWERS, part, answer_rows(job, answers)),
         writer.write_shard(LLM_CALLS, part, calls),
-        write_trace_shard(RunLayout(run_dir).trace, part, recorder.drain(), txn=job.txn),
+        proxy.trace.write(part, txn=job.txn),
     ]
     failpoint("questionnaire", step_index=job.step_index)
     return QuestionnaireBatchResult(
