@@ -28,6 +28,7 @@ from engine.env.router_base import RouterBase
 from engine.env.routers import ROUTERS, CodeGenRouter
 from engine.env.routers.cache_ledger import CODEGEN_CACHE, CacheLedger
 from engine.env.tool_calls import ENV_TOOL_CALLS, tool_call_rows
+from engine.env.world import WorldDescription, load_or_describe
 from engine.errors import ToolCallError
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate
@@ -147,6 +148,7 @@ class EnvRouterActor:
         self.batches_served = 0
         #: per-step cache rows and run totals (codegen only)
         self._ledger = CacheLedger(self.router.get_cache_stats()) if isinstance(self.router, CodeGenRouter) else None
+        self._world: WorldDescription | None = None  #: the run's world description, once known
 
     def _snapshots(self) -> Path:
         assert self.config.run_dir is not None, "snapshots need a run directory"
@@ -164,9 +166,19 @@ class EnvRouterActor:
                 self._ledger.restore(read_json(self._snapshots() / snapshot / CACHE_LEDGER, default={}))
         return {
             "restored": restored,
-            "world_description": self.router.get_world_description(),
+            "world_description": await self._world_description(),
             "env_skill_dirs": [(m.name, str(d)) for m in self.router.env_modules for d in m.skill_dirs()],
         }
+
+    async def _world_description(self) -> str:
+        """The run's world description: this actor's, else the run directory's, else the LLM's (once per run)."""
+        if self._world is None:
+            path = RunLayout(self.config.run_dir).world_description if self.config.run_dir is not None else None
+            with self._trace.span("env.world_description") as span:
+                self._world = await load_or_describe(path, self.router.env_modules, self.router.llm)
+                span.set(source=self._world.source, error=self._world.error)
+            self.router.set_world_description(self._world.text)
+        return self._world.text
 
     async def open_budget(self, allowance: Allowance | None) -> None:
         """Charge the router's LLM calls from now on to ``allowance`` (None: unlimited), as the

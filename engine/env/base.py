@@ -101,7 +101,12 @@ class EnvBase:
 
     @classmethod
     def is_concurrency_safe(cls) -> bool:
-        """True when tools touch only per-agent state and may run concurrently (default False)."""
+        """True when every tool touches only the caller's own state (and static data), so calls may interleave.
+
+        The router runs the tools of a module that is not concurrency-safe one at a time (a
+        per-module lock around the call; an ``async`` tool that awaits holds it), and those of a
+        safe module without a lock. Routing (LLM calls) never holds a lock. Default False.
+        """
         return False
 
     @classmethod

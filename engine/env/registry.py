@@ -20,9 +20,10 @@ _BUILTIN = {
     "PrisonersDilemmaGame": "engine.env.modules.games:PrisonersDilemmaGame",
     "PublicGoodsGame": "engine.env.modules.games:PublicGoodsGame",
     "TrustGame": "engine.env.modules.games:TrustGame",
+    "WeatherSpace": "engine.env.modules.weather:WeatherSpace",
 }
 # Names the reference system's configs use for the same modules.
-_ALIASES = {"messaging": "MessagingSpace"}
+_ALIASES = {"messaging": "MessagingSpace", "WeatherEnvironment": "WeatherSpace"}
 
 
 @lru_cache(maxsize=1)

@@ -11,6 +11,7 @@ from typing import Any
 from engine.env.base import EnvBase
 from engine.env.requests import EnvReply, EnvRequest, EnvStatus
 from engine.env.tool import ToolInfo
+from engine.env.world import listing_description
 from engine.errors import ToolCallError
 from engine.llm.meter import Meter
 from engine.llm.protocol import ChatModel
@@ -170,14 +171,15 @@ class RouterBase(ABC):
         return "\n".join(f"- {info.signature_line()}: {info.description}" for info in self.tools(readonly=readonly).values())
 
     def get_world_description(self) -> str:
-        """A short description of the world, generated once from the modules and their tools."""
+        """A short description of the world: the one set by :meth:`set_world_description` (the env
+        actor's, written once per run by the LLM), else the deterministic one from the tool listing."""
         if self._world_description is None:
-            modules = "; ".join(f"{m.name}: {m.description()}" for m in self.env_modules)
-            self._world_description = (
-                f"A simulated society. Environment modules: {modules}. "
-                "Use ask_env with a plain-language instruction to observe or act in it."
-            )
+            self._world_description = listing_description(self.env_modules)
         return self._world_description
+
+    def set_world_description(self, text: str) -> None:
+        """Use ``text`` as the world description in routing prompts from now on."""
+        self._world_description = text
 
     @staticmethod
     def get_status_descriptions() -> dict[EnvStatus, str]:

@@ -9,7 +9,7 @@
     <run_dir>/trace/*.jsonl
     <run_dir>/agents/                one workspace per agent
     <run_dir>/artifacts/             questionnaire, ask and intervene results
-    <run_dir>/env/                   env module workspaces, _snapshots/, _codegen_cache/
+    <run_dir>/env/                   env module workspaces, _snapshots/, _codegen_cache/, _world_description.json
     <run_dir>/inputs/                files a spec may name (city_file, ...)
     <run_dir>/llm_cache/             the default response cache
 
@@ -91,6 +91,11 @@ class RunLayout:
     def codegen_cache(self) -> Path:
         """The CodeGen template cache kept in the run (when no shared one is configured)."""
         return self.env / "_codegen_cache"
+
+    @property
+    def world_description(self) -> Path:
+        """The world description the LLM wrote for the run, once (:mod:`engine.env.world`)."""
+        return self.env / "_world_description.json"
 
     @property
     def inputs(self) -> Path:

@@ -9,9 +9,6 @@ import sys
 import uuid
 from pathlib import Path
 
-import pytest
-
-from engine.env.registry import env_module_known
 from engine.llm.sim.process import sim_llm_process
 from engine.storage.reader import ReplayReader
 
@@ -75,8 +72,6 @@ def test_canonical_social_space_files_run_with_names_router_summary_and_referenc
     assert pid["status"] == "completed" and isinstance(pid["pid"], int)
 
 
-@pytest.mark.skipif(not env_module_known("WeatherEnvironment"),
-                    reason="WeatherEnvironment (alias of WeatherSpace) is registered on branch 'world', not merged yet")
 def test_economy_weather_information_and_events_with_empty_kwargs_run_together(tmp_path):
     run = tmp_path / "run"
     done = _polis_run(MIXED / "init_config.json", MIXED / "steps.yaml", run)
@@ -111,7 +106,7 @@ def test_a_second_run_into_the_same_directory_is_refused_and_leaves_pid_json_alo
     run = tmp_path / "run"
     steps = tmp_path / "steps.yaml"
     steps.write_text("steps:\n  - type: run\n    num_steps: 1\n    tick: 600\n", encoding="utf-8")
-    config = MIXED / "init_config.json" if env_module_known("WeatherEnvironment") else EXAMPLE / "init_config.json"
+    config = MIXED / "init_config.json"
     assert _polis_run(config, steps, run).returncode == 0
     before = (run / "pid.json").read_text()
     again = _polis_run(config, steps, run)

@@ -7,6 +7,7 @@ from engine.env.modules.global_info import GlobalInformationSpace
 from engine.env.modules.messaging import MessagingSpace
 from engine.env.modules.mobility import MobilitySpace
 from engine.env.modules.social_media import SocialMediaSpace
+from engine.env.modules.weather import WeatherSpace
 
 __all__ = [
     "EconomySpace",
@@ -18,4 +19,5 @@ __all__ = [
     "PublicGoodsGame",
     "SocialMediaSpace",
     "TrustGame",
+    "WeatherSpace",
 ]

@@ -109,6 +109,11 @@ class MobilitySpace(EnvBase):
         #: how long a trip that sets off now travels before the step ends: the tick during a step, 0 at a settle
         self._departing_tick = 0
 
+    @classmethod
+    def is_concurrency_safe(cls) -> bool:
+        """True: a tool reads the static city and queues or reads the caller's own position and trip."""
+        return True
+
     # ---- helpers -----------------------------------------------------------------------------
     def home(self, agent_id: int) -> Place:
         """The agent's home: from ``homes``, else a residence picked from the seed and the agent id."""

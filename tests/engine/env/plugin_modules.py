@@ -7,6 +7,9 @@ makes their names resolvable in a process, as a ``polis.env_modules`` entry poin
 
 from __future__ import annotations
 
+import asyncio
+import json
+import time
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +23,8 @@ PLUGIN_MODULES = {
     "TallySpace": "tests.engine.env.plugin_modules:TallySpace",
     "EagerTallySpace": "tests.engine.env.plugin_modules:EagerTallySpace",
     "ForgetfulStepTallySpace": "tests.engine.env.plugin_modules:ForgetfulStepTallySpace",
+    "SlowSharedSpace": "tests.engine.env.plugin_modules:SlowSharedSpace",
+    "SlowPrivateSpace": "tests.engine.env.plugin_modules:SlowPrivateSpace",
 }
 
 
@@ -97,3 +102,35 @@ class ForgetfulStepTallySpace(TallySpace):
 
     async def step(self, tick: int, t: datetime) -> None:
         self.t = t
+
+
+class SlowSharedSpace(EnvBase):
+    """A lookup that awaits before it answers, and logs when each call starts and ends.
+
+    It declares nothing, so it is not concurrency-safe: the router runs one of its tools at a time.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[tuple[str, int, float]] = []
+
+    @tool(readonly=True)
+    async def lookup(self, agent_id: int, seconds: float) -> str:
+        """Look something up for agent_id, taking ``seconds``."""
+        self.log.append(("start", agent_id, time.monotonic()))
+        await asyncio.sleep(seconds)
+        self.log.append(("end", agent_id, time.monotonic()))
+        return "found"
+
+    @tool(readonly=True, kind="statistics")
+    def lookup_log(self) -> str:
+        """The calls' starts and ends in the order they happened, as JSON."""
+        return json.dumps([[event, agent_id] for event, agent_id, _ in sorted(self.log, key=lambda e: e[2])])
+
+
+class SlowPrivateSpace(SlowSharedSpace):
+    """The same lookup, declared concurrency-safe: its calls may run side by side."""
+
+    @classmethod
+    def is_concurrency_safe(cls) -> bool:
+        return True

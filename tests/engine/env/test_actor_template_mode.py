@@ -55,7 +55,7 @@ async def test_template_asks_cross_the_actor_with_their_variables(dask_client, t
     assert statuses == ["success"] * 3
     cache = usage["codegen_cache"]
     assert (cache["requests"], cache["generations"], cache["hits_exact"] + cache["misses"]) == (3, 1, 3)
-    assert usage["calls"] == 1  # one coder call served all three agents
+    assert usage["calls"] == 1 + 1  # one coder call served all three agents (+ the world description at init)
     assert [inbox.splitlines()[1] for inbox in inboxes] == [f"- from agent {s}: {text}" for s, _, text in asks]
     assert result["counts"]["codegen_cache"] == 1
     assert "codegen_cache" in Catalog(tmp_path / "replay").load()
@@ -92,7 +92,8 @@ async def test_a_rebuilt_actor_continues_the_counts_and_reuses_the_cache_file(tm
     [reply] = await second.ask_many([EnvRequest("ask", 3, SEND, template_mode=True, variables={"agent": 6, "text": "yo"})])
     step2 = await second.step(2, 600, START, 2)
 
-    assert reply.status == "success" and second.router.meter.calls == 0  # a hit on the reloaded file
+    # a hit on the reloaded file; the world description too came from the run's file: no call at all
+    assert reply.status == "success" and second.router.meter.calls == 0
     row = _row(step2["staged"])
     assert (row["step"], row["requests"], row["hits_exact"], row["misses"], row["generations"]) == (2, 1, 1, 0, 0)
     assert row["hit_rate"] == pytest.approx(2 / 3)
@@ -110,6 +111,7 @@ async def test_a_shared_cache_directory_lets_the_next_run_start_warm(tmp_path):
     [reply] = await second.ask_many([EnvRequest("ask", 3, SEND, template_mode=True, variables={"agent": 4, "text": "yo"})])
 
     assert reply.status == "success"
-    assert (await second.usage())["codegen_cache"]["hits_exact"] == 1 and second.router.meter.calls == 0
+    assert (await second.usage())["codegen_cache"]["hits_exact"] == 1
+    assert [r.prompt_name for r in second.router.meter.records] == ["env.world_description"]  # no routing call
     assert [p.name for p in shared.iterdir()] == [f"{second.router.config_hash}.json"]
     assert not (tmp_path / "run-b" / "env" / "_codegen_cache").exists()

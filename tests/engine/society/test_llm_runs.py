@@ -106,8 +106,9 @@ async def test_budget_stops_within_one_batch_then_resumes_after_raising_it(dask_
         rows = reader.query("SELECT agent_id, step, count(*) AS n FROM actions GROUP BY ALL").to_pylist()
     assert len(rows) == 8 * 2 and {r["n"] for r in rows} == {1}
     # The re-run of the stopped tick replays the agents that had finished it from the response
-    # cache: the provider saw exactly one call per agent-step over the whole run.
-    assert resumed.provider_calls == 16
+    # cache: the provider saw exactly one call per agent-step over the whole run, plus the world
+    # description (asked once, in the first session; the resumed one read the run's file).
+    assert resumed.provider_calls == 16 + 1
     assert not list(run.rglob("*.staged-*"))
 
 
@@ -134,6 +135,6 @@ async def test_a_questionnaire_stopped_by_the_budget_counts_what_it_spent_and_re
     resumed = await run_experiment(small_spec(population=population, steps=steps, batch_size=2, budget={"max_calls": 100}),
                                    run, dask_client, resume=True)
     assert resumed.status == "completed", resumed.error
-    assert resumed.provider_calls == 8  # the 2 answers given before the stop came from the cache
+    assert resumed.provider_calls == 8 + 1  # the 2 answers given before the stop came from the cache; + the world description
     with ReplayReader(run) as reader:
         assert reader.count("questionnaire_answers") == 4
