@@ -13,7 +13,7 @@ from engine.env.modules.weather import WEATHER_CONDITIONS, WeatherSpace
 from engine.env.registry import resolve_env_module
 from engine.env.testing import ToolCall, check_update_discipline
 from engine.errors import SpecError, ToolCallError
-from engine.reference_format import reference_to_spec
+from engine.reference import reference_to_spec
 
 T0 = datetime(2024, 1, 1, 8, 0)
 HOUR = 3600
