@@ -2,8 +2,9 @@
 
 ``module_type`` goes through :data:`REFERENCE_MODULE_TYPES` (the reference's class names for our
 modules), then the environment registry, aliases included (``WeatherEnvironment`` is our
-``WeatherSpace``; ``SimpleSocialSpace`` is registered as such: ``MessagingSpace`` with the
-reference's tool names); the spec stores our name. Module
+``WeatherSpace``; ``SimpleSocialSpace`` and ``GlobalInformationEnv`` are registered as such: our
+``MessagingSpace`` and ``GlobalInformationSpace`` with the reference's tool names; the reference's
+``EconomySpace`` is ``PersonEconomySpace``, ours with its per-person tools); the spec stores our name. Module
 ``kwargs`` must be parameters of our module's constructor. A ``module_type`` given twice is refused:
 the reference keys its modules by type, so a second one would silently replace the first.
 """
@@ -20,7 +21,7 @@ __all__ = ["REFERENCE_MODULE_TYPES", "convert_modules", "our_module_type"]
 
 #: the reference's module class names whose Polis module has another name (and is not a registry alias)
 REFERENCE_MODULE_TYPES: dict[str, str] = {
-    "GlobalInformationEnv": "GlobalInformationSpace",
+    "EconomySpace": "PersonEconomySpace",
     "PrisonersDilemmaEnv": "PrisonersDilemmaGame",
     "PublicGoodsEnv": "PublicGoodsGame",
     "TrustGameEnv": "TrustGame",

@@ -79,7 +79,7 @@ def test_economy_weather_information_and_events_with_empty_kwargs_run_together(t
     assert "status: completed" in done.stdout
     _one_row_per_agent_per_tick_and_question(run, [1, 2], 2, ["outdoors", "spend"])
     society = json.loads((run / "SOCIETY.json").read_text())
-    assert [m["type"] for m in society["env_modules"]] == ["EconomySpace", "WeatherSpace", "GlobalInformationSpace", "EventSpace"]
+    assert [m["type"] for m in society["env_modules"]] == ["PersonEconomySpace", "WeatherSpace", "GlobalInformationEnv", "EventSpace"]
 
 
 def test_agentsociety_llm_variables_choose_the_http_llm_and_the_key_never_reaches_the_run_dir(tmp_path):

@@ -128,13 +128,25 @@ def test_a_module_type_given_twice_is_refused():
 
 
 @pytest.mark.parametrize(("kind", "ours"), [
-    ("SimpleSocialSpace", "SimpleSocialSpace"), ("SocialMediaSpace", "SocialMediaSpace"), ("EconomySpace", "EconomySpace"),
-    ("MobilitySpace", "MobilitySpace"), ("EventSpace", "EventSpace"), ("GlobalInformationEnv", "GlobalInformationSpace"),
+    ("SimpleSocialSpace", "SimpleSocialSpace"), ("SocialMediaSpace", "SocialMediaSpace"), ("EconomySpace", "PersonEconomySpace"),
+    ("MobilitySpace", "MobilitySpace"), ("EventSpace", "EventSpace"), ("GlobalInformationEnv", "GlobalInformationEnv"),
     ("PrisonersDilemmaEnv", "PrisonersDilemmaGame"), ("PublicGoodsEnv", "PublicGoodsGame"), ("TrustGameEnv", "TrustGame"),
 ])
 def test_reference_module_types_map_onto_ours_with_empty_kwargs(kind, ours):
     spec = reference_to_spec(_config(modules=[{"module_type": kind, "kwargs": {}}]), RUN_ONLY)
     assert [(m.type, m.kwargs) for m in spec.environment.modules] == [(ours, {})]
+
+
+def test_reference_economy_and_global_information_kwargs_reach_the_modules_that_take_them():
+    modules = [{"module_type": "EconomySpace", "kwargs": {"people": [{"id": 1, "currency": 20, "skill": 2}]}},
+               {"module_type": "GlobalInformationEnv", "kwargs": {"global_information": "the river is high"}}]
+    spec = reference_to_spec(_config(modules=modules), RUN_ONLY)
+    assert [(m.type, m.kwargs) for m in spec.environment.modules] == [
+        ("PersonEconomySpace", modules[0]["kwargs"]), ("GlobalInformationEnv", modules[1]["kwargs"])]
+    wrong = [{"module_type": "EconomySpace", "kwargs": {"persons": []}}]
+    assert _error(_config(modules=wrong)).startswith(
+        "init_config.json:env_modules.0.kwargs.persons: not supported by PersonEconomySpace (module_type EconomySpace); "
+        "it takes: accounts, default_balance, goods, hourly_wage, ")
 
 
 def test_agent_id_name_pairs_declare_the_agents_and_name_the_unnamed():

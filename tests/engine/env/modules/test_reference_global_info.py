@@ -8,7 +8,8 @@ from engine.env.base import EXPERIMENTER_ID
 from engine.env.modules.global_info import GlobalInformationSpace
 from engine.env.modules.reference_global_info import GlobalInformationEnv
 from engine.env.registry import env_module_names, resolve_env_module
-from engine.env.sandbox.namespace import SAFE_MODULES, safe_builtins
+from engine.env.sandbox.namespace import safe_builtins
+from engine.env.sandbox.offered import MODULE_MEMBERS
 from engine.env.testing import ToolCall, check_update_discipline
 
 T0 = datetime(2024, 1, 1, 8, 0)
@@ -66,6 +67,6 @@ def test_global_information_env_has_get_and_set_info_beside_the_space_tools() ->
 
 def test_no_builtin_module_tool_shadows_a_name_generated_code_uses() -> None:
     # The code-generating router binds tools as globals of the code it runs: a tool named ``set`` would hide the builtin.
-    reserved = set(safe_builtins(print)) | set(SAFE_MODULES) | {"results", "ctx", "variables"}
+    reserved = set(safe_builtins(print)) | set(MODULE_MEMBERS) | {"results", "ctx", "variables"}
     clashes = {(name, t) for name in env_module_names() for t in resolve_env_module(name).tools() if t in reserved}
     assert clashes == set()
