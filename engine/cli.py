@@ -228,6 +228,8 @@ async def _estimate(args: argparse.Namespace) -> int:
         result = await estimate(spec, client, agents=args.agents, ticks=args.ticks)
     print(f"sample: {result.sample_agents} agents x {result.sample_ticks} ticks on the simulated LLM")
     print(f"per agent-step: {result.calls_per_agent_step:.2f} LLM calls, {result.tokens_per_agent_step:.0f} tokens")
+    if result.calls_per_run:
+        print(f"once per run: {result.calls_per_run} LLM calls (the env's world description)")
     print(f"whole spec ({result.agent_steps_total} agent-steps): ~{result.projected_calls} calls, ~{result.projected_tokens} tokens")
     return 0
 

@@ -91,9 +91,11 @@ def test_estimate_projects_calls_for_the_whole_spec(tmp_path: Path):
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     result = polis("estimate", str(tmp_path / "spec.yaml"), "--agents", "4", "--ticks", "1")
     assert result.returncode == 0, result.stderr
-    # One decision per agent-step and no env asks: exactly 1 call per agent-step, 200 agent-steps.
-    assert "1.00 LLM calls" in result.stdout
-    assert "~200 calls" in result.stdout
+    # One decision per agent-step and no env asks: exactly 1 call per agent-step, 200 agent-steps,
+    # and the env's world description once per run.
+    assert "per agent-step: 1.00 LLM calls" in result.stdout
+    assert "once per run: 1 LLM calls" in result.stdout
+    assert "~201 calls" in result.stdout
 
 
 def test_resume_with_a_raised_budget_completes_the_run(tmp_path: Path):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from distributed import Client
 
+from engine.env.prompts import WORLD_DESCRIPTION
 from engine.run_status import is_finished
 from engine.society.run.runner import run_experiment
 from engine.spec import ExperimentSpec, LLMClientSpec, LLMSpec, RunStep
@@ -24,6 +25,7 @@ class Estimate:
     sample_ticks: int
     agent_steps_total: int
     calls_per_agent_step: float  #: agents' and env router's calls, per agent-step
+    calls_per_run: int  #: calls a run makes once whatever its size (the env's world description)
     tokens_per_agent_step: float
     projected_calls: int
     projected_tokens: int
@@ -58,7 +60,11 @@ async def estimate(spec: ExperimentSpec, client: Client, *, agents: int = 20, ti
             raise RuntimeError(f"the sample run did not complete: {summary.error}")
         with ReplayReader(Path(tmp) / "run") as reader:
             row = reader.query(
-                "SELECT count(*) AS calls, coalesce(sum(input_tokens + output_tokens), 0) AS tokens FROM llm_calls"
+                "SELECT count(*) FILTER (WHERE prompt_name IS DISTINCT FROM ?) AS calls, "
+                "count(*) FILTER (WHERE prompt_name = ?) AS once, "
+                "coalesce(sum(input_tokens + output_tokens) FILTER (WHERE prompt_name IS DISTINCT FROM ?), 0) AS tokens, "
+                "coalesce(sum(input_tokens + output_tokens) FILTER (WHERE prompt_name = ?), 0) AS once_tokens FROM llm_calls",
+                [WORLD_DESCRIPTION.name] * 4,
             ).to_pylist()[0]
     sample_steps = max(1, summary.agent_steps)
     per_call = row["calls"] / sample_steps
@@ -66,6 +72,6 @@ async def estimate(spec: ExperimentSpec, client: Client, *, agents: int = 20, ti
     total = spec.total_ticks() * len(spec.all_agents())
     return Estimate(
         sample_agents=len(sample.agents), sample_ticks=summary.ticks_done, agent_steps_total=total,
-        calls_per_agent_step=per_call, tokens_per_agent_step=per_token,
-        projected_calls=round(per_call * total), projected_tokens=round(per_token * total),
+        calls_per_agent_step=per_call, calls_per_run=row["once"], tokens_per_agent_step=per_token,
+        projected_calls=round(per_call * total) + row["once"], projected_tokens=round(per_token * total) + row["once_tokens"],
     )
