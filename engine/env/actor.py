@@ -31,7 +31,7 @@ from engine.env.tool_calls import ENV_TOOL_CALLS, tool_call_rows
 from engine.env.world import WorldDescription, load_or_describe
 from engine.errors import ToolCallError
 from engine.failpoints import failpoint
-from engine.llm.budget import Allowance, BudgetGate
+from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.client import LLMClient
 from engine.llm.dispatcher import caller_model
 from engine.llm.meter import Meter, serving_agent
@@ -154,8 +154,13 @@ class EnvRouterActor:
         assert self.config.run_dir is not None, "snapshots need a run directory"
         return RunLayout(self.config.run_dir).env_snapshots
 
-    async def init(self, start_t: datetime, agent_ids: list[int], snapshot: str | None = None) -> dict[str, Any]:
-        """Initialise modules, restoring the committed snapshot ``snapshot`` when given; returns what the proxy carries."""
+    async def init(self, start_t: datetime, agent_ids: list[int], snapshot: str | None = None,
+                   allowance: Allowance | None = None) -> dict[str, Any]:
+        """Initialise modules, restoring the committed snapshot ``snapshot`` when given; returns what the proxy carries.
+
+        The world description's LLM call (once per run) is charged to ``allowance`` (None: unlimited).
+        """
+        self._budget.renew(allowance or Allowance())
         restored = await self.router.init(start_t, agent_ids, snapshot=self._snapshots() / snapshot if snapshot else None)
         if self.config.run_dir is not None:
             Catalog(RunLayout(self.config.run_dir).replay).register(ENV_TOOL_CALLS)
@@ -182,8 +187,10 @@ class EnvRouterActor:
 
     async def open_budget(self, allowance: Allowance | None) -> None:
         """Charge the router's LLM calls from now on to ``allowance`` (None: unlimited), as the
-        driver does with each batch's share; refusals count from zero again."""
+        driver does with each batch's share; refusals count from zero again. Calls the driver has not
+        drained yet (init's world description) are charged to it: the driver did not know of them."""
         self._budget.renew(allowance or Allowance())
+        self._budget.used = Usage.of_calls(r.as_row() for r in self.router.meter.records)
 
     async def budget_refused(self) -> int:
         """How many router LLM calls the budget refused since :meth:`open_budget`."""

@@ -18,6 +18,7 @@ from engine.env.actor import EnvRouterActor, EnvRouterConfig
 from engine.env.proxy import EnvRouterProxy, detached_actor
 from engine.env.registry import resolve_env_module
 from engine.errors import EnvUnavailableError
+from engine.llm.budget import Allowance
 from engine.storage.catalog import DatasetSchema
 
 __all__ = ["EnvHost"]
@@ -47,14 +48,17 @@ class EnvHost:
         self.proxy: EnvRouterProxy | None = None
         self.info: dict[str, Any] = {}
 
-    async def start(self, snapshot: str | None) -> EnvRouterProxy:
-        """Create the actor (on any live worker) and restore snapshot ``snapshot``; returns the agents' proxy."""
+    async def start(self, snapshot: str | None, allowance: Allowance | None = None) -> EnvRouterProxy:
+        """Create the actor (on any live worker) and restore snapshot ``snapshot``; returns the agents' proxy.
+
+        ``allowance`` is what the actor's own LLM calls during init may spend (None: unlimited).
+        """
         self.generation += 1
         key = self.key = f"env-router-{self._run_id}-g{self.generation}"
         self._future = self._client.submit(EnvRouterActor, self._config, actor=True, key=key)
         actor = await self._future
         self._handle = detached_actor(actor._address, actor.key)
-        self.info = await self.call("init", self._start_t, self._agent_ids, snapshot)
+        self.info = await self.call("init", self._start_t, self._agent_ids, snapshot, allowance)
         self.proxy = EnvRouterProxy(
             address=actor._address, key=actor.key, world_description=self.info["world_description"],
             env_skill_dirs=tuple(tuple(pair) for pair in self.info["env_skill_dirs"]),

@@ -179,7 +179,7 @@ class AgentSociety:
             ws = workspace_path(root, int(spec["id"]))
             if not (ws / "config.json").exists():
                 resolve_agent(spec["type"]).create(ws, agent_id=int(spec["id"]), profile=spec["profile"], config=spec["config"])
-        await self._env.start(self._status.env_snapshot)
+        await self._env.start(self._status.env_snapshot, split_allowance(self._budget, self.usage, 1)[0] if self._budget else None)
         self.set_status(RunStatus.RUNNING)
 
     async def close(self) -> None:

@@ -10,12 +10,14 @@ from engine.env.requests import EnvReply, EnvRequest
 from engine.env.scripted import ScriptedEnv
 from engine.llm.client import LLMClient
 from engine.trace import TraceRecorder
+from engine.trace.handle import TraceHandle
 
 
 async def agent_on(env: ScriptedEnv, root: Path, *, trace: TraceRecorder | None = None, **config) -> PersonAgent:
     PersonAgent.create(root / "agent_0007", agent_id=7, profile={"name": "P7"}, config=config)
+    handle = TraceHandle(root / "trace", trace) if trace is not None else None
     return await PersonAgent.from_workspace(
-        root / "agent_0007", ServiceProxy(env=env, llm={"default": LLMClient(model="sim/test")}), trace=trace)
+        root / "agent_0007", ServiceProxy(env=env, llm={"default": LLMClient(model="sim/test")}, trace=handle))
 
 
 async def test_an_instruction_travels_as_a_template_with_its_values(tmp_path: Path) -> None:

@@ -85,14 +85,17 @@ async def test_router_coder_calls_get_llm_completion_spans_like_agent_calls(dask
         calls = {r["who"]: r["n"] for r in reader.query(
             "SELECT CASE WHEN caller = 'router' THEN 'router' ELSE 'agent' END AS who, count(*) AS n FROM llm_calls GROUP BY 1"
         ).to_pylist()}
-        # each completion span's parent: env.ask for the router's calls, agent.step's subtree for the agents'
+        # each completion span's parent: env.ask (or, once per run, env.world_description) for the
+        # router's calls, agent.step's subtree for the agents'
         spans = {r["parent"]: r["n"] for r in reader.query(
-            "SELECT CASE WHEN p.name = 'env.ask' THEN 'router' ELSE 'agent' END AS parent, count(*) AS n "
+            "SELECT CASE WHEN p.name IN ('env.ask', 'env.world_description') THEN 'router' ELSE 'agent' END AS parent, "
+            "count(*) AS n "
             "FROM spans s JOIN spans p ON s.parent_id = p.span_id WHERE s.name = 'llm.completion' GROUP BY 1"
         ).to_pylist()}
         coder_spans = reader.query(
             "SELECT s.trace_id = p.trace_id AS same_trace, json_extract_string(s.attrs, '$.prompt') AS prompt "
-            "FROM spans s JOIN spans p ON s.parent_id = p.span_id WHERE s.name = 'llm.completion' AND p.name = 'env.ask'"
+            "FROM spans s JOIN spans p ON s.parent_id = p.span_id "
+            "WHERE s.name = 'llm.completion' AND p.name IN ('env.ask', 'env.world_description')"
         ).to_pylist()
     assert calls["router"] >= 1 and calls["agent"] >= 1, calls
     assert spans == calls
