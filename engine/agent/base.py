@@ -123,6 +123,7 @@ class AgentBase(ABC):
         self._step_count = int(dynamic.get("step_count", 0))
         self._budget = budget
         self._bind_services(service_proxy)
+        assert self._dispatcher is not None  # _bind_services just set it
         self.thread = ThreadMemory.from_config(self.workspace, self._dispatcher, self.config)
         self.episodes = EpisodeStore(self.workspace)
         self.skills = SkillTools(
@@ -307,20 +308,21 @@ class AgentBase(ABC):
         messages = [*(m for m in fresh if m["role"] == "system"), *earlier, *(m for m in fresh if m["role"] != "system")]
         outcome = StepOutcome(status="turn_limit")
         max_turns = int(self.config.get("max_react_turns", 4))
+        assert self._dispatcher is not None  # restore() bound it
         for turn in range(1, max_turns + 1):
             outcome.turns = turn
             try:
                 decision = await complete_structured(
-                    self._dispatcher, messages, decision_type, prompt=self.react_prompt,  # type: ignore[arg-type]
+                    self._dispatcher, messages, decision_type, prompt=self.react_prompt,
                     max_attempts=int(self.config.get("max_parse_attempts", 3)),
                     hint="Valid tools: " + ", ".join(tools),
                 )
             except (StructuredOutputError, LLMCallError) as error:
                 outcome.status, outcome.error = "llm_error", str(error)[:1000]
                 return outcome
-            action = decision.action  # type: ignore[attr-defined]
+            action = decision.action  # type: ignore[attr-defined]  # the decision model is built at run time
             args = action.arguments.model_dump()
-            reply = json.dumps({"thought": decision.thought, "tool": action.tool, "arguments": args}, ensure_ascii=False)  # type: ignore[attr-defined]
+            reply = json.dumps({"thought": decision.thought, "tool": action.tool, "arguments": args}, ensure_ascii=False)  # type: ignore[attr-defined]  # the decision model is built at run time
             messages = [*messages, {"role": "assistant", "content": reply}]
             self._log_thread(t, [{"role": "assistant", "content": reply}])
             outcome.tools_called.append(action.tool)
@@ -337,8 +339,8 @@ class AgentBase(ABC):
             observation = {"role": "user", "content": f"Result of {action.tool}: {result}"}
             messages = [*messages, observation]
             self._log_thread(t, [observation])
-            if decision.finish:  # type: ignore[attr-defined]
-                outcome.status, outcome.summary = "finished", decision.thought  # type: ignore[attr-defined]
+            if decision.finish:  # type: ignore[attr-defined]  # the decision model is built at run time
+                outcome.status, outcome.summary = "finished", decision.thought  # type: ignore[attr-defined]  # the decision model is built at run time
                 return outcome
         return outcome
 

@@ -15,6 +15,7 @@ discarded (lazily, when the agent next steps).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import stat
@@ -132,12 +133,12 @@ class StepJournal:
                 path = Path(self._root, relative)
                 if "link" in entry:
                     if not (os.path.islink(path) and os.readlink(path) == entry["link"]):
-                        _swap_in(path, lambda temp, target=entry["link"]: os.symlink(target, temp))
+                        _swap_in(path, functools.partial(os.symlink, entry["link"]))  # symlink(target, temp)
                     continue
                 current = os.lstat(path) if os.path.lexists(path) else None
                 if current is None or current.st_ino != entry["ino"]:
                     path.parent.mkdir(parents=True, exist_ok=True)
-                    _swap_in(path, lambda temp, backup=os.path.join(self._dir, entry["backup"]): os.link(backup, temp))
+                    _swap_in(path, functools.partial(os.link, os.path.join(self._dir, entry["backup"])))  # link(backup, temp)
                 if os.path.getsize(path) != entry["size"]:
                     os.truncate(path, entry["size"])
         except OSError as error:

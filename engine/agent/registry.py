@@ -5,8 +5,12 @@ from __future__ import annotations
 import importlib
 from functools import lru_cache
 from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, TypeVar
 
 from engine.errors import SpecError
+
+if TYPE_CHECKING:
+    from engine.agent.base import AgentBase
 
 __all__ = ["agent_type_names", "register_agent", "resolve_agent"]
 
@@ -17,10 +21,11 @@ _BUILTIN = {
     "TrustGameAgent": "engine.agent.contrib.trust_game:TrustGameAgent",
     "RuleBasedAgent": "engine.agent.contrib.rule_based:RuleBasedAgent",
 }
-_REGISTERED: dict[str, type] = {}
+_REGISTERED: dict[str, type[AgentBase]] = {}
+_A = TypeVar("_A", bound="type[AgentBase]")
 
 
-def register_agent(cls: type, name: str | None = None) -> type:
+def register_agent(cls: _A, name: str | None = None) -> _A:
     """Register an agent class in this process (tests, notebooks); returns it."""
     _REGISTERED[name or cls.__name__] = cls
     return cls
@@ -39,7 +44,7 @@ def agent_type_names() -> list[str]:
     return sorted({*_table(), *_REGISTERED})
 
 
-def resolve_agent(name: str) -> type:
+def resolve_agent(name: str) -> type[AgentBase]:
     """The agent class registered as ``name``.
 
     Raises:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from collections.abc import Collection
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -61,7 +62,8 @@ class EnvBase:
         self._workspace_root: Path | None = None
         self._history: list[dict[str, Any]] = []
         self._trace_id: str | None = None
-        self._agent_ids: set[int] | None = None  #: None until the router binds the run's agents
+        #: None until the router binds the run's agents (a set here; modules that order their agents keep a sorted list)
+        self._agent_ids: Collection[int] | None = None
         #: updates the tools queued since the last step (or :meth:`apply_pending`)
         self.updates = UpdateQueue()
 

@@ -125,7 +125,7 @@ def detached_actor(address: str, key: str) -> Any:
 
     from engine.env.actor import EnvRouterActor
 
-    class _Detached(Actor):  # type: ignore[misc]
+    class _Detached(Actor):
         def _try_bind_worker_client(self) -> None:
             super()._try_bind_worker_client()
             self._future = None

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
 
 from engine.errors import SpecError
+
+if TYPE_CHECKING:
+    from engine.env.base import EnvBase
 
 __all__ = ["env_module_known", "env_module_names", "resolve_env_module"]
 
@@ -46,7 +50,7 @@ def env_module_known(name: str) -> bool:
     return _ALIASES.get(name, name) in _table()
 
 
-def resolve_env_module(name: str) -> type:
+def resolve_env_module(name: str) -> type[EnvBase]:
     """The module class registered as ``name``.
 
     Raises:

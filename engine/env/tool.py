@@ -57,7 +57,7 @@ def tool(readonly: bool = False, kind: ToolKind | None = None, *, experimenter: 
         raise ToolDefinitionError(f"@tool kind must be 'observe', 'statistics' or None, not {kind!r}")
 
     def mark(fn: F) -> F:
-        fn.__polis_tool__ = {"readonly": readonly, "kind": kind, "experimenter": experimenter}  # type: ignore[attr-defined]
+        fn.__polis_tool__ = {"readonly": readonly, "kind": kind, "experimenter": experimenter}  # type: ignore[attr-defined]  # the mark lives on the function object
         return fn
 
     return mark
@@ -69,7 +69,7 @@ def build_tool_info(owner: str, fn: Callable[..., Any]) -> ToolInfo:
     Raises:
         ToolDefinitionError: the signature breaks the contract for its kind.
     """
-    marks = fn.__polis_tool__  # type: ignore[attr-defined]
+    marks = fn.__polis_tool__  # type: ignore[attr-defined]  # the mark set by @tool
     params = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "self"]
     where = f"{owner}.{fn.__name__}"
     kind, readonly = marks["kind"], marks["readonly"]
@@ -86,7 +86,7 @@ def build_tool_info(owner: str, fn: Callable[..., Any]) -> ToolInfo:
         if p.annotation is inspect.Parameter.empty:
             raise ToolDefinitionError(f"{where}: parameter {p.name!r} needs a type annotation")
         fields[p.name] = (p.annotation, ... if p.default is inspect.Parameter.empty else p.default)
-    args_model = create_model(  # type: ignore[call-overload]
+    args_model = create_model(
         f"{owner}_{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields
     )
     doc = inspect.getdoc(fn) or fn.__name__

@@ -8,7 +8,7 @@ schema pins each tool's arguments.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -17,23 +17,19 @@ __all__ = ["build_decision_model"]
 
 @lru_cache(maxsize=256)
 def _cached(name: str, actions: tuple[tuple[str, type[BaseModel]], ...], stop_field: str, stop_help: str) -> type[BaseModel]:
-    branches = [
-        create_model(
-            f"{name}_{tool}",
-            __config__=ConfigDict(extra="forbid"),
-            tool=(Literal[tool], ...),  # type: ignore[valid-type]
-            arguments=(args, ...),
-        )
-        for tool, args in actions
-    ]
-    action_type = Annotated[Union[tuple(branches)], Field(discriminator="tool")]  # type: ignore[valid-type]  # noqa: UP007 - built at run time
-    return create_model(
-        name,
-        __config__=ConfigDict(extra="forbid"),
-        thought=(str, Field(description="brief reasoning")),
-        action=(action_type, ...),
-        **{stop_field: (bool, Field(description=stop_help))},  # type: ignore[arg-type]
-    )
+    # Field definitions built at run time (a Literal per tool, a Union of the branches) are values
+    # to the type checker, not types: they travel in dict[str, Any] to create_model.
+    branches = []
+    for tool, args in actions:
+        branch_fields: dict[str, Any] = {"tool": (Literal[tool], ...), "arguments": (args, ...)}
+        branches.append(create_model(f"{name}_{tool}", __config__=ConfigDict(extra="forbid"), **branch_fields))
+    action_type = Annotated[Union[tuple(branches)], Field(discriminator="tool")]  # type: ignore[valid-type]  # a Union built at run time  # noqa: UP007
+    fields: dict[str, Any] = {
+        "thought": (str, Field(description="brief reasoning")),
+        "action": (action_type, ...),
+        stop_field: (bool, Field(description=stop_help)),
+    }
+    return create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
 
 
 def build_decision_model(

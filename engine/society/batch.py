@@ -157,7 +157,7 @@ async def _step_one(
     calls = [{"run": run, "step": job.step, **r.as_row()} for r in (agent.meter.records if agent else [])]
     record = {"row": row, "calls": calls, "attempt": job.attempt, "rolled_back": rolled_back}
     if agent is not None and row["status"] != "error":
-        check_session(job.proxy.run_dir, job.session)  # type: ignore[arg-type]
+        check_session(job.proxy.run_dir, job.session)  # type: ignore[arg-type]  # step_agent_batch asserted the run_dir
         try:
             agent.commit_step(job.step, record)
             await agent.to_workspace()
@@ -176,7 +176,7 @@ def _batch_abort(errors: BaseExceptionGroup) -> PolisError:
     while isinstance(first, BaseExceptionGroup):
         first = first.exceptions[0]
     if found is not None:
-        return type(first)(str(first))  # type: ignore[return-value]
+        return type(first)(str(first))  # type: ignore[return-value]  # found holds only PolisErrors
     if not isinstance(first, Exception):  # KeyboardInterrupt, SystemExit: not ours to translate
         raise first
     text = "".join(traceback.format_exception(first))

@@ -153,6 +153,7 @@ async def fan_out(
             keys = [future.key for future in inflight]
             if not keys:
                 continue
+            assert client.scheduler is not None  # a started client has its scheduler rpc
             states = await client.scheduler.get_task_status(keys=keys)
             processing = await client.processing()
             now = time.monotonic()

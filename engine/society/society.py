@@ -164,7 +164,9 @@ class AgentSociety:
     @property
     def proxy(self) -> ServiceProxy:
         """What tasks receive: the current env actor's proxy, the LLM clients, the run directory."""
-        return ServiceProxy(env=self._env.proxy, llm=self._llm, run_dir=self._run_dir, run_id=self.run_id)
+        env = self._env.proxy
+        assert env is not None  # the env actor is up from init() on
+        return ServiceProxy(env=env, llm=self._llm, run_dir=self._run_dir, run_id=self.run_id)
 
     # ---- lifecycle -----------------------------------------------------------------------------
     async def init(self) -> None:
@@ -294,7 +296,7 @@ class AgentSociety:
             return [None] * holders  # the router's gate stays as the actor starts: unlimited
         *shares, router = split_allowance(self._budget, self.usage, holders + 1)
         await self._env.call("open_budget", router)
-        return shares
+        return [*shares]  # a list of Allowance | None (the list itself is invariant)
 
     async def _stage_router_calls(self, step: int, txn: int) -> tuple[list[str], int]:
         """Stage the env router's LLM call rows of this transaction and count their provider usage;

@@ -89,7 +89,7 @@ class PrisonersDilemmaGame(RoundGame):
         for pair in self.groups():
             for me, other in (pair, pair[::-1]):
                 move, theirs = self._moves.get(me), self._moves.get(other)
-                payoff = self.matrix[(move, theirs)] if move and theirs else None  # type: ignore[index]
+                payoff = self.matrix[(move, theirs)] if move and theirs else None  # type: ignore[index]  # this game's moves are strings
                 rows.append({"round": self._round, "agent_id": me, "partner": other, "moved": move is not None,
                              "move": move, "partner_move": theirs, "payoff": payoff})
                 if move:

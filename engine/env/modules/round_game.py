@@ -26,7 +26,7 @@ _HEAD = (("step", "int64", "society step (1-based) that just ended"), ("t", "tim
 
 
 def _schema(name: str, description: str, spec: list[tuple[str, str, str]]) -> DatasetSchema:
-    columns = tuple(Column(name=n, type=ty, description=d) for n, ty, d in [*_HEAD, *spec])  # type: ignore[arg-type]
+    columns = tuple(Column(name=n, type=ty, description=d) for n, ty, d in [*_HEAD, *spec])
     return DatasetSchema(name=name, kind="env", description=description, columns=columns)
 
 

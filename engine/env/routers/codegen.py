@@ -88,11 +88,12 @@ def build_code_decision(tools: dict[str, ToolInfo], examples: list[str] | None =
     """The decision model ``{thought, code}``; ``code`` lists ``examples`` (default: one call per tool)."""
     if examples is None:
         examples = [example_call(name, info) for name, info in tools.items()]
+    extra: dict[str, Any] = {"examples": examples} if examples else {}
     code_field = Field(
         description="Python statements calling the functions; store what the agent should learn in results[...]",
-        **({"examples": examples} if examples else {}),
+        **extra,
     )
-    return create_model(  # type: ignore[call-overload,no-any-return]
+    return create_model(
         "CodeDecision",
         __config__=ConfigDict(extra="forbid"),
         thought=(str, Field(description="brief reasoning")),
@@ -302,7 +303,7 @@ class CodeGenRouter(RouterBase):
                 decision = await complete_structured(llm, messages, decision_type, prompt=CODEGEN_INSTRUCTION)
             except (StructuredOutputError, LLMCallError) as error:
                 return _Attempt(code=attempt.code, error=f"the environment could not interpret the request: {error}")
-            attempt = await self._run(decision.code, request, variables)  # type: ignore[attr-defined]
+            attempt = await self._run(decision.code, request, variables)  # type: ignore[attr-defined]  # the decision model is built at run time
             if attempt.final:
                 return attempt
             if attempt.execution is None:

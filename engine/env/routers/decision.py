@@ -29,7 +29,7 @@ def _llm_args_model(info: ToolInfo) -> type[BaseModel]:
         for name, field in info.args_model.model_fields.items()
         if name not in caller_fields
     }
-    return create_model(f"{info.name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)  # type: ignore[call-overload]
+    return create_model(f"{info.name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
 
 
 def build_router_decision(tools: dict[str, ToolInfo]) -> type[BaseModel]:

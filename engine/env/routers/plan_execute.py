@@ -99,7 +99,7 @@ class PlanExecutor:
         except (StructuredOutputError, LLMCallError) as error:
             return unreadable(error)
         outcome, replans = LoopOutcome(), 0
-        steps, ran_since_plan = list(plan.steps), 0  # type: ignore[attr-defined]
+        steps, ran_since_plan = list(plan.steps), 0  # type: ignore[attr-defined]  # the plan model is built at run time
         while steps:
             step = steps.pop(0)
             if step.tool == FINAL_ANSWER:
@@ -132,7 +132,7 @@ class PlanExecutor:
                 failed = unreadable(error)
                 outcome.status, outcome.answer = failed.status, failed.answer
                 break
-            steps, ran_since_plan = list(plan.steps), 0  # type: ignore[attr-defined]
+            steps, ran_since_plan = list(plan.steps), 0  # type: ignore[attr-defined]  # the plan model is built at run time
         return outcome
 
 

@@ -146,7 +146,7 @@ async def react_loop(
             failed = unreadable(error)
             outcome.status, outcome.answer = failed.status, failed.answer
             break
-        action = decision.action  # type: ignore[attr-defined]
+        action = decision.action  # type: ignore[attr-defined]  # the decision model is built at run time
         if action.tool == FINAL_ANSWER:
             outcome.status, outcome.answer = action.arguments.status, action.arguments.answer
             break
@@ -154,7 +154,7 @@ async def react_loop(
                              agent_id=agent_id, readonly=readonly)
         outcome.results.append(row)
         outcome.status = "success" if row.ok else "fail"
-        if decision.done:  # type: ignore[attr-defined]
+        if decision.done:  # type: ignore[attr-defined]  # the decision model is built at run time
             break
     else:
         if outcome.status == "success":

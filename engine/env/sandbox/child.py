@@ -96,7 +96,7 @@ class _Channel:
             if not chunk:
                 raise SystemExit(0)  # the actor is gone
             self.pending += self.buffer.feed(chunk)
-        return marshal.loads(self.pending.pop(0))  # type: ignore[no-any-return]
+        return marshal.loads(self.pending.pop(0))
 
 
 def _run_one(message: dict[str, Any], channel: _Channel, base: int, limits_mod: Any, runtime: Any) -> dict[str, Any]:

@@ -131,7 +131,7 @@ class ThreadExecutor:
             # with this, 20-50 times, at no measurable cost to the sandboxed code.
             time.sleep(0)
             rss = _rss() if rss0 is not None else None
-            if rss is not None and rss - rss0 > limits.max_memory_growth_mb * 2**20:  # type: ignore[operator]
+            if rss is not None and rss0 is not None and rss - rss0 > limits.max_memory_growth_mb * 2**20:
                 raise run.stop(f"memory limit of {limits.max_memory_growth_mb} MB exceeded")
 
         def transport(name: str, arguments: dict[str, Any]) -> dict[str, Any]:

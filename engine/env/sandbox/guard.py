@@ -26,8 +26,10 @@ comprehension's iterable) is a refusal too: every problem with the code is a
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
-from collections.abc import Collection, Iterable, Mapping
+import warnings
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from types import CodeType
 
 from engine.env.sandbox.attributes import FORBIDDEN_ATTRIBUTE_PREFIXES, FORBIDDEN_ATTRIBUTES, SIZED_METHODS
@@ -92,7 +94,8 @@ def check_code(code: str, *, reserved: Iterable[str] = (), modules: Mapping[str,
     if len(code) > MAX_CODE_CHARS:
         raise CodeRejectedError([f"line 1: code is longer than {MAX_CODE_CHARS} characters"])
     try:
-        tree = ast.parse(code, filename=FILENAME, mode="exec")
+        with _compiler_warnings_ignored():
+            tree = ast.parse(code, filename=FILENAME, mode="exec")
     except SyntaxError as error:
         raise CodeRejectedError([f"line {error.lineno or 1}: syntax error: {error.msg}"]) from None
     except (ValueError, RecursionError, MemoryError) as error:  # null bytes, absurd nesting
@@ -112,12 +115,24 @@ def compile_guarded(code: str, *, reserved: Iterable[str] = ()) -> CodeType:
     return _compile(code, frozenset(reserved))
 
 
+@contextlib.contextmanager
+def _compiler_warnings_ignored() -> Iterator[None]:
+    # What the compiler warns about generated code (an invalid escape sequence such as "\d", ``is``
+    # with a literal) is for no one to read, and under an ``error`` warning filter it would turn into
+    # a SyntaxError: the code is valid Python and runs as such.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        warnings.filterwarnings("ignore", r"invalid (octal )?escape sequence", DeprecationWarning)  # Python 3.11
+        yield
+
+
 @functools.lru_cache(maxsize=256)
 def _compile(code: str, reserved: frozenset[str]) -> CodeType:
     # Code objects are immutable: a cached one is safe to run again (template-cache hits repeat code).
     tree = instrument(check_code(code, reserved=reserved))
     try:
-        return compile(tree, FILENAME, "exec", dont_inherit=True)
+        with _compiler_warnings_ignored():
+            return compile(tree, FILENAME, "exec", dont_inherit=True)
     except SyntaxError as error:
         raise CodeRejectedError([f"line {error.lineno or 1}: syntax error: {error.msg}"]) from None
     except (ValueError, RecursionError, MemoryError) as error:  # absurd nesting

@@ -232,7 +232,7 @@ def call_method(obj: Any, name: str, *args: Any, **kwargs: Any) -> Any:
             rest[0] = items = list(rest[0])
             size = sum(len(x) for x in items if isinstance(x, (str, bytes))) + len(target) * max(0, len(items) - 1)
         elif name == "replace" and len(rest) >= 2 and all(isinstance(x, (str, bytes)) for x in rest[:2]):
-            count = target.count(rest[0])  # type: ignore[arg-type]
+            count = target.count(rest[0])
             limit = rest[2] if len(rest) > 2 else kwargs.get("count", -1)
             count = min(count, limit) if isinstance(limit, int) and limit >= 0 else count
             size = len(target) + count * max(0, len(rest[1]) - len(rest[0]))

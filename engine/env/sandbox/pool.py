@@ -166,8 +166,9 @@ class SandboxPool:
                 try:
                     process = await waiter
                 except asyncio.CancelledError:
-                    if waiter.done() and not waiter.cancelled() and waiter.result() is not None:
-                        self._release(waiter.result(), healthy=True)  # type: ignore[arg-type]
+                    ready = waiter.result() if waiter.done() and not waiter.cancelled() else None
+                    if ready is not None:
+                        self._release(ready, healthy=True)
                     raise
                 finally:
                     if waiter in self._waiters:
@@ -227,6 +228,8 @@ class SandboxPool:
         started = time.monotonic()
         kill = asyncio.get_running_loop().call_later(limits.timeout_s + _KILL_GRACE_S, process.kill, "time")
         healthy = False
+        error: str | None
+        results: dict[str, Any]
         try:
             outcome = await self._converse(process, message, broker, started + limits.timeout_s, limits)
             if outcome is None:

@@ -218,11 +218,11 @@ def exec_code(compiled: CodeType, run: Run, namespace: dict[str, Any]) -> tuple[
     if run.stopped:
         return f"stopped: {run.stopped}", {}, False
     try:
-        error, results = collect(namespace["results"], run.limits.max_result_chars)
+        failure, results = collect(namespace["results"], run.limits.max_result_chars)
     except MemoryError:
         namespace.clear()
         return memory_message(run.limits.max_memory_growth_mb), {}, True
-    return error, results, False
+    return failure, results, False
 
 
 class _TooLarge(Exception):

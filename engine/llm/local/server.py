@@ -225,7 +225,7 @@ def serve(name: str, *, port: int, config: LocalServerConfig) -> None:
         LocalModelMissingError: the model is not installed.
         RuntimeError: llama.cpp could not load the model or bind the port.
     """
-    import xllamacpp  # type: ignore[import-untyped, import-not-found]  # the optional extra
+    import xllamacpp  # the optional extra (untyped: ignore_missing_imports covers it)
 
     params = xllamacpp.CommonParams()
     params.model.path = str(gguf_path(name))

@@ -68,7 +68,9 @@ async def run_helper(
     gate = BudgetGate(allowance) if allowance is not None else None
     view = _Interviews(society, gate)
     llm = caller_model(society.proxy.client("default"), meter, caller="helper", role="default", budget=gate)
-    helper = AgentSocietyHelper(society.env.proxy, view, llm=llm)
+    env = society.env.proxy
+    assert env is not None  # the env actor is up once the society is initialised
+    helper = AgentSocietyHelper(env, view, llm=llm)
     result = await (helper.ask(text) if kind == "ask" else helper.intervene(text))
     meter.records.extend(view.records)
 

@@ -226,9 +226,9 @@ class AgentSocietyHelper:
         except (StructuredOutputError, LLMCallError) as error:
             self._fail(result, f"planning failed: {error}")
             return None
-        plan = Plan(reasoning=raw.reasoning, steps=[  # type: ignore[attr-defined]
+        plan = Plan(reasoning=raw.reasoning, steps=[  # type: ignore[attr-defined]  # the plan model is built at run time
             PlanStep(description=s.description, tool=s.tool, args=s.args.model_dump(), expected_output=s.expected_output)
-            for s in raw.steps  # type: ignore[attr-defined]
+            for s in raw.steps  # type: ignore[attr-defined]  # the plan model is built at run time
         ])
         result.plans.append(plan)
         return plan

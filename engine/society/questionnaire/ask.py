@@ -85,7 +85,7 @@ async def answer_questionnaire(
     reply = _LastReply(llm)
     try:
         await complete_structured(
-            reply, build_messages(persona, questionnaire), answer_model(questionnaire),  # type: ignore[arg-type]
+            reply, build_messages(persona, questionnaire), answer_model(questionnaire),
             prompt=QUESTIONNAIRE_ANSWER, max_attempts=max_attempts,
         )
     except StructuredOutputError as error:

@@ -142,23 +142,23 @@ class QuestionnaireResponse(BaseModel):
     output_tokens: int = 0
     usage: Usage = Field(default_factory=Usage)  #: provider usage (what budgets count)
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy refuses decorators over @property (pydantic documents this ignore)
     @property
     def ok(self) -> int:
         return sum(a.parse_success for a in self.answers)
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy refuses decorators over @property (pydantic documents this ignore)
     @property
     def failed(self) -> int:
         return len(self.answers) - self.ok
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy refuses decorators over @property (pydantic documents this ignore)
     @property
     def agents(self) -> int:
         """Agents asked."""
         return len({a.agent_id for a in self.answers})
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy refuses decorators over @property (pydantic documents this ignore)
     @property
     def agents_answered(self) -> int:
         """Agents with at least one valid answer."""
@@ -195,7 +195,7 @@ def _value_type(q: QuestionItem) -> Any:
     if q.response_type == "float":
         return Annotated[StrictFloat, Field(ge=low, le=high, allow_inf_nan=False)]
     if q.response_type == "choice":
-        return Literal[q.choices]  # type: ignore[valid-type]
+        return Literal[q.choices]
     if q.response_type == "json":
         return Annotated[dict[str, Any] | list[Any], AfterValidator(_is_container)]
     return Annotated[StrictStr, Field(min_length=1), AfterValidator(_not_blank)]
@@ -271,8 +271,8 @@ def parse_reply(
             out.append(QuestionnaireAnswer(agent_id=agent_id, question_id=q.id, raw_text=fragment, parse_success=False,
                                            error=f"invalid{after}: {problems}", attempts=attempts))
             continue
-        out.append(QuestionnaireAnswer(agent_id=agent_id, question_id=q.id, raw_text=fragment, value=field.value,  # type: ignore[attr-defined]
-                                       reason=field.reason, parse_success=True, attempts=attempts))  # type: ignore[attr-defined]
+        out.append(QuestionnaireAnswer(agent_id=agent_id, question_id=q.id, raw_text=fragment, value=field.value,  # type: ignore[attr-defined]  # the answer model is built at run time
+                                       reason=field.reason, parse_success=True, attempts=attempts))  # type: ignore[attr-defined]  # the answer model is built at run time
     return out
 
 

@@ -48,4 +48,6 @@ async def open_client(
         yield client
     finally:
         await client.close()
-        await cluster.close()
+        closing = cluster.close()
+        assert closing is not None  # an asynchronous cluster's close() is awaitable
+        await closing

@@ -178,11 +178,11 @@ class Match:
 
     @property
     def lastindex(self) -> int | None:
-        return self._raw.lastindex  # type: ignore[no-any-return]
+        return self._raw.lastindex
 
     @property
     def lastgroup(self) -> str | None:
-        return self._raw.lastgroup  # type: ignore[no-any-return]
+        return self._raw.lastgroup
 
     def group(self, *groups: int | str) -> Any:
         return self._raw.group(*groups)
@@ -200,7 +200,7 @@ class Match:
         return int(self._raw.end(group))
 
     def span(self, group: int | str = 0) -> tuple[int, int]:
-        return tuple(self._raw.span(group))  # type: ignore[return-value]
+        return tuple(self._raw.span(group))
 
     def expand(self, template: Any) -> Any:
         return _expand(self._raw, template, MAX_SEQUENCE)

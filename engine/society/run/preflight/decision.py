@@ -200,7 +200,7 @@ def _endpoint_problem(expect: Expectation, probe: WorkerProbe, endpoint: Endpoin
 def _worker_causes(expect: Expectation, probe: WorkerProbe) -> list[str]:
     if probe.unanswered is not None:
         return [f"gave no answer to the preflight probe: {probe.unanswered}"]
-    causes = []
+    causes: list[str | None] = []
     if probe.polis_error is not None:
         causes.append(f"polis not importable ({probe.polis_error})")
     elif probe.polis is not None and (probe.polis.version, probe.polis.source_hash) != (

@@ -31,9 +31,10 @@ def polis_identity() -> dict[str, Any]:
         engine = importlib.import_module("engine")
     except Exception as error:  # noqa: BLE001 - any import failure (ModuleNotFoundError, a broken install) is the answer
         return {"error": f"{type(error).__name__}: {error}"}
-    if not getattr(engine, "__file__", None):  # a bare folder named engine somewhere on sys.path
+    file = getattr(engine, "__file__", None)
+    if not file:  # a bare folder named engine somewhere on sys.path
         return {"error": f"'engine' is a namespace package ({', '.join(engine.__path__)}), not Polis"}
-    root = os.path.dirname(os.path.abspath(engine.__file__))
+    root = os.path.dirname(os.path.abspath(file))
     digest = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))

@@ -100,10 +100,12 @@ def _worker_ip(address: str, host: str | None) -> str:
 async def _first_workers(client: Client, timeout_s: float) -> dict[str, Any]:
     """The scheduler's identity once a worker has joined (polling, like ``Client.wait_for_workers``)."""
     deadline = time.monotonic() + timeout_s
-    while not (info := await client.scheduler.identity(n_workers=-1))["workers"]:
+    scheduler = client.scheduler
+    assert scheduler is not None  # a started client has its scheduler rpc
+    while not (info := await scheduler.identity(n_workers=-1))["workers"]:
         if time.monotonic() > deadline:
             raise PreflightError(f"preflight refused the cluster: no worker joined the scheduler at "
-                                 f"{client.scheduler.address} within {timeout_s:g} s")
+                                 f"{scheduler.address} within {timeout_s:g} s")
         await asyncio.sleep(0.1)
     return info
 
