@@ -65,6 +65,12 @@ class EnvHost:
         )
         return self.proxy
 
+    @property
+    def live_proxy(self) -> EnvRouterProxy:
+        """The current actor's proxy (there is one from :meth:`start` on)."""
+        assert self.proxy is not None, "the env actor has not started"
+        return self.proxy
+
     def replay_datasets(self) -> list[DatasetSchema]:
         """The replay datasets the env modules write."""
         return [schema for type_name, _ in self._config.modules for schema in resolve_env_module(type_name).replay_datasets()]

@@ -164,9 +164,7 @@ class AgentSociety:
     @property
     def proxy(self) -> ServiceProxy:
         """What tasks receive: the current env actor's proxy, the LLM clients, the run directory."""
-        env = self._env.proxy
-        assert env is not None  # the env actor is up from init() on
-        return ServiceProxy(env=env, llm=self._llm, run_dir=self._run_dir, run_id=self.run_id)
+        return ServiceProxy(env=self._env.live_proxy, llm=self._llm, run_dir=self._run_dir, run_id=self.run_id)
 
     # ---- lifecycle -----------------------------------------------------------------------------
     async def init(self) -> None:
