@@ -11,9 +11,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from engine.errors import PolisError, SpecError
-from service.errors import ServiceError, status_code_for
+from service.auth import TokenStore
+from service.errors import ServiceError, SpecRejectedError, UnauthorizedError, status_code_for
 from service.registry import ExperimentRegistry
-from service.routes import experiments, health
+from service.routes import experiments, health, results
 from service.settings import ServiceSettings
 from service.state import ServiceState
 from service.submission import Submitter, open_client
@@ -37,6 +38,8 @@ def create_app(settings: ServiceSettings, *, client: Any = None) -> FastAPI:
         The app. Experiments still running at shutdown are cancelled and marked ``interrupted``.
     """
 
+    tokens = TokenStore.load(settings.auth_tokens) if settings.auth_tokens is not None else None
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         registry = ExperimentRegistry(settings.data_dir)
@@ -51,7 +54,7 @@ def create_app(settings: ServiceSettings, *, client: Any = None) -> FastAPI:
                 "input_dirs": settings.input_dirs,
             })
             app.state.polis = ServiceState(
-                registry, submitter, _dashboard_link(shared), query_limits=settings.query_limits()
+                registry, submitter, _dashboard_link(shared), query_limits=settings.query_limits(), tokens=tokens
             )
             logger.info("polis service: data in %s, dashboard at %s", settings.data_dir, app.state.polis.dashboard_link)
             try:
@@ -65,6 +68,7 @@ def create_app(settings: ServiceSettings, *, client: Any = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.include_router(experiments.router)
+    app.include_router(results.router)
     app.include_router(health.router)
     app.add_exception_handler(ServiceError, _error_response)
     app.add_exception_handler(PolisError, _error_response)
@@ -76,11 +80,12 @@ async def _error_response(request: Request, error: Exception) -> JSONResponse:
     if code >= 500:
         logger.error("%s %s failed", request.method, request.url.path, exc_info=error)
     detail: Any = str(error)
-    if isinstance(error, SpecError):
+    headers = {"WWW-Authenticate": "Bearer"} if isinstance(error, UnauthorizedError) else None
+    if isinstance(error, SpecError | SpecRejectedError):
         # The same shape FastAPI gives request validation errors, so clients parse one format.
         loc = ["body", *(int(p) if p.isdigit() else p for p in error.path.split(".") if p)]
         detail = [{"type": "spec_error", "loc": loc, "msg": str(error)}]
-    return JSONResponse(status_code=code, content={"detail": detail})
+    return JSONResponse(status_code=code, content={"detail": detail}, headers=headers)
 
 
 def _dashboard_link(client: Any) -> str | None:

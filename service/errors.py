@@ -1,9 +1,18 @@
 """The service's error tree, and the one place where errors become HTTP status codes.
 
-    ServiceError                      the control plane
-    ├── ExperimentNotFoundError       no experiment with that id            → 404
-    ├── DatasetNotFoundError          no dataset with that name in the run  → 404
-    └── ExperimentNotRunningError     cancel asked of a finished experiment → 409
+    ServiceError                          the control plane                                  → 500
+    ├── AuthConfigError                   the token or grants file is unreadable (startup)   → 500
+    ├── UnauthorizedError                 no bearer token, or an unknown one                 → 401
+    ├── ExperimentNotFoundError           no experiment with that id (or another owner's)    → 404
+    ├── DatasetNotFoundError              no dataset with that name in the run               → 404
+    ├── ExperimentNotRunningError         cancel asked of a finished experiment              → 409
+    ├── ExperimentBusyError               delete, resume or steps asked of a live experiment → 409
+    ├── SpecTooLargeError                 a request body over the size limit                 → 413
+    ├── UnsupportedMediaTypeError         a body that is neither JSON nor YAML               → 415
+    ├── NotAcceptableError                an ``Accept`` the endpoint cannot answer           → 406
+    └── SpecRejectedError                 a spec refused by the service's rules (``path``)   → 422
+        ├── QuotaExceededError            over one of the owner's quotas
+        └── CredentialNotGrantedError     a key variable or endpoint not granted to the owner
 
 Engine errors (``engine.errors``) know nothing about HTTP; :func:`status_code_for` maps them:
 ``SpecError`` → 422, ``QueryError`` → 400, any other ``PolisError`` → 500.
@@ -14,10 +23,19 @@ from __future__ import annotations
 from engine.errors import PolisError, QueryError, SpecError
 
 __all__ = [
+    "AuthConfigError",
+    "CredentialNotGrantedError",
     "DatasetNotFoundError",
+    "ExperimentBusyError",
     "ExperimentNotFoundError",
     "ExperimentNotRunningError",
+    "NotAcceptableError",
+    "QuotaExceededError",
     "ServiceError",
+    "SpecRejectedError",
+    "SpecTooLargeError",
+    "UnauthorizedError",
+    "UnsupportedMediaTypeError",
     "status_code_for",
 ]
 
@@ -26,8 +44,16 @@ class ServiceError(Exception):
     """Base of every error the service raises on purpose."""
 
 
+class AuthConfigError(ServiceError):
+    """The token file or the grants file cannot be used."""
+
+
+class UnauthorizedError(ServiceError):
+    """The request carries no valid bearer token."""
+
+
 class ExperimentNotFoundError(ServiceError):
-    """No experiment with this id.
+    """No experiment with this id that the caller may see.
 
     Args:
         experiment_id: the id that was asked for.
@@ -68,11 +94,65 @@ class ExperimentNotRunningError(ServiceError):
         self.status = status
 
 
+class ExperimentBusyError(ServiceError):
+    """A request that needs a finished experiment found one queued or running.
+
+    Args:
+        experiment_id: the experiment.
+        status: its current status.
+        action: what was asked, e.g. ``"delete"``.
+    """
+
+    def __init__(self, experiment_id: str, status: str, action: str) -> None:
+        super().__init__(f"cannot {action} experiment {experiment_id!r}: it is {status}; cancel it first")
+        self.experiment_id = experiment_id
+        self.status = status
+
+
+class SpecTooLargeError(ServiceError):
+    """A request body larger than the service accepts."""
+
+
+class UnsupportedMediaTypeError(ServiceError):
+    """A request body in a format the endpoint does not read."""
+
+
+class NotAcceptableError(ServiceError):
+    """An ``Accept`` header the endpoint has no representation for."""
+
+
+class SpecRejectedError(ServiceError):
+    """A valid spec the service will not run for this caller.
+
+    Args:
+        message: what is wrong, naming the limit.
+        path: the field path, e.g. ``population.0.count``.
+    """
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(f"{path}: {message}" if path else message)
+        self.path = path
+
+
+class QuotaExceededError(SpecRejectedError):
+    """A spec over one of its owner's quotas (agents, agent-steps, disk)."""
+
+
+class CredentialNotGrantedError(SpecRejectedError):
+    """A spec naming a key variable or an endpoint its owner has not been granted."""
+
+
 # Most specific first: the first isinstance match wins.
 _STATUS_CODES: tuple[tuple[type[Exception], int], ...] = (
+    (UnauthorizedError, 401),
     (ExperimentNotFoundError, 404),
     (DatasetNotFoundError, 404),
+    (NotAcceptableError, 406),
     (ExperimentNotRunningError, 409),
+    (ExperimentBusyError, 409),
+    (SpecTooLargeError, 413),
+    (UnsupportedMediaTypeError, 415),
+    (SpecRejectedError, 422),
     (SpecError, 422),
     (QueryError, 400),
     (ServiceError, 500),
@@ -87,8 +167,7 @@ def status_code_for(error: BaseException) -> int:
         error: any exception; ones outside both trees are server errors.
 
     Returns:
-        404 for an unknown experiment or dataset, 409 for cancelling a finished experiment,
-        422 for a ``SpecError``, 400 for a ``QueryError``, 500 otherwise.
+        The code from the table in this module's docstring; 500 for anything else.
     """
     for error_type, code in _STATUS_CODES:
         if isinstance(error, error_type):

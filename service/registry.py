@@ -25,6 +25,7 @@ from engine.errors import StorageError
 from engine.run_status import RunStatus
 from engine.spec import ExperimentSpec
 from engine.storage.atomic import atomic_write_text, read_json
+from service.auth import LOCAL_ADMIN, Principal
 from service.errors import ExperimentNotFoundError
 
 __all__ = [
@@ -59,6 +60,7 @@ class ExperimentRecord(BaseModel):
 
     id: str  #: short uuid hex
     name: str
+    owner: str = LOCAL_ADMIN.owner  #: who submitted it (``service.auth``); only they and admins see it
     status: ExperimentStatus = RunStatus.QUEUED
     created_at: datetime
     started_at: datetime | None = None
@@ -101,11 +103,12 @@ class ExperimentRegistry:
         self._records: dict[str, ExperimentRecord] = {}
         self._load()
 
-    def create(self, spec: ExperimentSpec) -> ExperimentRecord:
+    def create(self, spec: ExperimentSpec, owner: str = LOCAL_ADMIN.owner) -> ExperimentRecord:
         """Register a new experiment as ``queued`` and persist it.
 
         Args:
             spec: the validated spec.
+            owner: who submitted it.
 
         Returns:
             The new record, with a fresh id and its run directory path (not yet created).
@@ -119,6 +122,7 @@ class ExperimentRegistry:
             record = ExperimentRecord(
                 id=experiment_id,
                 name=spec.name,
+                owner=owner,
                 created_at=utc_now(),
                 ticks_total=ticks,
                 agent_steps_total=ticks * n_agents,
@@ -128,20 +132,22 @@ class ExperimentRegistry:
             self._save(record)
         return record
 
-    def get(self, experiment_id: str) -> ExperimentRecord:
-        """The record with this id.
+    def get(self, experiment_id: str, caller: Principal = LOCAL_ADMIN) -> ExperimentRecord:
+        """The record with this id, if ``caller`` may see it.
 
         Raises:
-            ExperimentNotFoundError: no such experiment.
+            ExperimentNotFoundError: no such experiment, or one of another owner (the same answer,
+                so ids do not leak).
         """
-        try:
-            return self._records[experiment_id]
-        except KeyError:
-            raise ExperimentNotFoundError(experiment_id) from None
+        record = self._records.get(experiment_id)
+        if record is None or not caller.may_see(record.owner):
+            raise ExperimentNotFoundError(experiment_id)
+        return record
 
-    def records(self) -> list[ExperimentRecord]:
-        """Every record, newest first."""
-        return sorted(self._records.values(), key=lambda record: (record.created_at, record.id), reverse=True)
+    def records(self, caller: Principal = LOCAL_ADMIN) -> list[ExperimentRecord]:
+        """Every record ``caller`` may see, newest first."""
+        visible = [record for record in self._records.values() if caller.may_see(record.owner)]
+        return sorted(visible, key=lambda record: (record.created_at, record.id), reverse=True)
 
     def update(self, experiment_id: str, **changes: Any) -> ExperimentRecord:
         """Change fields of a record and persist it.

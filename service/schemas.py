@@ -45,6 +45,7 @@ class ExperimentBrief(BaseModel):
 
     id: str
     name: str
+    owner: str
     status: ExperimentStatus
     created_at: datetime
     started_at: datetime | None
@@ -137,6 +138,7 @@ def _brief_fields(record: ExperimentRecord) -> dict[str, Any]:
     return {
         "id": record.id,
         "name": record.name,
+        "owner": record.owner,
         "status": record.status,
         "created_at": record.created_at,
         "started_at": record.started_at,

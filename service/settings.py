@@ -22,8 +22,11 @@ class ServiceSettings(EngineSettings):
     data_dir: Path = Field(default=Path("~/.local/share/polis"))
     host: str = "127.0.0.1"  #: POLIS_HOST: where the API listens
     port: int = Field(default=8400, ge=0, le=65535)  #: POLIS_PORT
+    #: POLIS_AUTH_TOKENS: the token file (``service.auth``); unset = no tokens, and the service binds
+    #: only to loopback
+    auth_tokens: Path | None = None
 
-    @field_validator("data_dir")
+    @field_validator("data_dir", "auth_tokens")
     @classmethod
-    def _expand_user(cls, value: Path) -> Path:
-        return value.expanduser()
+    def _expand_user(cls, value: Path | None) -> Path | None:
+        return value.expanduser() if value is not None else None

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from engine.storage.query_limits import QueryLimits
+from service.auth import TokenStore
 from service.registry import ExperimentRegistry
 from service.submission import Submitter
 
@@ -23,6 +24,8 @@ class ServiceState:
     dashboard_link: str | None  #: the shared client's Dask dashboard, if it has one
     #: memory, threads and time for every DuckDB read of results (``EngineSettings.query_limits()``)
     query_limits: QueryLimits = QueryLimits()
+    #: the bearer tokens (``POLIS_AUTH_TOKENS``); None = no file, one local admin caller on loopback
+    tokens: TokenStore | None = None
 
 
 def get_state(request: Request) -> ServiceState:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
@@ -10,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,56 +21,9 @@ pytest.importorskip("engine.society.run.cluster", reason="engine/society/run/clu
 
 import httpx
 import pyarrow.parquet as pq
-import uvicorn
 
-from service.app import create_app
 from service.settings import ServiceSettings
-
-#: Statuses after which an experiment changes no more.
-FINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "interrupted"})
-
-
-@contextlib.contextmanager
-def serve(settings: ServiceSettings, startup_timeout: float = 60.0) -> Iterator[httpx.Client]:
-    """Run the app in a real uvicorn server on 127.0.0.1 (a free port), in a background thread.
-
-    Yields:
-        An httpx client for the server. On exit the server shuts down, running the lifespan exit.
-    """
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="polis-test-uvicorn", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + startup_timeout
-    while not server.started:
-        if not thread.is_alive():
-            raise RuntimeError("uvicorn stopped during startup (see the log for the lifespan error)")
-        if time.monotonic() > deadline:
-            server.should_exit = True
-            raise TimeoutError(f"uvicorn did not start within {startup_timeout} s")
-        time.sleep(0.05)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
-            yield http
-    finally:
-        server.should_exit = True
-        thread.join(timeout=60)
-        assert not thread.is_alive(), "uvicorn did not shut down within 60 s"
-
-
-def wait_until_final(http: httpx.Client, experiment_id: str, timeout: float = 120.0) -> dict[str, Any]:
-    """Poll ``GET /experiments/{id}`` until its status is final; return the last body."""
-    deadline = time.monotonic() + timeout
-    while True:
-        response = http.get(f"/experiments/{experiment_id}")
-        response.raise_for_status()
-        body = response.json()
-        if body["status"] in FINAL_STATUSES:
-            return body
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"experiment {experiment_id} still {body['status']} after {timeout} s: {body}")
-        time.sleep(0.25)
+from tests.service.live import serve, wait_until_final
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,56 @@
+"""``/experiments/{id}/datasets``: an experiment's results: the dataset catalogue and Parquet downloads."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from fastapi import APIRouter
+from fastapi.responses import FileResponse
+from starlette.background import BackgroundTask
+
+from service.auth import Caller
+from service.results import check_dataset_name, export_dataset, list_datasets
+from service.schemas import DatasetList
+from service.state import State
+
+__all__ = ["PARQUET_MEDIA_TYPE", "router"]
+
+#: The registered media type of Parquet files.
+PARQUET_MEDIA_TYPE = "application/vnd.apache.parquet"
+
+router = APIRouter(prefix="/experiments", tags=["results"])
+
+
+# Plain ``def`` routes: DuckDB and Parquet work runs in the threadpool, off the event loop.
+@router.get("/{experiment_id}/datasets", response_model=DatasetList)
+def get_datasets(experiment_id: str, state: State, caller: Caller) -> DatasetList:
+    """The experiment's datasets: name, kind, committed row count and columns."""
+    record = state.registry.get(experiment_id, caller)
+    return DatasetList(experiment_id=record.id, datasets=list_datasets(record.run_dir, state.query_limits))
+
+
+@router.get(
+    "/{experiment_id}/datasets/{name}.parquet",
+    response_class=FileResponse,
+    responses={200: {"content": {PARQUET_MEDIA_TYPE: {}}, "description": "the dataset as one Parquet file"}},
+)
+def download_dataset(experiment_id: str, name: str, state: State, caller: Caller) -> FileResponse:
+    """Download every committed row of one dataset as a single Parquet file."""
+    record = state.registry.get(experiment_id, caller)
+    check_dataset_name(record.id, name)
+    fd, tmp_name = tempfile.mkstemp(prefix="polis-download-", suffix=".parquet")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        export_dataset(record.id, record.run_dir, name, tmp, state.query_limits)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return FileResponse(
+        tmp,
+        media_type=PARQUET_MEDIA_TYPE,
+        filename=f"{record.id}_{name}.parquet",
+        background=BackgroundTask(tmp.unlink, missing_ok=True),
+    )

@@ -1,0 +1,72 @@
+"""A live service for tests: the app in a real uvicorn server on 127.0.0.1, and polling helpers."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import uvicorn
+
+from service.app import create_app
+from service.settings import ServiceSettings
+
+__all__ = ["FINAL_STATUSES", "serve", "wait_until_final"]
+
+#: Statuses after which an experiment changes no more.
+FINAL_STATUSES = frozenset({"completed", "completed_with_errors", "failed", "cancelled", "interrupted", "budget_exhausted"})
+
+
+@contextlib.contextmanager
+def serve(settings: ServiceSettings, startup_timeout: float = 60.0, token: str | None = None) -> Iterator[httpx.Client]:
+    """Run the app in a real uvicorn server on 127.0.0.1 (a free port), in a background thread.
+
+    Args:
+        settings: the service's settings.
+        startup_timeout: how long the lifespan may take to start.
+        token: a bearer token the yielded client sends with every request.
+
+    Yields:
+        An httpx client for the server (``client.base_url`` reaches it with any other token too).
+        On exit the server shuts down, running the lifespan exit.
+    """
+    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="polis-test-uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + startup_timeout
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("uvicorn stopped during startup (see the log for the lifespan error)")
+        if time.monotonic() > deadline:
+            server.should_exit = True
+            raise TimeoutError(f"uvicorn did not start within {startup_timeout} s")
+        time.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, headers=headers) as http:
+            yield http
+    finally:
+        server.should_exit = True
+        thread.join(timeout=60)
+        assert not thread.is_alive(), "uvicorn did not shut down within 60 s"
+
+
+def wait_until_final(http: httpx.Client, experiment_id: str, timeout: float = 120.0) -> dict[str, Any]:
+    """Poll ``GET /experiments/{id}`` until its status is final; return the last body."""
+    deadline = time.monotonic() + timeout
+    while True:
+        response = http.get(f"/experiments/{experiment_id}")
+        response.raise_for_status()
+        body = response.json()
+        if body["status"] in FINAL_STATUSES:
+            return body
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"experiment {experiment_id} still {body['status']} after {timeout} s: {body}")
+        time.sleep(0.25)
+
+
