@@ -3,13 +3,16 @@
 One in-memory DuckDB connection gets a view per catalogued dataset and a ``spans`` view, then is
 locked down: file access only under the run's ``replay`` and ``trace`` directories, no changes to
 that configuration, and :meth:`ReplayReader.query` accepts only a single SELECT statement (the
-lock alone would still allow ``COPY ... TO`` into the replay directory and ``ATTACH``).
+lock alone would still allow ``COPY ... TO`` into the replay directory and ``ATTACH``), checked by
+:func:`~engine.storage.sql_guard.check_read_only_select`, which also refuses the functions that run
+SQL text of their own (``query()``) or show the server's configuration, environment or secrets.
 
 Every query runs under :class:`~engine.storage.query_limits.QueryLimits`: DuckDB's ``memory_limit``
 and ``threads`` are set before the configuration is locked (so no SQL can raise them), nothing
 spills to disk, a timer thread interrupts a query that runs past ``timeout_s`` (DuckDB has no
 statement timeout), and the Arrow result is streamed and refused once it outgrows the memory limit
-(DuckDB's limit does not cover results handed to Python).
+(DuckDB's limit does not cover results handed to Python). :meth:`ReplayReader.query_capped` also
+stops a result at a number of rows and says whether it cut it.
 
 Which datasets, and whether the trace, have files is decided when the reader opens (reopen to see a
 first shard); shards added later to a dataset that already had one are visible to later queries,
@@ -27,6 +30,7 @@ a real column.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -38,10 +42,11 @@ from engine.errors import QueryError, StorageError
 from engine.storage.catalog import Catalog, DatasetSchema
 from engine.storage.query_limits import QueryLimits
 from engine.storage.run_layout import REPLAY_DIR, TRACE_DIR, RunLayout
+from engine.storage.sql_guard import check_read_only_select
 from engine.storage.sweep_layout import SWEEP_COLUMNS, SweepManifest, cells_table, param_column, read_sweep_manifest
 from engine.storage.text_table import format_table
 
-__all__ = ["SPAN_COLUMNS", "QueryLimits", "ReplayReader", "format_table"]
+__all__ = ["SPAN_COLUMNS", "CappedResult", "QueryLimits", "ReplayReader", "format_table"]
 
 #: Rows per Arrow batch while a result streams in (its size is checked after each batch).
 _RESULT_BATCH_ROWS = 2048
@@ -67,6 +72,14 @@ SPAN_COLUMNS: dict[str, str] = {
     "status": "VARCHAR",
     "attrs": "JSON",
 }
+
+
+@dataclass(frozen=True)
+class CappedResult:
+    """A query's result cut at a number of rows."""
+
+    table: pa.Table  #: at most the rows asked for
+    truncated: bool  #: the query had more rows than that
 
 
 def _literal(text: str) -> str:
@@ -264,22 +277,47 @@ class ReplayReader:
             The result as an Arrow table.
 
         Raises:
-            QueryError: not exactly one statement, not a SELECT, the reader is closed, DuckDB
-                rejected the query (DuckDB's message is kept), or the query ran past one of its
-                :attr:`limits` (time, memory, result size) and was stopped.
+            QueryError: not exactly one statement, not a SELECT, a function the surface refuses
+                (:mod:`engine.storage.sql_guard`), the reader is closed, DuckDB rejected the query
+                (DuckDB's message is kept), or the query ran past one of its :attr:`limits` (time,
+                memory, result size) and was stopped.
         """
-        _check_single_select(sql)
+        return self._run(sql, params, None).table
+
+    def query_capped(self, sql: str, max_rows: int, params: list[Any] | dict[str, Any] | None = None) -> CappedResult:
+        """Run one read-only SELECT statement as :meth:`query` does, keeping at most ``max_rows`` rows.
+
+        Rows past the cap are never fetched: the result stops streaming there.
+
+        Args:
+            sql: exactly one SELECT statement.
+            max_rows: the most rows to return (at least 0).
+            params: values for ``?`` or ``$name`` placeholders.
+
+        Returns:
+            The rows, and whether the query had more.
+
+        Raises:
+            QueryError: as for :meth:`query`.
+        """
+        return self._run(sql, params, max(0, int(max_rows)))
+
+    def _run(self, sql: str, params: list[Any] | dict[str, Any] | None, max_rows: int | None) -> CappedResult:
         with self._lock:
             if self._con is None:
                 raise QueryError("the replay reader is closed")
             cursor = self._con.cursor()
         limits = self.limits
-        watchdog = _Watchdog(cursor, limits.timeout_s)
+        watchdog: _Watchdog | None = None
         try:
+            check_read_only_select(sql, cursor)
+            watchdog = _Watchdog(cursor, limits.timeout_s)
             relation = cursor.sql(sql, params=params)
-            batches, size = [], 0
+            batches, size, rows, truncated = [], 0, 0, False
             reader = relation.to_arrow_reader(_RESULT_BATCH_ROWS)
             for batch in reader:
+                if max_rows is not None and rows + batch.num_rows > max_rows:
+                    batch, truncated = batch.slice(0, max_rows - rows), True
                 size += batch.nbytes
                 if size > limits.memory_bytes:
                     raise QueryError(
@@ -287,19 +325,23 @@ class ReplayReader:
                         "select fewer rows or columns"
                     )
                 batches.append(batch)
-            return pa.Table.from_batches(batches, schema=reader.schema)
+                rows += batch.num_rows
+                if truncated:
+                    break
+            return CappedResult(pa.Table.from_batches(batches, schema=reader.schema), truncated)
         except (duckdb.Error, OSError, pa.ArrowException) as exc:
             # While a result streams, DuckDB's errors reach us through Arrow as OSError text.
-            raise _query_error(exc, limits, timed_out=watchdog.fired) from exc
+            raise _query_error(exc, limits, timed_out=watchdog is not None and watchdog.fired) from exc
         finally:
-            watchdog.stop()
+            if watchdog is not None:
+                watchdog.stop()
             cursor.close()
 
 
 def _query_error(exc: BaseException, limits: QueryLimits, *, timed_out: bool) -> QueryError:
     message = str(exc)
     if timed_out:  # the interrupt can surface as another error type mid-fetch
-        return QueryError(f"the query ran past its {limits.timeout_s:g} s limit and was stopped")
+        return QueryError(f"the query ran past its {limits.timeout_s:g} s time limit and was stopped")
     if isinstance(exc, duckdb.OutOfMemoryException) or message.startswith("Out of Memory Error"):
         detail = message.splitlines()[0]
         return QueryError(f"the query needed more than its {limits.memory_limit} memory limit and was stopped ({detail})")
@@ -328,15 +370,3 @@ class _Watchdog:
         self._timer.cancel()
         with self._lock:
             self._done = True
-
-
-def _check_single_select(sql: str) -> None:
-    try:
-        statements = duckdb.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise QueryError(str(exc)) from exc
-    if len(statements) != 1:
-        raise QueryError(f"expected exactly one SQL statement, got {len(statements)}")
-    kind = statements[0].type
-    if kind != duckdb.StatementType.SELECT:
-        raise QueryError(f"only SELECT statements are allowed, got {kind.name}")

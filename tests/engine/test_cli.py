@@ -56,6 +56,13 @@ def test_query_refuses_anything_but_select(tmp_path: Path):
     assert "SELECT" in result.stderr
 
 
+def test_query_refuses_functions_that_run_sql_text_or_read_the_environment(tmp_path: Path):
+    (tmp_path / "run" / "replay").mkdir(parents=True)
+    result = polis("query", str(tmp_path / "run"), "SELECT * FROM query('SELECT getenv(''HOME'')')")
+    assert result.returncode == 2
+    assert result.stderr.strip() == "polis: the function query() is not allowed here: it runs SQL that this check never sees"
+
+
 def test_a_cross_join_is_stopped_at_the_query_time_limit_with_a_clear_error(tmp_path: Path):
     (tmp_path / "run" / "replay").mkdir(parents=True)
     env = {**os.environ, "POLIS_QUERY_TIMEOUT_S": "1"}
@@ -66,7 +73,7 @@ def test_a_cross_join_is_stopped_at_the_query_time_limit_with_a_clear_error(tmp_
     )
     elapsed = time.perf_counter() - started
     assert result.returncode == 2, result.stderr
-    assert result.stderr.strip() == "polis: the query ran past its 1 s limit and was stopped"
+    assert result.stderr.strip() == "polis: the query ran past its 1 s time limit and was stopped"
     assert elapsed < 1 + 8  # the limit, plus the interpreter's and DuckDB's start-up on a busy machine
 
 
