@@ -47,7 +47,14 @@ def _load_run_spec(args: argparse.Namespace, run_dir: Path):
         return ReferenceSettings().apply(load_reference(args.config, args.steps, name=run_dir.name))
     if args.spec is None and not args.resume:
         raise SpecError("give a SPEC (or --config and --steps), or --resume to continue the run in --run-dir")
-    return load_spec(args.spec) if args.spec else _stored_spec(run_dir)
+    spec = load_spec(args.spec) if args.spec else _stored_spec(run_dir)
+    if args.add_steps is None:
+        return spec
+    if not args.resume:
+        raise SpecError("--add-steps goes with --resume RUN_DIR: it appends steps to a stored run")
+    from engine.society.run.extend import extend_spec, load_steps
+
+    return extend_spec(spec, load_steps(args.add_steps))
 
 
 def _stop_on_signals(task: asyncio.Task) -> None:
@@ -280,6 +287,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     run.add_argument("--resume", nargs="?", const=True, default=False, metavar="RUN_DIR",
                      help="continue a run (or sweep) from its last committed tick and top-level step")
     run.add_argument("--force", action="store_true", help="resume even though the spec changed")
+    run.add_argument("--add-steps", default=None, metavar="STEPS",
+                     help="with --resume: append the questionnaire, ask or intervene steps in this YAML/JSON file "
+                     "(a list, or {steps: [...]}) to the stored run and run them")
     run.add_argument("--max-calls", type=int, default=None, help="set the call budget (e.g. raise it to resume)")
     run.add_argument("--llm-cache", default=None, help="response cache directory (default RUN_DIR/llm_cache)")
     run.set_defaults(handler=lambda a: asyncio.run(_run(a)))

@@ -25,6 +25,7 @@ from engine.society.batch import BatchResult
 from engine.society.env_host import EnvHost
 from engine.society.lease import RunLease
 from engine.society.questionnaire.items import Questionnaire
+from engine.society.run.extend import is_extension, record_spec
 from engine.society.run.outcome import RunTally, judge, read_run_tally
 from engine.society.run.preflight import preflight
 from engine.society.society import AgentSociety
@@ -80,24 +81,27 @@ def _clients(spec: ExperimentSpec, cache_dir: Path | None, limits: LimiterConfig
     }
 
 
-def _resume_state(spec: ExperimentSpec, run_dir: Path, force: bool) -> SocietyStep:
-    """Where a run stands, after checking that ``spec`` is the one it was started with.
+def _resume_state(spec: ExperimentSpec, run_dir: Path, force: bool) -> tuple[SocietyStep, bool]:
+    """Where a run stands, after checking that ``spec`` is the one it was started with, and whether
+    ``spec`` extends it with new non-run steps (:mod:`engine.society.run.extend`).
 
     Raises:
         RunError: nothing to resume in ``run_dir``.
-        SpecError: the spec changed (other than its budget) and ``force`` is off.
+        SpecError: the spec changed (other than its budget, or by appended steps) and ``force`` is off.
     """
     stored = read_json(RunLayout(run_dir).society_file, default=None)
     status = read_society_step(run_dir)
     if stored is None or status is None:
         raise RunError(f"{run_dir} holds no run to resume (SOCIETY.json / SOCIETY_STEP.json missing)")
-    before = parse_spec(stored["spec"]).model_copy(update={"budget": None})
-    if before != spec.model_copy(update={"budget": None}) and not force:
+    before = parse_spec(stored["spec"])
+    extends = is_extension(before, spec)
+    if before.model_copy(update={"budget": None}) != spec.model_copy(update={"budget": None}) and not extends and not force:
         raise SpecError(
             f"the spec differs from the one {run_dir} was started with (hash {stored.get('spec_hash')}); "
-            "only the budget may change on resume. Pass --force to resume anyway."
+            "only the budget may change on resume, and questionnaire, ask or intervene steps be appended. "
+            "Pass --force to resume anyway."
         )
-    return status
+    return status, extends
 
 
 def _budget(spec: ExperimentSpec) -> Allowance | None:
@@ -193,10 +197,10 @@ async def run_experiment(
             raise SpecError("sweep: this spec declares a sweep; run it with engine.society.run.sweep.run_sweep (polis run does)")
         for agent in agents:
             resolve_agent(agent.type)
-        state = _resume_state(spec, run_dir, force) if resume else None
+        state, extends = _resume_state(spec, run_dir, force) if resume else (None, False)
         if state is None and RunLayout(run_dir).society_step_file.exists():
             raise RunError(f"{run_dir} already holds a run; resume it (--resume) or choose another run directory")
-        if state is not None and is_finished(state.status):
+        if state is not None and is_finished(state.status) and state.completed_steps >= len(spec.steps):
             progress.update(ticks=state.step_count, agent_steps=state.agent_steps_done)
             report(state.status)
             done = read_run_tally(run_dir)
@@ -207,6 +211,8 @@ async def run_experiment(
             progress.update(ticks=state.step_count, agent_steps=state.agent_steps_done)
         run_dir.mkdir(parents=True, exist_ok=True)
         async with RunLease(run_dir) as lease:
+            if extends:  # under the lease: a later resume, or another extension, starts from this spec
+                record_spec(run_dir, spec)
             clients = _clients(spec, llm_cache_dir or RunLayout(run_dir).llm_cache, llm_limits)
             if any(is_local(c) for c in clients.values()):
                 # local/<name>: start the offline model's server for this run (blocking start-up in a thread).

@@ -1,0 +1,109 @@
+"""Steps on a stored run: a finished run's spec extended with questionnaire, ask or intervene steps.
+
+An extension appends top-level steps to the spec a run was started with; nothing else changes (the
+budget may, as on any resume). ``run_experiment(extended, run_dir, ..., resume=True)`` then sees a
+run whose spec has more top-level steps than it has completed, runs the new ones (each its own
+transaction, its answers in the run's own datasets), and records the extended spec in
+``SOCIETY.json``, so a later resume or another extension starts from it.
+
+``run`` steps are refused: new ticks would change what "every agent once per tick" means for the
+stored run. Sweeps are refused for now: their cells are separate runs under one manifest.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import TypeAdapter, ValidationError
+
+from engine.errors import RunError, SpecError
+from engine.spec import ExperimentSpec, QuestionnaireStep, RunStep, StepSpec, format_validation_error
+from engine.storage.atomic import atomic_write_json, read_json
+from engine.storage.run_layout import RunLayout
+
+__all__ = ["extend_spec", "is_extension", "load_steps", "record_spec"]
+
+_STEPS = TypeAdapter(list[StepSpec])
+
+
+def extend_spec(stored: ExperimentSpec, steps: Sequence[StepSpec]) -> ExperimentSpec:
+    """The spec ``stored`` with ``steps`` appended after its own.
+
+    Args:
+        stored: the spec the run was started with (or last extended to).
+        steps: questionnaire, ask or intervene steps.
+
+    Returns:
+        The extended spec, validated.
+
+    Raises:
+        SpecError: no steps, a ``run`` step (path ``steps.<i>.type``), a questionnaire naming agents
+            the run does not have (``steps.<i>.target_agent_ids``), or a sweep.
+    """
+    if stored.sweep is not None:
+        raise SpecError("steps cannot be added to a sweep yet: each cell is its own run (add them to a cell's run directory)")
+    if not steps:
+        raise SpecError("give at least one step", path="steps")
+    known: set[int] | None = None
+    for index, step in enumerate(steps):
+        if isinstance(step, RunStep):
+            raise SpecError("a stored run takes questionnaire, ask or intervene steps, not 'run' (no new ticks)",
+                            path=f"steps.{index}.type")
+        if isinstance(step, QuestionnaireStep) and step.target_agent_ids is not None:
+            known = known if known is not None else {agent.id for agent in stored.all_agents()}
+            unknown = sorted(set(step.target_agent_ids) - known)
+            if unknown:
+                raise SpecError(f"the run has no agent(s) {unknown[:10]}", path=f"steps.{index}.target_agent_ids")
+    return stored.model_copy(update={"steps": [*stored.steps, *steps]})
+
+
+def is_extension(before: ExperimentSpec, after: ExperimentSpec) -> bool:
+    """Whether ``after`` is ``before`` with non-run steps appended (budgets aside)."""
+    n = len(before.steps)
+    if len(after.steps) <= n or list(after.steps[:n]) != list(before.steps):
+        return False
+    if any(isinstance(step, RunStep) for step in after.steps[n:]):
+        return False
+    bare: dict[str, Any] = {"budget": None, "steps": []}
+    return before.model_copy(update=bare) == after.model_copy(update=bare)
+
+
+def record_spec(run_dir: Path, spec: ExperimentSpec) -> None:
+    """Make ``spec`` the one ``SOCIETY.json`` records (its hash too); the agents and env stay as stored.
+
+    Raises:
+        RunError: ``run_dir`` holds no run.
+    """
+    path = RunLayout(run_dir).society_file
+    stored: dict[str, Any] | None = read_json(path, default=None)
+    if stored is None:
+        raise RunError(f"{run_dir} holds no run (no {path.name})")
+    atomic_write_json(path, {**stored, "spec": spec.model_dump(mode="json"), "spec_hash": spec.spec_hash()}, indent=2)
+
+
+def load_steps(path: str | Path) -> list[StepSpec]:
+    """Read steps from a YAML or JSON file: a list of steps, or ``{"steps": [...]}``.
+
+    Raises:
+        SpecError: unreadable file, bad syntax, or invalid steps (with their paths).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except OSError as error:
+        raise SpecError(f"cannot read steps file {path}: {error}") from None
+    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        raise SpecError(f"{path} is not valid JSON or YAML: {error}") from None
+    if isinstance(data, dict) and set(data) == {"steps"}:
+        data = data["steps"]
+    try:
+        return _STEPS.validate_python(data)
+    except ValidationError as error:
+        spec_error = SpecError("; ".join(f"steps.{line}" for line in format_validation_error(error).splitlines()))
+        spec_error.path = ".".join(["steps", *(str(part) for part in error.errors()[0]["loc"])])
+        raise spec_error from None
