@@ -25,6 +25,8 @@ class ServiceSettings(EngineSettings):
     #: POLIS_AUTH_TOKENS: the token file (``service.auth``); unset = no tokens, and the service binds
     #: only to loopback
     auth_tokens: Path | None = None
+    #: POLIS_SQL_MAX_ROWS: the most rows one ``POST /experiments/{id}/sql`` answers with (a request may ask fewer)
+    sql_max_rows: int = Field(default=10_000, ge=1)
 
     @field_validator("data_dir", "auth_tokens")
     @classmethod

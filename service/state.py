@@ -26,6 +26,8 @@ class ServiceState:
     query_limits: QueryLimits = QueryLimits()
     #: the bearer tokens (``POLIS_AUTH_TOKENS``); None = no file, one local admin caller on loopback
     tokens: TokenStore | None = None
+    #: the most rows one SQL request answers with (``POLIS_SQL_MAX_ROWS``)
+    sql_max_rows: int = 10_000
 
 
 def get_state(request: Request) -> ServiceState:

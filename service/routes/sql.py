@@ -1,0 +1,74 @@
+"""``POST /experiments/{id}/sql``: read-only SQL over an experiment's datasets, as JSON, Arrow or Parquet."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Response
+from fastapi.responses import JSONResponse
+
+from service.auth import Caller
+from service.sql import (
+    ARROW_STREAM_MEDIA_TYPE,
+    JSON_MEDIA_TYPE,
+    PARQUET_MEDIA_TYPE,
+    SqlRequest,
+    SqlResult,
+    choose_media_type,
+    json_result,
+    run_sql,
+    to_arrow_stream,
+    to_parquet,
+)
+from service.state import State
+
+__all__ = ["TRUNCATED_HEADER", "router"]
+
+#: Arrow and Parquet answers say in this header whether the row limit cut the result.
+TRUNCATED_HEADER = "X-Polis-Truncated"
+
+router = APIRouter(prefix="/experiments", tags=["results"])
+
+
+def _error(description: str, example: str) -> dict[str, object]:
+    return {"description": description, "content": {JSON_MEDIA_TYPE: {"example": {"detail": example}}}}
+
+
+@router.post(
+    "/{experiment_id}/sql",
+    response_model=SqlResult,
+    responses={
+        200: {
+            "description": f"the rows: JSON by default, or by ``Accept`` the Arrow IPC stream or a Parquet file "
+            f"(whose ``{TRUNCATED_HEADER}`` header says whether the row limit cut them)",
+            "content": {ARROW_STREAM_MEDIA_TYPE: {}, PARQUET_MEDIA_TYPE: {}},
+        },
+        400: _error("the query is refused, with the reason", "only SELECT statements are allowed, got COPY"),
+        404: _error("no such experiment (or another owner's)", "experiment 'abc' not found"),
+        406: _error("an Accept this endpoint cannot answer", "cannot answer Accept: text/csv; ..."),
+    },
+)
+def query_experiment(
+    experiment_id: str,
+    body: SqlRequest,
+    state: State,
+    caller: Caller,
+    accept: Annotated[str | None, Header()] = None,
+) -> Response:
+    """Run one read-only SELECT over the experiment's datasets (one view per dataset, and ``spans``).
+
+    It goes through the same locked-down DuckDB reader as ``polis query``: reads outside the run,
+    extensions, ``COPY``, ``ATTACH``, ``PRAGMA``, ``SET``, more than one statement, and functions
+    that run SQL text or show the server's configuration or environment are refused with 400 and
+    the reason. A query past ``POLIS_QUERY_TIMEOUT_S`` is stopped (400, "time limit"). At most
+    ``max_rows`` rows come back (capped by ``POLIS_SQL_MAX_ROWS``); ``truncated`` says whether there
+    were more.
+    """
+    record = state.registry.get(experiment_id, caller)
+    media_type = choose_media_type(accept)
+    max_rows = state.sql_max_rows if body.max_rows is None else min(body.max_rows, state.sql_max_rows)
+    result = run_sql(record.run_dir, body.sql, max_rows, state.query_limits)
+    if media_type == JSON_MEDIA_TYPE:
+        return JSONResponse(json_result(result).model_dump(mode="json"))
+    content = to_arrow_stream(result.table) if media_type == ARROW_STREAM_MEDIA_TYPE else to_parquet(result.table)
+    return Response(content, media_type=media_type, headers={TRUNCATED_HEADER: "true" if result.truncated else "false"})

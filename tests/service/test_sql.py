@@ -1,0 +1,159 @@
+"""``POST /experiments/{id}/sql`` on a real uvicorn: rows as JSON, Arrow or Parquet by ``Accept``; refusals
+with 400 and a reason; the time and row limits; another owner's experiment is 404."""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from service.auth import create_token
+from service.settings import ServiceSettings
+from tests.service.live import serve, wait_until_final
+
+ARROW = "application/vnd.apache.arrow.stream"
+PARQUET = "application/vnd.apache.parquet"
+
+
+@pytest.fixture(scope="module")
+def tokens(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    path = tmp_path_factory.mktemp("polis-sql-tokens") / "tokens.json"
+    return {"path": path, "a": create_token(path, "lab-a"), "b": create_token(path, "lab-b")}
+
+
+@pytest.fixture(scope="module")
+def http(cluster_address: str, tmp_path_factory: pytest.TempPathFactory, tokens: dict[str, Any]) -> Iterator[httpx.Client]:
+    settings = ServiceSettings(
+        data_dir=tmp_path_factory.mktemp("polis-sql"), scheduler=cluster_address, auth_tokens=tokens["path"],
+        query_timeout_s=2, sql_max_rows=50,
+    )
+    with serve(settings, token=tokens["a"]) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def experiment(http: httpx.Client, make_spec_data: Callable[..., dict]) -> str:
+    response = http.post("/experiments", json=make_spec_data("sql"))
+    assert response.status_code == 201, response.text
+    body = wait_until_final(http, response.json()["id"])
+    assert body["status"] == "completed", body
+    return str(body["id"])
+
+
+def sql(http: httpx.Client, experiment: str, query: str, **extra: Any) -> httpx.Response:
+    headers = extra.pop("headers", None)
+    return http.post(f"/experiments/{experiment}/sql", json={"sql": query, **extra}, headers=headers)
+
+
+def test_rows_come_back_as_json_with_columns_and_types(http: httpx.Client, experiment: str) -> None:
+    response = sql(http, experiment, "SELECT agent_id, count(*) AS steps, min(t) AS first FROM actions GROUP BY agent_id ORDER BY agent_id")
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert [c["name"] for c in body["columns"]] == ["agent_id", "steps", "first"]
+    assert body["columns"][1]["type"] == "int64" and body["columns"][2]["type"].startswith("timestamp")
+    assert [row[:2] for row in body["rows"]] == [[0, 2], [1, 2], [2, 2], [3, 2]]
+    assert body["rows"][0][2].startswith("2026-01-01T09:00:00")  # ISO 8601, the end of the first tick
+    assert body["truncated"] is False
+
+
+def test_values_without_a_json_form_are_made_json_safe(http: httpx.Client, experiment: str) -> None:
+    response = sql(http, experiment, "SELECT 'nan'::DOUBLE AS n, 'ab'::BLOB AS b, 170141183460469231731687303715884105727::HUGEINT AS big, "
+                   "DATE '2026-01-02' AS d, INTERVAL 3 DAY AS i, 1.25::DECIMAL(5, 2) AS dec, {'k': [1, 2]} AS s")
+    assert response.status_code == 200, response.text
+    assert response.json()["rows"] == [[None, "YWI=", 170141183460469231731687303715884105727, "2026-01-02",
+                                        {"months": 0, "days": 3, "nanoseconds": 0}, 1.25, {"k": [1, 2]}]]
+
+
+def test_accept_picks_arrow_or_parquet_and_json_for_any(http: httpx.Client, experiment: str) -> None:
+    query = "SELECT agent_id, step FROM actions ORDER BY agent_id, step"
+    arrow = sql(http, experiment, query, headers={"Accept": ARROW})
+    assert arrow.status_code == 200 and arrow.headers["content-type"] == ARROW
+    assert arrow.headers["x-polis-truncated"] == "false"
+    table = pa.ipc.open_stream(arrow.content).read_all()
+    assert table.num_rows == 8 and table.column_names == ["agent_id", "step"]
+    parquet = sql(http, experiment, query, headers={"Accept": f"text/html;q=0.5, {PARQUET}"})
+    assert parquet.status_code == 200 and parquet.headers["content-type"] == PARQUET
+    assert pq.read_table(io.BytesIO(parquet.content)).to_pydict() == table.to_pydict()
+    for accept in ("*/*", "application/json", "application/*"):
+        assert sql(http, experiment, query, headers={"Accept": accept}).json()["rows"][0] == [0, 1]
+    refused = sql(http, experiment, query, headers={"Accept": "text/csv"})
+    assert refused.status_code == 406 and "text/csv" in refused.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("attack", "reason"),
+    [
+        ("SELECT * FROM read_csv('/etc/passwd')", "Permission Error"),
+        ("SELECT * FROM read_parquet('/usr/lib/x.parquet')", "Permission Error"),
+        ("SELECT * FROM read_text('/etc/hostname')", "Permission Error"),
+        ("SELECT * FROM glob('/*')", "Permission Error"),
+        ("COPY (SELECT 1) TO '/tmp/polis-sql-x'", "only SELECT statements are allowed, got COPY"),
+        ("ATTACH '/tmp/polis-sql.db' AS x", "got ATTACH"),
+        ("INSTALL httpfs", "only SELECT statements are allowed"),
+        ("LOAD httpfs", "got LOAD"),
+        ("PRAGMA database_list", "got PRAGMA"),
+        ("SET enable_external_access = true", "got SET"),
+        ("SELECT 1; SELECT 2", "exactly one SQL statement, got 2"),
+        ("SELECT 1 -- x\n; DROP VIEW actions", "exactly one SQL statement, got 2"),
+        ("SELECT 1 /* x */; DROP VIEW actions", "exactly one SQL statement, got 2"),
+        ("SELECT getenv('HOME')", "it reads the server's environment"),
+        ("CREATE TABLE t AS SELECT 1", "got CREATE"),
+        ("DROP VIEW actions", "got DROP"),
+        ("CALL pragma_version()", "got CALL"),
+        ("EXPORT DATABASE '/tmp/polis-sql-export'", "got EXPORT"),
+        ("SELECT * FROM duckdb_settings()", "it shows the server's configuration"),
+        ("SELECT * FROM query('SELECT 1')", "it runs SQL that this check never sees"),
+    ],
+)
+def test_attacks_are_refused_with_400_and_a_reason(http: httpx.Client, experiment: str, attack: str, reason: str) -> None:
+    response = sql(http, experiment, attack)
+    assert response.status_code == 400, response.text
+    assert reason in response.json()["detail"]
+    assert not Path("/tmp/polis-sql-x").exists() and not Path("/tmp/polis-sql-export").exists()
+
+
+def test_the_views_survive_every_attack(http: httpx.Client, experiment: str) -> None:
+    assert sql(http, experiment, "SELECT count(*) FROM actions").json()["rows"] == [[8]]
+
+
+def test_a_cross_join_stops_at_the_time_limit(http: httpx.Client, experiment: str) -> None:
+    started = time.monotonic()
+    response = sql(http, experiment, "SELECT count(*) FROM generate_series(1, 1000000) a, generate_series(1, 1000000) b")
+    elapsed = time.monotonic() - started
+    assert response.status_code == 400, response.text
+    assert response.json()["detail"] == "the query ran past its 2 s time limit and was stopped"
+    assert elapsed < 8
+
+
+def test_the_row_limit_truncates_and_a_request_may_ask_fewer(http: httpx.Client, experiment: str) -> None:
+    capped = sql(http, experiment, "SELECT * FROM range(1000000) t(i)")
+    assert capped.status_code == 200
+    assert len(capped.json()["rows"]) == 50 and capped.json()["truncated"] is True  # POLIS_SQL_MAX_ROWS
+    fewer = sql(http, experiment, "SELECT * FROM range(100) t(i)", max_rows=3)
+    assert fewer.json()["rows"] == [[0], [1], [2]] and fewer.json()["truncated"] is True
+    more = sql(http, experiment, "SELECT * FROM range(100) t(i)", max_rows=10_000)
+    assert len(more.json()["rows"]) == 50  # a request cannot raise the server's limit
+    exact = sql(http, experiment, "SELECT * FROM actions", max_rows=8)
+    assert exact.json()["truncated"] is False
+    arrow = sql(http, experiment, "SELECT * FROM range(100) t(i)", max_rows=5, headers={"Accept": ARROW})
+    assert pa.ipc.open_stream(arrow.content).read_all().num_rows == 5 and arrow.headers["x-polis-truncated"] == "true"
+
+
+def test_another_owner_gets_404_and_no_token_401(http: httpx.Client, experiment: str, tokens: dict[str, Any]) -> None:
+    url = f"/experiments/{experiment}/sql"
+    other = httpx.post(f"{http.base_url}{url}", json={"sql": "SELECT 1"}, headers={"Authorization": f"Bearer {tokens['b']}"})
+    assert other.status_code == 404, other.text
+    assert httpx.post(f"{http.base_url}{url}", json={"sql": "SELECT 1"}).status_code == 401
+    assert sql(http, "000000000000", "SELECT 1").status_code == 404
+
+
+def test_a_bad_request_body_is_422(http: httpx.Client, experiment: str) -> None:
+    assert http.post(f"/experiments/{experiment}/sql", json={"query": "SELECT 1"}).status_code == 422
+    assert sql(http, experiment, "SELECT 1", max_rows=-1).status_code == 422
