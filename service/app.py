@@ -14,7 +14,7 @@ from engine.errors import PolisError, SpecError
 from service.auth import TokenStore
 from service.errors import ServiceError, SpecRejectedError, UnauthorizedError, status_code_for
 from service.registry import ExperimentRegistry
-from service.routes import experiments, health, results
+from service.routes import experiments, health, results, sql, steps
 from service.settings import ServiceSettings
 from service.state import ServiceState
 from service.submission import Submitter, open_client
@@ -54,7 +54,8 @@ def create_app(settings: ServiceSettings, *, client: Any = None) -> FastAPI:
                 "input_dirs": settings.input_dirs,
             })
             app.state.polis = ServiceState(
-                registry, submitter, _dashboard_link(shared), query_limits=settings.query_limits(), tokens=tokens
+                registry, submitter, _dashboard_link(shared), query_limits=settings.query_limits(), tokens=tokens,
+                sql_max_rows=settings.sql_max_rows,
             )
             logger.info("polis service: data in %s, dashboard at %s", settings.data_dir, app.state.polis.dashboard_link)
             try:
@@ -69,6 +70,8 @@ def create_app(settings: ServiceSettings, *, client: Any = None) -> FastAPI:
     )
     app.include_router(experiments.router)
     app.include_router(results.router)
+    app.include_router(sql.router)
+    app.include_router(steps.router)
     app.include_router(health.router)
     app.add_exception_handler(ServiceError, _error_response)
     app.add_exception_handler(PolisError, _error_response)

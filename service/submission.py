@@ -114,15 +114,17 @@ class Submitter:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._cancel_requested: set[str] = set()
 
-    def submit(self, record: ExperimentRecord, spec: ExperimentSpec) -> None:
+    def submit(self, record: ExperimentRecord, spec: ExperimentSpec, *, resume: bool = False, force: bool = False) -> None:
         """Start running a registered experiment. Must be called on the service's event loop.
 
         Args:
             record: the experiment's record, as created by the registry.
             spec: the validated spec the record was created from.
+            resume: continue the run already in the record's run directory.
+            force: resume even though the spec changed.
         """
         task = asyncio.get_running_loop().create_task(
-            self._run(record.id, spec, record.run_dir), name=f"polis-experiment-{record.id}"
+            self._run(record.id, spec, record.run_dir, resume=resume, force=force), name=f"polis-experiment-{record.id}"
         )
         self._tasks[record.id] = task
         task.add_done_callback(partial(self._on_done, record.id))
@@ -160,11 +162,13 @@ class Submitter:
             logger.warning("experiment %s did not stop within %.0f s of shutdown", experiment_id, grace_s)
             self._mark_stopped(experiment_id, {})
 
-    async def _run(self, experiment_id: str, spec: ExperimentSpec, run_dir: Path) -> None:
+    async def _run(self, experiment_id: str, spec: ExperimentSpec, run_dir: Path, *, resume: bool, force: bool) -> None:
         recorder = ProgressRecorder(self._registry, experiment_id, interval=self._progress_interval)
         self._registry.update(experiment_id, status=RunStatus.RUNNING, started_at=utc_now())
         try:
-            summary = await self._run_fn(spec, run_dir, self._client, on_progress=recorder, **self._run_options)
+            # A plain submit calls the run function as before; resume and force only when asked for.
+            again = {"resume": resume, "force": force} if resume or force else {}
+            summary = await self._run_fn(spec, run_dir, self._client, on_progress=recorder, **again, **self._run_options)
         except asyncio.CancelledError:
             self._mark_stopped(experiment_id, recorder.counts())
             raise
