@@ -1,14 +1,15 @@
-"""What the routes share: the registry, the submitter, the cluster's dashboard link and the query limits."""
+"""What the routes share: the registry, the submitter, the cluster's dashboard link, the query limits, the intake."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
 
 from engine.storage.query_limits import QueryLimits
 from service.auth import TokenStore
+from service.intake import Intake
 from service.registry import ExperimentRegistry
 from service.submission import Submitter
 
@@ -26,6 +27,8 @@ class ServiceState:
     query_limits: QueryLimits = QueryLimits()
     #: the bearer tokens (``POLIS_AUTH_TOKENS``); None = no file, one local admin caller on loopback
     tokens: TokenStore | None = None
+    #: what a submitted spec passes: body size, per-owner quotas (``intake.quotas``) and grants
+    intake: Intake = field(default_factory=Intake)
 
 
 def get_state(request: Request) -> ServiceState:
