@@ -225,7 +225,7 @@ def _cell_configs(spec: ExperimentSpec) -> Iterator[tuple[dict[str, Any], list[s
         yield base, []
         return
     targets = check_grid_keys(grid, {"llm": spec.llm, "environment": spec.environment})
-    distinct = [list({json.dumps(v, sort_keys=True, default=str): v for v in values}.values()) for values in grid.values()]
+    distinct = [list({json.dumps(v, default=str): v for v in values}.values()) for values in grid.values()]
     for combo in itertools.product(*distinct):
         data = copy.deepcopy(base)
         for key, value in zip(grid, combo, strict=True):

@@ -151,3 +151,13 @@ def test_an_owner_whose_runs_fill_the_disk_quota_cannot_submit_more(
     assert second.status_code == 422, second.text
     assert "max_disk_bytes" in second.json()["detail"][0]["msg"]
     assert second.json()["detail"][0]["loc"] == ["body"]
+
+
+def test_the_openapi_document_still_describes_the_spec_as_json_and_yaml(service: dict[str, Any]) -> None:
+    document = service["http"].get("/openapi.json").json()
+    submit = document["paths"]["/experiments"]["post"]
+    content = submit["requestBody"]["content"]
+    assert set(content) == {"application/json", "application/yaml"}
+    assert {"population", "agents", "steps", "sweep"} <= set(content["application/yaml"]["schema"]["properties"])
+    assert "#/$defs" not in json.dumps(document)  # the inlined schema stands alone in the document
+    assert {"201", "413", "415", "422"} <= set(submit["responses"])
