@@ -136,9 +136,13 @@ class Grants:
             )
         keyed = [g for g in same_url if _key_matches(client, g)]
         if not keyed:
-            named = repr(client.api_key_env) if client.api_key_env else "no key variable (the provider's default)"
+            variables = sorted({g.api_key_env for g in same_url if g.api_key_env})
+            if client.api_key_env is None:
+                problem = "without api_key_env the provider would read its default key variable, which is not granted"
+            else:
+                problem = f"{client.api_key_env!r} is not granted to owner {owner!r} for {client.base_url or 'this provider'}"
             raise CredentialNotGrantedError(
-                f"{named} is not granted to owner {owner!r} for {client.base_url or 'this provider'} (granted: {granted})",
+                f"{problem}; name one of the granted variables {variables} (granted: {granted})",
                 path=f"{path}.api_key_env",
             )
         if not any(g.models is None or any(fnmatchcase(client.model, p) for p in g.models) for g in keyed):
