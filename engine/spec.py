@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import random
-import string
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -18,9 +17,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from engine.errors import SpecError
+from engine.format_template import check_format_template, formatted_size_bound
 
 __all__ = [
     "DEFAULT_ROUTER",
+    "MAX_POPULATION_CHARS",
     "ROUTER_NAMES",
     "AgentSpec",
     "AskStep",
@@ -50,6 +51,9 @@ RouterName = Literal["codegen", "react", "plan_execute", "two_tier_react", "two_
 ROUTER_NAMES: tuple[RouterName, ...] = get_args(RouterName)
 #: The router of a spec that names none, and of an ``EnvRouterConfig`` built without one.
 DEFAULT_ROUTER: RouterName = "codegen"
+#: The most characters a spec's populations may expand to (profiles and configs, as JSON), checked before expanding.
+MAX_POPULATION_CHARS = 256 * 1024 * 1024
+_TEMPLATE_NAMES = ("i", "id")
 
 
 class _Frozen(BaseModel):
@@ -133,12 +137,23 @@ class PopulationSpec(_Frozen):
         for key, item in value.items():
             if isinstance(item, list) and not item:
                 raise ValueError(f"profile_template.{key} is an empty list: nothing to draw from")
-            if isinstance(item, str):
-                fields = {name for _, name, _, _ in string.Formatter().parse(item) if name is not None}
-                unknown = fields - {"i", "id"}
-                if unknown:
-                    raise ValueError(f"profile_template.{key} uses unknown placeholder(s) {sorted(unknown)}; use {{i}} or {{id}}")
+            for choice in item if isinstance(item, list) else [item]:
+                if isinstance(choice, str):
+                    try:
+                        check_format_template(choice, _TEMPLATE_NAMES)
+                        choice.format(i=0, id=0)
+                    except ValueError as error:
+                        raise ValueError(f"profile_template.{key}: {error}") from None
         return value
+
+    def member_size_bound(self, id_digits: int) -> int:
+        """An upper bound on the characters of one member's profile and config (as JSON), for ids of ``id_digits`` digits."""
+        total = len(json.dumps(self.config, default=str))
+        for key, item in self.profile_template.items():
+            sizes = [formatted_size_bound(c, id_digits) if isinstance(c, str) else len(json.dumps(c, default=str))
+                     for c in (item if isinstance(item, list) else [item])]
+            total += len(key) + max(sizes) + 8
+        return total
 
 
 class EnvModuleSpec(_Frozen):
@@ -271,12 +286,24 @@ class ExperimentSpec(_Frozen):
     def _has_agents_and_unique_ids(self) -> ExperimentSpec:
         if not self.agents and not self.population:
             raise ValueError("the spec has no agents: give 'agents' or 'population'")
+        self._check_population_size()
         seen: set[int] = set()
         for agent in self.all_agents():
             if agent.id in seen:
                 raise ValueError(f"agent id {agent.id} appears twice")
             seen.add(agent.id)
         return self
+
+    def _check_population_size(self) -> None:
+        # Before all_agents() makes any member: a small spec must not expand into gigabytes.
+        top = max([a.id for a in self.agents] + [p.id_start or 0 for p in self.population])
+        digits = len(str(top + sum(p.count for p in self.population) + 1))
+        total = 0
+        for index, population in enumerate(self.population):
+            total += population.count * population.member_size_bound(digits)
+            if total > MAX_POPULATION_CHARS:
+                raise ValueError(f"population.{index}: the populations would expand to up to {total} characters of "
+                                 f"profiles and configs; at most {MAX_POPULATION_CHARS} are allowed")
 
     def all_agents(self) -> list[AgentSpec]:
         """The explicit agents followed by every generated population member, in id order of declaration."""

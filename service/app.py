@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from engine.errors import PolisError, SpecError
 from service.auth import TokenStore
 from service.errors import ServiceError, SpecRejectedError, UnauthorizedError, status_code_for
+from service.intake import Intake
 from service.registry import ExperimentRegistry
 from service.routes import experiments, health, results, sql, steps
 from service.settings import ServiceSettings
@@ -39,6 +40,7 @@ def create_app(settings: ServiceSettings, *, client: Any = None) -> FastAPI:
     """
 
     tokens = TokenStore.load(settings.auth_tokens) if settings.auth_tokens is not None else None
+    intake = Intake.from_settings(settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -56,6 +58,7 @@ def create_app(settings: ServiceSettings, *, client: Any = None) -> FastAPI:
             app.state.polis = ServiceState(
                 registry, submitter, _dashboard_link(shared), query_limits=settings.query_limits(), tokens=tokens,
                 sql_max_rows=settings.sql_max_rows,
+                intake=intake,
             )
             logger.info("polis service: data in %s, dashboard at %s", settings.data_dir, app.state.polis.dashboard_link)
             try:

@@ -117,6 +117,10 @@ class TokenStore:
     def __len__(self) -> int:
         return len(self._by_hash)
 
+    def owners(self) -> frozenset[str]:
+        """The owners that have at least one token."""
+        return frozenset(entry.owner for entry in self._by_hash.values())
+
 
 def _read(path: Path) -> _TokenFile:
     try:

@@ -1,11 +1,14 @@
-"""The ``polis`` command: the engine's commands (``engine.cli``) and ``serve``, the REST service."""
+"""The ``polis`` command: the engine's commands (``engine.cli``), ``serve`` (the REST service) and ``token``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 from engine.cli import build_parser, run_command
+from service.errors import ServiceError
 
 __all__ = ["main"]
 
@@ -19,14 +22,49 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _token_create(args: argparse.Namespace) -> int:
+    from service.auth import create_token
+    from service.settings import ServiceSettings
+
+    path = Path(args.file).expanduser() if args.file else ServiceSettings().auth_tokens
+    if path is None:
+        print("polis: give --file or set POLIS_AUTH_TOKENS to the token file", file=sys.stderr)
+        return 2
+    token = create_token(path, args.owner, args.role)
+    # The token goes to stdout alone (so it can be captured); everything else to stderr.
+    print(token)
+    print(f"polis: a {args.role} token for {args.owner!r} was added to {path}; it is shown only this once", file=sys.stderr)
+    return 0
+
+
+def _with_service_errors(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Service errors (a bad token file, a refused listen address) end the command with exit code 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return int(handler(args) or 0)
+        except ServiceError as error:
+            print(f"polis: {error}", file=sys.stderr)
+            return 2
+
+    return run
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``polis``: every engine command, and ``serve``."""
+    """``polis``: every engine command, ``serve``, and ``token create``."""
     parser, commands = build_parser()
     serve = commands.add_parser("serve", help="start the REST service")
     serve.add_argument("--host", default=None)
     serve.add_argument("--port", type=int, default=None)
     serve.add_argument("--data-dir", default=None)
-    serve.set_defaults(handler=_serve)
+    serve.set_defaults(handler=_with_service_errors(_serve))
+    token = commands.add_parser("token", help="manage the service's bearer tokens (POLIS_AUTH_TOKENS)")
+    token_commands = token.add_subparsers(dest="token_command", required=True)
+    create = token_commands.add_parser("create", help="make a token for an owner; print it once and store its hash")
+    create.add_argument("--owner", required=True, help="whose experiments the token's caller sees")
+    create.add_argument("--role", choices=["user", "admin"], default="user", help="an admin sees every owner's experiments")
+    create.add_argument("--file", default=None, help="the token file (default: POLIS_AUTH_TOKENS)")
+    create.set_defaults(handler=_with_service_errors(_token_create))
     return run_command(parser, argv)
 
 

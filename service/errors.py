@@ -45,7 +45,7 @@ class ServiceError(Exception):
 
 
 class AuthConfigError(ServiceError):
-    """The token file or the grants file cannot be used."""
+    """The token file or the grants file cannot be used, or the service would serve anyone as admin."""
 
 
 class UnauthorizedError(ServiceError):

@@ -1,13 +1,47 @@
-"""Serving the app with uvicorn, for ``polis serve``."""
+"""Serving the app with uvicorn, for ``polis serve``; a service without tokens listens on loopback only."""
 
 from __future__ import annotations
+
+import ipaddress
+import logging
 
 import uvicorn
 
 from service.app import create_app
+from service.auth import TokenStore
+from service.errors import AuthConfigError
 from service.settings import ServiceSettings
 
-__all__ = ["run"]
+__all__ = ["check_listen_address", "is_loopback", "run"]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names only this machine (``localhost``, ``127.0.0.0/8``, ``::1``)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_listen_address(settings: ServiceSettings) -> str:
+    """Check that the service may listen where ``settings`` say; return what to log about its callers.
+
+    Raises:
+        AuthConfigError: no token file (every caller would be the local admin) and a host that
+            is not loopback; or a token file that cannot be used.
+    """
+    if settings.auth_tokens is None:
+        if not is_loopback(settings.host):
+            raise AuthConfigError(
+                f"POLIS_HOST={settings.host} is not a loopback address, and no POLIS_AUTH_TOKENS is set: every "
+                "caller would be an admin. Create tokens (polis token create --owner NAME --file PATH), set "
+                "POLIS_AUTH_TOKENS=PATH, or listen on 127.0.0.1"
+            )
+        return "no POLIS_AUTH_TOKENS: loopback only, every caller is the local admin"
+    store = TokenStore.load(settings.auth_tokens)
+    return f"POLIS_AUTH_TOKENS: {len(store)} token(s) of {len(store.owners())} owner(s) in {settings.auth_tokens}"
 
 
 def run(settings: ServiceSettings) -> None:
@@ -16,5 +50,12 @@ def run(settings: ServiceSettings) -> None:
     Args:
         settings: read once from the environment by the caller; ``host`` and ``port`` say where
             to listen.
+
+    Raises:
+        AuthConfigError: see :func:`check_listen_address`; the grants file cannot be used.
     """
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
+    message = check_listen_address(settings)
+    config = uvicorn.Config(create_app(settings), host=settings.host, port=settings.port, log_level="info")
+    # uvicorn.Config has set up uvicorn's loggers; this line shows among its own startup lines.
+    logging.getLogger("uvicorn.error").info("polis service: %s", message)
+    uvicorn.Server(config).run()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import Field, field_validator
+from pydantic_settings import SettingsConfigDict
 
 from engine.settings import EngineSettings
 
@@ -17,6 +18,9 @@ __all__ = ["ServiceSettings"]
 
 class ServiceSettings(EngineSettings):
     """Everything ``EngineSettings`` reads (scheduler, workers, dashboard, LLM limits, queries, inputs), plus:"""
+
+    # grants_file is read from POLIS_GRANTS (its alias) and set by name in code.
+    model_config = SettingsConfigDict(populate_by_name=True)
 
     #: POLIS_DATA_DIR: experiment records live under ``experiments/``, run directories under ``runs/``.
     data_dir: Path = Field(default=Path("~/.local/share/polis"))
@@ -27,8 +31,17 @@ class ServiceSettings(EngineSettings):
     auth_tokens: Path | None = None
     #: POLIS_SQL_MAX_ROWS: the most rows one ``POST /experiments/{id}/sql`` answers with (a request may ask fewer)
     sql_max_rows: int = Field(default=10_000, ge=1)
+    #: POLIS_GRANTS: the credentials, endpoints and per-owner quotas the server grants (``service.grants``);
+    #: unset = none granted, every spec must use ``sim/*`` or ``local/*`` models
+    grants_file: Path | None = Field(default=None, validation_alias="POLIS_GRANTS")
+    #: POLIS_QUOTA_*: each owner's limits (``service.quotas``), unless the grants file overrides them
+    quota_max_agents: int = Field(default=10_000, ge=1)  #: POLIS_QUOTA_MAX_AGENTS: agents in one spec (each sweep cell)
+    quota_max_agent_steps: int = Field(default=1_000_000, ge=1)  #: POLIS_QUOTA_MAX_AGENT_STEPS: agents x ticks x cells
+    quota_max_concurrent: int = Field(default=2, ge=1)  #: POLIS_QUOTA_MAX_CONCURRENT: running at once; more wait queued
+    quota_max_disk_bytes: int = Field(default=20 * 1024**3, ge=0)  #: POLIS_QUOTA_MAX_DISK_BYTES: all the owner's run dirs
+    max_body_bytes: int = Field(default=1024**2, ge=1)  #: POLIS_MAX_BODY_BYTES: the largest spec a submit reads
 
-    @field_validator("data_dir", "auth_tokens")
+    @field_validator("data_dir", "auth_tokens", "grants_file")
     @classmethod
     def _expand_user(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None

@@ -1,14 +1,15 @@
-"""What the routes share: the registry, the submitter, the cluster's dashboard link and the query limits."""
+"""What the routes share: the registry, the submitter, the cluster's dashboard link, the query limits, the intake."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
 
 from engine.storage.query_limits import QueryLimits
 from service.auth import TokenStore
+from service.intake import Intake
 from service.registry import ExperimentRegistry
 from service.submission import Submitter
 
@@ -28,6 +29,8 @@ class ServiceState:
     tokens: TokenStore | None = None
     #: the most rows one SQL request answers with (``POLIS_SQL_MAX_ROWS``)
     sql_max_rows: int = 10_000
+    #: what a submitted spec passes: body size, per-owner quotas (``intake.quotas``) and grants
+    intake: Intake = field(default_factory=Intake)
 
 
 def get_state(request: Request) -> ServiceState:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 
-from engine.spec import ExperimentSpec
 from service.auth import Caller
+from service.intake import spec_request_body
 from service.schemas import ExperimentBrief, ExperimentDetail, ExperimentList
 from service.state import State
 
@@ -14,13 +14,27 @@ __all__ = ["router"]
 router = APIRouter(prefix="/experiments", tags=["experiments"])
 
 
-@router.post("", status_code=201, response_model=ExperimentDetail)
-async def submit_experiment(spec: ExperimentSpec, state: State, caller: Caller, response: Response) -> ExperimentDetail:
-    """Validate an experiment spec, register it and start running it.
+@router.post(
+    "",
+    status_code=201,
+    response_model=ExperimentDetail,
+    openapi_extra={"requestBody": spec_request_body()},
+    responses={
+        413: {"description": "The body is over POLIS_MAX_BODY_BYTES"},
+        415: {"description": "The body is neither JSON nor YAML"},
+        422: {"description": "An invalid spec, or one over a quota or naming a credential not granted; "
+              "each detail item's loc names the field"},
+    },
+)
+async def submit_experiment(request: Request, state: State, caller: Caller, response: Response) -> ExperimentDetail:
+    """Validate an experiment spec (JSON or YAML), register it and start running it.
 
-    An invalid spec is answered with 422; each ``detail`` item's ``loc`` names the field path,
-    e.g. ``["body", "agents", 0, "id"]``.
+    The spec must fit the caller's quotas (agents, agent-steps, disk) and name only the
+    credentials and endpoints the server grants the caller. A refused spec is answered with 422;
+    each ``detail`` item's ``loc`` names the field path, e.g. ``["body", "agents", 0, "id"]``.
     """
+    run_dirs = [record.run_dir for record in state.registry.records() if record.owner == caller.owner]
+    spec = await state.intake.read(request, caller.owner, run_dirs)
     record = state.registry.create(spec, owner=caller.owner)
     state.submitter.submit(record, spec)
     response.headers["Location"] = f"/experiments/{record.id}"

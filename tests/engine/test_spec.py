@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from pydantic import ValidationError
 
 from engine.errors import SpecError
+from engine.format_template import MAX_FORMAT_WIDTH
 from engine.spec import ExperimentSpec, load_spec, parse_spec, spec_json_schema
 
 BASE = {"name": "t", "agents": [{"id": 1, "profile": {"name": "A"}}], "steps": [{"type": "run", "num_steps": 2}]}
@@ -69,6 +71,46 @@ def test_population_draws_profiles_with_the_seed_and_numbers_ids_after_explicit_
 def test_unknown_template_placeholder_is_refused():
     with pytest.raises(SpecError, match="placeholder"):
         parse_spec(with_(population=[{"count": 2, "profile_template": {"name": "{nope}"}}]))
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["{i:>300000000}", "{id:.300000000f}", "{i:0300000000}", ["ok", "{i:x>5000}"], "{i:>{id}}", "{i:c}", "{i.real}"],
+)
+def test_format_width_bomb_in_profile_template_is_refused_before_any_member_is_made(template):
+    started = time.perf_counter()
+    with pytest.raises(SpecError) as caught:
+        parse_spec(with_(population=[{"count": 1_000_000, "profile_template": {"bio": template}}]))
+    assert time.perf_counter() - started < 1.0
+    assert caught.value.path == "population.0.profile_template"
+    assert "profile_template.bio" in str(caught.value)
+
+
+def test_format_specs_up_to_the_width_limit_are_filled():
+    spec = parse_spec(with_(population=[{"count": 2, "profile_template": {"bio": "{i:*>1000}|{id:08.3f}"}}]))
+    bio = spec.all_agents()[2].profile["bio"]
+    assert bio == "*" * 999 + "1|0003.000"
+    assert MAX_FORMAT_WIDTH == 1000
+
+
+def test_population_that_would_expand_past_the_size_cap_is_refused_without_expanding():
+    # Widths within the limit, but 300 of them in a field, for a million members: ~300 GB if made.
+    started = time.perf_counter()
+    with pytest.raises(SpecError, match="population.0: the populations would expand"):
+        parse_spec(with_(population=[{"count": 1_000_000, "profile_template": {"bio": "{i:>1000}" * 300}}]))
+    with pytest.raises(SpecError, match="at most"):
+        parse_spec(with_(population=[{"count": 500_000, "config": {"notes": "x" * 1000}}]))
+    assert time.perf_counter() - started < 1.0
+
+
+def test_rule_based_agent_refuses_a_format_bomb_in_its_instruction_and_arguments():
+    from engine.agent.contrib.rule_based import RuleConfig
+
+    assert RuleConfig(instruction="play {move:>10} in round {round}").instruction.startswith("play")
+    with pytest.raises(ValidationError, match="at most 1000"):
+        RuleConfig(instruction="play {move:>300000000}")
+    with pytest.raises(ValidationError, match="arguments.text"):
+        RuleConfig(tool="send", arguments={"text": "{label:.99999999}"})
 
 
 def test_load_spec_reads_json_and_yaml_alike(tmp_path):

@@ -15,12 +15,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from engine.agent.base import AgentBase
 from engine.agent.outcome import StepOutcome
 from engine.agent.service_proxy import ServiceProxy
 from engine.errors import SpecError, ToolCallError
+from engine.format_template import check_format_template
 from engine.instruction_template import is_bare_template
 
 __all__ = ["Move", "RuleBasedAgent", "RuleConfig", "announced_moves", "decide"]
@@ -31,6 +32,7 @@ _SENDER = re.compile(r"\bfrom agent (\d+)\b")
 _MOVE = re.compile(r"\b(cooperat|defect)\w*", re.IGNORECASE)
 _HISTORY = 50
 _LABELS: dict[Move, str] = {"cooperate": "cooperate", "defect": "defect"}
+_TEMPLATE_NAMES = ("move", "round", "label")
 
 
 class RuleConfig(BaseModel):
@@ -45,6 +47,23 @@ class RuleConfig(BaseModel):
     instruction: str = "play {move} in round {round}"  #: sent with ``env.ask`` ({move}, {round}, {label})
     tool: str | None = None  #: a router tool to call directly instead (in-process routers)
     arguments: dict[str, Any] = Field(default_factory=dict)  #: its arguments; string values are formatted like ``instruction``
+
+    @field_validator("instruction")
+    @classmethod
+    def _instruction_bounded(cls, value: str) -> str:
+        check_format_template(value, _TEMPLATE_NAMES)
+        return value
+
+    @field_validator("arguments")
+    @classmethod
+    def _arguments_bounded(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key, item in value.items():
+            if isinstance(item, str):
+                try:
+                    check_format_template(item, _TEMPLATE_NAMES)
+                except ValueError as error:
+                    raise ValueError(f"arguments.{key}: {error}") from None
+        return value
 
 
 def announced_moves(observation: str, opponent: int | None = None) -> list[Move]:

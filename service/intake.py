@@ -1,0 +1,197 @@
+"""The submit route's body → a validated spec the owner may run, with every step bounded.
+
+In order, each before anything costlier:
+
+1. the media type: JSON (``application/json``, or no ``Content-Type``) or YAML
+   (``application/yaml``, ``application/x-yaml``, ``text/yaml``); else 415;
+2. the size: a declared ``Content-Length`` over ``POLIS_MAX_BODY_BYTES`` is refused before a byte
+   is read, and a body that grows past it while streaming is refused then (413);
+3. decoding: JSON, or YAML with ``safe_load`` semantics and no aliases (an alias bomb expands
+   kilobytes into gigabytes); 422 on bad syntax;
+4. the quotas on the raw data (``service.spec_counts``): agents, agent-steps, sweep cells, and
+   the owner's disk, before ``ExperimentSpec`` validation expands any population;
+5. validation (``engine.spec.parse_spec``; format widths are bounded there);
+6. the grants (``service.grants``): every LLM config is free or granted to the owner.
+
+:meth:`Intake.admit` (steps 3-6) is sans-IO apart from measuring the owner's run directories; the
+route calls :meth:`Intake.read`, which runs it off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from starlette.requests import Request
+
+from engine.errors import SpecError
+from engine.spec import ExperimentSpec, parse_spec
+from engine.sweep import MAX_CELLS
+from service.errors import SpecTooLargeError, UnsupportedMediaTypeError
+from service.grants import Grants, read_grants_file
+from service.quotas import Quotas, check_counts, check_disk, disk_usage
+from service.settings import ServiceSettings
+from service.spec_counts import count_spec
+
+__all__ = ["JSON_TYPES", "YAML_TYPES", "Intake", "decode_spec", "media_kind", "read_body", "spec_request_body"]
+
+#: Media types read as JSON (a request without ``Content-Type`` is read as JSON too).
+JSON_TYPES = frozenset({"application/json"})
+#: Media types read as YAML.
+YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml"})
+
+BodyKind = Literal["json", "yaml"]
+
+
+def media_kind(content_type: str | None) -> BodyKind:
+    """How to decode a body with this ``Content-Type``.
+
+    Raises:
+        UnsupportedMediaTypeError: neither JSON nor YAML.
+    """
+    media = (content_type or "application/json").split(";", 1)[0].strip().lower()
+    if media in JSON_TYPES:
+        return "json"
+    if media in YAML_TYPES:
+        return "yaml"
+    accepted = ", ".join(sorted(JSON_TYPES | YAML_TYPES))
+    raise UnsupportedMediaTypeError(f"a spec is sent as one of {accepted}, not {media!r}")
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused as soon as it is known to exceed ``limit`` bytes.
+
+    Raises:
+        SpecTooLargeError: the declared ``Content-Length`` or the bytes streamed exceed ``limit``.
+    """
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise SpecTooLargeError(f"the body declares {int(declared)} bytes; at most {limit} are accepted (POLIS_MAX_BODY_BYTES)")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise SpecTooLargeError(f"the body is over {limit} bytes, the most accepted (POLIS_MAX_BODY_BYTES)")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """``yaml.safe_load``'s loader, refusing aliases (``*name``): each can stand for a whole subtree."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not accepted in a spec", mark)
+        return super().compose_node(parent, index)
+
+
+def decode_spec(raw: bytes, kind: BodyKind) -> Any:
+    """Decode a spec body.
+
+    Raises:
+        SpecError: not UTF-8, bad syntax, a YAML alias, or nesting too deep to decode.
+    """
+    try:
+        text = raw.decode("utf-8")
+        if kind == "json":
+            return json.loads(text)
+        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+    except UnicodeDecodeError as error:
+        raise SpecError(f"the body is not UTF-8: {error}") from None
+    except json.JSONDecodeError as error:
+        raise SpecError(f"the body is not valid JSON: {error}") from None
+    except yaml.YAMLError as error:
+        raise SpecError(f"the body is not valid YAML: {error}") from None
+    except RecursionError:
+        raise SpecError("the body is nested too deeply") from None
+
+
+class Intake:
+    """The rules a submitted spec passes: body size, quotas and grants.
+
+    Args:
+        max_body_bytes: the largest body read.
+        quotas: each owner's quotas; default: the ``POLIS_QUOTA_*`` defaults for everyone.
+        grants: each owner's granted credentials; default: none.
+    """
+
+    def __init__(self, max_body_bytes: int = 1024**2, quotas: Quotas | None = None, grants: Grants | None = None) -> None:
+        self.max_body_bytes = max_body_bytes
+        # The settings' defaults, without reading the environment (only ``polis serve`` does that).
+        self.quotas = quotas if quotas is not None else Quotas.from_settings(ServiceSettings.model_construct())
+        self.grants = grants if grants is not None else Grants()
+
+    @classmethod
+    def from_settings(cls, settings: ServiceSettings) -> Intake:
+        """The intake of ``POLIS_MAX_BODY_BYTES``, ``POLIS_QUOTA_*`` and the grants file (``POLIS_GRANTS``).
+
+        Raises:
+            AuthConfigError: the grants file cannot be used.
+        """
+        grants_file = read_grants_file(settings.grants_file) if settings.grants_file is not None else None
+        return cls(
+            max_body_bytes=settings.max_body_bytes,
+            quotas=Quotas.from_settings(settings, grants_file.quotas if grants_file else None),
+            grants=Grants(grants_file.credentials if grants_file else None),
+        )
+
+    async def read(self, request: Request, owner: str, run_dirs: Iterable[Path]) -> ExperimentSpec:
+        """Read, bound, validate and authorize the spec in ``request``'s body.
+
+        Args:
+            request: the submit request.
+            owner: who submits it.
+            run_dirs: the owner's existing run directories (their total size is the disk quota's use).
+
+        Raises:
+            UnsupportedMediaTypeError: 415.
+            SpecTooLargeError: 413.
+            SpecError: the body does not decode, or the spec is invalid (422).
+            QuotaExceededError: over one of the owner's quotas (422).
+            CredentialNotGrantedError: a key variable, endpoint or option not granted (422).
+        """
+        kind = media_kind(request.headers.get("content-type"))
+        raw = await read_body(request, self.max_body_bytes)
+        # Off the event loop: the spec's validation and the disk walk must not stall other requests.
+        return await asyncio.to_thread(self.admit, raw, kind, owner, list(run_dirs))
+
+    def admit(self, raw: bytes, kind: BodyKind, owner: str, run_dirs: Iterable[Path] = ()) -> ExperimentSpec:
+        """Decode, count, validate and authorize a body already read (see :meth:`read`)."""
+        data = decode_spec(raw, kind)
+        quota = self.quotas.for_owner(owner)
+        counts = count_spec(data, MAX_CELLS)
+        if counts.cells > MAX_CELLS:
+            raise SpecError(f"the sweep expands to {counts.cells} cells; at most {MAX_CELLS} are allowed", path="sweep")
+        check_counts(counts, quota, owner)
+        check_disk(disk_usage(run_dirs), quota, owner)
+        spec = parse_spec(data)
+        self.grants.check_spec(spec, owner)
+        return spec
+
+
+def _inline(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        if "$ref" in node:
+            return _inline(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+        # A discriminator's mapping names $defs; once inlined, the oneOf alone describes the choice.
+        return {key: _inline(value, defs) for key, value in node.items() if key != "discriminator"}
+    if isinstance(node, list):
+        return [_inline(item, defs) for item in node]
+    return node
+
+
+def spec_request_body() -> dict[str, Any]:
+    """The submit route's OpenAPI ``requestBody``: ``ExperimentSpec``'s schema as JSON and as YAML.
+
+    The schema is inlined (no ``$defs``), so it stands alone inside the OpenAPI document.
+    """
+    schema = ExperimentSpec.model_json_schema()
+    inlined = _inline({key: value for key, value in schema.items() if key != "$defs"}, schema.get("$defs", {}))
+    content = {media: {"schema": inlined} for media in ("application/json", "application/yaml")}
+    return {"required": True, "content": content}

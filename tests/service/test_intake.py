@@ -1,0 +1,163 @@
+"""The submit route's intake over a real uvicorn: size limit, media types, YAML, quotas before validation, bombs."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from service.auth import create_token
+from service.settings import ServiceSettings
+from tests.service.live import serve, wait_until_final
+
+MAX_BODY = 20_000
+MILLION = b'{"name":"x","population":[{"count":1000000,"profile_template":{}}],"steps":[{"type":"run","num_steps":1}]}'
+
+
+@pytest.fixture(scope="module")
+def service(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    root = tmp_path_factory.mktemp("intake")
+    tokens = root / "tokens.json"
+    owners = {owner: create_token(tokens, owner) for owner in ("lab-a", "lab-b", "lab-disk")}
+    grants = root / "grants.json"
+    grants.write_text(json.dumps({"quotas": {
+        "lab-a": {"max_agents": 5, "max_agent_steps": 40},
+        "lab-disk": {"max_disk_bytes": 1},
+    }}))
+    settings = ServiceSettings(data_dir=root / "data", scheduler=cluster_address, auth_tokens=tokens, grants_file=grants,
+                               max_body_bytes=MAX_BODY)
+    with serve(settings) as http:
+        yield {"http": http, "tokens": owners, "data": root / "data"}
+
+
+def as_owner(service: dict[str, Any], owner: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {service['tokens'][owner]}"}
+
+
+def written(data_dir: Path) -> set[str]:
+    return {str(p.relative_to(data_dir)) for p in data_dir.rglob("*")}
+
+
+def test_a_body_over_the_size_limit_gets_413_whether_declared_or_streamed(service: dict[str, Any]) -> None:
+    http, headers = service["http"], as_owner(service, "lab-b")
+    big = b'{"name": "' + b"x" * MAX_BODY + b'"}'
+    declared = http.post("/experiments", content=big, headers={**headers, "Content-Type": "application/json"})
+    assert declared.status_code == 413, declared.text
+    assert "POLIS_MAX_BODY_BYTES" in declared.json()["detail"]
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted while streaming
+        yield b'{"name": "'
+        for _ in range(10):
+            yield b"y" * 4096
+        yield b'"}'
+
+    streamed = http.post("/experiments", content=chunks(), headers={**headers, "Content-Type": "application/json"})
+    assert streamed.status_code == 413, streamed.text
+
+
+@pytest.mark.parametrize("media", ["text/plain", "application/x-www-form-urlencoded", "application/xml"])
+def test_a_body_neither_json_nor_yaml_gets_415(service: dict[str, Any], media: str) -> None:
+    response = service["http"].post("/experiments", content=b"name=x", headers={**as_owner(service, "lab-b"), "Content-Type": media})
+    assert response.status_code == 415, response.text
+
+
+@pytest.mark.parametrize("media", ["application/yaml", "application/x-yaml", "text/yaml; charset=utf-8"])
+def test_a_yaml_spec_is_accepted_and_runs(service: dict[str, Any], make_spec_data: Callable[..., dict], media: str) -> None:
+    with httpx.Client(base_url=service["http"].base_url, headers=as_owner(service, "lab-b"), timeout=30) as http:
+        body = yaml.safe_dump(make_spec_data("yaml-run"))
+        response = http.post("/experiments", content=body.encode(), headers={"Content-Type": media})
+        assert response.status_code == 201, response.text
+        assert response.json()["spec"]["agents"][0]["profile"]["name"] == "Ada"
+        final = wait_until_final(http, response.json()["id"])
+    assert final["status"] == "completed", final["error"]
+    assert final["progress"]["agent_steps_done"] == 8
+
+
+def test_a_yaml_alias_bomb_is_refused_with_422(service: dict[str, Any]) -> None:
+    lines = ['a: &a ["x","x","x","x","x","x","x","x","x"]']
+    lines += [f'{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)},*{chr(97 + i)},*{chr(97 + i)},*{chr(97 + i)}]' for i in range(9)]
+    bomb = "\n".join(lines) + "\nname: bomb\nsteps: [{type: run, num_steps: 1}]\nagents: [{id: 0, profile: {x: *j}}]\n"
+    before = written(service["data"])
+    started = time.perf_counter()
+    response = service["http"].post("/experiments", content=bomb.encode(),
+                                    headers={**as_owner(service, "lab-b"), "Content-Type": "application/yaml"})
+    assert response.status_code == 422, response.text
+    assert "aliases" in response.json()["detail"][0]["msg"]
+    assert time.perf_counter() - started < 1.0
+    assert written(service["data"]) == before
+
+
+def test_a_million_agent_spec_gets_422_naming_the_quota_within_a_second_and_writes_nothing(service: dict[str, Any]) -> None:
+    assert len(MILLION) < 120
+    before = written(service["data"])
+    started = time.perf_counter()
+    response = service["http"].post("/experiments", content=MILLION,
+                                    headers={**as_owner(service, "lab-b"), "Content-Type": "application/json"})
+    elapsed = time.perf_counter() - started
+    assert response.status_code == 422, response.text
+    [detail] = response.json()["detail"]
+    assert detail["loc"] == ["body", "population", 0, "count"]
+    assert "at most 10000 agents" in detail["msg"] and "POLIS_QUOTA_MAX_AGENTS" in detail["msg"]
+    assert elapsed < 1.0
+    assert written(service["data"]) == before
+
+
+def test_the_format_width_bomb_gets_422(service: dict[str, Any], make_spec_data: Callable[..., dict]) -> None:
+    spec = {**make_spec_data("bomb"), "population": [{"count": 3, "profile_template": {"bio": "{i:>300000000}"}}]}
+    before = written(service["data"])
+    started = time.perf_counter()
+    response = service["http"].post("/experiments", json=spec, headers=as_owner(service, "lab-b"))
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"][:4] == ["body", "population", 0, "profile_template"]
+    assert "at most 1000" in response.json()["detail"][0]["msg"]
+    assert time.perf_counter() - started < 1.0
+    assert written(service["data"]) == before
+
+
+def test_quotas_are_per_owner_from_the_grants_file(service: dict[str, Any], make_spec_data: Callable[..., dict]) -> None:
+    http = service["http"]
+    six = {**make_spec_data("six"), "population": [{"count": 2, "profile_template": {"name": "P{i}"}}]}
+    refused = http.post("/experiments", json=six, headers=as_owner(service, "lab-a"))
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["detail"][0]["loc"] == ["body", "population", 0, "count"]
+    assert "owner 'lab-a' may have at most 5 agents" in refused.json()["detail"][0]["msg"]
+    # lab-b has the default quota: the same spec is accepted.
+    accepted = http.post("/experiments", json=six, headers=as_owner(service, "lab-b"))
+    assert accepted.status_code == 201, accepted.text
+    # Agent-steps count every sweep cell: 4 agents x 2 ticks x 6 cells = 48 > 40.
+    sweep = {**make_spec_data("sweep"), "sweep": {"grid": {"steps.0.num_steps": [1, 2, 3]}, "replications": 2}}
+    over = http.post("/experiments", json=sweep, headers=as_owner(service, "lab-a"))
+    assert over.status_code == 422, over.text
+    assert over.json()["detail"][0]["loc"] == ["body", "sweep"]
+    assert "48 agent-steps" in over.json()["detail"][0]["msg"] and "at most 40" in over.json()["detail"][0]["msg"]
+    with httpx.Client(base_url=http.base_url, headers=as_owner(service, "lab-b"), timeout=30) as lab_b:
+        wait_until_final(lab_b, accepted.json()["id"])
+
+
+def test_an_owner_whose_runs_fill_the_disk_quota_cannot_submit_more(
+    service: dict[str, Any], make_spec_data: Callable[..., dict]
+) -> None:
+    with httpx.Client(base_url=service["http"].base_url, headers=as_owner(service, "lab-disk"), timeout=30) as http:
+        first = http.post("/experiments", json=make_spec_data("disk-1"))
+        assert first.status_code == 201, first.text
+        wait_until_final(http, first.json()["id"])
+        second = http.post("/experiments", json=make_spec_data("disk-2"))
+    assert second.status_code == 422, second.text
+    assert "max_disk_bytes" in second.json()["detail"][0]["msg"]
+    assert second.json()["detail"][0]["loc"] == ["body"]
+
+
+def test_the_openapi_document_still_describes_the_spec_as_json_and_yaml(service: dict[str, Any]) -> None:
+    document = service["http"].get("/openapi.json").json()
+    submit = document["paths"]["/experiments"]["post"]
+    content = submit["requestBody"]["content"]
+    assert set(content) == {"application/json", "application/yaml"}
+    assert {"population", "agents", "steps", "sweep"} <= set(content["application/yaml"]["schema"]["properties"])
+    assert "#/$defs" not in json.dumps(document)  # the inlined schema stands alone in the document
+    assert {"201", "413", "415", "422"} <= set(submit["responses"])

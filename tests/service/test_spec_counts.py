@@ -1,0 +1,64 @@
+"""Counting a raw spec before validation: agents, agent-steps and cells, sweeps of the counted fields included."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from service.spec_counts import SpecCounts, count_spec
+
+
+def spec(**fields: Any) -> dict[str, Any]:
+    return {"name": "n", "agents": [{"id": 0}, {"id": 1}], "steps": [{"type": "run", "num_steps": 3}], **fields}
+
+
+def test_agents_are_the_explicit_list_plus_every_population_count_and_ticks_the_run_steps() -> None:
+    counts = count_spec(spec(population=[{"count": 10}, {"count": "5"}], steps=[
+        {"type": "run", "num_steps": 2}, {"type": "ask", "question": "q"}, {"type": "run", "num_steps": 4.0},
+    ]), max_cells=100)
+    assert counts == SpecCounts(agents=17, agent_steps=17 * 6, explicit_agents=2, populations=(10, 5))
+    assert counts.agents_path(11) == "population.0.count"
+    assert counts.agents_path(12) == "population.1.count"
+    assert counts.agents_path(1) == "agents"
+
+
+@pytest.mark.parametrize("data", [None, [], "x", {"agents": "many", "population": [{"count": "lots"}, 7], "steps": 3}])
+def test_malformed_data_counts_as_nothing(data: Any) -> None:
+    counts = count_spec(data, max_cells=100)
+    assert (counts.agents, counts.agent_steps, counts.cells) == (0, 0, 1)
+
+
+def test_a_number_too_long_to_parse_counts_as_more_than_any_quota() -> None:
+    assert count_spec(spec(steps=[{"type": "run", "num_steps": "9" * 5000}]), max_cells=10).agent_steps >= 2 * 10**18
+
+
+def test_a_sweep_multiplies_agent_steps_by_its_cells() -> None:
+    counts = count_spec(spec(sweep={"grid": {"llm.default.options.temperature": [0.1, 0.5, 0.9]}, "replications": 2}), 100)
+    assert (counts.agents, counts.agent_steps, counts.cells) == (2, 2 * 3 * 6, 6)
+
+
+def test_a_sweep_of_the_counted_fields_counts_each_cell_exactly() -> None:
+    data = spec(population=[{"count": 10}], sweep={"grid": {
+        "population.0.count": [1, 1000], "steps.*.num_steps": [1, 2], "seedless.key": [0, 1, 2],
+    }})
+    counts = count_spec(data, max_cells=100)
+    # agents per cell: 3 or 1002; ticks: 1 or 2; each (count, ticks) pair in 3 cells.
+    assert counts.agents == 1002
+    assert counts.agent_steps == 3 * (3 * 1 + 3 * 2 + 1002 * 1 + 1002 * 2)
+    assert counts.cells == 12
+    assert counts.agents_path(500) == "sweep.grid.population.0.count"
+
+
+def test_whole_lists_swept_are_counted_by_their_own_members() -> None:
+    data = spec(sweep={"grid": {"population": [[{"count": 50}, {"count": 50}]], "agents": [[], [{"id": 9}] * 7]}})
+    counts = count_spec(data, max_cells=100)
+    assert counts.agents == 107
+    assert counts.agent_steps == 3 * (100 + 107)
+
+
+def test_a_sweep_past_the_cell_limit_is_counted_without_enumerating_it() -> None:
+    grid = {f"llm.default.options.k{i}": list(range(10)) for i in range(12)}
+    counts = count_spec(spec(sweep={"grid": grid}), max_cells=10_000)
+    assert counts.cells == 10**12
+    assert counts.agent_steps == 2 * 3 * 10**12
