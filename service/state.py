@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
 
 from engine.storage.query_limits import QueryLimits
 from service.auth import TokenStore
+from service.metrics import ServiceMetrics
 from service.registry import ExperimentRegistry
 from service.submission import Submitter
 
@@ -26,6 +27,8 @@ class ServiceState:
     query_limits: QueryLimits = QueryLimits()
     #: the bearer tokens (``POLIS_AUTH_TOKENS``); None = no file, one local admin caller on loopback
     tokens: TokenStore | None = None
+    #: what the service measures itself (tick durations), for ``GET /metrics``
+    metrics: ServiceMetrics = field(default_factory=ServiceMetrics)
 
 
 def get_state(request: Request) -> ServiceState:
