@@ -188,8 +188,12 @@ class PolisClient:
         shown = False
         try:
             for event in self._events_or_polls(experiment_id, deadline):
-                if progress and event.event in {"tick", "status"}:
-                    out.write("\r" + progress_line(event.json()))
+                if not progress or event.event not in {"tick", "status"}:
+                    continue
+                data = event.json()
+                # A status change without counters would reset the bar to zero: only ticks and polled details move it.
+                if event.event == "tick" or "progress" in data:
+                    out.write("\r" + progress_line(data))
                     out.flush()
                     shown = True
         finally:
