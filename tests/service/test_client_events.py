@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -94,3 +97,12 @@ def test_an_events_404_for_a_missing_experiment_is_not_found() -> None:
 
     with PolisClient("http://polis.test", transport=httpx.MockTransport(handler)) as client, pytest.raises(NotFoundError):
         client.wait("e1", progress=False)
+
+
+def test_importing_the_client_loads_no_engine_fastapi_or_dask() -> None:
+    code = (
+        "import sys, service.client\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in {'engine', 'fastapi', 'starlette', 'dask', 'distributed'})\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2], timeout=60)
