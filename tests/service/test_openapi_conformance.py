@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
+    ignored_auth,
     response_schema_conformance,
     status_code_conformance,
 )
@@ -26,8 +27,9 @@ from service.auth import create_token
 from service.settings import ServiceSettings
 from tests.service.live import serve
 
-MAX_EXAMPLES = 8
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+MAX_EXAMPLES = 15
+#: ignored_auth: a request that succeeds with the token is sent again without it and with a wrong one; both must be refused.
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance, ignored_auth]
 
 
 @pytest.fixture(scope="module")
