@@ -1,8 +1,9 @@
 """schemathesis against the live app's OpenAPI document: no server error, no response the document does not describe.
 
 A real uvicorn on 127.0.0.1 with a token file serves the document and answers the generated
-requests. Examples are few per operation and the run is bounded in time; the generated submissions
-that pass validation are tiny or are cancelled when the module ends.
+requests, sent with the token (``ignored_auth`` also sends them without and with a wrong one).
+Examples are few per operation (the module takes about 20 s). Generated submissions fail validation
+(422) in practice; one that passed would be cancelled when the server stops at the end of the module.
 """
 
 from __future__ import annotations
