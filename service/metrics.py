@@ -4,7 +4,7 @@ Experiments by status, the queue length and the LLM usage come from the registry
 scrape time. The LLM counters sum the usage of runs that have reported it (a run reports it when it
 ends), so deleting an experiment lowers them, which Prometheus reads as a counter reset. Tick
 durations are the one thing the records do not hold: :meth:`ServiceMetrics.observe_tick` feeds a
-histogram, called by whoever sees a tick end.
+histogram; :class:`TickTimer` turns a run's progress reports (its ``ticks_done``) into those calls.
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ from __future__ import annotations
 import bisect
 import math
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import get_args
 
 from service.registry import ExperimentRecord, ExperimentStatus
 
-__all__ = ["CONTENT_TYPE", "TICK_BUCKETS", "HistogramSnapshot", "ServiceMetrics", "exposition"]
+__all__ = ["CONTENT_TYPE", "TICK_BUCKETS", "HistogramSnapshot", "ServiceMetrics", "TickTimer", "exposition"]
 
 #: The media type of the text exposition format.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -78,6 +79,37 @@ class ServiceMetrics:
         """The tick-duration histogram as it is now."""
         with self._lock:
             return HistogramSnapshot(self._bounds, tuple(self._counts), self._sum, sum(self._counts))
+
+
+class TickTimer:
+    """Times one run's ticks from its progress reports and feeds them to :meth:`ServiceMetrics.observe_tick`.
+
+    The first report starts the clock; each later report whose ``ticks_done`` grew ends that many
+    ticks, sharing the time since the previous growth evenly (reports may skip ticks).
+
+    Args:
+        metrics: where the durations go.
+        clock: a monotonic clock, in seconds.
+    """
+
+    def __init__(self, metrics: ServiceMetrics, clock: Callable[[], float] = time.monotonic) -> None:
+        self._metrics = metrics
+        self._clock = clock
+        self._ticks: int | None = None
+        self._since = 0.0
+
+    def __call__(self, ticks_done: int) -> None:
+        """Take the ``ticks_done`` of one progress report."""
+        now = self._clock()
+        if self._ticks is None or ticks_done < self._ticks:  # the first report, or a resumed run counting anew
+            self._ticks, self._since = ticks_done, now
+            return
+        ended = ticks_done - self._ticks
+        if ended == 0:
+            return
+        for _ in range(ended):
+            self._metrics.observe_tick((now - self._since) / ended)
+        self._ticks, self._since = ticks_done, now
 
 
 def exposition(records: Iterable[ExperimentRecord], metrics: ServiceMetrics) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from service.auth import create_token
-from service.metrics import ServiceMetrics, exposition
+from service.metrics import ServiceMetrics, TickTimer, exposition
 from service.registry import ExperimentRecord
 from service.settings import ServiceSettings
 from tests.service.live import serve, wait_until_final
@@ -104,3 +104,39 @@ def test_live_metrics_need_no_token_and_count_a_finished_run(
     assert page["polis_queue_length"] == 0
     assert page["polis_llm_calls_total"] == done["usage"]["llm_calls"] >= 1
     assert page["polis_llm_input_tokens_total"] == done["usage"]["input_tokens"]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_tick_timer_observes_the_time_between_reports_whose_ticks_grew() -> None:
+    metrics, clock = ServiceMetrics(tick_buckets=(1.0, 5.0)), FakeClock()
+    timer = TickTimer(metrics, clock)
+    timer(0)  # the run starts
+    clock.now += 0.5
+    timer(0)  # a report inside the first tick ends nothing
+    clock.now += 0.25
+    timer(1)  # tick 1: 0.75 s
+    clock.now += 6.0
+    timer(3)  # ticks 2 and 3, skipped by the reports: 3 s each
+    snapshot = metrics.tick_durations()
+    assert snapshot.count == 3
+    assert snapshot.counts == (1, 2, 0)
+    assert snapshot.total == pytest.approx(6.75)
+
+
+def test_tick_timer_restarts_when_the_count_goes_back() -> None:
+    metrics, clock = ServiceMetrics(), FakeClock()
+    timer = TickTimer(metrics, clock)
+    timer(5)
+    clock.now += 50
+    timer(0)  # a new run (or a resume counting from zero) is no 50 s tick
+    clock.now += 1
+    timer(1)
+    assert metrics.tick_durations().count == 1
+    assert metrics.tick_durations().total == pytest.approx(1.0)
