@@ -14,8 +14,10 @@ from engine.errors import PolisError, SpecError
 from service.auth import TokenStore
 from service.errors import ServiceError, SpecRejectedError, UnauthorizedError, status_code_for
 from service.intake import Intake
+from service.openapi import declare_errors
 from service.registry import ExperimentRegistry
-from service.routes import experiments, health, results, sql, steps
+from service.routes import experiments, health, metrics, results, sql, steps
+from service.routes.docs import install_docs
 from service.settings import ServiceSettings
 from service.state import ServiceState
 from service.submission import Submitter, open_client
@@ -70,12 +72,17 @@ def create_app(settings: ServiceSettings, *, client: Any = None) -> FastAPI:
         title="Polis",
         summary="Batch experiments of LLM-agent social simulations on Dask",
         lifespan=lifespan,
+        docs_url=None,  # served offline by service.routes.docs
+        redoc_url=None,
     )
     app.include_router(experiments.router)
     app.include_router(results.router)
     app.include_router(sql.router)
     app.include_router(steps.router)
     app.include_router(health.router)
+    app.include_router(metrics.router)
+    install_docs(app)
+    declare_errors(app)
     app.add_exception_handler(ServiceError, _error_response)
     app.add_exception_handler(PolisError, _error_response)
     return app

@@ -10,6 +10,7 @@ from fastapi import Depends, Request
 from engine.storage.query_limits import QueryLimits
 from service.auth import TokenStore
 from service.intake import Intake
+from service.metrics import ServiceMetrics
 from service.registry import ExperimentRegistry
 from service.submission import Submitter
 
@@ -31,6 +32,8 @@ class ServiceState:
     sql_max_rows: int = 10_000
     #: what a submitted spec passes: body size, per-owner quotas (``intake.quotas``) and grants
     intake: Intake = field(default_factory=Intake)
+    #: what the service measures itself (tick durations), for ``GET /metrics``
+    metrics: ServiceMetrics = field(default_factory=ServiceMetrics)
 
 
 def get_state(request: Request) -> ServiceState:

@@ -1,0 +1,337 @@
+"""``PolisClient``: the Polis REST service from Python, on httpx (synchronous).
+
+    from service.client import PolisClient
+
+    with PolisClient("http://127.0.0.1:8400", token="polis_...") as polis:
+        experiment = polis.submit("spec.yaml")
+        polis.wait(experiment["id"])                  # a progress line on stderr from the event stream
+        actions = polis.dataset(experiment["id"], "actions").to_pandas()
+
+Bodies come back as the service's JSON (dicts); datasets and Arrow query results as
+``pyarrow.Table``. Error responses raise the classes of ``service.client_errors``. The client needs
+only httpx, pyyaml and pyarrow (imported when a table is asked for); not FastAPI, not the engine.
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any, Literal
+
+import httpx
+
+from service.client_errors import ConnectionFailedError, NotFoundError, WaitTimeoutError, error_for_status
+from service.client_events import EventStreamParser, ServerSentEvent, progress_line
+
+__all__ = ["ARROW_STREAM", "FINAL_STATUSES", "PARQUET", "PolisClient"]
+
+#: Media types of the binary results.
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+PARQUET = "application/vnd.apache.parquet"
+#: Statuses after which an experiment changes no more (the service's ``ENDED_STATUSES``).
+FINAL_STATUSES = frozenset({"completed", "completed_with_errors", "failed", "cancelled", "interrupted", "budget_exhausted"})
+
+_YAML_SUFFIXES = (".yaml", ".yml")
+_RECONNECTS = 5  # consecutive failed re-opens of an event stream before giving up
+_POLL_S = 0.5
+
+
+class PolisClient:
+    """A client of one Polis service.
+
+    Args:
+        base_url: the service, e.g. ``http://127.0.0.1:8400``.
+        token: the bearer token (``polis token create``); None for a service without a token file.
+        timeout: seconds for connecting and for each ordinary request.
+        stream_timeout: seconds an event stream may stay silent before it is re-opened.
+        transport: an httpx transport to use instead of the network (e.g. ``httpx.MockTransport``).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        timeout: float = 30.0,
+        *,
+        stream_timeout: float = 60.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout, transport=transport)
+        self._timeout = timeout
+        self._stream_timeout = stream_timeout
+
+    def __enter__(self) -> PolisClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connections."""
+        self._http.close()
+
+    # -- experiments ---------------------------------------------------------------------------
+
+    def submit(self, spec: Any) -> dict[str, Any]:
+        """Submit an experiment.
+
+        Args:
+            spec: a spec as a dict, an ``ExperimentSpec``, or the path of a JSON or YAML file
+                (a ``.yaml``/``.yml`` file is sent as ``application/yaml``, as written).
+
+        Returns:
+            The new experiment's detail (status ``queued``).
+
+        Raises:
+            SpecRejectedError: the spec is invalid or over a quota (``errors`` names the fields).
+            SpecTooLargeError: the body is over the service's size limit.
+        """
+        if isinstance(spec, str | Path):
+            path = Path(spec)
+            media = "application/yaml" if path.suffix.lower() in _YAML_SUFFIXES else "application/json"
+            return self._json("POST", "/experiments", content=path.read_bytes(), headers={"Content-Type": media})
+        if hasattr(spec, "model_dump"):
+            spec = spec.model_dump(mode="json")
+        return self._json("POST", "/experiments", json=spec)
+
+    def get(self, experiment_id: str) -> dict[str, Any]:
+        """One experiment's detail: status, progress, usage, spec."""
+        return self._json("GET", f"/experiments/{experiment_id}")
+
+    def list(self) -> builtins.list[dict[str, Any]]:
+        """The experiments this token may see, newest first."""
+        experiments: builtins.list[dict[str, Any]] = self._json("GET", "/experiments")["experiments"]
+        return experiments
+
+    def cancel(self, experiment_id: str) -> dict[str, Any]:
+        """Ask a queued or running experiment to stop; it ends ``cancelled``.
+
+        Raises:
+            ConflictError: it has already finished.
+        """
+        return self._json("POST", f"/experiments/{experiment_id}/cancel")
+
+    def resume(self, experiment_id: str, budget: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Queue a stopped experiment again, from its last committed tick.
+
+        Args:
+            experiment_id: a cancelled, interrupted or budget-exhausted experiment.
+            budget: a raised budget (the spec's ``BudgetSpec`` fields), or None to keep it.
+
+        Raises:
+            ConflictError: it is queued or running.
+        """
+        body = {"budget": budget} if budget is not None else None
+        return self._json("POST", f"/experiments/{experiment_id}/resume", json=body)
+
+    def steps(self, experiment_id: str, steps: builtins.list[dict[str, Any]]) -> dict[str, Any]:
+        """Run questionnaire, ask or intervene steps on a finished run; their answers land in its datasets.
+
+        Raises:
+            ConflictError: it is queued or running.
+            SpecRejectedError: a step is invalid.
+        """
+        return self._json("POST", f"/experiments/{experiment_id}/steps", json={"steps": steps})
+
+    def delete(self, experiment_id: str) -> None:
+        """Remove an experiment's record and data.
+
+        Raises:
+            ConflictError: it is queued or running.
+        """
+        self._request("DELETE", f"/experiments/{experiment_id}")
+
+    # -- watching ------------------------------------------------------------------------------
+
+    def events(self, experiment_id: str, last_event_id: str | None = None) -> Iterator[ServerSentEvent]:
+        """The experiment's event stream, re-opened with ``Last-Event-ID`` when it drops, until its ``final`` event.
+
+        Args:
+            experiment_id: the experiment.
+            last_event_id: resume after this event id instead of from the start.
+
+        Yields:
+            Each event once, ``status``, ``tick`` and finally ``final``.
+
+        Raises:
+            NotFoundError: no such experiment (or the service has no event stream).
+            ConnectionFailedError: the stream dropped and could not be re-opened.
+        """
+        return self._stream(experiment_id, last_event_id, deadline=None)
+
+    def wait(
+        self, experiment_id: str, progress: bool = True, timeout: float | None = None, *, file: IO[str] | None = None
+    ) -> dict[str, Any]:
+        """Wait for an experiment to reach a final status, following its event stream.
+
+        Args:
+            experiment_id: the experiment.
+            progress: write a progress line (``tick`` events) to ``file``.
+            timeout: seconds to wait at most; None waits as long as it runs.
+            file: where the progress goes; stderr when None.
+
+        Returns:
+            The experiment's detail once it is final.
+
+        Raises:
+            WaitTimeoutError: it was still not final after ``timeout`` seconds.
+            NotFoundError: no such experiment.
+        """
+        out = file if file is not None else sys.stderr
+        deadline = None if timeout is None else time.monotonic() + timeout
+        shown = False
+        try:
+            for event in self._events_or_polls(experiment_id, deadline):
+                if not progress or event.event not in {"tick", "status"}:
+                    continue
+                data = event.json()
+                # A status change without counters would reset the bar to zero: only ticks and polled details move it.
+                if event.event == "tick" or "progress" in data:
+                    out.write("\r" + progress_line(data))
+                    out.flush()
+                    shown = True
+        finally:
+            if shown:
+                out.write("\n")
+        return self.get(experiment_id)
+
+    # -- results -------------------------------------------------------------------------------
+
+    def datasets(self, experiment_id: str) -> builtins.list[dict[str, Any]]:
+        """The run's datasets: name, kind, description, committed rows, columns."""
+        datasets: builtins.list[dict[str, Any]] = self._json("GET", f"/experiments/{experiment_id}/datasets")["datasets"]
+        return datasets
+
+    def dataset(self, experiment_id: str, name: str) -> Any:
+        """Every committed row of one dataset, as a ``pyarrow.Table`` (``.to_pandas()`` needs pandas).
+
+        Raises:
+            NotFoundError: no such experiment, or no such dataset in it.
+        """
+        import pyarrow.parquet as pq
+
+        response = self._request("GET", f"/experiments/{experiment_id}/datasets/{name}.parquet")
+        return pq.read_table(io.BytesIO(response.content))
+
+    def sql(
+        self,
+        experiment_id: str,
+        query: str,
+        format: Literal["json", "arrow", "parquet"] = "json",
+        max_rows: int | None = None,
+    ) -> Any:
+        """Run a read-only SQL query on the run's datasets.
+
+        Args:
+            experiment_id: the experiment.
+            query: one ``SELECT`` statement.
+            format: ``json`` returns ``{"columns", "rows", "truncated"}``; ``arrow`` and ``parquet``
+                return a ``pyarrow.Table`` (sent as Arrow IPC or Parquet).
+            max_rows: fewer rows than the service's limit.
+
+        Raises:
+            QueryRefusedError: the service refuses the query (the message says why).
+        """
+        body: dict[str, Any] = {"sql": query}
+        if max_rows is not None:
+            body["max_rows"] = max_rows
+        path = f"/experiments/{experiment_id}/sql"
+        if format == "json":
+            return self._json("POST", path, json=body)
+        media = {"arrow": ARROW_STREAM, "parquet": PARQUET}[format]
+        response = self._request("POST", path, json=body, headers={"Accept": media})
+        if format == "arrow":
+            import pyarrow.ipc
+
+            return pyarrow.ipc.open_stream(response.content).read_all()
+        import pyarrow.parquet as pq
+
+        return pq.read_table(io.BytesIO(response.content))
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _stream(self, experiment_id: str, last_event_id: str | None, deadline: float | None) -> Iterator[ServerSentEvent]:
+        parser = EventStreamParser(last_event_id)
+        failures = 0
+        while True:
+            headers = {"Accept": "text/event-stream"}
+            if parser.last_event_id is not None:
+                headers["Last-Event-ID"] = parser.last_event_id
+            read_s = self._stream_timeout
+            if deadline is not None:
+                read_s = max(0.1, min(read_s, deadline - time.monotonic()))
+            received = False
+            try:
+                with self._http.stream("GET", f"/experiments/{experiment_id}/events", headers=headers,
+                                       timeout=httpx.Timeout(self._timeout, read=read_s)) as response:
+                    if response.is_error:
+                        response.read()
+                        raise _error(response)
+                    for line in response.iter_lines():
+                        event = parser.feed(line)
+                        if event is not None:
+                            received = True
+                            yield event
+                            if event.event == "final":
+                                return
+                            _check(deadline, experiment_id)
+            except httpx.TransportError as error:
+                dropped: str = f"dropped ({type(error).__name__}: {error})"
+            else:
+                dropped = "ended before its final event"
+            # Re-open the stream where it stopped. A connection that brought no event counts as a
+            # failure, so a dead stream cannot spin.
+            _check(deadline, experiment_id)
+            failures = 0 if received else failures + 1
+            if failures > _RECONNECTS:
+                raise ConnectionFailedError(f"the event stream of {experiment_id} {dropped}, {failures} times with no event")
+            time.sleep((parser.retry_ms or 500) / 1000 if failures else 0)
+
+    def _events_or_polls(self, experiment_id: str, deadline: float | None) -> Iterator[ServerSentEvent]:
+        try:
+            yield from self._stream(experiment_id, None, deadline)
+            return
+        except NotFoundError:
+            self.get(experiment_id)  # raises NotFoundError when the experiment itself is missing
+        # The service has no event stream: poll the detail, reporting each change as a status event.
+        last = None
+        while True:
+            detail = self.get(experiment_id)
+            if detail != last:
+                yield ServerSentEvent("status", json.dumps(detail), None)
+                last = detail
+            if detail["status"] in FINAL_STATUSES:
+                return
+            _check(deadline, experiment_id)
+            time.sleep(_POLL_S)
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self._request(method, path, **kwargs).json()
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as error:
+            raise ConnectionFailedError(f"{method} {self._http.base_url}{path}: {error}") from error
+        if response.is_error:
+            raise _error(response)
+        return response
+
+
+def _error(response: httpx.Response) -> Exception:
+    try:
+        detail = response.json().get("detail", response.text)
+    except (ValueError, AttributeError):
+        detail = response.text
+    return error_for_status(response.status_code, detail)
+
+
+def _check(deadline: float | None, experiment_id: str) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise WaitTimeoutError(f"experiment {experiment_id} is not final yet")
