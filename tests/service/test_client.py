@@ -154,7 +154,6 @@ def test_an_unreachable_service_raises_connection_failed() -> None:
         nowhere.list()
 
 
-@pytest.mark.xfail(reason="the YAML intake (POST /experiments as application/yaml) lands in another branch", strict=True)
 def test_submit_sends_a_yaml_file_as_application_yaml(
     polis: PolisClient, tmp_path: Path, make_spec_data: Callable[..., dict]
 ) -> None:
