@@ -14,7 +14,7 @@ from engine.errors import PolisError, SpecError
 from service.auth import TokenStore
 from service.errors import ServiceError, SpecRejectedError, UnauthorizedError, status_code_for
 from service.registry import ExperimentRegistry
-from service.routes import experiments, health, results
+from service.routes import events, experiments, health, results
 from service.settings import ServiceSettings
 from service.state import ServiceState
 from service.submission import Submitter, open_client
@@ -35,7 +35,8 @@ def create_app(settings: ServiceSettings, *, client: Any = None) -> FastAPI:
             the engine's ``open_client`` on startup and closes it on shutdown.
 
     Returns:
-        The app. Experiments still running at shutdown are cancelled and marked ``interrupted``.
+        The app. Experiments still running at shutdown are cancelled and marked ``interrupted``
+        (``resume_on_start``); at start-up, what the last process left queued or running is queued again.
     """
 
     tokens = TokenStore.load(settings.auth_tokens) if settings.auth_tokens is not None else None
@@ -52,11 +53,13 @@ def create_app(settings: ServiceSettings, *, client: Any = None) -> FastAPI:
             submitter = Submitter(registry, shared, run_options={
                 "llm_limits": settings.limiter_config(), "template_cache_dir": settings.template_cache_dir,
                 "input_dirs": settings.input_dirs,
-            })
+            }, max_running=settings.max_running, max_concurrent=lambda owner: settings.quota_max_concurrent)
             app.state.polis = ServiceState(
                 registry, submitter, _dashboard_link(shared), query_limits=settings.query_limits(), tokens=tokens
             )
             logger.info("polis service: data in %s, dashboard at %s", settings.data_dir, app.state.polis.dashboard_link)
+            if adopted := submitter.adopt():
+                logger.info("polis service: %d experiment(s) queued again after the restart", len(adopted))
             try:
                 yield
             finally:
@@ -69,6 +72,7 @@ def create_app(settings: ServiceSettings, *, client: Any = None) -> FastAPI:
     )
     app.include_router(experiments.router)
     app.include_router(results.router)
+    app.include_router(events.router)
     app.include_router(health.router)
     app.add_exception_handler(ServiceError, _error_response)
     app.add_exception_handler(PolisError, _error_response)

@@ -25,6 +25,10 @@ class ServiceSettings(EngineSettings):
     #: POLIS_AUTH_TOKENS: the token file (``service.auth``); unset = no tokens, and the service binds
     #: only to loopback
     auth_tokens: Path | None = None
+    #: POLIS_MAX_RUNNING: experiments that run at once over all owners; the rest wait ``queued``
+    max_running: int = Field(default=2, ge=1)
+    #: POLIS_QUOTA_MAX_CONCURRENT: experiments one owner runs at once (more are queued, not refused)
+    quota_max_concurrent: int = Field(default=2, ge=1)
 
     @field_validator("data_dir", "auth_tokens")
     @classmethod

@@ -1,3 +1,3 @@
-"""The API's routers, one module per concern: ``experiments`` (submit, watch, cancel), ``results`` (datasets, downloads), ``health``."""
+"""The API's routers, one module per concern: ``experiments`` (submit, watch, cancel, resume, delete), ``events`` (live progress), ``results`` (datasets, downloads), ``health``."""
 
 __all__: list[str] = []
