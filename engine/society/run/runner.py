@@ -187,9 +187,9 @@ async def run_experiment(
         progress["ticks"] = society.step_count if society is not None else 0
         report(RunStatus.RUNNING)
 
+    society: AgentSociety | None = None
     report(RunStatus.STARTING)
     local_servers = contextlib.ExitStack()
-    society: AgentSociety | None = None
     env_usage: dict[str, Any] | None = None
     tally: RunTally | None = None
     try:
