@@ -126,10 +126,3 @@ def test_the_log_keeps_only_its_newest_events_but_keeps_numbering() -> None:
     assert [e.seq for e in log.since(4)] == [5]
     assert log.last_seq == 5 and not log.ended_at(5)
 
-
-def test_progress_round_trips_through_json_and_ignores_unknown_fields() -> None:
-    progress = RunProgress("running", 2, 5, 8, 20, llm_calls=9, input_tokens=100, output_tokens=20, cost_usd=0.5, errors=1)
-    data = {**progress.to_json(), "added_later": True}
-    assert RunProgress.from_json(data) == progress
-    assert "errors 1" in render_progress(progress) and "$0.5000" in render_progress(progress)
-
