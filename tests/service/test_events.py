@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,9 +17,10 @@ import pytest
 from engine.society.run.progress import RunProgress, render_progress
 from service.events import EventLog
 from service.routes.events import _stream
+from service.server import GRACEFUL_SHUTDOWN_S
 from service.settings import ServiceSettings
 from tests.service.live import serve, wait_until_final
-from tests.service.sse import read_events
+from tests.service.sse import SseEvent, parse_sse, read_events
 
 TICKS = 3
 
@@ -126,3 +130,33 @@ def test_the_log_keeps_only_its_newest_events_but_keeps_numbering() -> None:
     assert [e.seq for e in log.since(4)] == [5]
     assert log.last_seq == 5 and not log.ended_at(5)
 
+
+
+def test_stopping_the_service_with_an_open_stream_does_not_wait_for_the_experiment(
+    cluster_address: str, tmp_path: Path, make_spec_data: Callable[..., dict]
+) -> None:
+    spec = make_spec_data("endless")
+    spec["steps"] = [{"type": "run", "num_steps": 1000, "tick": 60}]
+    seen: list[SseEvent | str] = []
+    settings = ServiceSettings(data_dir=tmp_path, scheduler=cluster_address)
+    with serve(settings) as http:
+        experiment_id = http.post("/experiments", json=spec).json()["id"]
+
+        def read() -> None:
+            with contextlib.suppress(httpx.HTTPError), httpx.stream(
+                "GET", f"{http.base_url}/experiments/{experiment_id}/events", timeout=120
+            ) as response:
+                seen.extend(parse_sse(response.iter_lines()))
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 60
+        while not any(isinstance(e, SseEvent) and e.name == "tick" for e in seen):
+            assert time.monotonic() < deadline, seen
+            time.sleep(0.05)
+        stopping = time.monotonic()
+    assert time.monotonic() - stopping < GRACEFUL_SHUTDOWN_S + 30  # the stream was cut, the run cancelled
+    reader.join(timeout=10)
+    assert not reader.is_alive()
+    on_disk = json.loads((tmp_path / "experiments" / f"{experiment_id}.json").read_text())
+    assert on_disk["status"] == "interrupted" and on_disk["resume_on_start"] is True
