@@ -120,11 +120,14 @@ class EventHub:
     Args:
         max_events: how many events each experiment's log keeps.
         heartbeat_s: how often an idle event stream sends a comment, so proxies keep it open.
+        max_logs: how many logs to keep; past it, the oldest logs of ended experiments are dropped
+            (opened again, such a log starts over from the record: its status and final event).
     """
 
-    def __init__(self, max_events: int = 1024, heartbeat_s: float = 15.0) -> None:
+    def __init__(self, max_events: int = 1024, heartbeat_s: float = 15.0, max_logs: int = 1000) -> None:
         self.max_events = max_events
         self.heartbeat_s = heartbeat_s
+        self.max_logs = max_logs
         self._logs: dict[str, EventLog] = {}
         self._lock = threading.Lock()
 
@@ -137,7 +140,16 @@ class EventHub:
                 log.append("status", _status_data(record))
                 if record.status in FINAL_STATUSES:
                     log.append("final", final_data(record))
+                self._evict()
         return log
+
+    def _evict(self) -> None:
+        excess = len(self._logs) - self.max_logs
+        if excess <= 0:
+            return
+        ended = [experiment_id for experiment_id, log in self._logs.items() if log.ended_at(log.last_seq)]
+        for experiment_id in ended[:excess]:  # oldest opened first
+            del self._logs[experiment_id]
 
     def status_changed(self, record: ExperimentRecord) -> None:
         """Publish a record's new status, and its final event when the status is final."""

@@ -15,7 +15,9 @@ import httpx
 import pytest
 
 from engine.society.run.progress import RunProgress, render_progress
-from service.events import EventLog
+from engine.spec import parse_spec
+from service.events import EventHub, EventLog
+from service.registry import ExperimentRegistry
 from service.routes.events import _stream
 from service.server import GRACEFUL_SHUTDOWN_S
 from service.settings import ServiceSettings
@@ -160,3 +162,18 @@ def test_stopping_the_service_with_an_open_stream_does_not_wait_for_the_experime
     assert not reader.is_alive()
     on_disk = json.loads((tmp_path / "experiments" / f"{experiment_id}.json").read_text())
     assert on_disk["status"] == "interrupted" and on_disk["resume_on_start"] is True
+
+
+def test_the_hub_drops_the_oldest_ended_logs_past_its_limit_and_keeps_live_ones(tmp_path: Path, make_spec_data) -> None:
+    registry = ExperimentRegistry(tmp_path)
+    spec = parse_spec(make_spec_data("hub"))
+    live = registry.create(spec)
+    ended = [registry.update(registry.create(spec).id, status="completed") for _ in range(3)]
+    hub = EventHub(max_logs=2)
+    hub.open(live)
+    hub.tick(live.id, {"ticks_done": 1})
+    logs = [hub.open(record) for record in ended]
+    assert [e.name for e in hub.open(live).since(0)] == ["status", "tick"]  # live: kept with its history
+    assert hub.open(ended[-1]) is logs[-1]  # the newest ended one is kept
+    again = hub.open(ended[0])  # the oldest was dropped: opened afresh from its record
+    assert again is not logs[0] and [e.name for e in again.since(0)] == ["status", "final"]
