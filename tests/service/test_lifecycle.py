@@ -77,9 +77,15 @@ def test_three_experiments_with_a_concurrency_quota_of_one_run_one_after_another
     settings = ServiceSettings(data_dir=tmp_path, scheduler=cluster_address, max_running=3, quota_max_concurrent=1)
     with serve(settings) as http:
         ids = [_submit(http, _spec(make_spec_data, f"one-at-a-time-{i}", 2)) for i in range(3)]
+        dropped = _submit(http, _spec(make_spec_data, "cancelled-while-queued", 2))
         statuses = [http.get(f"/experiments/{i}").json()["status"] for i in ids]
         assert statuses.count("queued") >= 2  # three slots, but the owner may run only one
+        cancel = http.post(f"/experiments/{dropped}/cancel")
+        assert cancel.status_code == 202 and cancel.json()["status"] == "cancelled"
         finals = [wait_until_final(http, i) for i in ids]
+        never_ran = http.get(f"/experiments/{dropped}").json()
+    assert (never_ran["status"], never_ran["started_at"], never_ran["progress"]["ticks_done"]) == ("cancelled", None, 0)
+    assert not (tmp_path / "runs" / dropped).exists()
     assert {f["status"] for f in finals} == {"completed"}
     assert _intervals_do_not_overlap(finals)
     assert [f["id"] for f in sorted(finals, key=lambda f: f["started_at"])] == ids  # one owner: in order
