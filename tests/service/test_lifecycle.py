@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -210,3 +214,47 @@ def test_a_record_a_dead_process_left_live_is_run_again_at_start_up(
     assert adopted["status"] == "completed", adopted["error"]
     assert adopted["progress"]["ticks_done"] == 2
     assert adopted["resumed_after_restart"] == (1 if status == "running" else 0)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_service_killed_mid_run_resumes_the_experiment_when_it_starts_again(
+    cluster_address: str, tmp_path: Path, make_spec_data: Callable[..., dict]
+) -> None:
+    ticks = 16
+    port = _free_port()
+    env = {**os.environ, "POLIS_DATA_DIR": str(tmp_path), "POLIS_SCHEDULER": cluster_address, "POLIS_PORT": str(port)}
+    code = "from service import ServiceSettings, run; run(ServiceSettings())"
+    process = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.DEVNULL)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+            deadline = time.monotonic() + 60
+            while True:
+                assert process.poll() is None, "polis serve exited during start-up"
+                try:
+                    http.get("/health")
+                    break
+                except httpx.TransportError:
+                    assert time.monotonic() < deadline, "polis serve did not start within 60 s"
+                    time.sleep(0.2)
+            experiment_id = _submit(http, _spec(make_spec_data, "killed-service", ticks))
+            _wait_for_tick(http, experiment_id, 2)
+        process.kill()  # SIGKILL: no lifespan exit, the record still says running
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    left = json.loads((tmp_path / "experiments" / f"{experiment_id}.json").read_text())
+    assert left["status"] == "running" and left["ticks_done"] < ticks
+
+    with serve(ServiceSettings(data_dir=tmp_path, scheduler=cluster_address)) as http:
+        done = wait_until_final(http, experiment_id)
+        assert done["status"] == "completed", done["error"]
+        assert done["resumed_after_restart"] == 1
+        pairs = [(row["agent_id"], row["step"]) for row in _actions(http, experiment_id)]
+    assert len(pairs) == len(set(pairs)) == AGENTS * ticks
