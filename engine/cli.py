@@ -18,15 +18,10 @@ __all__ = ["build_parser", "main", "run_command"]
 
 
 def _progress_printer(stream=sys.stderr):
+    from engine.society.run.progress import render_progress
+
     def show(progress) -> None:
-        total = max(progress.agent_steps_total, 1)
-        done = progress.agent_steps_done
-        width = 30
-        filled = int(width * done / total)
-        stream.write(
-            f"\r[{'#' * filled}{'.' * (width - filled)}] tick {progress.ticks_done}/{progress.ticks_total} "
-            f"agent-steps {done}/{progress.agent_steps_total} {progress.status:<10}"
-        )
+        stream.write(f"\r{render_progress(progress)}")
         if progress.status not in LIVE_STATUSES:
             stream.write("\n")
         stream.flush()

@@ -16,7 +16,7 @@ from service.errors import ServiceError, SpecRejectedError, UnauthorizedError, s
 from service.intake import Intake
 from service.openapi import declare_errors
 from service.registry import ExperimentRegistry
-from service.routes import experiments, health, metrics, results, sql, steps
+from service.routes import events, experiments, health, metrics, results, sql, steps
 from service.routes.docs import install_docs
 from service.settings import ServiceSettings
 from service.state import ServiceState
@@ -38,7 +38,8 @@ def create_app(settings: ServiceSettings, *, client: Any = None) -> FastAPI:
             the engine's ``open_client`` on startup and closes it on shutdown.
 
     Returns:
-        The app. Experiments still running at shutdown are cancelled and marked ``interrupted``.
+        The app. Experiments still running at shutdown are cancelled and marked ``interrupted``
+        (``resume_on_start``); at start-up, what the last process left queued or running is queued again.
     """
 
     tokens = TokenStore.load(settings.auth_tokens) if settings.auth_tokens is not None else None
@@ -56,13 +57,15 @@ def create_app(settings: ServiceSettings, *, client: Any = None) -> FastAPI:
             submitter = Submitter(registry, shared, run_options={
                 "llm_limits": settings.limiter_config(), "template_cache_dir": settings.template_cache_dir,
                 "input_dirs": settings.input_dirs,
-            })
+            }, max_running=settings.max_running, max_concurrent=lambda owner: intake.quotas.for_owner(owner).max_concurrent)
             app.state.polis = ServiceState(
                 registry, submitter, _dashboard_link(shared), query_limits=settings.query_limits(), tokens=tokens,
                 sql_max_rows=settings.sql_max_rows,
-                intake=intake,
+                intake=intake, metrics=submitter.metrics,
             )
             logger.info("polis service: data in %s, dashboard at %s", settings.data_dir, app.state.polis.dashboard_link)
+            if adopted := submitter.adopt():
+                logger.info("polis service: %d experiment(s) queued again after the restart", len(adopted))
             try:
                 yield
             finally:
@@ -79,6 +82,7 @@ def create_app(settings: ServiceSettings, *, client: Any = None) -> FastAPI:
     app.include_router(results.router)
     app.include_router(sql.router)
     app.include_router(steps.router)
+    app.include_router(events.router)
     app.include_router(health.router)
     app.include_router(metrics.router)
     install_docs(app)

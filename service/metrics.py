@@ -134,11 +134,12 @@ def exposition(records: Iterable[ExperimentRecord], metrics: ServiceMetrics) -> 
     lines += _family("polis_queue_length", "gauge", "Experiments waiting for a run slot.")
     lines.append(f"polis_queue_length {by_status.get('queued', 0)}")
     for name, value, what in (
-        ("polis_llm_calls_total", calls, "LLM calls of finished runs."),
-        ("polis_llm_input_tokens_total", tokens_in, "LLM input tokens of finished runs."),
-        ("polis_llm_output_tokens_total", tokens_out, "LLM output tokens of finished runs."),
+        # Gauges, not counters: they sum the records the service holds, so deleting one lowers them.
+        ("polis_llm_calls", calls, "LLM calls of the finished runs the service holds."),
+        ("polis_llm_input_tokens", tokens_in, "LLM input tokens of the finished runs the service holds."),
+        ("polis_llm_output_tokens", tokens_out, "LLM output tokens of the finished runs the service holds."),
     ):
-        lines += _family(name, "counter", what)
+        lines += _family(name, "gauge", what)
         lines.append(f"{name} {value}")
     lines += _histogram("polis_tick_duration_seconds", "Wall time of one tick.", metrics.tick_durations())
     return "\n".join(lines) + "\n"

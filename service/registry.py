@@ -5,14 +5,17 @@ Layout under the service's data directory::
     experiments/<id>.json   the record (replaced atomically on every update)
     runs/<id>/              the run directory the engine writes into
 
-A record found ``queued`` or ``running`` when the registry loads belonged to a service process
-that died mid-run; it is marked ``interrupted`` at once, so no record ever claims to run when
-nothing runs it.
+Restarts: a record found ``queued`` when the registry loads is queued again; one found ``running``
+(its service process died mid-run) or ``interrupted`` with ``resume_on_start`` (its service shut
+down cleanly mid-run) is queued again to resume from its last committed transaction, and its
+``resumed_after_restart`` counts it. The app hands every ``queued`` record to the submitter at
+start-up, so no record claims to wait or run when nothing will run it.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 import uuid
 from datetime import UTC, datetime
@@ -26,7 +29,7 @@ from engine.run_status import RunStatus
 from engine.spec import ExperimentSpec
 from engine.storage.atomic import atomic_write_text, read_json
 from service.auth import LOCAL_ADMIN, Principal
-from service.errors import ExperimentNotFoundError
+from service.errors import ExperimentBusyError, ExperimentNotFoundError
 
 __all__ = [
     "ACTIVE_STATUSES",
@@ -75,6 +78,10 @@ class ExperimentRecord(BaseModel):
     output_tokens: int | None = None
     duration_s: float | None = None
     error: str | None = None
+    #: How many times a service restart found this experiment mid-run and queued it to resume.
+    resumed_after_restart: int = 0
+    #: Stopped by a clean service shutdown (status ``interrupted``): the next start resumes it.
+    resume_on_start: bool = False
     run_dir: Path
     #: The validated spec, defaults filled in, as JSON-ready data.
     spec: dict[str, Any]
@@ -169,6 +176,29 @@ class ExperimentRegistry:
             self._save(record)
         return record
 
+    def delete(self, experiment_id: str, caller: Principal = LOCAL_ADMIN) -> None:
+        """Remove a finished experiment: its record, then its run directory.
+
+        Raises:
+            ExperimentNotFoundError: no such experiment (or another owner's).
+            ExperimentBusyError: it is queued or running.
+            StorageError: the record or the run directory cannot be removed.
+        """
+        with self._lock:
+            record = self.get(experiment_id, caller)
+            if record.status in ACTIVE_STATUSES:
+                raise ExperimentBusyError(experiment_id, record.status, "delete")
+            try:
+                self._path(experiment_id).unlink(missing_ok=True)
+            except OSError as error:
+                raise StorageError(f"cannot remove the record of experiment {experiment_id}: {error}") from error
+            del self._records[experiment_id]
+        try:
+            if record.run_dir.exists():
+                shutil.rmtree(record.run_dir)
+        except OSError as error:
+            raise StorageError(f"experiment {experiment_id} is deleted but its run directory is not: {error}") from error
+
     def _path(self, experiment_id: str) -> Path:
         return self._records_dir / f"{experiment_id}.json"
 
@@ -184,14 +214,21 @@ class ExperimentRegistry:
             except (StorageError, ValidationError) as error:
                 logger.warning("skipping unreadable experiment record %s: %s", path, error)
                 continue
-            if record.status in ACTIVE_STATUSES:
-                record = record.model_copy(
-                    update={
-                        "status": RunStatus.INTERRUPTED,
-                        "error": f"the service stopped while this experiment was {record.status}; "
-                        "it did not finish (results up to the last committed tick may be present)",
-                    }
-                )
-                self._save(record)
+            adopted = _adopted(record)
+            if adopted is not record:
+                self._save(adopted)
             else:
                 self._records[record.id] = record
+
+
+def _adopted(record: ExperimentRecord) -> ExperimentRecord:
+    """A loaded record as this process takes it over: what was mid-run is queued to resume."""
+    was_running = record.status == RunStatus.RUNNING or (
+        record.status == RunStatus.INTERRUPTED and record.resume_on_start
+    )
+    if was_running:
+        return record.model_copy(update={
+            "status": RunStatus.QUEUED, "error": None, "finished_at": None, "resume_on_start": False,
+            "resumed_after_restart": record.resumed_after_restart + 1,
+        })
+    return record

@@ -1,12 +1,13 @@
-"""Response models of the HTTP API. Requests need none of their own: a submission is an ``ExperimentSpec``."""
+"""Models of the HTTP API: responses, and the few request bodies that are not an ``ExperimentSpec``."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
+from engine.spec import BudgetSpec
 from service.registry import ExperimentRecord, ExperimentStatus
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "ExperimentList",
     "Health",
     "Progress",
+    "ResumeRequest",
     "Usage",
 ]
 
@@ -52,6 +54,8 @@ class ExperimentBrief(BaseModel):
     finished_at: datetime | None
     progress: Progress
     error: str | None
+    #: How many times a service restart found it mid-run and resumed it.
+    resumed_after_restart: int = 0
 
     @classmethod
     def from_record(cls, record: ExperimentRecord) -> ExperimentBrief:
@@ -93,6 +97,15 @@ class ExperimentDetail(ExperimentBrief):
             usage=usage,
             spec=record.spec,
         )
+
+
+class ResumeRequest(BaseModel):
+    """``POST /experiments/{id}/resume``'s optional body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: Replaces the spec's budget (raise it to continue a ``budget_exhausted`` run); omitted = unchanged.
+    budget: BudgetSpec | None = None
 
 
 class ExperimentList(BaseModel):
@@ -150,4 +163,5 @@ def _brief_fields(record: ExperimentRecord) -> dict[str, Any]:
             agent_steps_total=record.agent_steps_total,
         ),
         "error": record.error,
+        "resumed_after_restart": record.resumed_after_restart,
     }

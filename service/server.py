@@ -12,7 +12,11 @@ from service.auth import TokenStore
 from service.errors import AuthConfigError
 from service.settings import ServiceSettings
 
-__all__ = ["check_listen_address", "is_loopback", "run"]
+__all__ = ["GRACEFUL_SHUTDOWN_S", "check_listen_address", "is_loopback", "run"]
+
+#: How long a stopping server waits for open requests: an event stream never ends by itself while its
+#: experiment runs, so without a bound it would keep the service (and its experiments) from stopping.
+GRACEFUL_SHUTDOWN_S = 5
 
 
 def is_loopback(host: str) -> bool:
@@ -55,7 +59,8 @@ def run(settings: ServiceSettings) -> None:
         AuthConfigError: see :func:`check_listen_address`; the grants file cannot be used.
     """
     message = check_listen_address(settings)
-    config = uvicorn.Config(create_app(settings), host=settings.host, port=settings.port, log_level="info")
+    config = uvicorn.Config(create_app(settings), host=settings.host, port=settings.port, log_level="info",
+                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
     # uvicorn.Config has set up uvicorn's loggers; this line shows among its own startup lines.
     logging.getLogger("uvicorn.error").info("polis service: %s", message)
     uvicorn.Server(config).run()

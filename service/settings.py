@@ -37,6 +37,8 @@ class ServiceSettings(EngineSettings):
     #: POLIS_QUOTA_*: each owner's limits (``service.quotas``), unless the grants file overrides them
     quota_max_agents: int = Field(default=10_000, ge=1)  #: POLIS_QUOTA_MAX_AGENTS: agents in one spec (each sweep cell)
     quota_max_agent_steps: int = Field(default=1_000_000, ge=1)  #: POLIS_QUOTA_MAX_AGENT_STEPS: agents x ticks x cells
+    #: POLIS_MAX_RUNNING: experiments that run at once over all owners; the rest wait ``queued``
+    max_running: int = Field(default=2, ge=1)
     quota_max_concurrent: int = Field(default=2, ge=1)  #: POLIS_QUOTA_MAX_CONCURRENT: running at once; more wait queued
     quota_max_disk_bytes: int = Field(default=20 * 1024**3, ge=0)  #: POLIS_QUOTA_MAX_DISK_BYTES: all the owner's run dirs
     max_body_bytes: int = Field(default=1024**2, ge=1)  #: POLIS_MAX_BODY_BYTES: the largest spec a submit reads

@@ -1,9 +1,11 @@
 """Submission: the service's one door into the engine's run machinery.
 
 This is the only service module that imports ``engine.society``. It opens the shared Dask client,
-starts ``run_experiment`` as an asyncio task on the service's loop, turns the runner's progress
-into registry writes (throttled), and on shutdown cancels what still runs and marks it
-``interrupted``.
+queues experiments (:class:`service.queue.FairQueue`: a few slots, shared round-robin by owner),
+starts each as an asyncio task on the service's loop when it gets a slot, turns the runner's
+progress into registry writes (throttled) and live events (:mod:`service.events`), and on shutdown
+cancels what still runs and marks it ``interrupted`` with ``resume_on_start``, so the next start
+resumes it (experiments still queued stay ``queued`` and are queued again).
 """
 
 from __future__ import annotations
@@ -12,16 +14,25 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from engine.errors import SpecError
 from engine.run_status import ENDED_STATUSES, LIVE_STATUSES, RunStatus
 from engine.society.run.cluster import open_client
-from engine.society.run.runner import RunProgress, RunSummary
+from engine.society.run.progress import RunProgress
+from engine.society.run.runner import RunSummary
 from engine.society.run.sweep import run_spec
-from engine.spec import ExperimentSpec
-from service.errors import ExperimentNotRunningError
+from engine.spec import BudgetSpec, ExperimentSpec, parse_spec
+from engine.storage.run_layout import RunLayout
+from engine.storage.sweep_layout import SWEEP_FILE
+from service.auth import LOCAL_ADMIN, Principal
+from service.errors import ExperimentBusyError, ExperimentNotRunningError
+from service.events import EventHub
+from service.metrics import ServiceMetrics, TickTimer
+from service.queue import FairQueue
 from service.registry import ACTIVE_STATUSES, ExperimentRecord, ExperimentRegistry, utc_now
 
 __all__ = ["ProgressRecorder", "RunFunction", "Submitter", "open_client"]
@@ -34,6 +45,15 @@ RunFunction = Callable[..., Awaitable[RunSummary]]
 _SHUTDOWN_GRACE_S = 30.0
 
 
+@dataclass(frozen=True)
+class _Pending:
+    """How a queued experiment is to be run once it gets its slot."""
+
+    spec: ExperimentSpec
+    resume: bool  #: continue the run in its run directory, if it holds one
+    force: bool  #: resume although the spec differs from the run's (steps appended to a stored run)
+
+
 class ProgressRecorder:
     """Writes a run's progress to the registry: on every status change, else at most once per interval.
 
@@ -42,6 +62,8 @@ class ProgressRecorder:
         experiment_id: the experiment being run.
         interval: the least time between two writes of the same status, in seconds.
         clock: a monotonic clock, in seconds.
+        on_tick: called with every report whose ``ticks_done`` passed the previous report's (once per
+            tick; the first report only sets where the run starts from).
     """
 
     def __init__(
@@ -51,8 +73,10 @@ class ProgressRecorder:
         *,
         interval: float = 0.5,
         clock: Callable[[], float] = time.monotonic,
+        on_tick: Callable[[RunProgress], None] | None = None,
     ) -> None:
         self._registry = registry
+        self._on_tick = on_tick
         self._experiment_id = experiment_id
         self._interval = interval
         self._clock = clock
@@ -62,7 +86,9 @@ class ProgressRecorder:
 
     def __call__(self, progress: RunProgress) -> None:
         """Take one progress report from the runner; write it if it is due."""
-        self._latest = progress
+        previous, self._latest = self._latest, progress
+        if self._on_tick is not None and previous is not None and progress.ticks_done > previous.ticks_done:
+            self._on_tick(progress)
         now = self._clock()
         if progress.status == self._last_status and now - self._last_write < self._interval:
             return
@@ -87,7 +113,7 @@ class ProgressRecorder:
 
 
 class Submitter:
-    """Runs experiments as tasks on the running event loop, sharing one Dask client.
+    """Queues experiments and runs them as tasks on the running event loop, sharing one Dask client.
 
     Args:
         registry: where records live.
@@ -95,6 +121,10 @@ class Submitter:
         run: the run function; ``run_spec`` (a run or a sweep) unless a test passes a fake.
         progress_interval: the least time between two progress writes, in seconds.
         run_options: more keyword arguments for every run (e.g. ``llm_limits``).
+        max_running: how many experiments run at once over all owners (``POLIS_MAX_RUNNING``).
+        max_concurrent: the most experiments one owner runs at once (its quota); default ``max_running``.
+        events: where live events go; a new hub unless given.
+        metrics: where tick durations go (``GET /metrics``); new measurements unless given.
     """
 
     def __init__(
@@ -105,41 +135,109 @@ class Submitter:
         run: RunFunction = run_spec,
         progress_interval: float = 0.5,
         run_options: dict[str, Any] | None = None,
+        max_running: int = 2,
+        max_concurrent: Callable[[str], int] | None = None,
+        events: EventHub | None = None,
+        metrics: ServiceMetrics | None = None,
     ) -> None:
         self._registry = registry
         self._client = client
         self._run_fn = run
         self._run_options = run_options or {}
         self._progress_interval = progress_interval
+        self.queue = FairQueue(max_running, max_concurrent or (lambda owner: max_running))  #: who runs next
+        self.events = events if events is not None else EventHub()  #: every experiment's live events
+        self.metrics = metrics if metrics is not None else ServiceMetrics()  #: tick durations of every run
+        self._pending: dict[str, _Pending] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._cancel_requested: set[str] = set()
+        self._closing = False
 
     def submit(self, record: ExperimentRecord, spec: ExperimentSpec, *, resume: bool = False, force: bool = False) -> None:
-        """Start running a registered experiment. Must be called on the service's event loop.
+        """Queue an experiment; it starts when a slot frees. Must be called on the service's event loop.
 
         Args:
-            record: the experiment's record, as created by the registry.
-            spec: the validated spec the record was created from.
-            resume: continue the run already in the record's run directory.
-            force: resume even though the spec changed.
+            record: the experiment's record (new, or finished and to be continued).
+            spec: the validated spec to run (the record's, or the record's with a raised budget or appended steps).
+            resume: continue the run in the record's run directory from its last committed transaction
+                (a run directory that holds no run yet is started afresh).
+            force: resume although ``spec`` differs from the one the run was started with.
+
+        Raises:
+            ExperimentBusyError: the experiment is queued or running already.
         """
-        task = asyncio.get_running_loop().create_task(
-            self._run(record.id, spec, record.run_dir, resume=resume, force=force), name=f"polis-experiment-{record.id}"
-        )
-        self._tasks[record.id] = task
-        task.add_done_callback(partial(self._on_done, record.id))
+        if record.id in self.queue or record.id in self._tasks:
+            raise ExperimentBusyError(record.id, self._registry.get(record.id).status, "submit")
+        self._pending[record.id] = _Pending(spec, resume, force)
+        self.queue.push(record.id, record.owner)
+        self._set(record.id, status=RunStatus.QUEUED, error=None, finished_at=None)
+        self._dispatch()
+
+    def resume(self, experiment_id: str, caller: Principal = LOCAL_ADMIN, budget: BudgetSpec | None = None) -> ExperimentRecord:
+        """Queue a finished experiment again, to continue from its last committed transaction.
+
+        Args:
+            experiment_id: the experiment.
+            caller: who asks (another owner's experiment is not found).
+            budget: a new budget (e.g. a raised one for a ``budget_exhausted`` run); None keeps the spec's.
+
+        Returns:
+            The record, ``queued`` again.
+
+        Raises:
+            ExperimentNotFoundError: no such experiment that ``caller`` may see.
+            ExperimentBusyError: it is queued or running.
+            SpecError: the stored spec with the new budget does not validate.
+        """
+        record = self._registry.get(experiment_id, caller)
+        if record.status in ACTIVE_STATUSES:
+            raise ExperimentBusyError(experiment_id, record.status, "resume")
+        if budget is not None:
+            spec = parse_spec({**record.spec, "budget": budget.model_dump(mode="json")})
+            record = self._registry.update(experiment_id, spec=spec.model_dump(mode="json"))
+        else:
+            spec = parse_spec(record.spec)
+        self.submit(record, spec, resume=True)
+        return self._registry.get(experiment_id)
+
+    def adopt(self) -> list[str]:
+        """Queue every ``queued`` record, oldest first (at start-up: what the last process left waiting or running).
+
+        Returns:
+            The ids queued. A record whose stored spec no longer validates is marked ``failed`` instead.
+        """
+        waiting = sorted((r for r in self._registry.records() if r.status == RunStatus.QUEUED), key=lambda r: r.created_at)
+        adopted = []
+        for record in waiting:
+            try:
+                spec = parse_spec(record.spec)
+            except SpecError as error:
+                self._set(record.id, status=RunStatus.FAILED, finished_at=utc_now(), error=f"cannot resume: {error}")
+                continue
+            # The stored spec is the service's own; it differs from the run's only by what this API changed.
+            self.submit(record, spec, resume=True, force=True)
+            adopted.append(record.id)
+        return adopted
 
     def active(self) -> list[str]:
-        """Ids of the experiments whose tasks have not finished."""
+        """Ids of the experiments whose tasks have not finished (the running ones)."""
         return list(self._tasks)
 
+    def queued(self) -> list[str]:
+        """Ids of the experiments waiting for a slot, in arrival order."""
+        return self.queue.waiting()
+
     def cancel(self, experiment_id: str) -> None:
-        """Ask a running experiment to stop; it ends ``cancelled``.
+        """Stop an experiment: a queued one leaves the queue, a running one is cancelled; both end ``cancelled``.
 
         Raises:
             ExperimentNotFoundError: no such experiment.
             ExperimentNotRunningError: the experiment has already finished.
         """
+        if self.queue.remove(experiment_id):
+            self._pending.pop(experiment_id, None)
+            self._set(experiment_id, status=RunStatus.CANCELLED, finished_at=utc_now(), error="cancelled before it started")
+            return
         task = self._tasks.get(experiment_id)
         if task is None or task.done():
             raise ExperimentNotRunningError(experiment_id, self._registry.get(experiment_id).status)
@@ -147,11 +245,13 @@ class Submitter:
         task.cancel()
 
     async def shutdown(self, grace_s: float = _SHUTDOWN_GRACE_S) -> None:
-        """Cancel every running experiment, wait for them to stop, and mark them ``interrupted``.
+        """Start nothing more; cancel every running experiment, wait for them to stop, and mark them
+        ``interrupted`` with ``resume_on_start`` (queued ones stay ``queued``).
 
         Args:
             grace_s: how long to wait for cancelled runs to unwind.
         """
+        self._closing = True
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
@@ -162,19 +262,47 @@ class Submitter:
             logger.warning("experiment %s did not stop within %.0f s of shutdown", experiment_id, grace_s)
             self._mark_stopped(experiment_id, {})
 
-    async def _run(self, experiment_id: str, spec: ExperimentSpec, run_dir: Path, *, resume: bool, force: bool) -> None:
-        recorder = ProgressRecorder(self._registry, experiment_id, interval=self._progress_interval)
-        self._registry.update(experiment_id, status=RunStatus.RUNNING, started_at=utc_now())
+    def _dispatch(self) -> None:
+        if self._closing:
+            return
+        loop = asyncio.get_running_loop()
+        for experiment_id in self.queue.take():
+            pending = self._pending.pop(experiment_id)
+            record = self._registry.get(experiment_id)
+            task = loop.create_task(self._run(experiment_id, pending, record.run_dir), name=f"polis-experiment-{experiment_id}")
+            self._tasks[experiment_id] = task
+            task.add_done_callback(partial(self._on_done, experiment_id))
+
+    def _set(self, experiment_id: str, **changes: Any) -> ExperimentRecord:
+        """Update a record, and publish its status (and final) event when the status changed."""
+        before = self._registry.get(experiment_id)
+        self.events.open(before)
+        after = self._registry.update(experiment_id, **changes)
+        if after.status != before.status:
+            self.events.status_changed(after)
+        return after
+
+    async def _run(self, experiment_id: str, pending: _Pending, run_dir: Path) -> None:
+        recorder = ProgressRecorder(self._registry, experiment_id, interval=self._progress_interval,
+                                    on_tick=lambda progress: self.events.tick(experiment_id, progress.to_json()))
+        timer = TickTimer(self.metrics)
+
+        def on_progress(progress: RunProgress) -> None:
+            timer(progress.ticks_done)
+            recorder(progress)
+
+        self._set(experiment_id, status=RunStatus.RUNNING, started_at=utc_now())
+        options = dict(self._run_options)
+        if pending.resume and _holds_run(run_dir, pending.spec):
+            options.update(resume=True, force=pending.force)
         try:
-            # A plain submit calls the run function as before; resume and force only when asked for.
-            again = {"resume": resume, "force": force} if resume or force else {}
-            summary = await self._run_fn(spec, run_dir, self._client, on_progress=recorder, **again, **self._run_options)
+            summary = await self._run_fn(pending.spec, run_dir, self._client, on_progress=on_progress, **options)
         except asyncio.CancelledError:
             self._mark_stopped(experiment_id, recorder.counts())
             raise
         except Exception as error:  # run_experiment reports run failures itself; this is a bug
             logger.exception("run_experiment raised for experiment %s", experiment_id)
-            self._registry.update(
+            self._set(
                 experiment_id,
                 **recorder.counts(),
                 status=RunStatus.FAILED,
@@ -182,16 +310,18 @@ class Submitter:
                 error=f"internal error: {type(error).__name__}: {error}",
             )
             return
-        self._registry.update(experiment_id, **{**recorder.counts(), **_summary_fields(summary)})
+        self._set(experiment_id, **{**recorder.counts(), **_summary_fields(summary)})
 
     def _mark_stopped(self, experiment_id: str, counts: dict[str, int]) -> None:
         if self._registry.get(experiment_id).status not in ACTIVE_STATUSES:
             return
+        changes: dict[str, Any] = {**counts, "finished_at": utc_now()}
         if experiment_id in self._cancel_requested:
-            status, error = RunStatus.CANCELLED, "cancelled on request"
+            changes.update(status=RunStatus.CANCELLED, error="cancelled on request")
         else:
-            status, error = RunStatus.INTERRUPTED, "the service shut down while this experiment was running"
-        self._registry.update(experiment_id, **counts, status=status, finished_at=utc_now(), error=error)
+            changes.update(status=RunStatus.INTERRUPTED, resume_on_start=True,
+                           error="the service shut down while this experiment was running; it resumes when the service starts again")
+        self._set(experiment_id, **changes)
 
     def _on_done(self, experiment_id: str, task: asyncio.Task[None]) -> None:
         if self._tasks.get(experiment_id) is not task:
@@ -206,9 +336,18 @@ class Submitter:
             logger.error("experiment task %s failed", experiment_id, exc_info=error)
             if self._registry.get(experiment_id).status in ACTIVE_STATUSES:
                 message = f"internal error: {type(error).__name__}: {error}"
-                self._registry.update(experiment_id, status=RunStatus.FAILED, finished_at=utc_now(), error=message)
+                self._set(experiment_id, status=RunStatus.FAILED, finished_at=utc_now(), error=message)
         self._tasks.pop(experiment_id, None)
         self._cancel_requested.discard(experiment_id)
+        self.queue.finish(experiment_id)
+        self._dispatch()
+
+
+def _holds_run(run_dir: Path, spec: ExperimentSpec) -> bool:
+    """Whether ``run_dir`` holds a run (or sweep) of ``spec``'s kind that a resume can continue."""
+    if spec.sweep is not None:
+        return (run_dir / SWEEP_FILE).exists()
+    return RunLayout(run_dir).society_step_file.exists()
 
 
 def _summary_fields(summary: RunSummary) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The API's routers, one module per concern: ``experiments`` (submit, watch, cancel), ``results`` (datasets, downloads),
+"""The API's routers, one module per concern: ``experiments`` (submit, watch, cancel, resume, delete), ``events``
+(live progress), ``results`` (datasets, downloads), ``sql`` (read-only queries), ``steps`` (steps on a stored run),
 ``health``, ``metrics`` (Prometheus) and ``docs`` (offline Swagger UI and ReDoc, ``/`` redirecting to them)."""
 
 __all__: list[str] = []

@@ -1,12 +1,14 @@
-"""``/experiments``: submit a spec, list and watch experiments, cancel one."""
+"""``/experiments``: submit a spec, list and watch experiments, cancel, resume or delete one."""
 
 from __future__ import annotations
+
+import asyncio
 
 from fastapi import APIRouter, Request, Response
 
 from service.auth import Caller
 from service.intake import spec_request_body
-from service.schemas import ExperimentBrief, ExperimentDetail, ExperimentList
+from service.schemas import ExperimentBrief, ExperimentDetail, ExperimentList, ResumeRequest
 from service.state import State
 
 __all__ = ["router"]
@@ -59,3 +61,28 @@ async def cancel_experiment(experiment_id: str, state: State, caller: Caller) ->
     state.registry.get(experiment_id, caller)
     state.submitter.cancel(experiment_id)
     return ExperimentDetail.from_record(state.registry.get(experiment_id, caller), state.dashboard_link)
+
+
+@router.post("/{experiment_id}/resume", status_code=202, response_model=ExperimentDetail)
+async def resume_experiment(
+    experiment_id: str, state: State, caller: Caller, body: ResumeRequest | None = None
+) -> ExperimentDetail:
+    """Queue a finished experiment again; it continues from its last committed transaction.
+
+    The optional ``budget`` replaces the spec's (raise it to continue a ``budget_exhausted`` run).
+    409 while the experiment is queued or running.
+    """
+    record = state.submitter.resume(experiment_id, caller, body.budget if body is not None else None)
+    return ExperimentDetail.from_record(record, state.dashboard_link)
+
+
+@router.delete("/{experiment_id}", status_code=204, response_class=Response)
+async def delete_experiment(experiment_id: str, state: State, caller: Caller) -> Response:
+    """Remove a finished experiment: its record and its run directory (its disk use stops counting).
+
+    409 while the experiment is queued or running: cancel it first.
+    """
+    state.registry.get(experiment_id, caller)
+    await asyncio.to_thread(state.registry.delete, experiment_id, caller)
+    state.submitter.events.forget(experiment_id)
+    return Response(status_code=204)

@@ -12,6 +12,7 @@ import httpx
 import uvicorn
 
 from service.app import create_app
+from service.server import GRACEFUL_SHUTDOWN_S
 from service.settings import ServiceSettings
 
 __all__ = ["FINAL_STATUSES", "serve", "wait_until_final"]
@@ -33,7 +34,8 @@ def serve(settings: ServiceSettings, startup_timeout: float = 60.0, token: str |
         An httpx client for the server (``client.base_url`` reaches it with any other token too).
         On exit the server shuts down, running the lifespan exit.
     """
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=0, log_level="warning", lifespan="on",
+                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="polis-test-uvicorn", daemon=True)
     thread.start()

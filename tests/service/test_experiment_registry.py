@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from engine.spec import ExperimentSpec, parse_spec
-from service.errors import ExperimentNotFoundError
+from service.auth import Principal
+from service.errors import ExperimentBusyError, ExperimentNotFoundError
 from service.registry import ExperimentRegistry
 
 
@@ -79,17 +80,66 @@ def test_get_unknown_id_raises_not_found(tmp_path: Path) -> None:
         ExperimentRegistry(tmp_path).get("nope")
 
 
-@pytest.mark.parametrize("status", ["queued", "running"])
-def test_reload_marks_unfinished_records_interrupted(tmp_path: Path, make_spec, status: str) -> None:
+def test_reload_queues_a_record_left_running_again_and_counts_the_restart(tmp_path: Path, make_spec) -> None:
     registry = ExperimentRegistry(tmp_path)
     record = registry.create(make_spec())
-    registry.update(record.id, status=status, ticks_done=1)
+    registry.update(record.id, status="running", ticks_done=1)
     reloaded = ExperimentRegistry(tmp_path).get(record.id)
-    assert reloaded.status == "interrupted"
-    assert reloaded.ticks_done == 1
-    assert reloaded.error and "service stopped" in reloaded.error and status in reloaded.error
+    assert (reloaded.status, reloaded.ticks_done, reloaded.resumed_after_restart, reloaded.error) == ("queued", 1, 1, None)
     on_disk = json.loads((tmp_path / "experiments" / f"{record.id}.json").read_text())
-    assert on_disk["status"] == "interrupted"
+    assert on_disk["status"] == "queued" and on_disk["resumed_after_restart"] == 1
+    assert ExperimentRegistry(tmp_path).get(record.id).resumed_after_restart == 1  # queued now: not counted twice
+
+
+def test_reload_keeps_a_queued_record_queued_without_counting_a_resume(tmp_path: Path, make_spec) -> None:
+    record = ExperimentRegistry(tmp_path).create(make_spec())
+    reloaded = ExperimentRegistry(tmp_path).get(record.id)
+    assert (reloaded.status, reloaded.resumed_after_restart) == ("queued", 0)
+
+
+def test_reload_resumes_an_experiment_interrupted_by_a_clean_shutdown_only_when_flagged(tmp_path: Path, make_spec) -> None:
+    registry = ExperimentRegistry(tmp_path)
+    flagged, plain = registry.create(make_spec("flagged")), registry.create(make_spec("plain"))
+    registry.update(flagged.id, status="interrupted", resume_on_start=True, error="shut down", finished_at=flagged.created_at)
+    registry.update(plain.id, status="interrupted", error="shut down")
+    reloaded = ExperimentRegistry(tmp_path)
+    again = reloaded.get(flagged.id)
+    assert (again.status, again.resume_on_start, again.resumed_after_restart, again.finished_at, again.error) == (
+        "queued", False, 1, None, None)
+    assert reloaded.get(plain.id).status == "interrupted"
+
+
+def test_delete_removes_the_record_and_the_run_dir(tmp_path: Path, make_spec) -> None:
+    registry = ExperimentRegistry(tmp_path)
+    record = registry.create(make_spec())
+    registry.update(record.id, status="completed")
+    (record.run_dir / "replay").mkdir(parents=True)
+    (record.run_dir / "replay" / "x.parquet").write_bytes(b"x" * 1000)
+    registry.delete(record.id)
+    assert not record.run_dir.exists()
+    assert not (tmp_path / "experiments" / f"{record.id}.json").exists()
+    with pytest.raises(ExperimentNotFoundError):
+        registry.delete(record.id)
+    assert ExperimentRegistry(tmp_path).records() == []
+
+
+@pytest.mark.parametrize("status", ["queued", "running"])
+def test_delete_refuses_a_live_experiment(tmp_path: Path, make_spec, status: str) -> None:
+    registry = ExperimentRegistry(tmp_path)
+    record = registry.create(make_spec())
+    registry.update(record.id, status=status)
+    with pytest.raises(ExperimentBusyError, match=status):
+        registry.delete(record.id)
+    assert registry.get(record.id).status == status
+
+
+def test_delete_of_another_owners_experiment_is_not_found(tmp_path: Path, make_spec) -> None:
+    registry = ExperimentRegistry(tmp_path)
+    record = registry.create(make_spec(), owner="lab-a")
+    registry.update(record.id, status="completed")
+    with pytest.raises(ExperimentNotFoundError):
+        registry.delete(record.id, Principal(owner="lab-b", role="user"))
+    assert registry.get(record.id).owner == "lab-a"
 
 
 @pytest.mark.parametrize("status", ["completed", "failed", "cancelled"])

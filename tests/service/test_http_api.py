@@ -192,6 +192,7 @@ def test_stopping_the_service_mid_run_marks_the_experiment_interrupted(
     assert on_disk["status"] == "interrupted"
     assert "shut down" in on_disk["error"]
     assert on_disk["finished_at"] is not None
+    assert on_disk["resume_on_start"] is True  # the next start resumes it (tests/service/test_lifecycle.py)
 
 
 def test_health_reports_ok_and_the_dashboard(http: httpx.Client) -> None:
@@ -200,7 +201,7 @@ def test_health_reports_ok_and_the_dashboard(http: httpx.Client) -> None:
     assert body["dashboard_link"].startswith("http")
 
 
-def test_restarted_service_keeps_finished_experiments_and_interrupts_running_ones(
+def test_restarted_service_keeps_finished_experiments_and_resumes_running_ones(
     cluster_address: str, tmp_path: Path, make_spec_data: Callable[..., dict]
 ) -> None:
     settings = ServiceSettings(data_dir=tmp_path, scheduler=cluster_address)
@@ -208,18 +209,18 @@ def test_restarted_service_keeps_finished_experiments_and_interrupts_running_one
         experiment_id = http.post("/experiments", json=make_spec_data("before-restart")).json()["id"]
         assert wait_until_final(http, experiment_id)["status"] == "completed"
 
-    # A record a dead service process left "running".
+    # A record a dead service process left "running", over a run that had in fact finished
+    # (the process died after the run's last commit, before writing the record).
     record = json.loads((tmp_path / "experiments" / f"{experiment_id}.json").read_text())
     record.update(id="deadbeef0001", status="running", finished_at=None, error=None)
     (tmp_path / "experiments" / "deadbeef0001.json").write_text(json.dumps(record))
 
     with serve(settings) as http:
-        statuses = {e["id"]: e["status"] for e in http.get("/experiments").json()["experiments"]}
-        assert statuses == {experiment_id: "completed", "deadbeef0001": "interrupted"}
-        interrupted = http.get("/experiments/deadbeef0001").json()
-        assert "service stopped" in interrupted["error"]
+        resumed = wait_until_final(http, "deadbeef0001")
+        assert (resumed["status"], resumed["resumed_after_restart"], resumed["error"]) == ("completed", 1, None)
+        assert resumed["progress"]["ticks_done"] == 2
         survived = http.get(f"/experiments/{experiment_id}").json()
-        assert survived["progress"]["ticks_done"] == 2
+        assert survived["progress"]["ticks_done"] == 2 and survived["resumed_after_restart"] == 0
         datasets = http.get(f"/experiments/{experiment_id}/datasets").json()["datasets"]
         assert {"name": "actions", "rows": 8}.items() <= next(d for d in datasets if d["name"] == "actions").items()
 

@@ -70,8 +70,8 @@ def test_exposition_counts_statuses_queue_and_usage_of_reported_runs() -> None:
     assert page['polis_experiments{status="running"}'] == 1
     assert page['polis_experiments{status="cancelled"}'] == 0  # every status is a series, zero or not
     assert page["polis_queue_length"] == 2
-    assert page["polis_llm_calls_total"] == 9
-    assert page["polis_llm_input_tokens_total"] == 90
+    assert page["polis_llm_calls"] == 9
+    assert page["polis_llm_input_tokens"] == 90
     assert page["polis_llm_output_tokens_total"] == 9
 
 
@@ -79,8 +79,8 @@ def test_exposition_declares_each_family_once_before_its_samples() -> None:
     page = exposition([record("a", "completed", calls=1)], ServiceMetrics())
     types = re.findall(r"^# TYPE (\S+) (\S+)$", page, flags=re.MULTILINE)
     assert dict(types) == {
-        "polis_experiments": "gauge", "polis_queue_length": "gauge", "polis_llm_calls_total": "counter",
-        "polis_llm_input_tokens_total": "counter", "polis_llm_output_tokens_total": "counter",
+        "polis_experiments": "gauge", "polis_queue_length": "gauge", "polis_llm_calls": "gauge",
+        "polis_llm_input_tokens": "gauge", "polis_llm_output_tokens": "gauge",
         "polis_tick_duration_seconds": "histogram",
     }
     assert len(types) == 6 and page.endswith("\n")
@@ -102,8 +102,8 @@ def test_live_metrics_need_no_token_and_count_a_finished_run(
     page = samples(response.text)
     assert page[f'polis_experiments{{status="{done["status"]}"}}'] == 1
     assert page["polis_queue_length"] == 0
-    assert page["polis_llm_calls_total"] == done["usage"]["llm_calls"] >= 1
-    assert page["polis_llm_input_tokens_total"] == done["usage"]["input_tokens"]
+    assert page["polis_llm_calls"] == done["usage"]["llm_calls"] >= 1
+    assert page["polis_llm_input_tokens"] == done["usage"]["input_tokens"]
 
 
 class FakeClock:

@@ -11,8 +11,8 @@ import pytest
 
 runner = pytest.importorskip("engine.society.run.runner", reason="engine/society/run/runner.py has not landed yet")
 
-from engine.spec import ExperimentSpec, parse_spec  # noqa: E402
-from service.errors import ExperimentNotFoundError, ExperimentNotRunningError  # noqa: E402
+from engine.spec import BudgetSpec, ExperimentSpec, parse_spec  # noqa: E402
+from service.errors import ExperimentBusyError, ExperimentNotFoundError, ExperimentNotRunningError  # noqa: E402
 from service.registry import ExperimentRegistry  # noqa: E402
 from service.submission import ProgressRecorder, Submitter  # noqa: E402
 
@@ -199,3 +199,93 @@ async def test_run_options_reach_every_run(registry, spec) -> None:
     await _settle(submitter)
     assert registry.get(record.id).status == "completed"
     assert seen == {"llm_limits": "limits"}
+
+
+async def test_experiments_past_the_slots_wait_queued_and_start_as_slots_free(registry, spec) -> None:
+    gate = asyncio.Event()
+    submitter = Submitter(registry, client=object(), run=fake_run(block=gate), max_running=1)
+    first, second = registry.create(spec), registry.create(spec)
+    submitter.submit(first, spec)
+    submitter.submit(second, spec)
+    await _until(lambda: registry.get(first.id).status == "running")
+    assert registry.get(second.id).status == "queued"
+    assert submitter.active() == [first.id] and submitter.queued() == [second.id]
+    gate.set()
+    await _until(lambda: registry.get(second.id).status == "completed")
+    assert registry.get(first.id).finished_at <= registry.get(second.id).started_at
+
+
+async def test_cancel_of_a_queued_experiment_ends_it_cancelled_without_running_it(registry, spec) -> None:
+    gate = asyncio.Event()
+    submitter = Submitter(registry, client=object(), run=fake_run(block=gate), max_running=1)
+    first, second = registry.create(spec), registry.create(spec)
+    submitter.submit(first, spec)
+    submitter.submit(second, spec)
+    submitter.cancel(second.id)
+    cancelled = registry.get(second.id)
+    assert cancelled.status == "cancelled" and cancelled.started_at is None and cancelled.finished_at is not None
+    assert submitter.queued() == []
+    gate.set()
+    await _settle(submitter)
+    assert registry.get(second.id).status == "cancelled"
+
+
+async def test_events_carry_status_changes_one_tick_per_tick_and_a_final(registry, spec) -> None:
+    submitter = Submitter(registry, client=object(), run=fake_run())
+    record = registry.create(spec)
+    submitter.submit(record, spec)
+    await _settle(submitter)
+    events = submitter.events.open(registry.get(record.id)).since(0)
+    assert [e.name for e in events] == ["status", "status", "tick", "tick", "status", "final"]
+    assert [e.data["status"] for e in events if e.name == "status"] == ["queued", "running", "completed"]
+    assert [e.data["ticks_done"] for e in events if e.name == "tick"] == [1, 2]
+    assert events[-1].data["status"] == "completed" and events[-1].data["llm_calls"] == 8
+    assert [e.seq for e in events] == list(range(1, 7))
+
+
+async def test_resume_requeues_a_finished_experiment_with_a_new_budget_and_resume_on(registry, spec, tmp_path) -> None:
+    seen: list[dict[str, Any]] = []
+
+    async def run(spec: ExperimentSpec, run_dir: Path, client: Any, *, on_progress=None, **options: Any) -> Any:
+        seen.append({"budget": spec.budget, **options})
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "SOCIETY_STEP.json").write_text("{}")  # what a started run leaves
+        return await fake_run()(spec, run_dir, client, on_progress=on_progress)
+
+    submitter = Submitter(registry, client=object(), run=run)
+    record = registry.create(spec)
+    submitter.submit(record, spec)
+    await _settle(submitter)
+    resumed = submitter.resume(record.id, budget=BudgetSpec(max_calls=99))
+    assert resumed.status == "queued" and resumed.spec["budget"]["max_calls"] == 99
+    await _settle(submitter)
+    assert registry.get(record.id).status == "completed"
+    assert seen[0] == {"budget": None}  # a new run: no resume
+    assert seen[1]["resume"] is True and seen[1]["force"] is False and seen[1]["budget"].max_calls == 99
+
+
+async def test_resume_of_a_live_experiment_is_refused(registry, spec) -> None:
+    submitter = Submitter(registry, client=object(), run=fake_run(block=asyncio.Event()))
+    record = registry.create(spec)
+    submitter.submit(record, spec)
+    with pytest.raises(ExperimentBusyError, match="resume"):
+        submitter.resume(record.id)
+    await submitter.shutdown()
+
+
+async def test_shutdown_flags_running_experiments_to_resume_and_adopt_queues_them_again(registry, spec) -> None:
+    submitter = Submitter(registry, client=object(), run=fake_run(block=asyncio.Event()), max_running=1, progress_interval=0)
+    running, waiting = registry.create(spec), registry.create(spec)
+    submitter.submit(running, spec)
+    submitter.submit(waiting, spec)
+    await _until(lambda: registry.get(running.id).ticks_done == 1)
+    await submitter.shutdown()
+    assert registry.get(running.id).resume_on_start is True
+    assert registry.get(waiting.id).status == "queued"  # never started: still queued on disk
+
+    restarted = ExperimentRegistry(registry._records_dir.parent)
+    assert restarted.get(running.id).status == "queued" and restarted.get(running.id).resumed_after_restart == 1
+    again = Submitter(restarted, client=object(), run=fake_run(), max_running=1)
+    assert again.adopt() == [running.id, waiting.id]  # oldest first
+    await _settle(again)
+    assert {restarted.get(i).status for i in (running.id, waiting.id)} == {"completed"}

@@ -28,6 +28,7 @@ from engine.society.questionnaire.items import Questionnaire
 from engine.society.run.extend import is_extension, record_spec
 from engine.society.run.outcome import RunTally, judge, read_run_tally
 from engine.society.run.preflight import preflight
+from engine.society.run.progress import RunProgress
 from engine.society.society import AgentSociety
 from engine.society.status import SocietyStep, read_society_step
 from engine.spec import AskStep, ExperimentSpec, InterveneStep, QuestionnaireStep, RunStep, parse_spec
@@ -36,15 +37,8 @@ from engine.storage.run_layout import RunLayout
 
 __all__ = ["RunProgress", "RunSummary", "run_experiment"]
 
-
-@dataclass(frozen=True)
-class RunProgress:
-    status: RunStatus
-    ticks_done: int
-    ticks_total: int
-    agent_steps_done: int
-    agent_steps_total: int
-    error: str | None = None
+#: Action statuses that count as an agent-step in error (as ``outcome.read_run_tally`` counts them).
+_ERROR_STATUSES = ("error", "llm_error")
 
 
 @dataclass(frozen=True)
@@ -174,10 +168,20 @@ async def run_experiment(
     ticks_total = spec.total_ticks()
     steps_total = ticks_total * len(agents)
     progress = {"ticks": 0, "agent_steps": 0}
+    before = RunTally(0, 0, 0, None, 0, 0, 0)  # what a resumed run's earlier drivers committed
 
     def report(status: str, error: str | None = None) -> None:
-        if on_progress is not None:
-            on_progress(RunProgress(RunStatus(status), progress["ticks"], ticks_total, progress["agent_steps"], steps_total, error))
+        if on_progress is None:
+            return
+        totals = society.totals if society is not None else None
+        errors = sum(totals.statuses.get(s, 0) for s in _ERROR_STATUSES) if totals else 0
+        on_progress(RunProgress(
+            RunStatus(status), progress["ticks"], ticks_total, progress["agent_steps"], steps_total, error,
+            llm_calls=before.llm_calls + (totals.llm_calls if totals else 0),
+            input_tokens=before.input_tokens + (totals.input_tokens if totals else 0),
+            output_tokens=before.output_tokens + (totals.output_tokens if totals else 0),
+            cost_usd=society.usage.cost_usd if society is not None else 0.0, errors=before.errors + errors,
+        ))
 
     def on_batch(result: BatchResult) -> None:
         progress["agent_steps"] += result.agents - result.replayed
@@ -187,9 +191,9 @@ async def run_experiment(
         progress["ticks"] = society.step_count if society is not None else 0
         report(RunStatus.RUNNING)
 
+    society: AgentSociety | None = None
     report(RunStatus.STARTING)
     local_servers = contextlib.ExitStack()
-    society: AgentSociety | None = None
     env_usage: dict[str, Any] | None = None
     tally: RunTally | None = None
     try:
@@ -209,6 +213,8 @@ async def run_experiment(
                               errors=done.errors, first_error=done.first_error)
         if state is not None:
             progress.update(ticks=state.step_count, agent_steps=state.agent_steps_done)
+            with contextlib.suppress(StorageError, OSError):  # a run stopped before its first commit has no replay
+                before = await asyncio.to_thread(read_run_tally, run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         async with RunLease(run_dir) as lease:
             if extends:  # under the lease: a later resume, or another extension, starts from this spec

@@ -20,7 +20,8 @@ from distributed import Client
 
 from engine.errors import RunError, SpecError
 from engine.run_status import RunStatus, is_finished
-from engine.society.run.runner import RunProgress, RunSummary, run_experiment
+from engine.society.run.progress import RunProgress
+from engine.society.run.runner import RunSummary, run_experiment
 from engine.spec import ExperimentSpec
 from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.run_layout import RunLayout
@@ -186,6 +187,9 @@ async def run_sweep_as_run(
                 RunStatus.STARTING if progress.status == RunStatus.STARTING else RunStatus.RUNNING,
                 sum(p.ticks_done for p in parts), sum(c.spec.total_ticks() for c in cells),
                 sum(p.agent_steps_done for p in parts), sum(c.spec.total_ticks() * len(c.spec.all_agents()) for c in cells),
+                llm_calls=sum(p.llm_calls for p in parts), input_tokens=sum(p.input_tokens for p in parts),
+                output_tokens=sum(p.output_tokens for p in parts), cost_usd=sum(p.cost_usd for p in parts),
+                errors=sum(p.errors for p in parts),
             ))
 
     started = time.perf_counter()
