@@ -324,11 +324,6 @@ class Submitter:
         self._set(experiment_id, **changes)
 
     def _on_done(self, experiment_id: str, task: asyncio.Task[None]) -> None:
-        if self._tasks.get(experiment_id) is not task:
-            # A later run of the same experiment (steps, resume) owns the record and the slot now.
-            if not task.cancelled() and (error := task.exception()) is not None:
-                logger.error("an earlier task of experiment %s failed", experiment_id, exc_info=error)
-            return
         if task.cancelled():
             # Cancelled before its first step never reached _run's handler.
             self._mark_stopped(experiment_id, {})

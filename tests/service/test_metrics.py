@@ -72,7 +72,7 @@ def test_exposition_counts_statuses_queue_and_usage_of_reported_runs() -> None:
     assert page["polis_queue_length"] == 2
     assert page["polis_llm_calls"] == 9
     assert page["polis_llm_input_tokens"] == 90
-    assert page["polis_llm_output_tokens_total"] == 9
+    assert page["polis_llm_output_tokens"] == 9
 
 
 def test_exposition_declares_each_family_once_before_its_samples() -> None:

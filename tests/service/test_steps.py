@@ -3,19 +3,13 @@ their answers to the run's datasets and leave the old rows alone; run steps, swe
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from engine.society.run.runner import RunSummary
-from engine.spec import parse_spec
-from service.registry import ExperimentRegistry
 from service.settings import ServiceSettings
-from service.submission import Submitter
 from tests.service.live import serve, wait_until_final
 
 QUESTIONNAIRE = {
@@ -90,33 +84,3 @@ def test_a_live_experiment_is_409_and_a_sweep_422(http: httpx.Client, make_spec_
     assert wait_until_final(http, live)["status"] in {"cancelled", "completed"}
     sweep = http.post(f"/experiments/{live}/steps", json={"steps": [QUESTIONNAIRE]})
     assert sweep.status_code == 422 and "sweep" in sweep.json()["detail"][0]["msg"]
-
-
-async def test_a_later_run_of_the_same_experiment_keeps_its_slot_when_the_earlier_task_ends(
-    tmp_path: Path, make_spec_data: Callable[..., dict]
-) -> None:
-    registry, release = ExperimentRegistry(tmp_path), asyncio.Event()
-    calls: list[dict[str, Any]] = []
-
-    async def run(spec: Any, run_dir: Path, client: Any, *, on_progress: Any = None, **options: Any) -> RunSummary:
-        calls.append(options)
-        if options:  # the steps run waits; the first one ends at once
-            await release.wait()
-        return RunSummary("completed", run_dir, 2, 8, 0, 0, 0, 0.0, None)
-
-    submitter = Submitter(registry, client=object(), run=run)
-    spec = parse_spec(make_spec_data("slot"))
-    record = registry.create(spec)
-    submitter.submit(record, spec)
-    submitter.submit(record, spec, resume=True, force=True)
-    async with asyncio.timeout(5):
-        while len(calls) < 2:
-            await asyncio.sleep(0.01)
-    await asyncio.sleep(0.05)  # the first task has ended and its done-callback has run
-    assert calls == [{}, {"resume": True, "force": True}]
-    assert submitter.active() == [record.id]
-    submitter.cancel(record.id)  # the later run is still the one a cancel reaches
-    async with asyncio.timeout(5):
-        while submitter.active():
-            await asyncio.sleep(0.01)
-    assert registry.get(record.id).status == "cancelled"
