@@ -18,7 +18,7 @@ __all__ = ["build_parser", "main", "run_command"]
 
 
 def _progress_printer(stream=sys.stderr):
-    from engine.society.run.progress import render_progress
+    from engine.run_progress import render_progress
 
     def show(progress) -> None:
         stream.write(f"\r{render_progress(progress)}")

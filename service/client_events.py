@@ -11,6 +11,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from engine.run_progress import RunProgress, render_progress
+from engine.run_status import RunStatus
+
 __all__ = ["EventStreamParser", "ServerSentEvent", "progress_line"]
 
 
@@ -68,21 +71,16 @@ class EventStreamParser:
         return ServerSentEvent(event=event, data="\n".join(data), id=self.last_event_id)
 
 
-def progress_line(data: dict[str, Any], width: int = 30) -> str:
-    """One progress line for a ``tick`` or ``status`` event's data (or an experiment's detail).
+def progress_line(data: dict[str, Any]) -> str:
+    """The progress line of ``polis run`` (``engine.run_progress.render_progress``) for an event's or a detail's data.
 
     Args:
-        data: the event's JSON; the counters may sit at the top level or under ``progress``.
-        width: the bar's width in characters.
+        data: a ``tick`` event's JSON (a ``RunProgress``), or an experiment's detail (counters under ``progress``).
 
     Returns:
-        e.g. ``[###############...............] tick 1/2 agent-steps 4/8 running``.
+        e.g. ``[#####.....] tick 1/2 agent-steps 4/8 llm 8 calls 960 tok running``.
     """
     counts = data.get("progress", data)
-    done, total = int(counts.get("agent_steps_done", 0)), int(counts.get("agent_steps_total", 0))
-    filled = width * done // total if total > 0 else 0
-    status = data.get("status", "")
-    return (
-        f"[{'#' * filled}{'.' * (width - filled)}] tick {counts.get('ticks_done', 0)}/{counts.get('ticks_total', 0)} "
-        f"agent-steps {done}/{total} {status}"
-    ).rstrip()
+    status = data.get("status", counts.get("status", RunStatus.RUNNING))
+    zero = dict.fromkeys(("ticks_done", "ticks_total", "agent_steps_done", "agent_steps_total"), 0)
+    return render_progress(RunProgress.from_json({**zero, **counts, "status": status})).rstrip()

@@ -3,7 +3,7 @@
 Three kinds of event, each numbered per experiment (the Server-Sent Events ``id``):
 
 - ``status``: the record's status changed (``{"status", "error"}``);
-- ``tick``: a tick ended (:meth:`engine.society.run.progress.RunProgress.to_json`: ticks and
+- ``tick``: a tick ended (:meth:`engine.run_progress.RunProgress.to_json`: ticks and
   agent-steps done and total, LLM calls, tokens, cost, errors);
 - ``final``: the experiment ended (the record's fields, its spec left out).
 

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import SpecError
+from engine.run_progress import RunProgress
 from engine.run_status import ENDED_STATUSES, LIVE_STATUSES, RunStatus
 from engine.society.run.cluster import open_client
-from engine.society.run.progress import RunProgress
+from engine.society.run.extend import extend_spec
 from engine.society.run.runner import RunSummary
 from engine.society.run.sweep import run_spec
 from engine.spec import BudgetSpec, ExperimentSpec, parse_spec
@@ -35,7 +36,7 @@ from service.metrics import ServiceMetrics, TickTimer
 from service.queue import FairQueue
 from service.registry import ACTIVE_STATUSES, ExperimentRecord, ExperimentRegistry, utc_now
 
-__all__ = ["ProgressRecorder", "RunFunction", "Submitter", "open_client"]
+__all__ = ["ProgressRecorder", "RunFunction", "Submitter", "extend_spec", "open_client"]
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,6 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.run_status import RunStatus
-from engine.society.run.extend import extend_spec
 from engine.spec import ExperimentSpec, StepSpec
 from engine.storage.run_layout import RunLayout
 from service.auth import Caller
@@ -14,6 +13,7 @@ from service.errors import ExperimentBusyError, SpecRejectedError
 from service.registry import ACTIVE_STATUSES
 from service.schemas import ExperimentDetail
 from service.state import State
+from service.submission import extend_spec
 
 __all__ = ["StepsRequest", "router"]
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from engine.run_progress import RunProgress, render_progress
 from service.client import PolisClient
 from service.client_errors import ConnectionFailedError, NotFoundError
 from service.client_events import EventStreamParser, progress_line
@@ -36,11 +37,14 @@ def test_parser_keeps_the_last_id_and_the_servers_retry_and_ignores_data_less_ev
     assert (parser.last_event_id, parser.retry_ms) == ("8", 250)
 
 
-def test_progress_line_reads_counters_at_the_top_or_under_progress() -> None:
-    tick = {"ticks_done": 1, "ticks_total": 2, "agent_steps_done": 4, "agent_steps_total": 8}
-    assert progress_line(tick, width=10) == "[#####.....] tick 1/2 agent-steps 4/8"
-    assert progress_line({"status": "running", "progress": tick}, width=4) == "[##..] tick 1/2 agent-steps 4/8 running"
-    assert progress_line({}, width=2) == "[..] tick 0/0 agent-steps 0/0"
+def test_progress_line_is_polis_runs_line_for_ticks_and_for_polled_details() -> None:
+    tick = {"status": "running", "ticks_done": 1, "ticks_total": 2, "agent_steps_done": 4, "agent_steps_total": 8,
+            "llm_calls": 8, "input_tokens": 900, "output_tokens": 60, "errors": 1}
+    assert progress_line(tick) == render_progress(RunProgress.from_json(tick)).rstrip()
+    assert progress_line(tick).startswith("[###############...............] tick 1/2 agent-steps 4/8 llm 8 calls 960 tok errors 1")
+    detail = {"status": "queued", "progress": {k: tick[k] for k in ("ticks_done", "ticks_total", "agent_steps_done", "agent_steps_total")}}
+    assert progress_line(detail).endswith("tick 1/2 agent-steps 4/8 llm 0 calls 0 tok queued")
+    assert "tick 0/0 agent-steps 0/0" in progress_line({"status": "running"})
 
 
 def _sse(seq: int, event: str, data: dict) -> bytes:
@@ -99,10 +103,12 @@ def test_an_events_404_for_a_missing_experiment_is_not_found() -> None:
         client.wait("e1", progress=False)
 
 
-def test_importing_the_client_loads_no_engine_fastapi_or_dask() -> None:
+def test_importing_the_client_loads_only_the_progress_line_of_the_engine_and_no_fastapi_or_dask() -> None:
     code = (
         "import sys, service.client\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in {'engine', 'fastapi', 'starlette', 'dask', 'distributed'})\n"
+        "light = {'engine', 'engine.run_progress', 'engine.run_status'}  # the progress line polis run draws too\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in {'engine', 'fastapi', 'starlette', 'dask', 'distributed'}"
+        " and m not in light)\n"
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2], timeout=60)

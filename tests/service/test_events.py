@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from engine.society.run.progress import RunProgress, render_progress
+from engine.run_progress import RunProgress, render_progress
 from engine.spec import parse_spec
 from service.events import EventHub, EventLog
 from service.registry import ExperimentRegistry

@@ -20,6 +20,7 @@ from engine.failpoints import failpoint
 from engine.llm.budget import Allowance
 from engine.llm.client import LimiterConfig, LLMClient
 from engine.llm.local import is_local, resolve_local_clients
+from engine.run_progress import RunProgress
 from engine.run_status import RunStatus, is_finished
 from engine.society.batch import BatchResult
 from engine.society.env_host import EnvHost
@@ -28,7 +29,6 @@ from engine.society.questionnaire.items import Questionnaire
 from engine.society.run.extend import is_extension, record_spec
 from engine.society.run.outcome import RunTally, judge, read_run_tally
 from engine.society.run.preflight import preflight
-from engine.society.run.progress import RunProgress
 from engine.society.society import AgentSociety
 from engine.society.status import SocietyStep, read_society_step
 from engine.spec import AskStep, ExperimentSpec, InterveneStep, QuestionnaireStep, RunStep, parse_spec

@@ -19,8 +19,8 @@ from typing import Any
 from distributed import Client
 
 from engine.errors import RunError, SpecError
+from engine.run_progress import RunProgress
 from engine.run_status import RunStatus, is_finished
-from engine.society.run.progress import RunProgress
 from engine.society.run.runner import RunSummary, run_experiment
 from engine.spec import ExperimentSpec
 from engine.storage.atomic import atomic_write_json, read_json

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from engine.run_progress import RunProgress, render_progress
 from engine.run_status import RunStatus
-from engine.society.run.progress import RunProgress, render_progress
 from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
