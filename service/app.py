@@ -1,4 +1,4 @@
-"""The app factory: one FastAPI app, one shared Dask client for its whole life."""
+"""The app factory: one FastAPI app, one shared Dask client for its whole life, on the engine's own loop."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 
 from engine.errors import PolisError, SpecError
 from service.auth import TokenStore
+from service.engine_loop import EngineLoop
 from service.errors import ServiceError, SpecRejectedError, UnauthorizedError, status_code_for
 from service.intake import Intake
 from service.openapi import declare_errors
@@ -27,19 +28,19 @@ __all__ = ["create_app"]
 logger = logging.getLogger(__name__)
 
 
-def create_app(settings: ServiceSettings, *, client: Any = None) -> FastAPI:
+def create_app(settings: ServiceSettings) -> FastAPI:
     """Build the Polis HTTP API.
 
     Args:
         settings: where data lives, which scheduler (or LocalCluster, and its dashboard) to use, and the
             engine settings every run and read gets.
-        client: an open asynchronous ``distributed.Client`` on the serving event loop. When given,
-            the app uses it and leaves closing it to the caller; otherwise the app opens one with
-            the engine's ``open_client`` on startup and closes it on shutdown.
 
     Returns:
-        The app. Experiments still running at shutdown are cancelled and marked ``interrupted``
-        (``resume_on_start``); at start-up, what the last process left queued or running is queued again.
+        The app. On startup it opens the shared Dask client (``open_client``: the scheduler's, or a
+        LocalCluster) on an :class:`~service.engine_loop.EngineLoop`, where every run then executes;
+        requests are answered on uvicorn's loop. Experiments still running at shutdown are cancelled
+        and marked ``interrupted`` (``resume_on_start``); at start-up, what the last process left
+        queued or running is queued again.
     """
 
     tokens = TokenStore.load(settings.auth_tokens) if settings.auth_tokens is not None else None
@@ -48,28 +49,30 @@ def create_app(settings: ServiceSettings, *, client: Any = None) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         registry = ExperimentRegistry(settings.data_dir)
-        async with contextlib.AsyncExitStack() as stack:
-            shared = client
-            if shared is None:
-                shared = await stack.enter_async_context(open_client(
-                    settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address
-                ))
+        engine = EngineLoop()
+        stack = contextlib.AsyncExitStack()
+        try:
+            shared = await engine.run(stack.enter_async_context(open_client(
+                settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address
+            )))
             submitter = Submitter(registry, shared, run_options={
                 "llm_limits": settings.limiter_config(), "template_cache_dir": settings.template_cache_dir,
                 "input_dirs": settings.input_dirs,
             }, max_running=settings.max_running, max_concurrent=lambda owner: intake.quotas.for_owner(owner).max_concurrent)
             app.state.polis = ServiceState(
-                registry, submitter, _dashboard_link(shared), query_limits=settings.query_limits(), tokens=tokens,
-                sql_max_rows=settings.sql_max_rows,
-                intake=intake, metrics=submitter.metrics,
+                registry, submitter, engine, _dashboard_link(shared), query_limits=settings.query_limits(),
+                tokens=tokens, sql_max_rows=settings.sql_max_rows, intake=intake, metrics=submitter.metrics,
             )
             logger.info("polis service: data in %s, dashboard at %s", settings.data_dir, app.state.polis.dashboard_link)
-            if adopted := submitter.adopt():
+            if adopted := await engine.call(submitter.adopt):
                 logger.info("polis service: %d experiment(s) queued again after the restart", len(adopted))
             try:
                 yield
             finally:
-                await submitter.shutdown()
+                await engine.run(submitter.shutdown())
+        finally:
+            await engine.run(stack.aclose())
+            engine.stop()
 
     app = FastAPI(
         title="Polis",

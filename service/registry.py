@@ -153,7 +153,9 @@ class ExperimentRegistry:
 
     def records(self, caller: Principal = LOCAL_ADMIN) -> list[ExperimentRecord]:
         """Every record ``caller`` may see, newest first."""
-        visible = [record for record in self._records.values() if caller.may_see(record.owner)]
+        with self._lock:  # the engine loop's thread writes records while the HTTP loop lists them
+            every = list(self._records.values())
+        visible = [record for record in every if caller.may_see(record.owner)]
         return sorted(visible, key=lambda record: (record.created_at, record.id), reverse=True)
 
     def update(self, experiment_id: str, **changes: Any) -> ExperimentRecord:

@@ -1,4 +1,4 @@
-"""What the routes share: the registry, the submitter, the cluster's dashboard link, the query limits, the intake."""
+"""What the routes share: the registry, the submitter and its loop, the dashboard link, the query limits, the intake."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from fastapi import Depends, Request
 
 from engine.storage.query_limits import QueryLimits
 from service.auth import TokenStore
+from service.engine_loop import EngineLoop
 from service.intake import Intake
 from service.metrics import ServiceMetrics
 from service.registry import ExperimentRegistry
@@ -22,7 +23,8 @@ class ServiceState:
     """The live parts of one running service, set up by the app's lifespan."""
 
     registry: ExperimentRegistry  #: experiment records
-    submitter: Submitter  #: runs experiments on the shared Dask client
+    submitter: Submitter  #: runs experiments on the shared Dask client; call it through ``engine.call``
+    engine: EngineLoop  #: the loop the Dask client and every run live on
     dashboard_link: str | None  #: the shared client's Dask dashboard, if it has one
     #: memory, threads and time for every DuckDB read of results (``EngineSettings.query_limits()``)
     query_limits: QueryLimits = QueryLimits()

@@ -38,7 +38,7 @@ async def submit_experiment(request: Request, state: State, caller: Caller, resp
     run_dirs = [record.run_dir for record in state.registry.records() if record.owner == caller.owner]
     spec = await state.intake.read(request, caller.owner, run_dirs)
     record = state.registry.create(spec, owner=caller.owner)
-    state.submitter.submit(record, spec)
+    await state.engine.call(state.submitter.submit, record, spec)
     response.headers["Location"] = f"/experiments/{record.id}"
     return ExperimentDetail.from_record(record, state.dashboard_link)
 
@@ -59,7 +59,7 @@ async def get_experiment(experiment_id: str, state: State, caller: Caller) -> Ex
 async def cancel_experiment(experiment_id: str, state: State, caller: Caller) -> ExperimentDetail:
     """Ask a queued or running experiment to stop; it ends ``cancelled``. 409 if it has finished."""
     state.registry.get(experiment_id, caller)
-    state.submitter.cancel(experiment_id)
+    await state.engine.call(state.submitter.cancel, experiment_id)
     return ExperimentDetail.from_record(state.registry.get(experiment_id, caller), state.dashboard_link)
 
 
@@ -72,7 +72,7 @@ async def resume_experiment(
     The optional ``budget`` replaces the spec's (raise it to continue a ``budget_exhausted`` run).
     409 while the experiment is queued or running.
     """
-    record = state.submitter.resume(experiment_id, caller, body.budget if body is not None else None)
+    record = await state.engine.call(state.submitter.resume, experiment_id, caller, body.budget if body is not None else None)
     return ExperimentDetail.from_record(record, state.dashboard_link)
 
 

@@ -65,5 +65,5 @@ async def add_steps(experiment_id: str, body: StepsRequest, state: State, caller
         raise SpecRejectedError("the experiment's run never started, so there is no stored run to add steps to; resubmit it")
     record = state.registry.update(record.id, spec=spec.model_dump(mode="json"), status=RunStatus.QUEUED,
                                    error=None, finished_at=None)
-    state.submitter.submit(record, spec, resume=True, force=True)
+    await state.engine.call(state.submitter.submit, record, spec, resume=True, force=True)
     return ExperimentDetail.from_record(record, state.dashboard_link)
