@@ -148,8 +148,8 @@ def create_token(path: Path, owner: str, role: Role = "user") -> str:
     return token
 
 
-def authenticate(request: Request) -> Principal:
-    """The caller of ``request`` (a FastAPI dependency).
+async def authenticate(request: Request) -> Principal:
+    """The caller of ``request`` (a FastAPI dependency; ``async`` so FastAPI runs it on the loop, not in its threadpool).
 
     Raises:
         UnauthorizedError: the service has tokens and the request carries none, or an unknown one.

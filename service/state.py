@@ -38,8 +38,8 @@ class ServiceState:
     metrics: ServiceMetrics = field(default_factory=ServiceMetrics)
 
 
-def get_state(request: Request) -> ServiceState:
-    """The service state of the app handling ``request`` (a FastAPI dependency)."""
+async def get_state(request: Request) -> ServiceState:
+    """The service state of the app handling ``request`` (a FastAPI dependency; ``async``: no threadpool hop)."""
     state: ServiceState = request.app.state.polis
     return state
 
