@@ -266,7 +266,7 @@ class PolisClient:
             read_s = self._stream_timeout
             if deadline is not None:
                 read_s = max(0.1, min(read_s, deadline - time.monotonic()))
-            received = False
+            received = ended = False
             try:
                 with self._http.stream("GET", f"/experiments/{experiment_id}/events", headers=headers,
                                        timeout=httpx.Timeout(self._timeout, read=read_s)) as response:
@@ -277,13 +277,16 @@ class PolisClient:
                         event = parser.feed(line)
                         if event is not None:
                             received = True
+                            # An experiment that ran again (resume, steps) replays its earlier final
+                            # events: only a final the service then closes the stream on is the end.
+                            ended = event.event == "final"
                             yield event
-                            if event.event == "final":
-                                return
                             _check(deadline, experiment_id)
             except httpx.TransportError as error:
                 dropped: str = f"dropped ({type(error).__name__}: {error})"
             else:
+                if ended:
+                    return
                 dropped = "ended before its final event"
             # Re-open the stream where it stopped. A connection that brought no event counts as a
             # failure, so a dead stream cannot spin.

@@ -154,8 +154,10 @@ class Submitter:
         self._cancel_requested: set[str] = set()
         self._closing = False
 
-    def submit(self, record: ExperimentRecord, spec: ExperimentSpec, *, resume: bool = False, force: bool = False) -> None:
-        """Queue an experiment; it starts when a slot frees. Must be called on the service's event loop.
+    def submit(
+        self, record: ExperimentRecord, spec: ExperimentSpec, *, resume: bool = False, force: bool = False
+    ) -> ExperimentRecord:
+        """Queue an experiment; it starts when a slot frees. Must be called on the engine's event loop.
 
         Args:
             record: the experiment's record (new, or finished and to be continued).
@@ -164,6 +166,9 @@ class Submitter:
                 (a run directory that holds no run yet is started afresh).
             force: resume although ``spec`` differs from the one the run was started with.
 
+        Returns:
+            The record as queued (its ``queued`` event published), before the run may take a slot.
+
         Raises:
             ExperimentBusyError: the experiment is queued or running already.
         """
@@ -171,8 +176,9 @@ class Submitter:
             raise ExperimentBusyError(record.id, self._registry.get(record.id).status, "submit")
         self._pending[record.id] = _Pending(spec, resume, force)
         self.queue.push(record.id, record.owner)
-        self._set(record.id, status=RunStatus.QUEUED, error=None, finished_at=None)
+        queued = self._set(record.id, status=RunStatus.QUEUED, error=None, finished_at=None)
         self._dispatch()
+        return queued
 
     def resume(self, experiment_id: str, caller: Principal = LOCAL_ADMIN, budget: BudgetSpec | None = None) -> ExperimentRecord:
         """Queue a finished experiment again, to continue from its last committed transaction.
@@ -198,8 +204,7 @@ class Submitter:
             record = self._registry.update(experiment_id, spec=spec.model_dump(mode="json"))
         else:
             spec = parse_spec(record.spec)
-        self.submit(record, spec, resume=True)
-        return self._registry.get(experiment_id)
+        return self.submit(record, spec, resume=True)
 
     def adopt(self) -> list[str]:
         """Queue every ``queued`` record, oldest first (at start-up: what the last process left waiting or running).

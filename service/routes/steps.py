@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.run_status import RunStatus
 from engine.spec import ExperimentSpec, StepSpec
 from engine.storage.run_layout import RunLayout
 from service.auth import Caller
@@ -63,7 +62,8 @@ async def add_steps(experiment_id: str, body: StepsRequest, state: State, caller
     spec = extend_spec(ExperimentSpec.model_validate(record.spec), body.steps)
     if not RunLayout(record.run_dir).society_step_file.exists():
         raise SpecRejectedError("the experiment's run never started, so there is no stored run to add steps to; resubmit it")
-    record = state.registry.update(record.id, spec=spec.model_dump(mode="json"), status=RunStatus.QUEUED,
-                                   error=None, finished_at=None)
-    await state.engine.call(state.submitter.submit, record, spec, resume=True, force=True)
-    return ExperimentDetail.from_record(record, state.dashboard_link)
+    record = state.registry.update(record.id, spec=spec.model_dump(mode="json"))
+    # The submitter marks it queued and publishes that event before this answers, so a client that
+    # opens the event stream next never takes the earlier run's final event for this one's.
+    queued = await state.engine.call(state.submitter.submit, record, spec, resume=True, force=True)
+    return ExperimentDetail.from_record(queued, state.dashboard_link)

@@ -20,6 +20,7 @@ from service.client_errors import (
     ConnectionFailedError,
     NotFoundError,
     PolisClientError,
+    QueryRefusedError,
     SpecRejectedError,
     UnauthorizedError,
 )
@@ -162,3 +163,36 @@ def test_submit_sends_a_yaml_file_as_application_yaml(
     submitted = polis.submit(path)
     assert submitted["spec"]["name"] == "client-yaml"
     assert polis.wait(submitted["id"], progress=False, timeout=120)["status"] == "completed"
+
+
+def test_wait_draws_polis_runs_line_from_tick_events(finished: dict[str, Any]) -> None:
+    # The LLM counters exist only in tick events (a polled detail has none): the line came from the stream.
+    last = finished["progress"].strip().split("\r")[-1]
+    assert "tick 2/2 agent-steps 8/8 llm " in last and " 0 calls" not in last
+
+
+def test_a_run_through_the_client_from_sql_to_steps_resume_and_delete(
+    polis: PolisClient, make_spec_data: Callable[..., dict]
+) -> None:
+    run_id = polis.submit(make_spec_data("client-lifecycle"))["id"]
+    assert polis.wait(run_id, progress=False, timeout=120)["status"] == "completed"
+    counted = polis.sql(run_id, "SELECT count(*) AS n FROM actions")
+    assert counted["rows"] == [[8]] and counted["truncated"] is False
+    assert polis.sql(run_id, "SELECT agent_id FROM actions ORDER BY agent_id", format="arrow").num_rows == 8
+    with pytest.raises(QueryRefusedError, match="/etc/passwd"):
+        polis.sql(run_id, "SELECT * FROM read_csv('/etc/passwd')")
+
+    questionnaire = {"type": "questionnaire", "questionnaire_id": "after", "questions": [
+        {"id": "mood", "prompt": "How is your mood (0-10)?", "response_type": "integer", "min": 0, "max": 10}]}
+    assert polis.steps(run_id, [questionnaire])["status"] == "queued"
+    assert polis.wait(run_id, progress=False, timeout=120)["status"] == "completed"
+    assert polis.sql(run_id, "SELECT count(*) FROM questionnaire_answers")["rows"] == [[4]]
+    with pytest.raises(ConflictError):
+        polis.cancel(run_id)  # finished
+
+    assert polis.resume(run_id, budget={"max_calls": 10_000})["status"] == "queued"
+    assert polis.wait(run_id, progress=False, timeout=120)["status"] == "completed"
+    assert polis.sql(run_id, "SELECT count(*) FROM actions")["rows"] == [[8]]  # a finished run resumes to itself
+    polis.delete(run_id)
+    with pytest.raises(NotFoundError):
+        polis.get(run_id)
