@@ -9,7 +9,8 @@
 
 Bodies come back as the service's JSON (dicts); datasets and Arrow query results as
 ``pyarrow.Table``. Error responses raise the classes of ``service.client_errors``. The client needs
-only httpx, pyyaml and pyarrow (imported when a table is asked for); not FastAPI, not the engine.
+only httpx, pyyaml and pyarrow (imported when a table is asked for), and of the engine only its
+statuses and progress line (``engine.run_status``, ``engine.run_progress``); not FastAPI, not Dask.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import IO, Any, Literal
 
 import httpx
 
+from engine.run_status import ENDED_STATUSES, RunStatus
 from service.client_errors import ConnectionFailedError, NotFoundError, WaitTimeoutError, error_for_status
 from service.client_events import EventStreamParser, ServerSentEvent, progress_line
 
@@ -34,7 +36,7 @@ __all__ = ["ARROW_STREAM", "FINAL_STATUSES", "PARQUET", "PolisClient"]
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 PARQUET = "application/vnd.apache.parquet"
 #: Statuses after which an experiment changes no more (the service's ``ENDED_STATUSES``).
-FINAL_STATUSES = frozenset({"completed", "completed_with_errors", "failed", "cancelled", "interrupted", "budget_exhausted"})
+FINAL_STATUSES: frozenset[str] = frozenset(ENDED_STATUSES | {RunStatus.INTERRUPTED})
 
 _YAML_SUFFIXES = (".yaml", ".yml")
 _RECONNECTS = 5  # consecutive failed re-opens of an event stream before giving up

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -227,9 +228,14 @@ def test_a_service_killed_mid_run_resumes_the_experiment_when_it_starts_again(
 ) -> None:
     ticks = 16
     port = _free_port()
-    env = {**os.environ, "POLIS_DATA_DIR": str(tmp_path), "POLIS_SCHEDULER": cluster_address, "POLIS_PORT": str(port)}
+    # The killed service has a LocalCluster of its own, and the kill takes its whole process group (the
+    # service and its workers, as a machine crash would): its orphaned tasks must not wedge the shared
+    # cluster's single-threaded workers for the tests after this one.
+    env = {**os.environ, "POLIS_DATA_DIR": str(tmp_path), "POLIS_PORT": str(port), "POLIS_N_WORKERS": "1",
+           "POLIS_DASHBOARD_ADDRESS": "127.0.0.1:0"}
+    env.pop("POLIS_SCHEDULER", None)
     code = "from service import ServiceSettings, run; run(ServiceSettings())"
-    process = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
             deadline = time.monotonic() + 60
@@ -243,11 +249,11 @@ def test_a_service_killed_mid_run_resumes_the_experiment_when_it_starts_again(
                     time.sleep(0.2)
             experiment_id = _submit(http, _spec(make_spec_data, "killed-service", ticks))
             _wait_for_tick(http, experiment_id, 2)
-        process.kill()  # SIGKILL: no lifespan exit, the record still says running
+        os.killpg(process.pid, signal.SIGKILL)  # no lifespan exit: the record still says running
         process.wait(timeout=30)
     finally:
         if process.poll() is None:
-            process.kill()
+            os.killpg(process.pid, signal.SIGKILL)
             process.wait()
     left = json.loads((tmp_path / "experiments" / f"{experiment_id}.json").read_text())
     assert left["status"] == "running" and left["ticks_done"] < ticks
