@@ -13,12 +13,10 @@ from starlette.background import BackgroundTask
 from service.auth import Caller
 from service.results import check_dataset_name, export_dataset, list_datasets
 from service.schemas import DatasetList
+from service.sql import PARQUET_MEDIA_TYPE
 from service.state import State
 
-__all__ = ["PARQUET_MEDIA_TYPE", "router"]
-
-#: The registered media type of Parquet files.
-PARQUET_MEDIA_TYPE = "application/vnd.apache.parquet"
+__all__ = ["router"]
 
 router = APIRouter(prefix="/experiments", tags=["results"])
 
