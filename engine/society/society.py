@@ -279,7 +279,7 @@ class AgentSociety:
         if stopped or refused:
             self.set_status(RunStatus.BUDGET_EXHAUSTED, f"{stopped} agent-steps and {refused} router calls of step {step} wait for more budget")
             raise BudgetExhaustedError(f"budget exhausted during step {step}: {stopped} agent-steps not run, {refused} router calls refused")
-        env = await self._env.call("step", step, tick, t_end, txn)
+        env = await self._env.call("step", step, tick, t_end, txn, self.run_id)
         staged = [path for r in results for path in r.staged] + env["staged"] + router_calls
         self._status.current_time = t_end
         self._status.step_count = step
