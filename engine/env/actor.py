@@ -261,6 +261,9 @@ class EnvRouterActor:
 
         Returns:
             ``{"counts": rows per dataset, "staged": staged paths, "snapshot": snapshot name}``.
+
+        Raises:
+            EnvMetricError: a module reported an undeclared metric or a value that is not a finite number.
         """
         await self.router.step(tick, t)
         calls = tool_call_rows(step, t, self.router.drain_tool_calls())
