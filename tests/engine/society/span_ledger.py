@@ -19,7 +19,7 @@ import cloudpickle
 from distributed import Client
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-__all__ = ["SpanLedger", "install_ledger", "task_spans"]
+__all__ = ["SpanLedger", "install_ledger", "read_ledger", "task_spans"]
 
 _NAME = "polis-test-span-ledger"
 
@@ -52,10 +52,11 @@ async def install_ledger(client: Client) -> None:
     await client.register_plugin(SpanLedger())
 
 
-def _read(dask_scheduler: Any) -> dict[str, tuple[str, ...]]:
+def read_ledger(dask_scheduler: Any) -> dict[str, tuple[str, ...]]:
+    """The ledger's records (for ``client.run_on_scheduler``; a synchronous client gets them at once)."""
     return dict(dask_scheduler.plugins[_NAME].spans)
 
 
 async def task_spans(client: Client) -> dict[str, tuple[str, ...]]:
     """What the ledger recorded so far."""
-    return {key: tuple(name) for key, name in (await client.run_on_scheduler(_read)).items()}
+    return {key: tuple(name) for key, name in (await client.run_on_scheduler(read_ledger)).items()}
