@@ -11,8 +11,8 @@
   as ``3f2a9c1b7d4e`` after a ``-`` would vanish. :func:`task_key` puts the name of the span the task is
   submitted in into that first word, ``polis_<span name>_<kind>-<number>-...``, so ``key_split`` gives
   ``polis_<span name>_<kind>`` and the key never disagrees with the span. The scheduler's task group is
-  the same string, so two experiments never share a task group (a group stays in the span of its first
-  task). Characters other than letters, digits and ``_`` become ``_`` (``demo-1`` is ``demo_1``).
+  the same string, so experiments of different ids never share a task group (a group stays in the span
+  of its first task; two CLI runs in same-named run directories on one cluster at once would). Characters other than letters, digits and ``_`` become ``_`` (``demo-1`` is ``demo_1``).
 - **Page.** :func:`experiment_page` is the page to link for an experiment (see there why that page).
 """
 
