@@ -21,7 +21,7 @@ from service.routes import events, experiments, health, metrics, results, sql, s
 from service.routes.docs import install_docs
 from service.settings import ServiceSettings
 from service.state import ServiceState
-from service.submission import Submitter, open_client
+from service.submission import Submitter, cluster_dashboard, experiment_page, open_client
 
 __all__ = ["create_app"]
 
@@ -59,9 +59,11 @@ def create_app(settings: ServiceSettings) -> FastAPI:
                 "llm_limits": settings.limiter_config(), "template_cache_dir": settings.template_cache_dir,
                 "input_dirs": settings.input_dirs,
             }, max_running=settings.max_running, max_concurrent=lambda owner: intake.quotas.for_owner(owner).max_concurrent)
+            dashboard, experiment_dashboard = await engine.run(cluster_dashboard(shared)), await engine.run(experiment_page(shared))
             app.state.polis = ServiceState(
-                registry, submitter, engine, _dashboard_link(shared), query_limits=settings.query_limits(),
-                tokens=tokens, sql_max_rows=settings.sql_max_rows, intake=intake, metrics=submitter.metrics,
+                registry, submitter, engine, dashboard, experiment_dashboard,
+                query_limits=settings.query_limits(), tokens=tokens, sql_max_rows=settings.sql_max_rows, intake=intake,
+                metrics=submitter.metrics,
             )
             logger.info("polis service: data in %s, dashboard at %s", settings.data_dir, app.state.polis.dashboard_link)
             if adopted := await engine.call(submitter.adopt):
@@ -107,9 +109,3 @@ async def _error_response(request: Request, error: Exception) -> JSONResponse:
         detail = [{"type": "spec_error", "loc": loc, "msg": str(error)}]
     return JSONResponse(status_code=code, content={"detail": detail}, headers=headers)
 
-
-def _dashboard_link(client: Any) -> str | None:
-    try:
-        return str(client.dashboard_link)
-    except KeyError:  # the scheduler runs no dashboard
-        return None

@@ -66,7 +66,9 @@ class ExperimentBrief(BaseModel):
 class ExperimentDetail(ExperimentBrief):
     """One experiment in full: its spec, where its run lives, and where to watch the cluster."""
 
-    #: The Dask dashboard of the cluster the service runs experiments on.
+    #: The Dask dashboard page that breaks the cluster's work down by span: pick this experiment's id
+    #: under "Filter by span tag"; its tasks are ``polis_<id>_*`` there and in the task stream
+    #: (``null`` when the cluster runs no dashboard).
     dashboard_link: str | None
     run_dir: str
     #: Known once the run has ended (``null`` before, and for runs that never reported it).
@@ -79,7 +81,7 @@ class ExperimentDetail(ExperimentBrief):
 
         Args:
             record: the experiment's record.
-            dashboard_link: the shared client's dashboard URL, if it has one.
+            dashboard_link: the dashboard page of the experiment, if the cluster has a dashboard.
         """
         usage = None
         calls, tokens_in, tokens_out, seconds = (

@@ -19,6 +19,7 @@ from engine.env.proxy import EnvRouterProxy, detached_actor
 from engine.env.registry import resolve_env_module
 from engine.errors import EnvUnavailableError
 from engine.llm.budget import Allowance
+from engine.society.run.dashboard import ENV_ROUTER, task_key
 from engine.storage.catalog import DatasetSchema
 
 __all__ = ["EnvHost"]
@@ -32,7 +33,7 @@ class EnvHost:
         config: how to build the router.
         start_t: the run's start time (modules initialise with it before a snapshot is restored).
         agent_ids: every agent of the run.
-        run_id: names the actor's task key (with a generation counter).
+        run_id: ends the actor's task key (after a generation counter; see :func:`task_key`).
     """
 
     def __init__(self, client: Client, config: EnvRouterConfig, *, start_t: datetime, agent_ids: list[int], run_id: str) -> None:
@@ -54,7 +55,7 @@ class EnvHost:
         ``allowance`` is what the actor's own LLM calls during init may spend (None: unlimited).
         """
         self.generation += 1
-        key = self.key = f"env-router-{self._run_id}-g{self.generation}"
+        key = self.key = task_key(ENV_ROUTER, self._run_id, self.generation)
         self._future = self._client.submit(EnvRouterActor, self._config, actor=True, key=key)
         actor = await self._future
         self._handle = detached_actor(actor._address, actor.key)

@@ -40,6 +40,7 @@ from engine.society.experimenter.interview import ask_agents
 from engine.society.fanout import fan_out
 from engine.society.planning import SocietyTotals, plan_batches, split_allowance
 from engine.society.questionnaire.batch import distribute_questionnaire
+from engine.society.run.dashboard import AGENTS, task_key
 from engine.society.status import SocietyStep, read_society_step, write_society, write_society_step
 from engine.society.transaction import commit, recover
 from engine.storage.atomic import read_json
@@ -68,7 +69,7 @@ class AgentSociety:
         start_t: simulated start time.
         run_dir: the run directory (``agents/`` holds the workspaces).
         client: an asynchronous distributed Client.
-        run_id: names task keys and replay rows.
+        run_id: names replay rows and ends task keys (:func:`~engine.society.run.dashboard.task_key`).
         batch_size: agents per batch future.
         max_workers: batch futures in flight at once (None: all).
         budget: the run's budget (None: unlimited).
@@ -100,8 +101,7 @@ class AgentSociety:
         self._specs = agent_specs
         self._info = info or {}
         self._session = session
-        self._env = env
-        self._llm = llm
+        self._env, self._llm = env, llm
         self._run_dir = Path(run_dir)
         self._client = client
         self.run_id = run_id
@@ -333,7 +333,7 @@ class AgentSociety:
         await self._client.run(fail_env_actor, self._env.key, "its worker died", on_error="ignore")
 
     def _submit(self, job: BatchJob) -> Any:
-        key = f"step_agent_batch-{self.run_id}-{job.txn:06d}-{job.attempt[:8]}-{job.batch:04d}"
+        key = task_key(AGENTS, self.run_id, job.txn, job.attempt[:8], f"{job.batch:04d}")
         return self._client.submit(step_agent_batch, job, key=key, pure=False)
 
     # ---- questionnaires, ask, intervene ------------------------------------------------------------

@@ -36,6 +36,7 @@ from engine.society.lease import check_session
 from engine.society.planning import plan_batches, split_allowance
 from engine.society.questionnaire.ask import Persona, answer_questionnaire
 from engine.society.questionnaire.items import Questionnaire, QuestionnaireAnswer, QuestionnaireResponse, failed_answers
+from engine.society.run.dashboard import QUESTIONNAIRE, task_key
 from engine.storage.atomic import atomic_write_json
 from engine.storage.catalog import Catalog
 from engine.storage.run_layout import RunLayout
@@ -276,5 +277,5 @@ async def distribute_questionnaire(
 
 
 def _submit(client: Client, job: QuestionnaireJob) -> Any:
-    key = f"questionnaire_agent_batch-{job.proxy.run_id}-{job.txn:06d}-{job.batch:04d}"
+    key = task_key(QUESTIONNAIRE, job.proxy.run_id, job.txn, f"{job.batch:04d}")
     return client.submit(questionnaire_agent_batch, job, key=key, pure=False)

@@ -13,6 +13,7 @@ import pytest
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
 from engine.env.proxy import EnvRouterProxy
 from engine.failpoints import arm
+from engine.society.run.dashboard import ENV_ROUTER, key_kind
 from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
@@ -82,7 +83,7 @@ def _tally_spec() -> dict:
 
 async def _actor_worker(client) -> str:  # noqa: ANN001
     who = await client.who_has()
-    holders = [addrs for key, addrs in who.items() if str(key).startswith("env-router-") and addrs]
+    holders = [addrs for key, addrs in who.items() if key_kind(key) == ENV_ROUTER and addrs]
     assert len(holders) == 1, who
     return holders[0][0]
 
