@@ -129,3 +129,25 @@ async def test_agent_memory_has_one_row_per_agent_step_with_the_steps_episodes(d
         stored = [json.loads(line) for line in lines.read_text().splitlines()] if lines.exists() else []
         from_rows = [e for r in memory if r["agent_id"] == agent_id for e in json.loads(r["episodes"])]
         assert from_rows == stored
+
+
+async def test_a_resumed_run_continues_the_committed_byte_count(dask_client, tmp_path):
+    population = [{"count": 4, "profile_template": {"name": "P{i}"}, "config": {"max_react_turns": 1, "tools": ["finish"]}}]
+    steps = [{"type": "run", "num_steps": 4, "tick": 600}]
+    run = tmp_path / "run"
+    cap = 12_000  # about two and a half ticks of this population's text
+    stopped = await run_experiment(spec(population=population, batch_size=8, steps=steps, transcripts={"max_bytes": cap},
+                                        budget={"max_calls": 9}), run, dask_client)
+    assert stopped.status == "budget_exhausted"
+    before = json.loads(RunLayout(run).society_step_file.read_text())["extra"]["transcripts"]
+    assert before["text_bytes"] > 0 and before["full"] is False
+
+    resumed = await run_experiment(spec(population=population, batch_size=8, steps=steps, transcripts={"max_bytes": cap},
+                                        budget={"max_calls": 100}), run, dask_client, resume=True)
+    assert resumed.status == "completed", resumed.error
+    with ReplayReader(run) as reader:
+        kept = reader.query("SELECT coalesce(sum(text_bytes), 0) AS b FROM transcripts WHERE NOT text_dropped").column("b")[0].as_py()
+        dropped = reader.query("SELECT count(*) AS n FROM transcripts WHERE text_dropped").column("n")[0].as_py()
+    after = json.loads(RunLayout(run).society_step_file.read_text())["extra"]["transcripts"]
+    assert after == {"text_bytes": kept, "full": True} and kept <= cap and dropped > 0
+    assert kept > before["text_bytes"]
