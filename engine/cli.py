@@ -126,6 +126,7 @@ async def _run(args: argparse.Namespace) -> int:
     print(f"ticks: {summary.ticks_done}  agent-steps: {summary.agent_steps}  statuses: {summary.statuses}")
     print(f"errors: {summary.errors}" + (f"  first: {summary.first_error}" if summary.first_error else ""))
     print(f"LLM calls: {summary.llm_calls}  tokens: {summary.input_tokens} in / {summary.output_tokens} out")
+    print(summary.transcripts_line())
     cache = (summary.env or {}).get("codegen_cache")
     if cache:
         print(f"codegen cache: {cache['hits_exact'] + cache['hits_similar']} hits, {cache['misses']} misses, "

@@ -17,7 +17,7 @@ from service.errors import ServiceError, SpecRejectedError, UnauthorizedError, s
 from service.intake import Intake
 from service.openapi import declare_errors
 from service.registry import ExperimentRegistry
-from service.routes import events, experiments, health, metrics, results, sql, steps
+from service.routes import agents, events, experiments, health, metrics, results, sql, steps
 from service.routes.docs import install_docs
 from service.settings import ServiceSettings
 from service.state import ServiceState
@@ -85,6 +85,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     )
     app.include_router(experiments.router)
     app.include_router(results.router)
+    app.include_router(agents.router)
     app.include_router(sql.router)
     app.include_router(steps.router)
     app.include_router(events.router)

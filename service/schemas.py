@@ -11,6 +11,7 @@ from engine.spec import BudgetSpec
 from service.registry import ExperimentRecord, ExperimentStatus
 
 __all__ = [
+    "AgentMemory",
     "ColumnInfo",
     "DatasetInfo",
     "DatasetList",
@@ -139,6 +140,24 @@ class DatasetList(BaseModel):
 
     experiment_id: str
     datasets: list[DatasetInfo]
+
+
+class AgentMemory(BaseModel):
+    """One agent of an experiment: who it is, and what it remembered as of one step."""
+
+    experiment_id: str
+    agent_id: int
+    #: The step asked for; by default the agent's last committed step (0 before its first).
+    step: int
+    type: str  #: the registered agent type
+    profile: dict[str, Any]
+    config: dict[str, Any]
+    #: ``AGENT_MEMORY.md`` as of ``step`` (null: none yet).
+    memory: str | None
+    #: The TODO list (``state/todo.json``) as of ``step`` (null: none).
+    todo: dict[str, Any] | None
+    #: Every episode the agent stored up to ``step``, oldest first.
+    episodes: list[dict[str, Any]]
 
 
 class Health(BaseModel):

@@ -35,7 +35,7 @@ from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.client import LLMClient
 from engine.llm.dispatcher import caller_model
-from engine.llm.meter import Meter, serving_agent
+from engine.llm.meter import CallRecord, Meter, serving_agent
 from engine.spec import DEFAULT_ROUTER, RouterName
 from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.catalog import Catalog
@@ -323,8 +323,9 @@ class EnvRouterActor:
             usage["codegen_cache"] = self._ledger.totals().as_dict()
         return usage
 
-    async def drain_llm_records(self) -> list[dict[str, Any]]:
-        records = [r.as_row() for r in self.router.meter.records]
+    async def drain_llm_records(self) -> list[CallRecord]:
+        """The router's call records since the last drain (with their text, for ``transcripts``)."""
+        records = list(self.router.meter.records)
         self.router.meter.records.clear()
         return records
 

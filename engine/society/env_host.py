@@ -9,13 +9,14 @@ it from the last committed env snapshot; the society then re-runs the tick.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from typing import Any
 
 from distributed import Client
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
-from engine.env.proxy import EnvRouterProxy, detached_actor
+from engine.env.proxy import EnvRouterProxy, detached_actor, fail_env_actor
 from engine.env.registry import resolve_env_module
 from engine.errors import EnvUnavailableError
 from engine.llm.budget import Allowance
@@ -93,6 +94,13 @@ class EnvHost:
             return await getattr(self._handle, method)(*args)
         except OSError as error:
             raise EnvUnavailableError(f"env actor generation {self.generation} unreachable: {error}") from error
+
+    async def watch(self) -> None:
+        """When the actor's worker dies (mid-tick), fail the env requests waiting on it at once, so the
+        batches abort in milliseconds instead of retrying connections until their timeout."""
+        while not self.lost:
+            await asyncio.sleep(0.2)
+        await self._client.run(fail_env_actor, self.key, "its worker died", on_error="ignore")
 
     async def where(self) -> dict[str, Any]:
         return await self.call("where")

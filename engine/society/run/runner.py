@@ -63,6 +63,22 @@ class RunSummary:
     rolled_back: int = 0  #: agent-steps undone to their journal and stepped again
     errors: int = 0  #: agent-steps of the whole run that ended in error or llm_error
     first_error: str | None = None  #: the earliest of them
+    transcripts: int = 0  #: rows in ``transcripts`` (one per LLM call while the dataset is on)
+    transcripts_dropped: int = 0  #: of which past the cap: metadata only
+    transcript_cap: int | None = None  #: the spec's ``transcripts.max_bytes``; None: transcripts off
+
+    def transcripts_line(self) -> str:
+        """How the transcripts came out, as the CLI prints it."""
+        if self.transcript_cap is None:
+            return "transcripts: off"
+        line = f"transcripts: {self.transcripts} rows"
+        if self.transcripts_dropped:
+            line += f", {self.transcripts_dropped} with text dropped past the cap of {self.transcript_cap} bytes"
+        return line
+
+
+def _transcript_cap(spec: ExperimentSpec) -> int | None:
+    return spec.transcripts.max_bytes if spec.transcripts.enabled else None
 
 
 def _clients(spec: ExperimentSpec, cache_dir: Path | None, limits: LimiterConfig | None) -> dict[str, LLMClient]:
@@ -215,7 +231,8 @@ async def run_experiment(
             done = read_run_tally(run_dir)
             return RunSummary(RunStatus(state.status), run_dir, state.step_count, state.agent_steps_done, done.llm_calls,
                               done.input_tokens, done.output_tokens, time.perf_counter() - started, state.error,
-                              errors=done.errors, first_error=done.first_error)
+                              errors=done.errors, first_error=done.first_error, transcripts=done.transcripts,
+                              transcripts_dropped=done.transcripts_dropped, transcript_cap=_transcript_cap(spec))
         if state is not None:
             progress.update(ticks=state.step_count, agent_steps=state.agent_steps_done)
             with contextlib.suppress(StorageError, OSError):  # a run stopped before its first commit has no replay
@@ -249,7 +266,7 @@ async def run_experiment(
                     "env": EnvHost(client, config, start_t=spec.start_time, agent_ids=[a.id for a in agents], run_id=run_id),
                     "llm": clients, "client": client, "run_id": run_id, "batch_size": spec.batch_size,
                     "max_workers": spec.max_workers, "budget": _budget(spec), "on_batch": on_batch,
-                    "session": lease.session,
+                    "session": lease.session, "transcript_bytes": _transcript_cap(spec),
                     "info": {
                         "name": spec.name, "spec_hash": spec.spec_hash(), "spec": spec.model_dump(mode="json"),
                         "env_modules": [m.model_dump(mode="json") for m in spec.environment.modules],
@@ -308,4 +325,7 @@ async def run_experiment(
         rolled_back=totals.rolled_back if totals else 0,
         errors=tally.errors if tally else 0,
         first_error=tally.first_error if tally else None,
+        transcripts=tally.transcripts if tally else 0,
+        transcripts_dropped=tally.transcripts_dropped if tally else 0,
+        transcript_cap=_transcript_cap(spec),
     )
