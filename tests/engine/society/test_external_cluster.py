@@ -86,7 +86,8 @@ async def test_a_worker_that_cannot_see_the_runs_folder_is_refused(external_clus
     assert "FileNotFoundError" in message and message.count("\n") == 1
 
 
-async def test_a_worker_without_polis_is_refused(external_cluster, client, sim_url, tmp_path):
+async def test_a_worker_without_polis_is_refused(external_cluster, client, sim_url, tmp_path, monkeypatch):
+    monkeypatch.delenv("PYTHONPATH", raising=False)  # a checkout on PYTHONPATH would make Polis importable anyway
     python = bare_python(tmp_path)
     check = subprocess.run([python, "-c", "import distributed, engine"], capture_output=True, text=True, cwd=tmp_path)
     assert "No module named 'engine'" in check.stderr, check.stderr
