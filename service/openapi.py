@@ -48,6 +48,8 @@ ROUTE_ERRORS: dict[str, tuple[int, ...]] = {
     "POST /experiments/{experiment_id}/sql": (400, 401, 404, 406, 413, 415, 422),
     "GET /experiments/{experiment_id}/datasets": (401, 404),
     "GET /experiments/{experiment_id}/datasets/{name}.parquet": (401, 404),
+    "GET /experiments/{experiment_id}/report": (401, 404),
+    "GET /experiments/{experiment_id}/report/data": (401, 404),
 }
 
 _ID = "0123456789ab"
