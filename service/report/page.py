@@ -25,12 +25,13 @@ from fastapi.staticfiles import StaticFiles
 from service.report.data import ReportData
 from service.report.plots import build_sections, layout_signature
 
-__all__ = ["BOKEH_STATIC_URL", "SQL_EXAMPLE", "mount_bokeh_static", "served_page", "standalone_page"]
+__all__ = ["BOKEH_STATIC_URL", "SQL_EXAMPLE", "SWEEP_SQL_EXAMPLE", "mount_bokeh_static", "served_page", "standalone_page"]
 
 #: Where the service serves bokeh's own static files; Bokeh's ``server`` resources add ``static/js/...``.
 BOKEH_STATIC_URL = "/static/bokeh/"
-#: The SQL box's first query.
+#: The SQL box's first query (a sweep's compares cells).
 SQL_EXAMPLE = "SELECT step, status, count(*) AS agent_steps FROM actions GROUP BY ALL ORDER BY step, status"
+SWEEP_SQL_EXAMPLE = "SELECT cell, status, count(*) AS agent_steps FROM actions GROUP BY ALL ORDER BY cell, status"
 #: Rows the SQL box asks for (the service's own limit may be lower).
 SQL_BOX_ROWS = 200
 _TEMPLATES = Path(__file__).parent / "templates"
@@ -55,7 +56,7 @@ def _render(data: ReportData, resources: Resources, served: bool, config: dict[s
     return _environment().get_template("report.html").render(
         report=data, served=served, bokeh_js=resources.render_js() if sections else "", plots_script=script,
         plot_divs=divs, css=(_TEMPLATES / "report.css").read_text(encoding="utf-8"),
-        js=(_TEMPLATES / "report.js").read_text(encoding="utf-8"), sql_example=SQL_EXAMPLE,
+        js=(_TEMPLATES / "report.js").read_text(encoding="utf-8"), sql_example=SWEEP_SQL_EXAMPLE if data.is_sweep else SQL_EXAMPLE,
         config={"signature": layout_signature(data), **config},
     )
 

@@ -58,11 +58,11 @@ def _figure(panel: Panel) -> Any:
     return figure(**common)
 
 
-def _draw(panel: Panel) -> Any:
+def _draw(panel: Panel, colors: dict[str, int]) -> Any:
     fig = _figure(panel)
     items = []
     for i, line in enumerate(panel.lines):
-        color = Category10_10[i % len(Category10_10)]
+        color = Category10_10[colors.get(line.label, i) % len(Category10_10)]
         source = ColumnDataSource({"x": list(line.x), "y": list(line.y)}, name=source_name(panel, i))
         if panel.bars:
             renderers = [fig.vbar(x="x", top="y", width=0.8, source=source, color=color, name=line.label)]
@@ -94,5 +94,7 @@ def build_sections(data: ReportData) -> dict[str, Any]:
     sections: dict[str, list[Panel]] = {}
     for panel in data.panels:
         sections.setdefault(panel.group, []).append(panel)
-    return {group: gridplot([_draw(p) for p in panels], ncols=_COLUMNS, toolbar_location=None)
+    # A sweep's cell keeps its colour in every plot, also where some cells have no line.
+    colors = {cell["label"]: i for i, cell in enumerate(data.cells)}
+    return {group: gridplot([_draw(p, colors) for p in panels], ncols=_COLUMNS, toolbar_location=None)
             for group, panels in sections.items()}

@@ -50,12 +50,13 @@ class Family:
     y_label: str
     dataset: str  #: the view it reads (``spans`` included); the family is skipped when that has no rows
     sql: str  #: ``{cell}`` is replaced by ``cell`` (sweep) or ``0`` (run)
+    counts: bool = False  #: values are counts: a step a series has no row for counts 0 (it is not missing)
 
 
 #: The ``Run`` section, in page order.
 FAMILIES: tuple[Family, ...] = (
     Family("agent_steps", "Agent-steps by status", "agent-steps", "actions",
-           "SELECT {cell} AS cell, status AS sub, step, count(*)::DOUBLE AS value FROM actions GROUP BY ALL"),
+           "SELECT {cell} AS cell, status AS sub, step, count(*)::DOUBLE AS value FROM actions GROUP BY ALL", counts=True),
     Family("llm_calls", "LLM calls", "calls", "llm_calls",
            "SELECT {cell} AS cell, 'calls' AS sub, step, count(*)::DOUBLE AS value FROM llm_calls GROUP BY ALL"),
     Family("tokens", "LLM tokens", "tokens", "llm_calls",
@@ -127,6 +128,15 @@ def panels_of(family: Family, rows: list[dict[str, Any]], cell_label: Callable[[
     for row in rows:
         if row["step"] is not None and row["value"] is not None:
             by_sub[str(row["sub"])][int(row["cell"])][int(row["step"])] = float(row["value"])
+    if family.counts:
+        steps: dict[int, set[int]] = defaultdict(set)
+        for per_cell in by_sub.values():
+            for cell, series in per_cell.items():
+                steps[cell].update(series)
+        for per_cell in by_sub.values():
+            for cell, cell_steps in steps.items():  # every cell of the family, so a sweep's lines stay comparable
+                series = per_cell[cell]
+                series.update({step: 0.0 for step in cell_steps - set(series)})
     subs = sorted(by_sub)
     if cell_label is None:
         points = {sub: by_sub[sub][0] for sub in subs}

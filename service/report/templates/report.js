@@ -11,13 +11,13 @@
   }
 
   function showSummary(summary) {
-    const table = document.getElementById("polis-summary");
-    table.replaceChildren(...Object.entries(summary).map(([key, value]) => {
-      const tr = document.createElement("tr");
-      const th = document.createElement("th");
-      th.textContent = key;
-      tr.append(th, cell(value));
-      return tr;
+    const list = document.getElementById("polis-summary");
+    list.replaceChildren(...Object.entries(summary).flatMap(([key, value]) => {
+      const dt = document.createElement("dt");
+      const dd = document.createElement("dd");
+      dt.textContent = key;
+      dd.textContent = value === null || value === undefined ? "" : String(value);
+      return [dt, dd];
     }));
     const status = document.getElementById("polis-status");
     status.textContent = summary.status;

@@ -88,6 +88,7 @@ def test_a_run_has_every_per_tick_series_and_they_add_up_to_its_datasets(demo_ru
         calls = _scalar(reader, "SELECT count(*) AS v FROM llm_calls")
         tokens_in = _scalar(reader, "SELECT sum(input_tokens)::BIGINT AS v FROM llm_calls")
     assert sum(sum(line.y) for line in panels["agent_steps"].lines) == 60
+    assert all(line.x == (1, 2, 3) for line in panels["agent_steps"].lines)  # a status absent from a tick counts 0 there
     assert {line.label for line in panels["agent_steps"].lines} <= {"finished", "turn_limit", "error", "llm_error"}
     assert sum(panels["llm_calls"].lines[0].y) == calls
     assert [line.label for line in panels["tokens"].lines] == ["input", "output"]
@@ -163,6 +164,7 @@ def test_a_sweep_has_one_line_per_cell_in_every_series(sweep_root: Path) -> None
         steps = {r["cell"]: r["n"] for r in reader.query("SELECT cell, count(*) AS n FROM actions GROUP BY cell").to_pylist()}
     assert [sum(line.y) for line in panels["llm_calls"].lines] == [per_cell[i] for i in range(4)]
     finished = [p for k, p in panels.items() if k.startswith("agent_steps")]
+    assert all([line.label for line in p.lines] == labels for p in finished)  # a status a cell never had counts 0
     assert sum(sum(line.y) for p in finished for line in p.lines) == sum(steps.values()) == 3 * (2 + 3 + 2 + 3)
     plan = panels["answers.mood.1.plan"]
     assert [line.label for line in plan.lines] == labels
