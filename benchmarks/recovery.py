@@ -25,6 +25,7 @@ import yaml
 
 from engine.society.lease import effective_status
 from engine.society.run.cluster import open_client
+from engine.society.run.dashboard import ENV_ROUTER, key_kind
 from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 
@@ -86,7 +87,7 @@ async def actor_loss(tmp: Path, agents: int) -> None:
 
         async def kill() -> None:
             who = await client.who_has()
-            address = next(a[0] for k, a in who.items() if str(k).startswith("env-router-") and a)
+            address = next(a[0] for k, a in who.items() if key_kind(k) == ENV_ROUTER and a)
             os.kill((await client.run(os.getpid))[address], signal.SIGKILL)
 
         summary = await run_experiment(parse_spec(spec(agents, 5)), tmp / "actor", client, on_progress=on_progress)

@@ -99,13 +99,15 @@ async def _run(args: argparse.Namespace) -> int:
     _stop_on_signals(current)
     try:
         async with open_client(settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address) as client:
-            print(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr)
+            experiment_id = run_dir.name  # the run's span and the name its task keys carry
+            print(await _dashboard_line(client, experiment_id), file=sys.stderr)
             if spec.sweep is not None:
                 from engine.society.run.sweep import run_sweep
 
-                sweep = await run_sweep(spec, run_dir, client, **options)
+                sweep = await run_sweep(spec, run_dir, client, experiment_id=experiment_id, **options)
                 return _print_sweep(sweep, run_dir)
-            summary = await run_experiment(spec, run_dir, client, on_progress=_progress_printer(), **options)
+            summary = await run_experiment(spec, run_dir, client, on_progress=_progress_printer(),
+                                           experiment_id=experiment_id, **options)
     except PolisError:
         if reference:
             reference(RunStatus.FAILED, spec, None)
@@ -124,6 +126,7 @@ async def _run(args: argparse.Namespace) -> int:
     print(f"ticks: {summary.ticks_done}  agent-steps: {summary.agent_steps}  statuses: {summary.statuses}")
     print(f"errors: {summary.errors}" + (f"  first: {summary.first_error}" if summary.first_error else ""))
     print(f"LLM calls: {summary.llm_calls}  tokens: {summary.input_tokens} in / {summary.output_tokens} out")
+    print(summary.transcripts_line())
     cache = (summary.env or {}).get("codegen_cache")
     if cache:
         print(f"codegen cache: {cache['hits_exact'] + cache['hits_similar']} hits, {cache['misses']} misses, "
@@ -133,6 +136,16 @@ async def _run(args: argparse.Namespace) -> int:
     print(f"time: {summary.duration_s:.1f} s  run dir: {summary.run_dir}")
     print(f"replay: {RunLayout(summary.run_dir).replay}  (polis query {summary.run_dir} \"SELECT ...\")")
     return _exit_code(summary.status)
+
+
+async def _dashboard_line(client: Any, experiment_id: str) -> str:
+    """Where to watch the run: the page the service links too, and the span and task prefix to look for there."""
+    from engine.society.run.dashboard import experiment_page, task_prefix
+
+    page = await experiment_page(client)
+    if page is None:
+        return "Dask dashboard: none (the scheduler runs no dashboard)"
+    return f"Dask dashboard: {page}  (filter by span tag {experiment_id!r}; tasks {task_prefix('*', (experiment_id,))})"
 
 
 def _reference_run(args: argparse.Namespace, run_dir: Path, settings: Any, options: dict[str, Any]) -> Any:

@@ -10,6 +10,7 @@
     ├── EnvError                  the environment layer
     │   ├── ToolDefinitionError   a @tool that breaks the tool contract (raised at class definition)
     │   ├── ToolCallError         a tool call with an unknown name or bad arguments
+    │   ├── EnvMetricError        a module metric that is undeclared, undescribed or not a finite number
     │   └── EnvUnavailableError   the env actor cannot be reached (its worker died)
     ├── AgentError                the agent runtime
     │   └── WorkspaceError        a workspace that is missing, corrupt or escaped from
@@ -28,6 +29,7 @@ __all__ = [
     "AgentError",
     "BudgetExhaustedError",
     "EnvError",
+    "EnvMetricError",
     "EnvUnavailableError",
     "LLMCallError",
     "LLMError",
@@ -105,6 +107,11 @@ class ToolDefinitionError(EnvError):
 
 class ToolCallError(EnvError):
     """A tool call with an unknown name or bad arguments."""
+
+
+class EnvMetricError(EnvError):
+    """A module's summary metric that breaks the metric contract: a value under an undeclared name, a value
+    that is not a finite number, or a declaration without a description. The message names the module and metric."""
 
 
 class EnvUnavailableError(EnvError):

@@ -39,6 +39,7 @@ __all__ = [
     "RunStep",
     "StepSpec",
     "SweepSpec",
+    "TranscriptsSpec",
     "format_validation_error",
     "load_spec",
     "parse_spec",
@@ -225,6 +226,17 @@ class BudgetSpec(_Frozen):
     max_cost_usd: float | None = Field(None, gt=0)
 
 
+class TranscriptsSpec(_Frozen):
+    """The ``transcripts`` dataset: one row per LLM call with its messages and reply, up to a size cap."""
+
+    enabled: bool = Field(True, description="write the transcripts dataset")
+    max_bytes: int = Field(
+        256 * 1024 * 1024, ge=0,
+        description="text bytes (messages and replies) the run keeps; later rows keep their metadata only. "
+        "0 keeps metadata only",
+    )
+
+
 class SweepSpec(_Frozen):
     """A parameter sweep: every combination of the grid's values, each run ``replications`` times.
 
@@ -265,6 +277,7 @@ class ExperimentSpec(_Frozen):
     batch_size: int = Field(256, ge=1, le=100_000)
     max_workers: int | None = Field(None, ge=1, description="cap on concurrently running batch futures")
     budget: BudgetSpec | None = None
+    transcripts: TranscriptsSpec = Field(default_factory=TranscriptsSpec)
     max_error_rate: float = Field(
         0.05, ge=0, le=1,
         description="share of agent-steps ending in error (or llm_error) above which a run ends 'failed' "

@@ -18,11 +18,11 @@ from service.intake import Intake
 from service.openapi import declare_errors
 from service.registry import ExperimentRegistry
 from service.report.page import mount_bokeh_static
-from service.routes import events, experiments, health, metrics, report, results, sql, steps
+from service.routes import agents, events, experiments, health, metrics, report, results, sql, steps
 from service.routes.docs import install_docs
 from service.settings import ServiceSettings
 from service.state import ServiceState
-from service.submission import Submitter, open_client
+from service.submission import Submitter, cluster_dashboard, experiment_page, open_client
 
 __all__ = ["create_app"]
 
@@ -60,9 +60,11 @@ def create_app(settings: ServiceSettings) -> FastAPI:
                 "llm_limits": settings.limiter_config(), "template_cache_dir": settings.template_cache_dir,
                 "input_dirs": settings.input_dirs,
             }, max_running=settings.max_running, max_concurrent=lambda owner: intake.quotas.for_owner(owner).max_concurrent)
+            dashboard, experiment_dashboard = await engine.run(cluster_dashboard(shared)), await engine.run(experiment_page(shared))
             app.state.polis = ServiceState(
-                registry, submitter, engine, _dashboard_link(shared), query_limits=settings.query_limits(),
-                tokens=tokens, sql_max_rows=settings.sql_max_rows, intake=intake, metrics=submitter.metrics,
+                registry, submitter, engine, dashboard, experiment_dashboard,
+                query_limits=settings.query_limits(), tokens=tokens, sql_max_rows=settings.sql_max_rows, intake=intake,
+                metrics=submitter.metrics,
             )
             logger.info("polis service: data in %s, dashboard at %s", settings.data_dir, app.state.polis.dashboard_link)
             if adopted := await engine.call(submitter.adopt):
@@ -84,6 +86,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     )
     app.include_router(experiments.router)
     app.include_router(results.router)
+    app.include_router(agents.router)
     app.include_router(report.router)
     app.include_router(sql.router)
     app.include_router(steps.router)
@@ -110,9 +113,3 @@ async def _error_response(request: Request, error: Exception) -> JSONResponse:
         detail = [{"type": "spec_error", "loc": loc, "msg": str(error)}]
     return JSONResponse(status_code=code, content={"detail": detail}, headers=headers)
 
-
-def _dashboard_link(client: Any) -> str | None:
-    try:
-        return str(client.dashboard_link)
-    except KeyError:  # the scheduler runs no dashboard
-        return None

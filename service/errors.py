@@ -5,6 +5,7 @@
     ├── UnauthorizedError                 no bearer token, or an unknown one                 → 401
     ├── ExperimentNotFoundError           no experiment with that id (or another owner's)    → 404
     ├── DatasetNotFoundError              no dataset with that name in the run               → 404
+    ├── AgentNotFoundError                no agent with that id in the run                   → 404
     ├── ExperimentNotRunningError         cancel asked of a finished experiment              → 409
     ├── ExperimentBusyError               delete, resume or steps asked of a live experiment → 409
     ├── SpecTooLargeError                 a request body over the size limit                 → 413
@@ -23,6 +24,7 @@ from __future__ import annotations
 from engine.errors import PolisError, QueryError, SpecError
 
 __all__ = [
+    "AgentNotFoundError",
     "AuthConfigError",
     "CredentialNotGrantedError",
     "DatasetNotFoundError",
@@ -78,6 +80,20 @@ class DatasetNotFoundError(ServiceError):
         super().__init__(f"{message}: {reason}" if reason else message)
         self.experiment_id = experiment_id
         self.name = name
+
+
+class AgentNotFoundError(ServiceError):
+    """No agent with this id in an experiment's run.
+
+    Args:
+        experiment_id: the experiment.
+        agent_id: the agent id that was asked for.
+    """
+
+    def __init__(self, experiment_id: str, agent_id: int) -> None:
+        super().__init__(f"experiment {experiment_id!r} has no agent {agent_id}")
+        self.experiment_id = experiment_id
+        self.agent_id = agent_id
 
 
 class ExperimentNotRunningError(ServiceError):
@@ -147,6 +163,7 @@ _STATUS_CODES: tuple[tuple[type[Exception], int], ...] = (
     (UnauthorizedError, 401),
     (ExperimentNotFoundError, 404),
     (DatasetNotFoundError, 404),
+    (AgentNotFoundError, 404),
     (NotAcceptableError, 406),
     (ExperimentNotRunningError, 409),
     (ExperimentBusyError, 409),

@@ -48,6 +48,7 @@ ROUTE_ERRORS: dict[str, tuple[int, ...]] = {
     "POST /experiments/{experiment_id}/sql": (400, 401, 404, 406, 413, 415, 422),
     "GET /experiments/{experiment_id}/datasets": (401, 404),
     "GET /experiments/{experiment_id}/datasets/{name}.parquet": (401, 404),
+    "GET /experiments/{experiment_id}/agents/{agent_id}": (401, 404, 422),
     "GET /experiments/{experiment_id}/report": (401, 404),
     "GET /experiments/{experiment_id}/report/data": (401, 404),
 }
@@ -57,7 +58,7 @@ _ID = "0123456789ab"
 _ERRORS: dict[int, tuple[str, Any]] = {
     400: ("A read-only SQL query refused, with the reason", "query refused: COPY is not allowed"),
     401: ("No bearer token, or an unknown one", "this service needs 'Authorization: Bearer <token>'"),
-    404: ("No such experiment or dataset, or one of another owner", f"experiment {_ID!r} not found"),
+    404: ("No such experiment, dataset or agent, or an experiment of another owner", f"experiment {_ID!r} not found"),
     406: ("The Accept header names no representation this route has", "cannot answer Accept: image/png"),
     409: ("The experiment's status does not allow this (cancel a finished one; delete, resume or steps on a live one)",
           f"cannot delete experiment {_ID!r}: it is running; cancel it first"),

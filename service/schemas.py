@@ -11,6 +11,7 @@ from engine.spec import BudgetSpec
 from service.registry import ExperimentRecord, ExperimentStatus
 
 __all__ = [
+    "AgentMemory",
     "ColumnInfo",
     "DatasetInfo",
     "DatasetList",
@@ -66,7 +67,9 @@ class ExperimentBrief(BaseModel):
 class ExperimentDetail(ExperimentBrief):
     """One experiment in full: its spec, where its run lives, and where to watch the cluster."""
 
-    #: The Dask dashboard of the cluster the service runs experiments on.
+    #: The Dask dashboard page that breaks the cluster's work down by span: pick this experiment's id
+    #: under "Filter by span tag"; its tasks are ``polis_<id>_*`` there and in the task stream
+    #: (``null`` when the cluster runs no dashboard).
     dashboard_link: str | None
     #: The experiment's results page (HTML, plots and SQL box), relative to the service.
     report: str
@@ -81,7 +84,7 @@ class ExperimentDetail(ExperimentBrief):
 
         Args:
             record: the experiment's record.
-            dashboard_link: the shared client's dashboard URL, if it has one.
+            dashboard_link: the dashboard page of the experiment, if the cluster has a dashboard.
         """
         usage = None
         calls, tokens_in, tokens_out, seconds = (
@@ -140,6 +143,24 @@ class DatasetList(BaseModel):
 
     experiment_id: str
     datasets: list[DatasetInfo]
+
+
+class AgentMemory(BaseModel):
+    """One agent of an experiment: who it is, and what it remembered as of one step."""
+
+    experiment_id: str
+    agent_id: int
+    #: The step asked for; by default the agent's last committed step (0 before its first).
+    step: int
+    type: str  #: the registered agent type
+    profile: dict[str, Any]
+    config: dict[str, Any]
+    #: ``AGENT_MEMORY.md`` as of ``step`` (null: none yet).
+    memory: str | None
+    #: The TODO list (``state/todo.json``) as of ``step`` (null: none).
+    todo: dict[str, Any] | None
+    #: Every episode the agent stored up to ``step``, oldest first.
+    episodes: list[dict[str, Any]]
 
 
 class Health(BaseModel):

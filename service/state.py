@@ -26,6 +26,8 @@ class ServiceState:
     submitter: Submitter  #: runs experiments on the shared Dask client; call it through ``engine.call``
     engine: EngineLoop  #: the loop the Dask client and every run live on
     dashboard_link: str | None  #: the shared client's Dask dashboard, if it has one
+    #: the dashboard page every experiment links (``engine.society.run.dashboard.experiment_page``), if any
+    experiment_dashboard_link: str | None
     #: memory, threads and time for every DuckDB read of results (``EngineSettings.query_limits()``)
     query_limits: QueryLimits = QueryLimits()
     #: the bearer tokens (``POLIS_AUTH_TOKENS``); None = no file, one local admin caller on loopback

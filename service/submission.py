@@ -23,6 +23,7 @@ from engine.errors import SpecError
 from engine.run_progress import RunProgress
 from engine.run_status import ENDED_STATUSES, LIVE_STATUSES, RunStatus
 from engine.society.run.cluster import open_client
+from engine.society.run.dashboard import cluster_dashboard, experiment_page
 from engine.society.run.extend import extend_spec
 from engine.society.run.runner import RunSummary
 from engine.society.run.sweep import run_spec
@@ -36,7 +37,7 @@ from service.metrics import ServiceMetrics, TickTimer
 from service.queue import FairQueue
 from service.registry import ACTIVE_STATUSES, ExperimentRecord, ExperimentRegistry, utc_now
 
-__all__ = ["ProgressRecorder", "RunFunction", "Submitter", "extend_spec", "open_client"]
+__all__ = ["ProgressRecorder", "RunFunction", "Submitter", "cluster_dashboard", "experiment_page", "extend_spec", "open_client"]
 
 logger = logging.getLogger(__name__)
 
@@ -298,7 +299,7 @@ class Submitter:
             recorder(progress)
 
         self._set(experiment_id, status=RunStatus.RUNNING, started_at=utc_now())
-        options = dict(self._run_options)
+        options = {**self._run_options, "experiment_id": experiment_id}  # its span and task keys on the dashboard
         if pending.resume and _holds_run(run_dir, pending.spec):
             options.update(resume=True, force=pending.force)
         try:

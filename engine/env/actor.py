@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.env.input_files import InputRoots, input_roots
+from engine.env.metrics import ENV_METRICS, metric_rows
 from engine.env.registry import resolve_env_module
 from engine.env.requests import EnvReply, EnvRequest, ToolCall
 from engine.env.router_base import RouterBase
@@ -34,7 +35,7 @@ from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.client import LLMClient
 from engine.llm.dispatcher import caller_model
-from engine.llm.meter import Meter, serving_agent
+from engine.llm.meter import CallRecord, Meter, serving_agent
 from engine.spec import DEFAULT_ROUTER, RouterName
 from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.catalog import Catalog
@@ -163,7 +164,9 @@ class EnvRouterActor:
         self._budget.renew(allowance or Allowance())
         restored = await self.router.init(start_t, agent_ids, snapshot=self._snapshots() / snapshot if snapshot else None)
         if self.config.run_dir is not None:
-            Catalog(RunLayout(self.config.run_dir).replay).register(ENV_TOOL_CALLS)
+            catalog = Catalog(RunLayout(self.config.run_dir).replay)
+            catalog.register(ENV_TOOL_CALLS)
+            catalog.register(ENV_METRICS)
         if self._ledger is not None and self.config.run_dir is not None:
             Catalog(RunLayout(self.config.run_dir).replay).register(CODEGEN_CACHE)
             if snapshot:
@@ -248,15 +251,19 @@ class EnvRouterActor:
         self.batches_served += 1
         return list(await asyncio.gather(*(self._serve(r) for r in requests)))
 
-    async def step(self, step: int, tick: int, t: datetime, txn: int) -> dict[str, Any]:
+    async def step(self, step: int, tick: int, t: datetime, txn: int, run: str) -> dict[str, Any]:
         """Run the env step inside transaction ``txn``: apply the tick's updates, stage its replay rows,
-        tool calls and trace, and write the state snapshot the transaction commits.
+        the modules' metrics (``env_metrics`` rows carrying run id ``run``), tool calls and trace, and
+        write the state snapshot the transaction commits.
 
         The tool-call history is drained here whether or not there is a run directory: the actor
         holds one step's calls at most.
 
         Returns:
             ``{"counts": rows per dataset, "staged": staged paths, "snapshot": snapshot name}``.
+
+        Raises:
+            EnvMetricError: a module reported an undeclared metric or a value that is not a finite number.
         """
         await self.router.step(tick, t)
         calls = tool_call_rows(step, t, self.router.drain_tool_calls())
@@ -271,6 +278,10 @@ class EnvRouterActor:
                     path = writer.write_shard(schemas[name], shard_name(step, f"env-{module.name}"), rows)
                     staged += [str(path)] if path else []
                     counts[name] = counts.get(name, 0) + len(rows)
+            metrics = metric_rows(run, step, t, self.router.env_modules)
+            path = writer.write_shard(ENV_METRICS, shard_name(step, "env-metrics"), metrics)
+            staged += [str(path)] if path else []
+            counts[ENV_METRICS.name] = len(metrics)
             path = writer.write_shard(ENV_TOOL_CALLS, shard_name(step, "env"), calls)
             staged += [str(path)] if path else []
             counts[ENV_TOOL_CALLS.name] = len(calls)
@@ -312,8 +323,9 @@ class EnvRouterActor:
             usage["codegen_cache"] = self._ledger.totals().as_dict()
         return usage
 
-    async def drain_llm_records(self) -> list[dict[str, Any]]:
-        records = [r.as_row() for r in self.router.meter.records]
+    async def drain_llm_records(self) -> list[CallRecord]:
+        """The router's call records since the last drain (with their text, for ``transcripts``)."""
+        records = list(self.router.meter.records)
         self.router.meter.records.clear()
         return records
 

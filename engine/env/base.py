@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
+from engine.env.metrics import check_declared
 from engine.env.tool import ToolInfo, build_tool_info
 from engine.env.update_queue import Update, UpdateQueue
 from engine.errors import ToolCallError
@@ -32,7 +33,9 @@ class EnvBase:
 
     Subclasses expose behaviour with ``@tool`` methods, keep their dynamic state in plain
     attributes, and persist it with :meth:`dump_state` / :meth:`load_state` (JSON). They declare
-    replay datasets with :meth:`replay_datasets` and produce rows with :meth:`replay_rows`.
+    replay datasets with :meth:`replay_datasets` and produce rows with :meth:`replay_rows`, and
+    their summary series with :attr:`METRICS` and :meth:`metrics` (the ``env_metrics`` dataset,
+    :mod:`engine.env.metrics`).
 
     A mutating tool changes no state itself: it queues an update on :attr:`updates` and the module
     applies it in :meth:`apply_update`, which :meth:`step` (and :meth:`apply_pending`, after an
@@ -47,9 +50,13 @@ class EnvBase:
     """
 
     _tools: ClassVar[dict[str, ToolInfo]] = {}
+    #: The summary series the module reports after every env step: metric name -> what it measures
+    #: (with its unit). Names that depend on the module's kwargs are added by :meth:`metric_descriptions`.
+    METRICS: ClassVar[Mapping[str, str]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        check_declared(cls.__name__, cls.METRICS)
         tools: dict[str, ToolInfo] = {}
         for klass in reversed(cls.__mro__):
             for name, member in vars(klass).items():
@@ -178,6 +185,19 @@ class EnvBase:
 
     def replay_rows(self, step: int, t: datetime) -> dict[str, list[dict[str, Any]]]:
         """Rows for each declared dataset after env step ``step`` (at time ``t``)."""
+        return {}
+
+    def metric_descriptions(self) -> dict[str, str]:
+        """The metrics this module reports, name -> description: :attr:`METRICS`, which a module whose
+        names depend on its kwargs (one price per good) extends."""
+        return dict(self.METRICS)
+
+    def metrics(self) -> dict[str, float]:
+        """This env step's values of the declared metrics, read after :meth:`step` (with :meth:`replay_rows`).
+
+        Per-step counts count this step only; a metric with no value this step (a mean over nothing)
+        is left out. Keep it cheap (no I/O, no LLM, at most a pass over the agents). Default: none.
+        """
         return {}
 
     # ---- persistence -------------------------------------------------------------------------

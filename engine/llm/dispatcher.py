@@ -7,16 +7,19 @@ can check that.
 
 The caller stack (:func:`caller_model`) is what one caller (an agent-step, the env router, the
 helper) calls: meter over trace over budget over the process stack, built per caller because each
-has its own records, spans and allowance. Every wrapper forwards ``complete``'s keyword arguments
+has its own records, spans and allowance. The meter gets the client's key to scrub from its records. Every wrapper forwards ``complete``'s keyword arguments
 as they come, so a new parameter reaches the backend without an edit here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import Counter
 from pathlib import Path
 
+from engine.errors import LLMCallError
+from engine.llm.api_key import NO_KEY, resolve_api_key
 from engine.llm.budget import BudgetedModel, BudgetGate
 from engine.llm.cache import CachedModel, ResponseCache
 from engine.llm.client import LLMClient
@@ -105,7 +108,16 @@ def caller_model(
         model = BudgetedModel(model, budget)
     if trace is not None:
         model = TracedModel(model, trace)
-    return MeteredModel(model, meter, caller=caller, role=role or client.role)
+    return MeteredModel(model, meter, caller=caller, role=role or client.role, secret=_secret(client))
+
+
+def _secret(client: LLMClient) -> str | None:
+    """The key the records must not carry (None: the client sends none, or its variable is unset and
+    every call fails before sending anything)."""
+    with contextlib.suppress(LLMCallError):
+        key = resolve_api_key(client)
+        return key if key != NO_KEY else None
+    return None
 
 
 def limiter_for(client: LLMClient) -> AdaptiveSemaphore | None:

@@ -1,13 +1,20 @@
-"""MeteredModel: counts usage for one consumer (an agent-step, a router) and keeps call records."""
+"""MeteredModel: counts usage for one consumer (an agent-step, a router) and keeps call records.
+
+A record keeps what the ``llm_calls`` row holds and, for the ``transcripts`` dataset, the messages
+sent and the reply, with the provider key scrubbed out of both (and out of the error) as the call
+is recorded: no record, wherever it travels, carries the key.
+"""
 
 from __future__ import annotations
 
+import json
 import time
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.errors import LLMCallError
+from engine.llm.api_key import scrub
 from engine.llm.protocol import ChatModel, ChatResult
 
 __all__ = ["CallRecord", "Meter", "MeteredModel", "current_attempt", "serving_agent"]
@@ -37,9 +44,18 @@ class CallRecord:
     cached: bool = False  #: served from the response cache
     cost_usd: float | None = None
     agent_id: int | None = None  #: the agent served (``serving_agent``)
+    messages: list[dict[str, Any]] = field(default_factory=list, repr=False)  #: the messages sent (transcripts only)
+    reply: str | None = field(default=None, repr=False)  #: the reply's text (transcripts only)
 
     def as_row(self) -> dict[str, Any]:
-        return asdict(self)
+        """The ``llm_calls`` columns of this call (messages and reply go to ``transcripts`` only)."""
+        return {name: getattr(self, name) for name in _ROW_FIELDS}
+
+
+_ROW_FIELDS = (
+    "caller", "role", "prompt_name", "prompt_hash", "model", "input_tokens", "output_tokens", "latency_ms",
+    "status", "error", "attempt", "cached", "cost_usd", "agent_id",
+)
 
 
 @dataclass
@@ -74,13 +90,20 @@ class MeteredModel:
         meter: where totals and records go.
         caller: who is calling (recorded).
         role: the client role (recorded).
+        secret: the provider key, scrubbed from the recorded messages, reply and error (None: no key).
     """
 
-    def __init__(self, inner: ChatModel, meter: Meter, *, caller: str, role: str = "default") -> None:
+    def __init__(self, inner: ChatModel, meter: Meter, *, caller: str, role: str = "default", secret: str | None = None) -> None:
         self._inner = inner
         self.meter = meter
         self._caller = caller
         self._role = role
+        self._secret = secret
+
+    def _sent(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if self._secret is None:
+            return list(messages)  # the callers build a new list per call and never change a sent message
+        return json.loads(scrub(json.dumps(messages, default=str), self._secret))
 
     async def complete(self, messages: list[dict[str, Any]], *, prompt: str | None = None, **kwargs: Any) -> ChatResult:
         prompt_name, _, prompt_hash = (prompt or "").partition("@")
@@ -92,8 +115,8 @@ class MeteredModel:
             self.meter.add(
                 CallRecord(
                     self._caller, self._role, prompt_name or None, prompt_hash or None, "?", 0, 0,
-                    (time.perf_counter() - started) * 1000, "error", str(error)[:500], attempt,
-                    agent_id=serving_agent.get(),
+                    (time.perf_counter() - started) * 1000, "error", scrub(str(error), self._secret)[:500], attempt,
+                    agent_id=serving_agent.get(), messages=self._sent(messages),
                 )
             )
             raise
@@ -101,7 +124,8 @@ class MeteredModel:
             CallRecord(
                 self._caller, self._role, prompt_name or None, prompt_hash or None, result.model,
                 result.input_tokens, result.output_tokens, result.latency_ms, "ok", None, attempt,
-                result.cached, result.cost_usd, serving_agent.get(),
+                result.cached, result.cost_usd, serving_agent.get(), self._sent(messages),
+                scrub(result.text, self._secret) if result.text is not None else None,
             )
         )
         return result

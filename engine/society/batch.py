@@ -10,6 +10,12 @@ its worker died; the env actor still holds the agent's queued updates) re-emits 
 Any other journalled agent (died mid-step, or the tick is being re-run on restored env state) is
 rolled back to the journal and its queued env updates are dropped before it steps again. Shards are
 staged in the tick's transaction and appear only when the society commits it.
+
+Beside ``actions`` and ``llm_calls`` a batch writes ``transcripts`` (the calls' text, up to the batch's
+share of the run's cap) and ``agent_memory`` (each agent's memory at the end of its step). The
+replay record of a step keeps its call rows without their text; the text waits in the workspace's
+``.runtime/logs/step_texts.json`` (the last step's only, so it does not pile up), to be re-emitted
+with the record by a retried batch.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any
 
 from engine.agent.base import AgentBase
 from engine.agent.journal import StepJournal
+from engine.agent.memory.snapshot import episodes_offset, memory_snapshot
 from engine.agent.registry import resolve_agent
 from engine.agent.service_proxy import ServiceProxy
 from engine.agent.workspace import AgentWorkspace, workspace_path
@@ -34,8 +41,9 @@ from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.dispatcher import dispatcher_stats
 from engine.llm.meter import serving_agent
-from engine.society.datasets import ACTIONS, LLM_CALLS
+from engine.society.datasets import ACTIONS, AGENT_MEMORY
 from engine.society.lease import check_session
+from engine.society.transcripts import TEXT_KEYS, TranscriptTally, call_rows, write_call_shards
 from engine.storage.run_layout import RunLayout
 from engine.storage.shards import shard_name
 from engine.trace import TraceRecorder
@@ -57,6 +65,7 @@ class BatchJob:
     txn: int = 1  #: the society transaction this tick commits as
     attempt: str = ""  #: this attempt of the tick; commits from other attempts are rolled back
     session: str | None = None  #: the driver's lease session; a task of an older session writes nothing
+    text_allowance: int | None = None  #: transcript text bytes this batch may keep; None: no transcripts
 
 
 @dataclass(frozen=True)
@@ -79,7 +88,11 @@ class BatchResult:
     dispatcher_builds: int
     staged: tuple[str, ...] = ()  #: staged shard paths the society commits with the tick
     rolled_back: int = 0  #: agents put back to their journal before stepping again
+    transcripts: TranscriptTally = TranscriptTally()  #: what the batch wrote to ``transcripts``
 
+
+#: Where an agent-step's call texts wait for a retried batch (see the module docstring).
+_TEXTS = ".runtime/logs/step_texts.json"
 
 _ISOLATED = (PolisError, OSError, ValueError, KeyError, TypeError, AttributeError, LookupError)
 
@@ -116,9 +129,10 @@ async def _step_one(
     row: dict[str, Any] = {"agent_id": agent_id, "step": job.step, "t": job.t, "agent_type": None}
     agent: AgentBase | None = None
     rolled_back = False
+    ws = workspace_path(agents_root, agent_id)
+    episodes_from: int | None = None  #: where this step's episodes start (after any rollback)
     with recorder.span("agent.step", agent_id=agent_id, step=job.step) as span:
         try:
-            ws = workspace_path(agents_root, agent_id)
             cls = resolve_agent(AgentWorkspace(ws).read_json("config.json")["type"])
             row["agent_type"] = cls.__name__
             journal = StepJournal(ws)
@@ -129,13 +143,15 @@ async def _step_one(
                 if replayed is not None and replayed.get("attempt") == job.attempt:
                     span.set(status="replayed")
                     return {"row": {**replayed["row"], "t": datetime.fromisoformat(str(replayed["row"]["t"]))},
-                            "calls": replayed["calls"], "replayed": True}
+                            "calls": _with_texts(ws, job.step, replayed["calls"]), "replayed": True,
+                            "memory": _memory_row(ws, job, agent_id, replayed.get("episodes_from"))}
                 journal.rollback(job.step)
                 await job.proxy.env.discard_pending(agent_id)
                 rolled_back = True
                 agent = await cls.from_workspace(ws, proxy, budget=gate)
             else:
                 journal.begin(job.step)
+            episodes_from = episodes_offset(ws)
             outcome = await agent.step(job.tick, job.t)
             row.update(status=outcome.status, tools_called=outcome.tools_called, summary=outcome.summary,
                        turns=outcome.turns, env_calls=outcome.env_calls, error=outcome.error)
@@ -153,19 +169,40 @@ async def _step_one(
             await _undo_failed_step(agent_id, job, agents_root)
         span.set(status=row["status"])
     row.update(_usage_columns(agent), duration_ms=(time.perf_counter() - started) * 1000)
-    run = job.proxy.run_id
-    calls = [{"run": run, "step": job.step, **r.as_row()} for r in (agent.meter.records if agent else [])]
-    record = {"row": row, "calls": calls, "attempt": job.attempt, "rolled_back": rolled_back}
+    calls = call_rows(agent.meter.records if agent else [], run=job.proxy.run_id, step=job.step, scope="tick")
+    record = {"row": row, "calls": [{k: v for k, v in c.items() if k not in TEXT_KEYS} for c in calls],
+              "attempt": job.attempt, "rolled_back": rolled_back, "episodes_from": episodes_from}
     if agent is not None and row["status"] != "error":
         check_session(job.proxy.run_dir, job.session)  # type: ignore[arg-type]  # step_agent_batch asserted the run_dir
         try:
+            assert agent.workspace is not None  # restored
+            agent.workspace.write_json(_TEXTS, {"step": job.step, "texts": [[c["messages"], c["reply"]] for c in calls]})
             agent.commit_step(job.step, record)
             await agent.to_workspace()
             failpoint("mid_batch", step=job.step)
         except _ISOLATED as error:
             row.update(status="error", error=f"persisting the workspace failed: {error}")
             await _undo_failed_step(agent_id, job, agents_root)
-    return record
+    return {**record, "calls": calls, "memory": _memory_row(ws, job, agent_id, episodes_from)}
+
+
+def _with_texts(ws: Path, step: int, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A committed step's call rows with the texts it kept for a retried batch."""
+    kept = AgentWorkspace(ws).read_json(_TEXTS)
+    if kept.get("step") != step or len(kept.get("texts", ())) != len(calls):
+        raise RunError(f"{ws / _TEXTS} does not hold the texts of step {step}'s {len(calls)} calls")
+    return [{**call, "messages": messages, "reply": reply} for call, (messages, reply) in zip(calls, kept["texts"], strict=True)]
+
+
+def _memory_row(ws: Path, job: BatchJob, agent_id: int, episodes_from: int | None) -> dict[str, Any] | None:
+    """The agent's ``agent_memory`` row as its workspace holds it now (None: unreadable, so no row).
+
+    ``episodes_from`` None: the step failed before it began, so it added no episodes."""
+    try:
+        offset = episodes_offset(ws) if episodes_from is None else episodes_from
+        return {"run": job.proxy.run_id, "step": job.step, "agent_id": agent_id, **memory_snapshot(ws, offset)}
+    except (OSError, ValueError):
+        return None
 
 
 def _batch_abort(errors: BaseExceptionGroup) -> PolisError:
@@ -209,9 +246,11 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
     part = shard_name(job.step, job.batch)
     check_session(run_dir, job.session)
     writer = proxy.replay.in_txn(job.txn)
+    call_paths, transcripts = write_call_shards(writer, part, calls, job.text_allowance)
     written = [
         writer.write_shard(ACTIONS, part, rows),
-        writer.write_shard(LLM_CALLS, part, calls),
+        writer.write_shard(AGENT_MEMORY, part, [r["memory"] for r in done if r.get("memory") is not None]),
+        *call_paths,
         proxy.trace.write(part, txn=job.txn),
     ]
     statuses: dict[str, int] = {}
@@ -235,4 +274,5 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
         dispatcher_builds=dispatcher_stats()["builds"],
         staged=tuple(str(p) for p in written if p is not None),
         rolled_back=sum(1 for r in done if r.get("rolled_back")),
+        transcripts=transcripts,
     )

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from engine.storage.catalog import Column, DatasetSchema
 
-__all__ = ["ACTIONS", "LLM_CALLS", "QUESTIONNAIRE_ANSWERS", "SOCIETY_QUERIES"]
+__all__ = ["ACTIONS", "AGENT_MEMORY", "CALL_ID", "LLM_CALLS", "QUESTIONNAIRE_ANSWERS", "SOCIETY_QUERIES", "TRANSCRIPTS"]
+
+#: How a call id is made (see :func:`engine.society.transcripts.call_rows`).
+CALL_ID = ("<step>/<scope>/<caller>[@agent:<id>]/<n>: scope is tick, q<index>, ask-<index> or intervene-<index>; "
+           "n counts that caller's calls for that agent in the scope")
 
 ACTIONS = DatasetSchema(
     name="actions",
@@ -38,6 +42,7 @@ LLM_CALLS = DatasetSchema(
     columns=(
         Column(name="run", type="string", description="run id"),
         Column(name="step", type="int64", description="society step, 1-based"),
+        Column(name="call_id", type="string", description=f"the call, unique in the run and the same in a seeded re-run: {CALL_ID}"),
         Column(name="caller", type="string", description="agent:<id> or router"),
         Column(name="agent_id", type="int64",
                description="the agent whose step or ask the call served (the router's calls included); null for the helper"),
@@ -53,6 +58,45 @@ LLM_CALLS = DatasetSchema(
         Column(name="cost_usd", type="float64", description="provider cost where the price is known"),
         Column(name="status", type="string", description="ok | error"),
         Column(name="error", type="string", description="error text"),
+    ),
+)
+
+TRANSCRIPTS = DatasetSchema(
+    name="transcripts",
+    kind="llm",
+    description="one row per llm_calls row (join on call_id): the messages sent, the reply and the parsed decision; "
+    "past the run's transcripts.max_bytes a row keeps its metadata and drops its text (text_dropped)",
+    columns=(
+        Column(name="run", type="string", description="run id"),
+        Column(name="step", type="int64", description="society step, 1-based"),
+        Column(name="call_id", type="string", description="the llm_calls row of this call"),
+        Column(name="caller", type="string", description="agent:<id>, router or helper"),
+        Column(name="agent_id", type="int64", description="the agent whose step or ask the call served"),
+        Column(name="role", type="string", description="client role"),
+        Column(name="prompt_name", type="string", description="prompt template name"),
+        Column(name="status", type="string", description="ok | error"),
+        Column(name="messages", type="json", description="the messages sent (system, user, tool results), as JSON"),
+        Column(name="reply", type="string", description="the reply's text"),
+        Column(name="thought", type="string", description="the decision's thought (null unless the reply is a decision)"),
+        Column(name="tool", type="string", description="the tool the decision calls"),
+        Column(name="arguments", type="json", description="the decision's tool arguments, as JSON"),
+        Column(name="error", type="string", description="error text"),
+        Column(name="text_bytes", type="int64", description="bytes of the call's text, kept or not: messages as stored JSON, reply in UTF-8"),
+        Column(name="text_dropped", type="bool", description="the text was dropped: the run's transcript cap was reached"),
+    ),
+)
+
+AGENT_MEMORY = DatasetSchema(
+    name="agent_memory",
+    kind="agent",
+    description="one row per agent per step (with its actions row): the agent's memory as of the end of the step",
+    columns=(
+        Column(name="run", type="string", description="run id"),
+        Column(name="step", type="int64", description="society step, 1-based"),
+        Column(name="agent_id", type="int64", description="the agent"),
+        Column(name="memory", type="string", description="AGENT_MEMORY.md (null: none yet)"),
+        Column(name="todo", type="json", description="the TODO list (state/todo.json; null: none)"),
+        Column(name="episodes", type="json", description="the episodes the step added (memory/episodes.jsonl), as a JSON list"),
     ),
 )
 

@@ -9,16 +9,18 @@ it from the last committed env snapshot; the society then re-runs the tick.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from typing import Any
 
 from distributed import Client
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
-from engine.env.proxy import EnvRouterProxy, detached_actor
+from engine.env.proxy import EnvRouterProxy, detached_actor, fail_env_actor
 from engine.env.registry import resolve_env_module
 from engine.errors import EnvUnavailableError
 from engine.llm.budget import Allowance
+from engine.society.run.dashboard import ENV_ROUTER, task_key
 from engine.storage.catalog import DatasetSchema
 
 __all__ = ["EnvHost"]
@@ -32,7 +34,7 @@ class EnvHost:
         config: how to build the router.
         start_t: the run's start time (modules initialise with it before a snapshot is restored).
         agent_ids: every agent of the run.
-        run_id: names the actor's task key (with a generation counter).
+        run_id: ends the actor's task key (after a generation counter; see :func:`task_key`).
     """
 
     def __init__(self, client: Client, config: EnvRouterConfig, *, start_t: datetime, agent_ids: list[int], run_id: str) -> None:
@@ -54,7 +56,7 @@ class EnvHost:
         ``allowance`` is what the actor's own LLM calls during init may spend (None: unlimited).
         """
         self.generation += 1
-        key = self.key = f"env-router-{self._run_id}-g{self.generation}"
+        key = self.key = task_key(ENV_ROUTER, self._run_id, self.generation)
         self._future = self._client.submit(EnvRouterActor, self._config, actor=True, key=key)
         actor = await self._future
         self._handle = detached_actor(actor._address, actor.key)
@@ -92,6 +94,13 @@ class EnvHost:
             return await getattr(self._handle, method)(*args)
         except OSError as error:
             raise EnvUnavailableError(f"env actor generation {self.generation} unreachable: {error}") from error
+
+    async def watch(self) -> None:
+        """When the actor's worker dies (mid-tick), fail the env requests waiting on it at once, so the
+        batches abort in milliseconds instead of retrying connections until their timeout."""
+        while not self.lost:
+            await asyncio.sleep(0.2)
+        await self._client.run(fail_env_actor, self.key, "its worker died", on_error="ignore")
 
     async def where(self) -> dict[str, Any]:
         return await self.call("where")

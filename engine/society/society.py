@@ -23,7 +23,6 @@ from engine.agent.journal import StepJournal
 from engine.agent.registry import resolve_agent
 from engine.agent.service_proxy import ServiceProxy
 from engine.agent.workspace import workspace_path
-from engine.env.proxy import fail_env_actor
 from engine.errors import BudgetExhaustedError, EnvUnavailableError, RunError
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
@@ -31,20 +30,20 @@ from engine.llm.client import LLMClient
 from engine.llm.meter import CallRecord
 from engine.run_status import RunStatus
 from engine.society.batch import BatchJob, BatchResult, step_agent_batch
-from engine.society.datasets import ACTIONS, LLM_CALLS, SOCIETY_QUERIES
+from engine.society.datasets import ACTIONS, AGENT_MEMORY, LLM_CALLS, SOCIETY_QUERIES, TRANSCRIPTS
 from engine.society.env_host import EnvHost
-from engine.society.experimenter.consult import run_helper
+from engine.society.experimenter.consult import consult_scope, run_helper
 from engine.society.experimenter.interview import ask_agents
 from engine.society.fanout import fan_out
 from engine.society.planning import SocietyTotals, plan_batches, split_allowance
 from engine.society.questionnaire.batch import distribute_questionnaire
+from engine.society.run.dashboard import AGENTS, task_key
 from engine.society.status import SocietyStep, read_society_step, write_society, write_society_step
 from engine.society.transaction import commit, recover
+from engine.society.transcripts import TranscriptLedger, stage_router_calls
 from engine.storage.atomic import read_json
 from engine.storage.catalog import Catalog
-from engine.storage.replay import ReplayWriter
 from engine.storage.run_layout import RunLayout
-from engine.storage.shards import shard_name
 from engine.trace import write_tick_span
 
 __all__ = ["AgentSociety", "SocietyTotals", "plan_batches", "split_allowance"]
@@ -67,7 +66,7 @@ class AgentSociety:
         start_t: simulated start time.
         run_dir: the run directory (``agents/`` holds the workspaces).
         client: an asynchronous distributed Client.
-        run_id: names task keys and replay rows.
+        run_id: names replay rows and ends task keys (:func:`~engine.society.run.dashboard.task_key`).
         batch_size: agents per batch future.
         max_workers: batch futures in flight at once (None: all).
         budget: the run's budget (None: unlimited).
@@ -76,6 +75,7 @@ class AgentSociety:
         session: the driver's lease session (batch tasks of another session refuse to write).
         info: what else ``SOCIETY.json`` records next to the agent specs (the spec, its hash, env
             modules, LLM settings); it is written once, by the first :meth:`init`.
+        transcript_bytes: the run's cap on transcript text (None: no ``transcripts`` dataset).
     """
 
     def __init__(
@@ -95,12 +95,12 @@ class AgentSociety:
         status: SocietyStep | None = None,
         session: str | None = None,
         info: dict[str, Any] | None = None,
+        transcript_bytes: int | None = None,
     ) -> None:
         self._specs = agent_specs
         self._info = info or {}
         self._session = session
-        self._env = env
-        self._llm = llm
+        self._env, self._llm = env, llm
         self._run_dir = Path(run_dir)
         self._client = client
         self.run_id = run_id
@@ -110,6 +110,8 @@ class AgentSociety:
         self._on_batch = on_batch
         self._status = status or SocietyStep(current_time=start_t)
         self.usage = Usage(**self._status.extra.get("usage", {}))
+        #: text bytes committed so far live in the status, so a resumed run continues the count
+        self.transcripts = TranscriptLedger.restore(transcript_bytes, self._status.extra.get("transcripts"))
         self.totals = SocietyTotals()
         self.env_recoveries = 0
 
@@ -171,7 +173,7 @@ class AgentSociety:
         the env actor from the last committed snapshot, and mark the run running."""
         write_society(self._run_dir, {**self._info, "agent_specs": self._specs})
         catalog = Catalog(RunLayout(self._run_dir).replay)
-        for schema in (ACTIONS, LLM_CALLS, SOCIETY_QUERIES, *self._env.replay_datasets()):
+        for schema in (ACTIONS, AGENT_MEMORY, LLM_CALLS, TRANSCRIPTS, SOCIETY_QUERIES, *self._env.replay_datasets()):
             catalog.register(schema)
         root = RunLayout(self._run_dir).agents
         for spec in self._specs:
@@ -204,6 +206,7 @@ class AgentSociety:
     def _stamp(self) -> SocietyStep:
         self._status.updated_at = time.time()
         self._status.extra["usage"] = {"calls": self.usage.calls, "tokens": self.usage.tokens, "cost_usd": self.usage.cost_usd}
+        self._status.extra["transcripts"] = self.transcripts.state()
         return self._status
 
     def _write_status(self) -> None:
@@ -228,6 +231,7 @@ class AgentSociety:
             self._status.env_snapshot = env_snapshot
         if step_index is not None:
             self._status.completed_steps = step_index + 1
+        self.transcripts.commit()
         commit(self._run_dir, self._stamp(), staged)
 
     async def _with_env_recovery(self, attempt: Callable[[], Awaitable[T]]) -> T:
@@ -269,17 +273,18 @@ class AgentSociety:
         await self._env.call("set_current_time", self._status.current_time)
         batches = plan_batches(self.agent_ids, self._batch_size)
         allowances = await self._share_budget(len(batches))
+        texts = self.transcripts.open(len(batches))
         proxy = self.proxy
         results = await self._run_batches(
-            [BatchJob(ids, step, i, tick, t_end, proxy, allowances[i], txn, attempt, self._session)
+            [BatchJob(ids, step, i, tick, t_end, proxy, allowances[i], txn, attempt, self._session, texts[i])
              for i, ids in enumerate(batches)]
         )
         stopped = sum(r.budget_stopped for r in results)
-        router_calls, refused = await self._stage_router_calls(step, txn)
+        router_calls, refused = await self._stage_router_calls(step, txn, "tick")
         if stopped or refused:
             self.set_status(RunStatus.BUDGET_EXHAUSTED, f"{stopped} agent-steps and {refused} router calls of step {step} wait for more budget")
             raise BudgetExhaustedError(f"budget exhausted during step {step}: {stopped} agent-steps not run, {refused} router calls refused")
-        env = await self._env.call("step", step, tick, t_end, txn)
+        env = await self._env.call("step", step, tick, t_end, txn, self.run_id)
         staged = [path for r in results for path in r.staged] + env["staged"] + router_calls
         self._status.current_time = t_end
         self._status.step_count = step
@@ -296,14 +301,15 @@ class AgentSociety:
         await self._env.call("open_budget", router)
         return [*shares]  # a list of Allowance | None (the list itself is invariant)
 
-    async def _stage_router_calls(self, step: int, txn: int) -> tuple[list[str], int]:
-        """Stage the env router's LLM call rows of this transaction and count their provider usage;
-        returns the staged paths and how many router calls the budget refused."""
-        records = [{"run": self.run_id, "step": step, **r} for r in await self._env.call("drain_llm_records")]
-        self.usage.add(Usage.of_calls(records))
-        path = ReplayWriter(RunLayout(self._run_dir).replay, txn=txn).write_shard(LLM_CALLS, shard_name(step, f"router-{txn:06d}"), records)
+    async def _stage_router_calls(self, step: int, txn: int, scope: str) -> tuple[list[str], int]:
+        """Stage the env router's LLM call rows of this transaction (:func:`stage_router_calls`, call ids
+        in ``scope``) and count their provider usage; returns the staged paths and how many router
+        calls the budget refused."""
+        records = await self._env.call("drain_llm_records")
+        staged, usage = stage_router_calls(records, self._run_dir, self.run_id, step=step, txn=txn, scope=scope, ledger=self.transcripts)
+        self.usage.add(usage)
         refused = await self._env.call("budget_refused") if self._budget is not None else 0
-        return [str(path)] if path else [], refused
+        return staged, refused
 
     async def _run_batches(self, jobs: list[BatchJob]) -> list[BatchResult]:
         """Run the tick's batches (see :func:`fan_out`); a lost env actor ends the attempt."""
@@ -311,6 +317,7 @@ class AgentSociety:
         def on_result(result: BatchResult) -> None:
             self.totals.add(result)
             self.usage.add(result.usage)
+            self.transcripts.add(result.transcripts)
             if self._on_batch is not None:
                 self._on_batch(result)
             failpoint("between_batches", step=result.step)
@@ -318,22 +325,15 @@ class AgentSociety:
         def lost() -> EnvUnavailableError | None:
             return EnvUnavailableError("the env actor was lost during the tick") if self._env.lost else None
 
-        watcher = asyncio.create_task(self._watch_env())
+        watcher = asyncio.create_task(self._env.watch())
         try:
             results = await fan_out(self._client, jobs, self._submit, limit=self._max_workers, on_result=on_result, stop=lost)
         finally:
             watcher.cancel()
         return sorted(results, key=lambda r: r.batch)
 
-    async def _watch_env(self) -> None:
-        """When the env actor's worker dies mid-tick, fail the batches' waiting env requests at once,
-        so they abort in milliseconds instead of retrying connections until their timeout."""
-        while not self._env.lost:
-            await asyncio.sleep(0.2)
-        await self._client.run(fail_env_actor, self._env.key, "its worker died", on_error="ignore")
-
     def _submit(self, job: BatchJob) -> Any:
-        key = f"step_agent_batch-{self.run_id}-{job.txn:06d}-{job.attempt[:8]}-{job.batch:04d}"
+        key = task_key(AGENTS, self.run_id, job.txn, job.attempt[:8], f"{job.batch:04d}")
         return self._client.submit(step_agent_batch, job, key=key, pure=False)
 
     # ---- questionnaires, ask, intervene ------------------------------------------------------------
@@ -351,7 +351,7 @@ class AgentSociety:
             step_count=self.step_count, step_index=self.completed_steps if step_index is None else step_index,
             t=self.current_time, batch_size=self._batch_size, max_workers=self._max_workers,
             budget=self.remaining_budget(), session=self._session,
-            on_batch=lambda result: self.usage.add(result.usage),
+            on_batch=lambda result: self.usage.add(result.usage), transcripts=self.transcripts,
         )
         self._commit([str(p) for p in staged], step_index=step_index)
         return response
@@ -381,7 +381,7 @@ class AgentSociety:
             (allowance,) = await self._share_budget(1)
             result, staged, usage = await run_helper(self, kind, text, txn=txn, step_index=step_index, allowance=allowance)
             self.usage.add(usage)
-            router_calls, refused = await self._stage_router_calls(self.step_count, txn)
+            router_calls, refused = await self._stage_router_calls(self.step_count, txn, consult_scope(kind, self, step_index))
             staged += router_calls
             if refused:
                 raise BudgetExhaustedError(f"budget exhausted during the {kind} step: {refused} router calls refused")

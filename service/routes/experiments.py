@@ -40,7 +40,7 @@ async def submit_experiment(request: Request, state: State, caller: Caller, resp
     record = state.registry.create(spec, owner=caller.owner)
     await state.engine.call(state.submitter.submit, record, spec)
     response.headers["Location"] = f"/experiments/{record.id}"
-    return ExperimentDetail.from_record(record, state.dashboard_link)
+    return ExperimentDetail.from_record(record, state.experiment_dashboard_link)
 
 
 @router.get("", response_model=ExperimentList)
@@ -52,7 +52,7 @@ async def list_experiments(state: State, caller: Caller) -> ExperimentList:
 @router.get("/{experiment_id}", response_model=ExperimentDetail)
 async def get_experiment(experiment_id: str, state: State, caller: Caller) -> ExperimentDetail:
     """One experiment: status, progress, error, spec, and the Dask dashboard to watch it on."""
-    return ExperimentDetail.from_record(state.registry.get(experiment_id, caller), state.dashboard_link)
+    return ExperimentDetail.from_record(state.registry.get(experiment_id, caller), state.experiment_dashboard_link)
 
 
 @router.post("/{experiment_id}/cancel", status_code=202, response_model=ExperimentDetail)
@@ -60,7 +60,7 @@ async def cancel_experiment(experiment_id: str, state: State, caller: Caller) ->
     """Ask a queued or running experiment to stop; it ends ``cancelled``. 409 if it has finished."""
     state.registry.get(experiment_id, caller)
     await state.engine.call(state.submitter.cancel, experiment_id)
-    return ExperimentDetail.from_record(state.registry.get(experiment_id, caller), state.dashboard_link)
+    return ExperimentDetail.from_record(state.registry.get(experiment_id, caller), state.experiment_dashboard_link)
 
 
 @router.post("/{experiment_id}/resume", status_code=202, response_model=ExperimentDetail)
@@ -73,7 +73,7 @@ async def resume_experiment(
     409 while the experiment is queued or running.
     """
     record = await state.engine.call(state.submitter.resume, experiment_id, caller, body.budget if body is not None else None)
-    return ExperimentDetail.from_record(record, state.dashboard_link)
+    return ExperimentDetail.from_record(record, state.experiment_dashboard_link)
 
 
 @router.delete("/{experiment_id}", status_code=204, response_class=Response)

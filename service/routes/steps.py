@@ -66,4 +66,4 @@ async def add_steps(experiment_id: str, body: StepsRequest, state: State, caller
     # The submitter marks it queued and publishes that event before this answers, so a client that
     # opens the event stream next never takes the earlier run's final event for this one's.
     queued = await state.engine.call(state.submitter.submit, record, spec, resume=True, force=True)
-    return ExperimentDetail.from_record(queued, state.dashboard_link)
+    return ExperimentDetail.from_record(queued, state.experiment_dashboard_link)

@@ -9,7 +9,11 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import yaml
+from distributed import Client
+
+from tests.engine.society.span_ledger import SpanLedger, read_ledger
 
 POLIS = [sys.executable, "-m", "engine.cli"]
 
@@ -165,3 +169,20 @@ def test_polis_input_dirs_lets_a_run_read_a_city_file_from_an_allowed_folder(tmp
     allowed_run = subprocess.run([*argv, "--run-dir", str(tmp_path / "b")], capture_output=True, text=True, timeout=180, env=env)
     assert allowed_run.returncode == 0, allowed_run.stdout + allowed_run.stderr[-2000:]
     assert "status: completed" in allowed_run.stdout
+
+
+def test_polis_run_prints_its_dashboard_page_first_and_runs_in_the_span_it_names(cluster_address: str, tmp_path: Path):
+    spec = {"name": "cli-dash", "agents": [{"id": i, "profile": {"name": f"P{i}"}} for i in range(2)],
+            "steps": [{"type": "run", "num_steps": 1, "tick": 600}]}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    with Client(cluster_address) as dask:
+        dask.register_plugin(SpanLedger())
+        env = {**os.environ, "POLIS_SCHEDULER": cluster_address}
+        run = subprocess.run([*POLIS, "run", str(tmp_path / "spec.yaml"), "--run-dir", str(tmp_path / "exp-7")],
+                             capture_output=True, text=True, timeout=180, env=env)
+        assert run.returncode == 0, run.stderr
+        page = dask.dashboard_link.removesuffix("/status") + "/individual-fine-performance-metrics"
+        assert run.stderr.splitlines()[0] == f"Dask dashboard: {page}  (filter by span tag 'exp-7'; tasks polis_exp_7_*)"
+        assert httpx.get(page, timeout=30).status_code == 200
+        spans = {key: tuple(name) for key, name in dask.run_on_scheduler(read_ledger).items() if key.startswith("polis_exp_7_")}
+    assert spans and set(spans.values()) == {("exp-7",)}

@@ -39,7 +39,7 @@ def _progress(status: str, ticks_done: int, steps_done: int) -> Any:
 def fake_run(*, summary_status: str = "completed", error: str | None = None, block: asyncio.Event | None = None):
     """A run function that reports one progress per tick, optionally blocks, then returns a summary."""
 
-    async def run(spec: ExperimentSpec, run_dir: Path, client: Any, *, on_progress=None) -> Any:
+    async def run(spec: ExperimentSpec, run_dir: Path, client: Any, *, on_progress=None, experiment_id=None) -> Any:
         n_agents = len(spec.all_agents())
         on_progress(_progress("starting", 0, 0))
         for tick in range(1, spec.total_ticks() + 1):
@@ -198,7 +198,7 @@ async def test_run_options_reach_every_run(registry, spec) -> None:
     submitter.submit(record, spec)
     await _settle(submitter)
     assert registry.get(record.id).status == "completed"
-    assert seen == {"llm_limits": "limits"}
+    assert seen == {"llm_limits": "limits", "experiment_id": record.id}  # the id names its span and task keys
 
 
 async def test_experiments_past_the_slots_wait_queued_and_start_as_slots_free(registry, spec) -> None:
@@ -260,7 +260,7 @@ async def test_resume_requeues_a_finished_experiment_with_a_new_budget_and_resum
     assert resumed.status == "queued" and resumed.spec["budget"]["max_calls"] == 99
     await _settle(submitter)
     assert registry.get(record.id).status == "completed"
-    assert seen[0] == {"budget": None}  # a new run: no resume
+    assert seen[0] == {"budget": None, "experiment_id": record.id}  # a new run: no resume
     assert seen[1]["resume"] is True and seen[1]["force"] is False and seen[1]["budget"].max_calls == 99
 
 

@@ -23,10 +23,12 @@ from datetime import datetime
 from typing import Any
 
 from engine.env.base import EnvBase
+from engine.env.metrics import gini
+from engine.env.modules.economy_datasets import ACCOUNTS, STATE, TRANSACTIONS
 from engine.env.tool import tool
 from engine.env.update_queue import Update
 from engine.errors import SpecError
-from engine.storage.catalog import Column, DatasetSchema
+from engine.storage.catalog import DatasetSchema
 
 __all__ = ["EconomySpace"]
 
@@ -35,56 +37,6 @@ _OUTFLOWS = ("buy", "deposit", "transfer")
 #: how each queued operation moves the actor's (cash, deposits), as signs of its amount
 _EFFECTS = {"work": (1, 0), "buy": (-1, 0), "transfer": (-1, 0), "deposit": (-1, 1), "withdraw": (1, -1)}
 
-_STATE = DatasetSchema(
-    name="economy_state",
-    kind="env",
-    description="EconomySpace aggregates after each env step",
-    columns=(
-        Column(name="step", type="int64", description="society step (1-based) that just ended"),
-        Column(name="t", type="timestamp", description="simulated time at the end of the step"),
-        Column(name="spending", type="float64", description="money spent on goods in this step (GDP-like)"),
-        Column(name="income", type="float64", description="salaries and wages for work paid in this step"),
-        Column(name="interest", type="float64", description="bank interest paid in this step"),
-        Column(name="spending_total", type="float64", description="money spent on goods since the start"),
-        Column(name="mean_cash", type="float64", description="mean cash balance over accounts"),
-        Column(name="median_cash", type="float64", description="median cash balance over accounts"),
-        Column(name="gini", type="float64", description="Gini coefficient of wealth (cash + deposits)"),
-        Column(name="deposits_total", type="float64", description="money deposited in the bank"),
-        Column(name="accounts", type="int64", description="number of accounts"),
-        Column(name="prices", type="json", description="good -> price after this step's adjustment"),
-    ),
-)
-_ACCOUNTS = DatasetSchema(
-    name="economy_accounts",
-    kind="env",
-    description="each account after each env step",
-    columns=(
-        Column(name="step", type="int64", description="society step that just ended"),
-        Column(name="t", type="timestamp", description="simulated time at the end of the step"),
-        Column(name="agent_id", type="int64", description="account holder"),
-        Column(name="cash", type="float64", description="cash balance"),
-        Column(name="deposits", type="float64", description="bank deposits"),
-        Column(name="spent", type="float64", description="spent on goods in this step"),
-        Column(name="earned", type="float64", description="salary, wages and interest received in this step"),
-    ),
-)
-_TRANSACTIONS = DatasetSchema(
-    name="economy_transactions",
-    kind="env",
-    description="every purchase, payment, deposit, withdrawal and work shift, as settled",
-    columns=(
-        Column(name="step", type="int64", description="step in which it was settled"),
-        Column(name="t", type="timestamp", description="simulated time of settlement"),
-        Column(name="agent_id", type="int64", description="acting agent"),
-        Column(name="kind", type="string", description="buy | transfer | deposit | withdraw | work"),
-        Column(name="good", type="string", description="good bought (buy)"),
-        Column(name="quantity", type="float64", description="units bought (buy) or hours worked (work)"),
-        Column(name="amount", type="float64", description="money moved"),
-        Column(name="to_agent_id", type="int64", description="payee (transfer)"),
-    ),
-)
-
-
 def _money(value: float) -> float:
     return round(value + 0.0, 2)
 
@@ -92,15 +44,6 @@ def _money(value: float) -> float:
 def _no_flows() -> dict[str, Any]:
     """What a step has done so far: money totals, units sold per good, per-agent flows, transactions."""
     return {"spending": 0.0, "income": 0.0, "interest": 0.0, "demand": {}, "flows": {}, "transactions": []}
-
-
-def _gini(values: list[float]) -> float:
-    xs = sorted(values)
-    total = sum(xs)
-    if not xs or total <= 0:
-        return 0.0
-    weighted = sum((i + 1) * x for i, x in enumerate(xs))
-    return 2 * weighted / (len(xs) * total) - (len(xs) + 1) / len(xs)
 
 
 class EconomySpace(EnvBase):
@@ -123,6 +66,20 @@ class EconomySpace(EnvBase):
         min_price: the lowest price a good can fall to.
         interest_rate: bank interest per step, e.g. 0.001 for 0.1%.
     """
+
+    METRICS = {
+        "gini_wealth": "Gini coefficient of wealth (cash + deposits) over accounts: 0 equal, 1 one holds all",
+        "median_wealth": "median wealth (cash + deposits) over accounts, in money",
+        "mean_wealth": "mean wealth (cash + deposits) over accounts, in money",
+        "total_money": "cash and deposits summed over accounts, in money",
+        "spending": "money spent on goods in this step",
+        "income": "salaries and wages for work paid in this step",
+        "units_sold": "units of goods bought in this step, all goods together",
+        "workers": "agents whose work was paid in this step",
+        "employment_rate": "share of accounts whose work was paid in this step",
+        "hours_worked": "hours of work paid in this step",
+        "mean_price": "unweighted mean of the goods' prices after this step's adjustment",
+    }
 
     def __init__(
         self,
@@ -311,6 +268,9 @@ class EconomySpace(EnvBase):
     def _price_list(self) -> str:
         return ", ".join(f"{g} ${p:.2f}" for g, p in sorted(self._prices.items()))
 
+    def _wealth(self) -> list[float]:
+        return [a["cash"] + a["deposits"] for _, a in sorted(self._accounts.items())]
+
     def _aggregates(self) -> dict[str, Any]:
         ids = sorted(self._accounts)
         cash = [self._accounts[a]["cash"] for a in ids]
@@ -319,7 +279,7 @@ class EconomySpace(EnvBase):
             "spending_total": _money(self._spending_total),
             "mean_cash": _money(statistics.fmean(cash)) if cash else 0.0,
             "median_cash": _money(statistics.median(cash)) if cash else 0.0,
-            "gini": _gini([self._accounts[a]["cash"] + self._accounts[a]["deposits"] for a in ids]),
+            "gini": gini(self._wealth()) or 0.0,
             "deposits_total": _money(sum(self._accounts[a]["deposits"] for a in ids)),
             "accounts": len(ids),
         }
@@ -376,7 +336,24 @@ class EconomySpace(EnvBase):
     # ---- replay and persistence --------------------------------------------------------------
     @classmethod
     def replay_datasets(cls) -> list[DatasetSchema]:
-        return [_STATE, _ACCOUNTS, _TRANSACTIONS]
+        return [STATE, ACCOUNTS, TRANSACTIONS]
+
+    def metric_descriptions(self) -> dict[str, str]:
+        """The class's metrics and one price per good (``price_<good>``)."""
+        return {**self.METRICS, **{f"price_{g}": f"price of {g} after this step's adjustment" for g in sorted(self._prices)}}
+
+    def metrics(self) -> dict[str, float]:
+        wealth, shifts = self._wealth(), [op for op in self._last["transactions"] if op["kind"] == "work"]
+        workers = len({op["agent_id"] for op in shifts})
+        values = {"total_money": _money(sum(wealth)), "spending": self._last["spending"], "income": self._last["income"],
+                  "units_sold": float(sum(self._last["demand"].values())), "workers": float(workers),
+                  "hours_worked": float(sum(op["quantity"] for op in shifts)),
+                  "mean_price": statistics.fmean(self._prices.values()), **{f"price_{g}": p for g, p in self._prices.items()}}
+        inequality = gini(wealth)
+        if inequality is not None:  # None: no accounts, so these are undefined (not 0)
+            values.update(gini_wealth=inequality, median_wealth=statistics.median(wealth),
+                          mean_wealth=statistics.fmean(wealth), employment_rate=workers / len(wealth))
+        return values
 
     def replay_rows(self, step: int, t: datetime) -> dict[str, list[dict[str, Any]]]:
         state = {"step": step, "t": t, **self._aggregates(), "prices": dict(self._prices)}
@@ -384,7 +361,7 @@ class EconomySpace(EnvBase):
         accounts = [{"step": step, "t": t, "agent_id": a, "cash": acct["cash"], "deposits": acct["deposits"],
                      **self._last["flows"].get(str(a), idle)} for a, acct in sorted(self._accounts.items())]
         transactions = [{"step": step, "t": t, **op} for op in self._last["transactions"]]
-        return {_STATE.name: [state], _ACCOUNTS.name: accounts, _TRANSACTIONS.name: transactions}
+        return {STATE.name: [state], ACCOUNTS.name: accounts, TRANSACTIONS.name: transactions}
 
     def dump_state(self) -> dict[str, Any]:
         settling = {**self._settling, "flows": {str(k): v for k, v in self._settling["flows"].items()}}

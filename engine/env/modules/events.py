@@ -77,6 +77,15 @@ class EventSpace(EnvBase):
         max_length: longest title, location or description accepted, in characters.
     """
 
+    METRICS = {
+        "attendance": "agent presences at events during this step (an agent at two events counts twice)",
+        "attendees": "distinct agents present at an event during this step",
+        "events_active": "events that overlapped this step",
+        "announced": "events agents announced in this step",
+        "signups": "sign-ups applied in this step",
+        "cancellations": "cancelled sign-ups applied in this step",
+    }
+
     def __init__(
         self,
         events: list[dict[str, Any]] | None = None,
@@ -232,6 +241,12 @@ class EventSpace(EnvBase):
         self.t = t
 
     # ---- replay and persistence --------------------------------------------------------------
+    def metrics(self) -> dict[str, float]:
+        kinds = [a["kind"] for a in self._applied_last]
+        return {"attendance": float(len(self._present_last)), "attendees": float(len({a for _, a in self._present_last})),
+                "events_active": float(self._active_last), "announced": float(kinds.count("announce")),
+                "signups": float(kinds.count("attend")), "cancellations": float(kinds.count("cancel"))}
+
     @classmethod
     def replay_datasets(cls) -> list[DatasetSchema]:
         return [_STATE, _ATTENDANCE, _ACTIONS]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from engine.env.modules.round_game import RoundGame, fmt_or_na, mean_or_none, moves_schema, rounds_schema
+from engine.env.modules.round_game import RoundGame, fmt_or_na, mean_or_none, moves_schema, round_metrics, rounds_schema
 from engine.env.tool import tool
 from engine.errors import SpecError
 
@@ -41,6 +41,7 @@ class PrisonersDilemmaGame(RoundGame):
 
     game, unit = "prisoner's dilemma", "points"
     _moves_schema, _rounds_schema = _PD_MOVES, _PD_ROUNDS
+    METRICS = round_metrics(_PD_ROUNDS)
 
     def __init__(self, temptation: float = 5, reward: float = 3, punishment: float = 1, sucker: float = 0,
                  pairs: list[list[int]] | None = None, history_limit: int = 10) -> None:
@@ -107,7 +108,7 @@ _PG_MOVES = moves_schema(
     ("contribution", "int64", "tokens contributed (null: no move, the endowment was kept)"),
     ("pool", "float64", "the group's total contribution"), ("share", "float64", "each member's share of the multiplied pool"))
 _PG_ROUNDS = rounds_schema("public_goods_rounds", ("mean_contribution", "float64", "mean contribution of the players who moved"),
-                           ("contribution_rate", "float64", "that mean as a share of the endowment"))
+                           ("contribution_rate", "float64", "the mean contribution as a share of the endowment"))
 
 
 class PublicGoodsGame(RoundGame):
@@ -129,6 +130,7 @@ class PublicGoodsGame(RoundGame):
 
     game = "public goods game"
     _moves_schema, _rounds_schema = _PG_MOVES, _PG_ROUNDS
+    METRICS = round_metrics(_PG_ROUNDS)
 
     def __init__(self, endowment: int = 10, multiplier: float = 1.6, group_size: int = 4,
                  groups: list[list[int]] | None = None, history_limit: int = 10) -> None:
@@ -222,6 +224,7 @@ class TrustGame(RoundGame):
 
     game = "trust game"
     _moves_schema, _rounds_schema = _TRUST_MOVES, _TRUST_ROUNDS
+    METRICS = round_metrics(_TRUST_ROUNDS)
 
     def __init__(self, endowment: int = 10, multiplier: float = 3.0, pairs: list[list[int]] | None = None,
                  history_limit: int = 10) -> None:

@@ -66,6 +66,12 @@ class GlobalInformationSpace(EnvBase):
         default_source: the source of initial facts that name none.
     """
 
+    METRICS = {
+        "published": "facts that became public in this step (broadcasts and scheduled facts)",
+        "broadcasts": "facts agents broadcast that became public in this step",
+        "facts_public": "facts public at the end of this step",
+    }
+
     def __init__(
         self,
         facts: list[str | dict[str, Any]] | None = None,
@@ -165,6 +171,12 @@ class GlobalInformationSpace(EnvBase):
                 self._published_last.append(fact["id"])
 
     # ---- replay and persistence --------------------------------------------------------------
+    def metrics(self) -> dict[str, float]:
+        by_id = {f["id"]: f for f in self._facts}
+        return {"published": float(len(self._published_last)),
+                "broadcasts": float(sum(1 for i in self._published_last if by_id[i]["agent_id"] is not None)),
+                "facts_public": float(sum(1 for f in self._facts if f["published"]))}
+
     @classmethod
     def replay_datasets(cls) -> list[DatasetSchema]:
         return [_STATE, _FACTS]

@@ -68,6 +68,14 @@ class MessagingSpace(EnvBase):
         SpecError: an id or a name appears twice in ``agent_id_name_pairs``.
     """
 
+    METRICS = {
+        "messages_sent": "direct messages and group posts agents sent in this step (delivered at its end)",
+        "direct_messages": "direct messages agents sent in this step",
+        "group_posts": "group posts agents sent in this step",
+        "system_messages": "messages the experimenter sent in this step",
+        "active_senders": "distinct agents who sent a direct message or a group post in this step",
+    }
+
     def __init__(self, groups: dict[str, list[int]] | None = None, inbox_limit: int = 10, max_length: int = 1000,
                  agent_id_name_pairs: list[tuple[int, str]] | None = None) -> None:
         super().__init__()
@@ -194,6 +202,13 @@ class MessagingSpace(EnvBase):
     @classmethod
     def replay_datasets(cls) -> list[DatasetSchema]:
         return [_STATE, _EVENTS]
+
+    def metrics(self) -> dict[str, float]:
+        kinds = [m["kind"] for m in self._delivered_last]
+        senders = {m["sender"] for m in self._delivered_last if m["sender"] is not None}
+        return {"messages_sent": float(kinds.count("direct") + kinds.count("group")), "direct_messages": float(kinds.count("direct")),
+                "group_posts": float(kinds.count("group")), "system_messages": float(kinds.count("system")),
+                "active_senders": float(len(senders))}
 
     def replay_rows(self, step: int, t: datetime) -> dict[str, list[dict[str, Any]]]:
         state = {

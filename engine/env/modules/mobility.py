@@ -81,6 +81,13 @@ class MobilitySpace(EnvBase):
             places), speed or home.
     """
 
+    METRICS = {
+        "departures": "trips that started in this step",
+        "arrivals": "trips that ended in this step",
+        "travelling": "agents in transit after this step",
+        "km_departed": "road km of the trips that started in this step",
+    }
+
     def __init__(self, seed: int = 0, regions: int = 6, pois_per_region: int = 4, city_file: str | None = None,
                  city: dict[str, Any] | None = None, speed_kmh: float = 20.0, nearby_radius_km: float = 1.5,
                  homes: dict[int, str] | None = None) -> None:
@@ -255,6 +262,11 @@ class MobilitySpace(EnvBase):
             self._departing_tick = 0
         self._events, self._events_unreported = self._events_unreported, []
         self.t = t
+
+    def metrics(self) -> dict[str, float]:
+        departed = [e["distance_km"] for e in self._events if e["event"] == "depart"]
+        return {"departures": float(len(departed)), "arrivals": float(len(self._events) - len(departed)),
+                "travelling": float(len(self._trips)), "km_departed": round(sum(departed), 6)}
 
     @classmethod
     def replay_datasets(cls) -> list[DatasetSchema]:

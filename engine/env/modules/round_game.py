@@ -19,7 +19,7 @@ from engine.env.update_queue import Update
 from engine.errors import SpecError
 from engine.storage.catalog import Column, DatasetSchema
 
-__all__ = ["RoundGame", "fmt_or_na", "mean_or_none", "moves_schema", "rounds_schema"]
+__all__ = ["RoundGame", "fmt_or_na", "mean_or_none", "moves_schema", "round_metrics", "rounds_schema"]
 
 _HEAD = (("step", "int64", "society step (1-based) that just ended"), ("t", "timestamp", "simulated time at the end of the step"),
          ("round", "int64", "the round resolved in this step"))
@@ -41,7 +41,12 @@ def rounds_schema(name: str, *extra: tuple[str, str, str]) -> DatasetSchema:
     """A per-round dataset: step, t, round, players, moves, ``extra`` columns, mean_payoff."""
     return _schema(name, "one row per resolved round", [
         ("players", "int64", "players matched this round"), ("moves", "int64", "moves made this round"), *extra,
-        ("mean_payoff", "float64", "mean payoff of the players who earned one (null: none did)")])
+        ("mean_payoff", "float64", "mean payoff of the players who earned one (none when no one did)")])
+
+
+def round_metrics(schema: DatasetSchema) -> dict[str, str]:
+    """A game's metrics: the columns of its rounds dataset after step, t and round (one round per env step)."""
+    return {c.name: c.description for c in schema.columns[len(_HEAD):]}
 
 
 def mean_or_none(values: list[float]) -> float | None:
@@ -199,15 +204,24 @@ class RoundGame(EnvBase):
     def replay_datasets(cls) -> list[DatasetSchema]:
         return [cls._moves_schema, cls._rounds_schema]
 
+    def _round_summary(self) -> dict[str, Any]:
+        """The last resolved round's values beyond step, t and round (None: no value, e.g. no one moved)."""
+        earned = [r["payoff"] for r in self._last if r["payoff"] is not None]
+        return {"players": len(self._last), "moves": sum(1 for r in self._last if r["moved"]),
+                "mean_payoff": mean_or_none(earned), **self.summary(self._last)}
+
+    def metrics(self) -> dict[str, float]:
+        """The rounds dataset's values of the round this step resolved (none without players)."""
+        if not self._last:
+            return {}
+        return {name: float(value) for name, value in self._round_summary().items() if value is not None}
+
     def replay_rows(self, step: int, t: datetime) -> dict[str, list[dict[str, Any]]]:
         if not self._last:
             return {self._moves_schema.name: [], self._rounds_schema.name: []}
         head = {"step": step, "t": t, "round": self._last[0]["round"]}
         moves = [{**head, **{c.name: r.get(c.name) for c in self._moves_schema.columns[3:]}} for r in self._last]
-        earned = [r["payoff"] for r in self._last if r["payoff"] is not None]
-        summary = {**head, "players": len(self._last), "moves": sum(1 for r in self._last if r["moved"]),
-                   "mean_payoff": mean_or_none(earned), **self.summary(self._last)}
-        return {self._moves_schema.name: moves, self._rounds_schema.name: [summary]}
+        return {self._moves_schema.name: moves, self._rounds_schema.name: [{**head, **self._round_summary()}]}
 
     def dump_state(self) -> dict[str, Any]:
         return {"round": self._round, "moves": {str(k): v for k, v in self._moves.items()},

@@ -80,6 +80,17 @@ class SocialMediaSpace(EnvBase):
         follows: initial follows, agent id -> agent ids it follows.
     """
 
+    METRICS = {
+        "posts": "posts published in this step, reposts not included",
+        "reposts": "reposts published in this step",
+        "comments": "comments made in this step",
+        "likes": "likes given in this step",
+        "follows": "follows made in this step",
+        "unfollows": "unfollows made in this step",
+        "active_agents": "distinct agents who acted in this step",
+        "likes_per_post": "likes currently given divided by posts published since the start (reposts included)",
+    }
+
     def __init__(
         self,
         feed_algorithm: str = "chronological",
@@ -330,6 +341,16 @@ class SocialMediaSpace(EnvBase):
             "likes_total": sum(len(p["likes"]) for p in self._posts.values()),
             "follows_total": sum(len(v) for v in self._follows.values()),
         }
+
+    def metrics(self) -> dict[str, float]:
+        kinds = [a["kind"] for a in self._applied_last]
+        values = {name: float(kinds.count(kind)) for name, kind in (
+            ("posts", "post"), ("reposts", "repost"), ("comments", "comment"), ("likes", "like"), ("follows", "follow"),
+            ("unfollows", "unfollow"))}
+        values["active_agents"] = float(len({a["agent_id"] for a in self._applied_last}))
+        if self._posts:  # before the first post there is no ratio
+            values["likes_per_post"] = sum(len(p["likes"]) for p in self._posts.values()) / len(self._posts)
+        return values
 
     @classmethod
     def replay_datasets(cls) -> list[DatasetSchema]:

@@ -86,6 +86,11 @@ class WeatherSpace(EnvBase):
         SpecError: no locations, an unknown condition or location, or a probability outside [0, 1].
     """
 
+    METRICS = {
+        "mean_temperature": "temperature averaged over the locations after this step, in degrees Celsius",
+        "changes": "changes of weather agents (or the experimenter) made that took effect in this step",
+    }
+
     def __init__(
         self,
         locations: list[str] | None = None,
@@ -206,6 +211,16 @@ class WeatherSpace(EnvBase):
         self._changes, self._changes_unreported = self._changes_unreported, []
 
     # ---- replay and persistence --------------------------------------------------------------
+    def metric_descriptions(self) -> dict[str, str]:
+        """The class's metrics and each location's temperature (``temperature_<location>``)."""
+        return {**self.METRICS, **{f"temperature_{loc}": f"temperature in {loc} after this step, in degrees Celsius"
+                                   for loc in self._locations}}
+
+    def metrics(self) -> dict[str, float]:
+        temperatures = {f"temperature_{loc}": float(self._weather[loc]["temperature"]) for loc in self._locations}
+        return {"mean_temperature": round(sum(temperatures.values()) / len(temperatures), 6),
+                "changes": float(len(self._changes)), **temperatures}
+
     @classmethod
     def replay_datasets(cls) -> list[DatasetSchema]:
         return [_SERIES, _CHANGES]

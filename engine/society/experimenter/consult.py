@@ -1,7 +1,7 @@
 """Running an ask or intervene step: the helper in the driver, its outputs staged in the step's transaction.
 
 The helper's answer lands as one ``society_queries`` row and as ``artifacts/<kind>-<step>.json``
-(plans, executed steps, answer or error); its LLM calls land in ``llm_calls``. Everything is staged
+(plans, executed steps, answer or error); its LLM calls land in ``llm_calls`` and ``transcripts``. Everything is staged
 under the transaction and appears when the society commits it.
 """
 
@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.dispatcher import caller_model
 from engine.llm.meter import CallRecord, Meter
-from engine.society.datasets import LLM_CALLS, SOCIETY_QUERIES
+from engine.society.datasets import SOCIETY_QUERIES
 from engine.society.experimenter.helper import AgentSocietyHelper, HelperResult
+from engine.society.transcripts import call_rows, write_call_shards
 from engine.storage.atomic import atomic_write_text
 from engine.storage.replay import ReplayWriter
 from engine.storage.run_layout import RunLayout
@@ -24,7 +25,7 @@ from engine.storage.staging import staged_path
 if TYPE_CHECKING:
     from engine.society.society import AgentSociety
 
-__all__ = ["run_helper"]
+__all__ = ["consult_scope", "run_helper"]
 
 
 class _Interviews:
@@ -52,10 +53,16 @@ class _Interviews:
         return await self._society.ask_agents(agent_ids, question, records=self.records, budget=self._budget)
 
 
+def consult_scope(kind: str, society: AgentSociety, step_index: int | None) -> str:
+    """The call-id scope of an ask or intervene step (``ask-003``): its router calls share it."""
+    return f"{kind}-{society.completed_steps if step_index is None else step_index:03d}"
+
+
 async def run_helper(
     society: AgentSociety, kind: str, text: str, *, txn: int, step_index: int | None, allowance: Allowance | None
 ) -> tuple[HelperResult, list[str], Usage]:
-    """Run the plan-and-execute helper for one ``ask`` or ``intervene``.
+    """Run the plan-and-execute helper for one ``ask`` or ``intervene``; it opens the transaction's
+    transcript account (``society.transcripts``), its calls being the first to write.
 
     Args:
         allowance: what the helper and its interviews may spend (None: unlimited).
@@ -78,8 +85,11 @@ async def run_helper(
     part = shard_name(society.step_count, f"{kind}-{index:03d}")
     writer = ReplayWriter(RunLayout(run_dir).replay, txn=txn)
     row = {"run": society.run_id, "step_index": index, "step": society.step_count, **result.to_row()}
-    calls = [{"run": society.run_id, "step": society.step_count, **r.as_row()} for r in meter.records]
-    written = [writer.write_shard(SOCIETY_QUERIES, part, [row]), writer.write_shard(LLM_CALLS, part, calls)]
+    calls = call_rows(meter.records, run=society.run_id, step=society.step_count, scope=consult_scope(kind, society, step_index))
+    (text_allowance,) = society.transcripts.open(1)
+    call_paths, transcripts = write_call_shards(writer, part, calls, text_allowance)
+    society.transcripts.add(transcripts)
+    written = [writer.write_shard(SOCIETY_QUERIES, part, [row]), *call_paths]
     artifact = staged_path(RunLayout(run_dir).artifact(f"{kind}-{index:03d}.json"), txn)
     atomic_write_text(artifact, result.to_json())
     return result, [str(p) for p in [*written, artifact] if p is not None], Usage.of_calls(calls)

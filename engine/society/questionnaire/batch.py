@@ -30,12 +30,14 @@ from engine.errors import BudgetExhaustedError, PolisError, RunError
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.meter import serving_agent
-from engine.society.datasets import LLM_CALLS, QUESTIONNAIRE_ANSWERS
+from engine.society.datasets import LLM_CALLS, QUESTIONNAIRE_ANSWERS, TRANSCRIPTS
 from engine.society.fanout import fan_out
 from engine.society.lease import check_session
 from engine.society.planning import plan_batches, split_allowance
 from engine.society.questionnaire.ask import Persona, answer_questionnaire
 from engine.society.questionnaire.items import Questionnaire, QuestionnaireAnswer, QuestionnaireResponse, failed_answers
+from engine.society.run.dashboard import QUESTIONNAIRE, task_key
+from engine.society.transcripts import TranscriptLedger, TranscriptTally, call_rows, write_call_shards
 from engine.storage.atomic import atomic_write_json
 from engine.storage.catalog import Catalog
 from engine.storage.run_layout import RunLayout
@@ -69,6 +71,7 @@ class QuestionnaireJob:
     proxy: ServiceProxy
     allowance: Allowance | None = None  #: this batch's share of the remaining budget
     session: str | None = None  #: the driver's lease session; a task of an older session writes nothing
+    text_allowance: int | None = None  #: transcript text bytes this batch may keep; None: no transcripts
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,7 @@ class QuestionnaireBatchResult:
     budget_stopped: int  #: agents not asked because the budget ran out (their answers are not written)
     duration_s: float
     worker_pid: int
+    transcripts: TranscriptTally = TranscriptTally()  #: what the batch wrote to ``transcripts``
 
 
 def _shard(job: QuestionnaireJob) -> str:
@@ -165,13 +169,15 @@ async def questionnaire_agent_batch(job: QuestionnaireJob) -> QuestionnaireBatch
     results = await asyncio.gather(*(_answer_one(a, job, proxy, recorder, gate) for a in job.agent_ids))
     answers = [answer for agent_answers, _ in results if agent_answers is not None for answer in agent_answers]
     meters = [agent.meter for _, agent in results if agent is not None]
-    calls = [{"run": job.proxy.run_id, "step": job.step_count, **r.as_row()} for m in meters for r in m.records]
+    records = [r for m in meters for r in m.records]
+    calls = call_rows(records, run=job.proxy.run_id, step=job.step_count, scope=f"q{job.step_index:03d}")
     part = _shard(job)
     check_session(run_dir, job.session)
     writer = proxy.replay.in_txn(job.txn)
+    call_paths, transcripts = write_call_shards(writer, part, calls, job.text_allowance)
     written = [
         writer.write_shard(QUESTIONNAIRE_ANSWERS, part, answer_rows(job, answers)),
-        writer.write_shard(LLM_CALLS, part, calls),
+        *call_paths,
         proxy.trace.write(part, txn=job.txn),
     ]
     failpoint("questionnaire", step_index=job.step_index)
@@ -186,6 +192,7 @@ async def questionnaire_agent_batch(job: QuestionnaireJob) -> QuestionnaireBatch
         budget_stopped=sum(1 for agent_answers, _ in results if agent_answers is None),
         duration_s=time.perf_counter() - started,
         worker_pid=os.getpid(),
+        transcripts=transcripts,
     )
 
 
@@ -210,6 +217,7 @@ async def distribute_questionnaire(
     budget: Allowance | None = None,
     on_batch: Callable[[QuestionnaireBatchResult], None] | None = None,
     session: str | None = None,
+    transcripts: TranscriptLedger | None = None,
 ) -> tuple[QuestionnaireResponse, list[Path]]:
     """Put ``questionnaire`` to ``agent_ids`` in ⌈N / batch_size⌉ batch futures, at most ``max_workers`` at once.
 
@@ -227,6 +235,9 @@ async def distribute_questionnaire(
         budget: what remains of the run's budget, shared evenly by the batches (None: unlimited).
         on_batch: called after each batch completes (progress reporting).
         session: the driver's lease session (batches of an older session write nothing).
+        transcripts: the run's transcript account: the questionnaire opens its transaction there,
+            sharing what is left of the cap evenly over the batches, and adds what each wrote
+            (None: no transcripts).
 
     Returns:
         The merged response (answers in agent order) and every staged path (shards and the
@@ -242,16 +253,24 @@ async def distribute_questionnaire(
     if run_dir is None:
         raise RunError("a questionnaire needs a run directory (ServiceProxy.run_dir)")
     catalog = Catalog(RunLayout(run_dir).replay)
-    for schema in (QUESTIONNAIRE_ANSWERS, LLM_CALLS):
+    for schema in (QUESTIONNAIRE_ANSWERS, LLM_CALLS, TRANSCRIPTS):
         catalog.register(schema)
     batches = plan_batches(list(agent_ids), batch_size)
     shares = split_allowance(budget, Usage(), len(batches)) if budget and batches else [None] * len(batches)
+    texts = transcripts.open(len(batches)) if transcripts is not None else [None] * len(batches)
+
+    def on_result(result: QuestionnaireBatchResult) -> None:
+        if transcripts is not None:
+            transcripts.add(result.transcripts)
+        if on_batch is not None:
+            on_batch(result)
+
     jobs = [
-        QuestionnaireJob(questionnaire, ids, i, txn, step_count, step_index, t, proxy, shares[i], session)
+        QuestionnaireJob(questionnaire, ids, i, txn, step_count, step_index, t, proxy, shares[i], session, texts[i])
         for i, ids in enumerate(batches)
     ]
     results = sorted(
-        await fan_out(client, jobs, lambda job: _submit(client, job), limit=max_workers, on_result=on_batch),
+        await fan_out(client, jobs, lambda job: _submit(client, job), limit=max_workers, on_result=on_result),
         key=lambda r: r.batch,
     )
     stopped = sum(r.budget_stopped for r in results)
@@ -276,5 +295,5 @@ async def distribute_questionnaire(
 
 
 def _submit(client: Client, job: QuestionnaireJob) -> Any:
-    key = f"questionnaire_agent_batch-{job.proxy.run_id}-{job.txn:06d}-{job.batch:04d}"
+    key = task_key(QUESTIONNAIRE, job.proxy.run_id, job.txn, f"{job.batch:04d}")
     return client.submit(questionnaire_agent_batch, job, key=key, pure=False)

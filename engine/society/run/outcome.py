@@ -34,6 +34,8 @@ class RunTally:
     llm_calls: int  #: rows in ``llm_calls``: agents, router, questionnaires, helper
     input_tokens: int
     output_tokens: int
+    transcripts: int = 0  #: rows in ``transcripts``
+    transcripts_dropped: int = 0  #: of which the transcript cap dropped the text
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ def judge(tally: RunTally, *, expected_agent_steps: int, max_error_rate: float) 
 
 
 def read_run_tally(run_dir: Path) -> RunTally:
-    """Count the committed action rows, their errors and the LLM calls of ``run_dir``."""
+    """Count the committed action rows, their errors, the LLM calls and the transcripts of ``run_dir``."""
     with ReplayReader(Path(run_dir), limits=_TALLY_LIMITS) as reader:
         names = set(reader.datasets())
         rows = steps = errors = 0
@@ -87,4 +89,10 @@ def read_run_tally(run_dir: Path) -> RunTally:
             calls, tokens_in, tokens_out = reader.query(
                 "SELECT count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0) FROM llm_calls"
             ).to_pylist()[0].values()
-    return RunTally(int(rows), int(steps), int(errors), first, int(calls), int(tokens_in), int(tokens_out))
+        transcripts = dropped = 0
+        if "transcripts" in names:
+            transcripts, dropped = reader.query(
+                "SELECT count(*), count(*) FILTER (WHERE text_dropped) FROM transcripts"
+            ).to_pylist()[0].values()
+    return RunTally(int(rows), int(steps), int(errors), first, int(calls), int(tokens_in), int(tokens_out),
+                    int(transcripts), int(dropped))

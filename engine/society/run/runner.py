@@ -26,6 +26,7 @@ from engine.society.batch import BatchResult
 from engine.society.env_host import EnvHost
 from engine.society.lease import RunLease
 from engine.society.questionnaire.items import Questionnaire
+from engine.society.run.dashboard import experiment_span
 from engine.society.run.extend import is_extension, record_spec
 from engine.society.run.outcome import RunTally, judge, read_run_tally
 from engine.society.run.preflight import preflight
@@ -62,6 +63,22 @@ class RunSummary:
     rolled_back: int = 0  #: agent-steps undone to their journal and stepped again
     errors: int = 0  #: agent-steps of the whole run that ended in error or llm_error
     first_error: str | None = None  #: the earliest of them
+    transcripts: int = 0  #: rows in ``transcripts`` (one per LLM call while the dataset is on)
+    transcripts_dropped: int = 0  #: of which past the cap: metadata only
+    transcript_cap: int | None = None  #: the spec's ``transcripts.max_bytes``; None: transcripts off
+
+    def transcripts_line(self) -> str:
+        """How the transcripts came out, as the CLI prints it."""
+        if self.transcript_cap is None:
+            return "transcripts: off"
+        line = f"transcripts: {self.transcripts} rows"
+        if self.transcripts_dropped:
+            line += f", {self.transcripts_dropped} with text dropped past the cap of {self.transcript_cap} bytes"
+        return line
+
+
+def _transcript_cap(spec: ExperimentSpec) -> int | None:
+    return spec.transcripts.max_bytes if spec.transcripts.enabled else None
 
 
 def _clients(spec: ExperimentSpec, cache_dir: Path | None, limits: LimiterConfig | None) -> dict[str, LLMClient]:
@@ -140,6 +157,7 @@ async def run_experiment(
     llm_limits: LimiterConfig | None = None,
     template_cache_dir: Path | None = None,
     input_dirs: tuple[Path, ...] = (),
+    experiment_id: str | None = None,
 ) -> RunSummary:
     """Run every step of ``spec`` into ``run_dir``; failures come back as status ``failed``.
 
@@ -157,6 +175,9 @@ async def run_experiment(
             under ``POLIS_HOME``); None keeps the cache in the run directory.
         input_dirs: folders beside ``run_dir/inputs`` that files named in the spec may come from
             (``EngineSettings.input_dirs``, ``POLIS_INPUT_DIRS``).
+        experiment_id: the run's span on the Dask dashboard, and the name its task keys carry
+            (:mod:`engine.society.run.dashboard`); default ``run_dir``'s name. Inside an open span
+            (a sweep's) the run's span nests in it.
 
     Raises:
         asyncio.CancelledError: the run was cancelled (status ``cancelled`` is written first; the run
@@ -210,56 +231,58 @@ async def run_experiment(
             done = read_run_tally(run_dir)
             return RunSummary(RunStatus(state.status), run_dir, state.step_count, state.agent_steps_done, done.llm_calls,
                               done.input_tokens, done.output_tokens, time.perf_counter() - started, state.error,
-                              errors=done.errors, first_error=done.first_error)
+                              errors=done.errors, first_error=done.first_error, transcripts=done.transcripts,
+                              transcripts_dropped=done.transcripts_dropped, transcript_cap=_transcript_cap(spec))
         if state is not None:
             progress.update(ticks=state.step_count, agent_steps=state.agent_steps_done)
             with contextlib.suppress(StorageError, OSError):  # a run stopped before its first commit has no replay
                 before = await asyncio.to_thread(read_run_tally, run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
-        async with RunLease(run_dir) as lease:
-            if extends:  # under the lease: a later resume, or another extension, starts from this spec
-                record_spec(run_dir, spec)
-            clients = _clients(spec, llm_cache_dir or RunLayout(run_dir).llm_cache, llm_limits)
-            if any(is_local(c) for c in clients.values()):
-                # local/<name>: start the offline model's server for this run (blocking start-up in a thread).
-                clients = await asyncio.to_thread(local_servers.enter_context, resolve_local_clients(clients))
-            # Before tick 0: every worker runs this Polis, reads this run directory and reaches the LLMs.
-            await preflight(client, run_dir, clients)
-            specs = [a.model_dump() for a in agents]
-            config = EnvRouterConfig(
-                modules=tuple((m.type, dict(m.kwargs)) for m in spec.environment.modules),
-                router=spec.environment.router,
-                max_steps=spec.environment.max_router_steps,
-                coder=clients["coder"],
-                run_dir=run_dir,
-                cache_similarity=spec.environment.cache_similarity,
-                embedder=spec.environment.embedder,
-                final_summary=spec.environment.final_summary,
-                template_cache_dir=template_cache_dir,
-                input_dirs=tuple(input_dirs),
-            )
-            run_id = f"{spec.name}-{uuid.uuid4().hex[:6]}"
-            options: dict[str, Any] = {
-                "env": EnvHost(client, config, start_t=spec.start_time, agent_ids=[a.id for a in agents], run_id=run_id),
-                "llm": clients, "client": client, "run_id": run_id, "batch_size": spec.batch_size,
-                "max_workers": spec.max_workers, "budget": _budget(spec), "on_batch": on_batch,
-                "session": lease.session,
-                "info": {
-                    "name": spec.name, "spec_hash": spec.spec_hash(), "spec": spec.model_dump(mode="json"),
-                    "env_modules": [m.model_dump(mode="json") for m in spec.environment.modules],
-                    "llm": {role: c.model_dump(mode="json", exclude={"cache_dir"}) for role, c in clients.items()},
-                },
-            }
-            society = (await AgentSociety.from_workspace(run_dir, **options) if state is not None
-                       else AgentSociety(specs, start_t=spec.start_time, run_dir=run_dir, **options))
-            async with society:
-                await _run_steps(spec, society, on_tick)
-                env_usage = await society.env.call("usage")
-                await society.forget_journals()
-                tally = await asyncio.to_thread(read_run_tally, run_dir)
-                verdict = judge(tally, expected_agent_steps=society.step_count * len(agents),
-                                max_error_rate=spec.max_error_rate)
-                society.set_status(verdict.status, verdict.error)
+        with experiment_span(experiment_id or run_dir.name):  # every task of the run joins it
+            async with RunLease(run_dir) as lease:
+                if extends:  # under the lease: a later resume, or another extension, starts from this spec
+                    record_spec(run_dir, spec)
+                clients = _clients(spec, llm_cache_dir or RunLayout(run_dir).llm_cache, llm_limits)
+                if any(is_local(c) for c in clients.values()):
+                    # local/<name>: start the offline model's server for this run (blocking start-up in a thread).
+                    clients = await asyncio.to_thread(local_servers.enter_context, resolve_local_clients(clients))
+                # Before tick 0: every worker runs this Polis, reads this run directory and reaches the LLMs.
+                await preflight(client, run_dir, clients)
+                specs = [a.model_dump() for a in agents]
+                config = EnvRouterConfig(
+                    modules=tuple((m.type, dict(m.kwargs)) for m in spec.environment.modules),
+                    router=spec.environment.router,
+                    max_steps=spec.environment.max_router_steps,
+                    coder=clients["coder"],
+                    run_dir=run_dir,
+                    cache_similarity=spec.environment.cache_similarity,
+                    embedder=spec.environment.embedder,
+                    final_summary=spec.environment.final_summary,
+                    template_cache_dir=template_cache_dir,
+                    input_dirs=tuple(input_dirs),
+                )
+                run_id = f"{spec.name}-{uuid.uuid4().hex[:6]}"
+                options: dict[str, Any] = {
+                    "env": EnvHost(client, config, start_t=spec.start_time, agent_ids=[a.id for a in agents], run_id=run_id),
+                    "llm": clients, "client": client, "run_id": run_id, "batch_size": spec.batch_size,
+                    "max_workers": spec.max_workers, "budget": _budget(spec), "on_batch": on_batch,
+                    "session": lease.session, "transcript_bytes": _transcript_cap(spec),
+                    "info": {
+                        "name": spec.name, "spec_hash": spec.spec_hash(), "spec": spec.model_dump(mode="json"),
+                        "env_modules": [m.model_dump(mode="json") for m in spec.environment.modules],
+                        "llm": {role: c.model_dump(mode="json", exclude={"cache_dir"}) for role, c in clients.items()},
+                    },
+                }
+                society = (await AgentSociety.from_workspace(run_dir, **options) if state is not None
+                           else AgentSociety(specs, start_t=spec.start_time, run_dir=run_dir, **options))
+                async with society:
+                    await _run_steps(spec, society, on_tick)
+                    env_usage = await society.env.call("usage")
+                    await society.forget_journals()
+                    tally = await asyncio.to_thread(read_run_tally, run_dir)
+                    verdict = judge(tally, expected_agent_steps=society.step_count * len(agents),
+                                    max_error_rate=spec.max_error_rate)
+                    society.set_status(verdict.status, verdict.error)
         status, error = verdict.status, verdict.error
     except asyncio.CancelledError:
         if society is not None:
@@ -302,4 +325,7 @@ async def run_experiment(
         rolled_back=totals.rolled_back if totals else 0,
         errors=tally.errors if tally else 0,
         first_error=tally.first_error if tally else None,
+        transcripts=tally.transcripts if tally else 0,
+        transcripts_dropped=tally.transcripts_dropped if tally else 0,
+        transcript_cap=_transcript_cap(spec),
     )

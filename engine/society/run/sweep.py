@@ -21,6 +21,7 @@ from distributed import Client
 from engine.errors import RunError, SpecError
 from engine.run_progress import RunProgress
 from engine.run_status import RunStatus, is_finished
+from engine.society.run.dashboard import experiment_span
 from engine.society.run.runner import RunSummary, run_experiment
 from engine.spec import ExperimentSpec
 from engine.storage.atomic import atomic_write_json, read_json
@@ -93,6 +94,7 @@ async def run_sweep(
     on_progress: Callable[[SweepCell, RunProgress], None] | None = None,
     resume: bool = False,
     force: bool = False,
+    experiment_id: str | None = None,
     **run_kwargs: Any,
 ) -> SweepSummary:
     """Run every cell of ``spec``'s sweep on one cluster; a failed cell does not stop the others.
@@ -106,6 +108,8 @@ async def run_sweep(
         on_progress: called with the cell and its progress on every batch and tick.
         resume: continue the sweep in ``root``: completed cells are kept, started ones resumed.
         force: resume although the spec changed.
+        experiment_id: the sweep's span on the Dask dashboard (default ``root``'s name); each cell's
+            span (its ``cell_id``) nests in it, and the cell's task keys carry both.
         **run_kwargs: passed to :func:`run_experiment` for every cell (``llm_limits``, ...).
 
     Raises:
@@ -135,7 +139,7 @@ async def run_sweep(
             started = time.perf_counter()
             try:
                 run = await run_experiment(cell.spec, cell.run_dir(root), client, on_progress=report,
-                                           resume=started_before, force=force, **run_kwargs)
+                                           resume=started_before, force=force, experiment_id=cell.cell_id, **run_kwargs)
             except asyncio.CancelledError:
                 record(cell, status=RunStatus.CANCELLED)
                 raise
@@ -149,7 +153,8 @@ async def run_sweep(
         })
         return run
 
-    tasks = [asyncio.ensure_future(run_cell(cell)) for cell in cells]
+    with experiment_span(experiment_id or root.name):  # the cells' tasks start in it, their spans nest in it
+        tasks = [asyncio.ensure_future(run_cell(cell)) for cell in cells]
     try:
         runs = await asyncio.gather(*tasks)
     except asyncio.CancelledError:

@@ -15,6 +15,7 @@ from engine.agent.person import PersonAgent
 from engine.agent.service_proxy import ServiceProxy
 from engine.env.actor import EnvRouterConfig, build_router
 from engine.llm.client import LLMClient
+from engine.society.run.dashboard import ENV_ROUTER, key_kind
 from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 
@@ -68,7 +69,7 @@ async def test_killing_a_worker_mid_step_leaves_every_workspace_readable(tmp_pat
                 break
         pids = await client.run(os.getpid)
         # Kill the worker that does not host the env actor (losing the actor is issue 6's recovery).
-        holders = {addr for key, addrs in (await client.who_has()).items() if str(key).startswith("env-router") for addr in addrs}
+        holders = {addr for key, addrs in (await client.who_has()).items() if key_kind(key) == ENV_ROUTER for addr in addrs}
         victim = next(addr for addr in pids if addr not in holders)
         os.kill(pids[victim], signal.SIGKILL)  # mid-tick, no warning
         summary = await asyncio.wait_for(run, 120)

@@ -49,7 +49,7 @@ async def test_template_asks_cross_the_actor_with_their_variables(dask_client, t
     asks = [(1, 2, "hello"), (3, 4, "tea?"), (5, 6, "bye")]
     statuses = await dask_client.submit(_ask_as, proxy, asks, pure=False)
     usage = await handle.usage()
-    result = await handle.step(1, 600, START, 1)
+    result = await handle.step(1, 600, START, 1, "run-1")
     inboxes = [await dask_client.submit(_inbox, proxy, to, pure=False) for _, to, _ in asks]
 
     assert statuses == ["success"] * 3
@@ -68,7 +68,7 @@ async def test_a_plain_router_serves_template_asks_and_reports_no_cache(dask_cli
     proxy = EnvRouterProxy(address=handle._address, key=handle.key)
     statuses = await dask_client.submit(_ask_as, proxy, [(1, 2, "hello")], pure=False)
     usage = await handle.usage()
-    result = await handle.step(1, 600, START, 1)
+    result = await handle.step(1, 600, START, 1, "run-1")
     assert len(statuses) == 1 and "codegen_cache" not in usage and "codegen_cache" not in result["counts"]
 
 
@@ -82,7 +82,7 @@ async def test_a_rebuilt_actor_continues_the_counts_and_reuses_the_cache_file(tm
     await first.init(START, list(range(10)))
     for sender in (1, 2):
         await first.ask_many([EnvRequest("ask", sender, SEND, template_mode=True, variables={"agent": 5, "text": "hi"})])
-    step1 = await first.step(1, 600, START, 1)
+    step1 = await first.step(1, 600, START, 1, "run-1")
     assert (_row(step1["staged"])["requests"], _row(step1["staged"])["generations"]) == (2, 1)
 
     # The worker holding the actor dies; the society starts a new one from the committed snapshot.
@@ -90,7 +90,7 @@ async def test_a_rebuilt_actor_continues_the_counts_and_reuses_the_cache_file(tm
     await second.init(START, list(range(10)), step1["snapshot"])
     assert (await second.usage())["codegen_cache"] == (await first.usage())["codegen_cache"]
     [reply] = await second.ask_many([EnvRequest("ask", 3, SEND, template_mode=True, variables={"agent": 6, "text": "yo"})])
-    step2 = await second.step(2, 600, START, 2)
+    step2 = await second.step(2, 600, START, 2, "run-1")
 
     # a hit on the reloaded file; the world description too came from the run's file: no call at all
     assert reply.status == "success" and second.router.meter.calls == 0

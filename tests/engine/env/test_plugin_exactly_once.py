@@ -13,6 +13,7 @@ import pytest
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
 from engine.env.proxy import EnvRouterProxy
 from engine.failpoints import arm
+from engine.society.run.dashboard import ENV_ROUTER, key_kind
 from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
@@ -59,7 +60,7 @@ async def test_discard_through_the_proxy_drops_a_failed_steps_updates_of_a_plugi
 
     dropped, _ = await client.gather([client.submit(_failed_then_retried, proxy, 1, pure=False),
                                       client.submit(_once, proxy, 2, pure=False)])
-    await handle.step(1, 3600, START + timedelta(hours=1), 1)
+    await handle.step(1, 3600, START + timedelta(hours=1), 1, "run-1")
 
     assert dropped == 1
     assert await client.submit(_tally, proxy, 1, pure=False) == "tally 5"
@@ -82,7 +83,7 @@ def _tally_spec() -> dict:
 
 async def _actor_worker(client) -> str:  # noqa: ANN001
     who = await client.who_has()
-    holders = [addrs for key, addrs in who.items() if str(key).startswith("env-router-") and addrs]
+    holders = [addrs for key, addrs in who.items() if key_kind(key) == ENV_ROUTER and addrs]
     assert len(holders) == 1, who
     return holders[0][0]
 

@@ -32,7 +32,7 @@ async def _actor(run_dir: Path) -> EnvRouterActor:
 
 
 async def _step(actor: EnvRouterActor, step: int) -> dict:
-    result = await actor.step(step, 600, START + timedelta(minutes=10 * step), step)
+    result = await actor.step(step, 600, START + timedelta(minutes=10 * step), step, "run-1")
     commit_staged(Path(p) for p in result["staged"])  # what the society's commit does after its commit point
     return result
 
@@ -98,5 +98,5 @@ async def test_without_a_run_directory_the_step_still_forgets_its_calls() -> Non
     actor = EnvRouterActor(EnvRouterConfig(modules=(("MessagingSpace", {}),)))
     await actor.init(START, list(range(4)))
     await actor.ask_many([_send(1, 2), EnvRequest("observe", 2, "")])
-    result = await actor.step(1, 600, START, 1)
+    result = await actor.step(1, 600, START, 1, "run-1")
     assert result["counts"] == {} and actor.router.get_tool_call_history() == []

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
-from engine.errors import BudgetExhaustedError
+from engine.errors import BudgetExhaustedError, LLMCallError
 from engine.llm.budget import Allowance, BudgetedModel, BudgetGate
 from engine.llm.cache import CachedModel, ResponseCache
 from engine.llm.client import LimiterConfig, LLMClient
@@ -12,6 +14,7 @@ from engine.llm.dispatcher import caller_model, dispatcher_stats, get_chat_model
 from engine.llm.limited import LimitedModel
 from engine.llm.limiter import AdaptiveSemaphore
 from engine.llm.meter import Meter, MeteredModel
+from engine.llm.protocol import ChatResult
 from engine.llm.retry import RetryingModel
 from engine.llm.scripted import ScriptedModel
 from engine.llm.single_flight import SingleFlightModel
@@ -74,3 +77,39 @@ async def test_callers_stacks_share_one_process_stack():
     for caller in ("agent:1", "agent:2", "router", "helper"):
         await caller_model(client, Meter(), caller=caller).complete(HI)
     assert dispatcher_stats()["builds"] == builds
+
+
+class _Echo:
+    """A model that answers with the last message, or fails quoting it."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+
+    async def complete(self, messages, **kwargs):  # noqa: ANN001, ANN003, ANN201
+        if self.fail:
+            raise LLMCallError(f"refused: {messages[-1]['content']}")
+        return ChatResult(text=f"you said {messages[-1]['content']}", model="echo")
+
+
+async def test_a_callers_records_keep_the_messages_and_reply_with_the_key_scrubbed(monkeypatch):
+    key = "sk-scrub-me-0042"
+    monkeypatch.setenv("POLIS_TEST_KEY", key)
+    client = LLMClient(role="default", model="sim/default", seed=1, api_key_env="POLIS_TEST_KEY")
+    meter = Meter()
+    said = [{"role": "system", "content": "be brief"}, {"role": "user", "content": f"my key is {key}"}]
+    await caller_model(client, meter, caller="agent:4").complete(said, prompt="p@1")
+
+    (record,) = meter.records
+    assert record.messages == [said[0], {"role": "user", "content": "my key is ***"}]
+    assert record.reply and key not in record.reply
+    assert set(record.as_row()) == {"caller", "role", "prompt_name", "prompt_hash", "model", "input_tokens", "output_tokens",
+                                    "latency_ms", "status", "error", "attempt", "cached", "cost_usd", "agent_id"}
+
+    for fail in (False, True):
+        meter = Meter()
+        model = MeteredModel(_Echo(fail=fail), meter, caller="router", secret=key)
+        with pytest.raises(LLMCallError) if fail else contextlib.nullcontext():
+            await model.complete(said)
+        (record,) = meter.records
+        assert key not in repr([record.messages, record.reply, record.error])
+        assert "***" in (record.error if fail else record.reply)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 
+import pyarrow.parquet as pq
 import pytest
 
 from engine.agent.journal import StepJournal
@@ -14,6 +16,8 @@ from engine.agent.workspace import workspace_path
 from engine.env.actor import EnvRouterConfig, build_router
 from engine.errors import RunError
 from engine.llm.client import LLMClient
+from engine.llm.meter import MeteredModel
+from engine.llm.scripted import ScriptedModel
 from engine.society.batch import BatchJob, step_agent_batch
 from engine.storage.staging import commit_staged
 
@@ -41,6 +45,22 @@ class DiskFullPerson(PersonAgent):
 register_agent(DiskFullPerson)
 
 
+class RememberingPerson(PersonAgent):
+    """A person whose model adds a todo, then finishes with a memory (two calls per step)."""
+
+    def _bind_services(self, service_proxy):  # noqa: ANN001, ANN202
+        super()._bind_services(service_proxy)
+        step = self._step_count + 1
+        self._dispatcher = MeteredModel(ScriptedModel([
+            {"thought": "plan", "action": {"tool": "todo_add", "arguments": {"title": f"errand {step}"}}, "finish": False},
+            {"thought": "done", "action": {"tool": "finish", "arguments": {
+                "summary": "ok", "memories": [{"kind": "fact", "text": f"step {step} happened"}]}}, "finish": True},
+        ]), self.meter, caller=f"agent:{self.id}")
+
+
+register_agent(RememberingPerson)
+
+
 async def _setup(tmp_path, types):  # noqa: ANN001, ANN202
     router = build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react",
                                           coder=LLMClient(role="coder", model="sim/batch")))
@@ -51,8 +71,14 @@ async def _setup(tmp_path, types):  # noqa: ANN001, ANN202
     return proxy
 
 
-def _job(proxy, ids, step=1, attempt="a1"):  # noqa: ANN001, ANN202
-    return BatchJob(tuple(ids), step, 0, 3600, T0 + timedelta(hours=step), proxy, None, step, attempt)
+def _job(proxy, ids, step=1, attempt="a1", text_allowance=None):  # noqa: ANN001, ANN202
+    return BatchJob(tuple(ids), step, 0, 3600, T0 + timedelta(hours=step), proxy, None, step, attempt,
+                    text_allowance=text_allowance)
+
+
+def _rows(paths, dataset):  # noqa: ANN001, ANN202
+    (path,) = [p for p in paths if f"/{dataset}/" in p]
+    return pq.read_table(path).to_pylist()
 
 
 async def test_a_batch_journals_commits_and_replays_only_within_its_attempt(tmp_path):
@@ -89,3 +115,32 @@ async def test_a_step_whose_workspace_write_fails_is_undone_and_recorded_as_an_e
     after = {p.relative_to(ws): p.read_bytes() for p in ws.rglob("*")
              if p.is_file() and not p.is_symlink() and ".runtime/txn" not in str(p)}
     assert after == before  # the half-written step is gone: the agent simply missed the tick
+
+
+async def test_memory_and_transcript_rows_of_a_step_are_re_emitted_unchanged_by_a_retried_batch(tmp_path):
+    proxy = await _setup(tmp_path, [RememberingPerson, RememberingPerson])
+    first = await step_agent_batch(_job(proxy, [0, 1], text_allowance=10**6))
+    memory = _rows(first.staged, "agent_memory")
+    assert [(r["agent_id"], r["step"]) for r in memory] == [(0, 1), (1, 1)]
+    (episode,) = json.loads(memory[0]["episodes"])
+    assert (episode["kind"], episode["text"], episode["step"]) == ("fact", "step 1 happened", 1)
+    assert [item["title"] for item in json.loads(memory[0]["todo"])["items"]] == ["errand 1"]
+    transcripts = _rows(first.staged, "transcripts")
+    assert [r["call_id"] for r in transcripts] == ["1/tick/agent:0/0", "1/tick/agent:0/1", "1/tick/agent:1/0", "1/tick/agent:1/1"]
+    assert [r["tool"] for r in transcripts] == ["todo_add", "finish"] * 2
+    assert first.transcripts.rows == 4 and first.transcripts.dropped == 0
+
+    again = await step_agent_batch(_job(proxy, [0, 1], text_allowance=10**6))  # Dask retried the task: same attempt
+    assert again.replayed == 2
+    for dataset in ("agent_memory", "transcripts", "llm_calls"):
+        assert _rows(again.staged, dataset) == _rows(first.staged, dataset), dataset
+    rerun = await step_agent_batch(_job(proxy, [0, 1], attempt="a2", text_allowance=10**6))  # the tick re-run
+    assert rerun.rolled_back == 2
+    assert [r["call_id"] for r in _rows(rerun.staged, "llm_calls")] == [r["call_id"] for r in transcripts]
+    assert _rows(rerun.staged, "agent_memory") == memory  # the undone step's episodes and todo are not kept twice
+    commit_staged(rerun.staged)
+
+    second = await step_agent_batch(_job(proxy, [0, 1], step=2, attempt="b1", text_allowance=10**6))
+    memory = _rows(second.staged, "agent_memory")
+    assert [e["text"] for e in json.loads(memory[0]["episodes"])] == ["step 2 happened"]  # only the step's own
+    assert [item["title"] for item in json.loads(memory[0]["todo"])["items"]] == ["errand 1", "errand 2"]

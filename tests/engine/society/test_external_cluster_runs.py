@@ -17,6 +17,7 @@ from distributed import Client
 
 from engine.failpoints import arm
 from engine.llm.sim.process import SimLLMProcess, sim_llm_process
+from engine.society.run.dashboard import ENV_ROUTER, key_kind
 from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
@@ -77,7 +78,7 @@ def test_polis_run_over_http_on_an_external_cluster_steps_every_agent_once_per_t
 
 async def _actor_worker(client: Client) -> str:
     who = await client.who_has()
-    holders = [addrs for key, addrs in who.items() if str(key).startswith("env-router-") and addrs]
+    holders = [addrs for key, addrs in who.items() if key_kind(key) == ENV_ROUTER and addrs]
     assert len(holders) == 1, who
     return holders[0][0]
 

@@ -64,6 +64,12 @@ async def test_a_secret_named_by_env_var_never_reaches_the_run_dir(dask_client, 
     assert len(files) > 20
     for path in files:
         assert SECRET.encode() not in path.read_bytes(), path
+    # Parquet pages may be compressed: read the transcripts' text itself, every call of the run.
+    with ReplayReader(tmp_path / "run") as reader:
+        rows = reader.query("SELECT messages, reply, error, text_dropped FROM transcripts").to_pylist()
+        assert len(rows) == reader.count("llm_calls") > 0
+    assert not any(r["text_dropped"] for r in rows) and all(r["messages"] for r in rows)
+    assert not [r for r in rows if any(SECRET in (r[k] or "") for k in ("messages", "reply", "error"))]
 
 
 async def test_rerun_from_the_cache_makes_no_call_and_repeats_the_actions(dask_client, tmp_path, sim_url):

@@ -12,6 +12,8 @@ import pytest
 
 from engine.failpoints import arm
 from engine.society.lease import effective_status
+from engine.society.run.dashboard import AGENTS as AGENT_BATCHES
+from engine.society.run.dashboard import ENV_ROUTER, key_kind
 from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
@@ -24,6 +26,7 @@ from tests.engine.society.crash_support import (
     start_driver,
     write_spec,
 )
+from tests.engine.society.span_ledger import install_ledger, task_spans
 
 
 def _long_spec(ticks: int) -> dict:
@@ -34,7 +37,7 @@ def _long_spec(ticks: int) -> dict:
 
 async def _actor_worker(client) -> str:
     who = await client.who_has()
-    holders = [addrs for key, addrs in who.items() if str(key).startswith("env-router-") and addrs]
+    holders = [addrs for key, addrs in who.items() if key_kind(key) == ENV_ROUTER and addrs]
     assert len(holders) == 1, who
     return holders[0][0]
 
@@ -44,7 +47,7 @@ async def _kill_worker(client, address: str) -> None:
     os.kill(pids[address], signal.SIGKILL)
 
 
-async def _run_and_kill(client, run: Path, spec: dict, choose) -> object:  # noqa: ANN001
+async def _run_and_kill(client, run: Path, spec: dict, choose, experiment_id: str | None = None) -> object:  # noqa: ANN001
     """Run ``spec``; once tick 2's first batch is done, SIGKILL the worker ``choose`` picks."""
     killed: list[str] = []
 
@@ -58,7 +61,7 @@ async def _run_and_kill(client, run: Path, spec: dict, choose) -> object:  # noq
         killed[0] = address
         await _kill_worker(client, address)
 
-    summary = await run_experiment(parse_spec(spec), run, client, on_progress=on_progress)
+    summary = await run_experiment(parse_spec(spec), run, client, on_progress=on_progress, experiment_id=experiment_id)
     assert killed and killed[0] != "pending", "the kill never happened"
     return summary
 
@@ -78,7 +81,9 @@ async def test_killing_a_batch_worker_mid_tick_still_steps_every_agent_exactly_o
     # The worker without the env actor dies right after the first agent of its first tick-2 batch
     # committed: Dask retries that batch elsewhere, where the committed agent must be re-emitted,
     # not stepped again, and its batch-mate rolled back and stepped.
-    task = asyncio.get_running_loop().create_task(run_experiment(parse_spec(spec), tmp_path / "run", dask_client))
+    await install_ledger(dask_client)
+    task = asyncio.get_running_loop().create_task(
+        run_experiment(parse_spec(spec), tmp_path / "run", dask_client, experiment_id="b4tch0w0rker"))
     while not list((tmp_path / "run").glob("SOCIETY_STEP.json")):
         await asyncio.sleep(0.01)
     actor = await _actor_worker(dask_client)
@@ -93,6 +98,9 @@ async def test_killing_a_batch_worker_mid_tick_still_steps_every_agent_exactly_o
         rows = reader.query("SELECT agent_id, step, count(*) AS n FROM actions GROUP BY ALL").to_pylist()
         assert len(rows) == AGENTS * 3 and {r["n"] for r in rows} == {1}
         assert reader.query("SELECT count(*) AS n FROM actions WHERE status = 'error'").column("n")[0].as_py() == 0
+    # The batch Dask retried on the other worker stayed in the run's span, as did every other task.
+    mine = {key: name for key, name in (await task_spans(dask_client)).items() if key.startswith("polis_b4tch0w0rker_")}
+    assert {key_kind(key) for key in mine} == {AGENT_BATCHES, ENV_ROUTER} and set(mine.values()) == {("b4tch0w0rker",)}
     await _wait_for_workers(dask_client)
 
 
@@ -102,9 +110,14 @@ async def test_killing_the_env_actors_worker_recovers_the_actor_and_reruns_the_t
     assert reference.status == "completed"
     await _wait_for_workers(dask_client)
 
-    summary = await _run_and_kill(dask_client, tmp_path / "run", spec, _actor_worker)
+    await install_ledger(dask_client)
+    summary = await _run_and_kill(dask_client, tmp_path / "run", spec, _actor_worker, experiment_id="act0r1ost")
     assert summary.status == "completed", summary.error
     assert summary.env_recoveries >= 1
+    # The actor started again after its worker died joined the run's span, as did every batch.
+    mine = {key: name for key, name in (await task_spans(dask_client)).items() if key.startswith("polis_act0r1ost_")}
+    assert len({key for key in mine if key_kind(key) == ENV_ROUTER}) == 1 + summary.env_recoveries, mine
+    assert set(mine.values()) == {("act0r1ost",)}
     # The tick that lost its actor was re-run from the last committed snapshot: the run ends exactly
     # as one that never lost it.
     state, expected = final_state(tmp_path / "run"), final_state(tmp_path / "reference")

@@ -1,0 +1,63 @@
+"""Reading one agent of a run for the API: its profile and config, and its memory as of a step.
+
+The memory comes from the ``agent_memory`` dataset through the engine's read-only ``ReplayReader``
+(committed rows only); who the agent is comes from its workspace's ``config.json``, written once
+when the run created it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from engine.agent.workspace import AgentWorkspace, workspace_path
+from engine.storage.query_limits import QueryLimits
+from engine.storage.reader import ReplayReader
+from engine.storage.run_layout import RunLayout
+from service.errors import AgentNotFoundError
+from service.schemas import AgentMemory
+
+__all__ = ["read_agent"]
+
+_ROWS = "SELECT step, memory, todo, episodes FROM agent_memory WHERE agent_id = $agent{until} ORDER BY step"
+
+
+def read_agent(experiment_id: str, run_dir: Path, agent_id: int, step: int | None, limits: QueryLimits | None = None) -> AgentMemory:
+    """One agent's profile and config, and its memory as of ``step``.
+
+    Args:
+        experiment_id: the experiment, for error messages.
+        run_dir: its run directory.
+        agent_id: the agent.
+        step: the society step (None: the agent's last committed one). Memory and TODO are those of
+            the last row at or before it; episodes are every one stored up to it.
+        limits: the reader's query limits.
+
+    Raises:
+        AgentNotFoundError: the run has no such agent.
+        WorkspaceError: the agent's ``config.json`` is corrupt.
+        QueryError: the ``agent_memory`` shards cannot be read, or reading them ran past the limits.
+    """
+    workspace = AgentWorkspace(workspace_path(RunLayout(run_dir).agents, agent_id))
+    if not workspace.config_file.is_file():
+        raise AgentNotFoundError(experiment_id, agent_id)
+    config: dict[str, Any] = workspace.read_json("config.json")
+    rows: list[dict[str, Any]] = []
+    if RunLayout(run_dir).replay.is_dir():
+        with ReplayReader(run_dir, limits) as reader:
+            if "agent_memory" in reader.datasets():
+                params: dict[str, Any] = {"agent": agent_id} if step is None else {"agent": agent_id, "step": step}
+                rows = reader.query(_ROWS.format(until="" if step is None else " AND step <= $step"), params).to_pylist()
+    last = rows[-1] if rows else None
+    return AgentMemory(
+        experiment_id=experiment_id,
+        agent_id=agent_id,
+        step=step if step is not None else (last["step"] if last else 0),
+        type=str(config.get("type", "")),
+        profile=config.get("profile", {}),
+        config=config.get("config", {}),
+        memory=last["memory"] if last else None,
+        todo=json.loads(last["todo"]) if last and last["todo"] is not None else None,
+        episodes=[episode for row in rows for episode in json.loads(row["episodes"] or "[]")],
+    )
