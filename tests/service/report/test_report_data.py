@@ -13,26 +13,16 @@ from typing import Any
 import pytest
 from distributed import Client
 
+from engine.env.metrics import ENV_METRICS
 from engine.society.run.runner import run_experiment
 from engine.society.run.sweep import run_sweep
 from engine.spec import parse_spec
-from engine.storage import Catalog, Column, DatasetSchema, ReplayWriter, read_json, shard_name
+from engine.storage import ReplayWriter, read_json, shard_name
 from engine.storage.reader import ReplayReader
 from engine.storage.run_layout import RunLayout
 from engine.storage.sweep_layout import cell_dir
 from service.report.data import NotARunError, load_report
 from tests.service.report.report_specs import demo_with_questionnaire, sweep_2x2
-
-#: The shared contract's ``env_metrics`` dataset (written here by hand, as the env modules will).
-ENV_METRICS = DatasetSchema(name="env_metrics", kind="env", description="one row per module metric per env step", columns=(
-    Column(name="run", type="string", description="run id"),
-    Column(name="step", type="int64", description="env step"),
-    Column(name="t", type="timestamp", description="simulated time"),
-    Column(name="module", type="string", description="env module"),
-    Column(name="metric", type="string", description="metric name"),
-    Column(name="value", type="float64", description="its value"),
-    Column(name="description", type="string", description="what the metric measures"),
-))
 
 
 def _on_cluster(cluster_address: str, job: Callable[[Client], Coroutine[Any, Any, Any]]) -> Any:
@@ -68,16 +58,11 @@ def _scalar(reader: ReplayReader, sql: str) -> Any:
 
 
 def _write_env_metrics(run_dir: Path, values: dict[int, float]) -> None:
-    replay = RunLayout(run_dir).replay
-    Catalog(replay).register(ENV_METRICS)
+    """Add an ``Economy`` module's ``gini`` series to a run's ``env_metrics``, as its env step would."""
     for step, value in values.items():
-        rows = [
-            {"run": "r", "step": step, "t": datetime(2026, 3, 2, 8 + step), "module": "MessagingSpace",
-             "metric": "messages_per_tick", "value": value, "description": "messages delivered in the tick"},
-            {"run": "r", "step": step, "t": datetime(2026, 3, 2, 8 + step), "module": "Economy",
-             "metric": "gini", "value": value / 100, "description": "Gini coefficient of wealth"},
-        ]
-        ReplayWriter(replay).write_shard(ENV_METRICS, shard_name(step, "env"), rows)
+        rows = [{"run": "r", "step": step, "t": datetime(2026, 3, 2, 8 + step), "module": "Economy",
+                 "metric": "gini", "value": value, "description": "Gini coefficient of wealth"}]
+        ReplayWriter(RunLayout(run_dir).replay).write_shard(ENV_METRICS, shard_name(step, "economy"), rows)
 
 
 def test_a_run_has_every_per_tick_series_and_they_add_up_to_its_datasets(demo_run: Path) -> None:
@@ -100,8 +85,11 @@ def test_a_run_has_every_per_tick_series_and_they_add_up_to_its_datasets(demo_ru
     assert ticks.x == (1, 2, 3) and all(seconds > 0 for seconds in ticks.y)
 
 
-def test_a_run_without_env_metrics_has_no_env_section(demo_run: Path) -> None:
-    assert {panel.group for panel in load_report(demo_run).panels} == {"Run", "Questionnaire mood"}
+def test_a_run_without_env_metrics_rows_has_no_env_section(demo_run: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(demo_run, run_dir)
+    shutil.rmtree(RunLayout(run_dir).replay / "env_metrics")
+    assert {panel.group for panel in load_report(run_dir).panels} == {"Run", "Questionnaire mood"}
 
 
 def test_questionnaire_answers_are_counted_per_question(demo_run: Path) -> None:
@@ -139,15 +127,22 @@ def test_the_dataset_catalog_lists_every_dataset_with_its_columns(demo_run: Path
 
 
 def test_env_metrics_become_one_panel_per_module_metric_grouped_by_module(demo_run: Path, tmp_path: Path) -> None:
+    panels = _panels(load_report(demo_run))
+    with ReplayReader(demo_run) as reader:
+        series = reader.query("SELECT module, metric, any_value(description) AS description, list(value ORDER BY step) AS y, "
+                              "list(step ORDER BY step) AS x FROM env_metrics GROUP BY ALL").to_pylist()
+    assert series and {r["module"] for r in series} == {"MessagingSpace"}
+    for row in series:
+        panel = panels[f"env.{row['module']}.{row['metric']}"]
+        assert (panel.group, panel.title, panel.description) == (row["module"], row["metric"], row["description"])
+        (line,) = panel.lines
+        assert list(line.x) == row["x"] == [1, 2, 3] and list(line.y) == row["y"]
     run_dir = tmp_path / "run"
     shutil.copytree(demo_run, run_dir)
-    _write_env_metrics(run_dir, {1: 3.0, 2: 5.0, 3: 4.0})
-    panels = _panels(load_report(run_dir))
-    messages, gini = panels["env.MessagingSpace.messages_per_tick"], panels["env.Economy.gini"]
-    assert (messages.group, messages.title, messages.description) == (
-        "MessagingSpace", "messages_per_tick", "messages delivered in the tick")
-    assert messages.lines[0].x == (1, 2, 3) and messages.lines[0].y == (3.0, 5.0, 4.0)
-    assert gini.group == "Economy" and gini.lines[0].y == (0.03, 0.05, 0.04)
+    _write_env_metrics(run_dir, {1: 0.3, 2: 0.5, 3: 0.4})
+    gini = _panels(load_report(run_dir))["env.Economy.gini"]
+    assert gini.group == "Economy" and gini.lines[0].y == (0.3, 0.5, 0.4)
+    assert gini.description == "Gini coefficient of wealth"
 
 
 def test_a_sweep_has_one_line_per_cell_in_every_series(sweep_root: Path) -> None:
@@ -177,8 +172,12 @@ def test_a_sweeps_env_metrics_have_one_line_per_cell(sweep_root: Path, tmp_path:
     shutil.copytree(sweep_root, root)
     for index in range(4):
         _write_env_metrics(cell_dir(root, index), {1: float(index), 2: float(index + 1)})
-    panel = _panels(load_report(root))["env.MessagingSpace.messages_per_tick"]
+    report = load_report(root)
+    panel = _panels(report)["env.Economy.gini"]
+    assert [line.label for line in panel.lines] == [cell["label"] for cell in report.cells]
     assert [line.y for line in panel.lines] == [(0.0, 1.0), (1.0, 2.0), (2.0, 3.0), (3.0, 4.0)]
+    sent = _panels(report)["env.MessagingSpace.messages_sent"]  # the module's own series, one line per cell
+    assert len(sent.lines) == 4 and all(line.x == (1, 2, 3) for line in sent.lines)
 
 
 def test_a_directory_that_holds_no_run_is_refused(tmp_path: Path) -> None:

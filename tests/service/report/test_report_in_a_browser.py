@@ -63,7 +63,7 @@ async def open_report(page: Page, http: httpx.Client, experiment_id: str) -> dic
 async def test_the_served_page_draws_every_plot_and_requests_only_loopback(http: httpx.Client, demo: dict[str, Any],
                                                                            tmp_path: Path) -> None:
     panels = http.get(f"/experiments/{demo['id']}/report/data").json()["report"]["panels"]
-    assert {p["group"] for p in panels} == {"Run", "Questionnaire mood"} and len(panels) == 8
+    assert {p["group"] for p in panels} == {"Run", "MessagingSpace", "Questionnaire mood"} and len(panels) >= 9
     async with Browser.start(tmp_path) as browser:
         page = await browser.new_page()
         rendered = await open_report(page, http, demo["id"])
