@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test install install-local
+.PHONY: demo test install install-local browser screenshots
 
 $(BIN)/polis: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -25,10 +25,22 @@ install-local: $(VENV)/.local-installed
 demo: install-local
 	$(BIN)/python examples/demo.py
 
+# Headless Chromium for the browser tests (tests/service/browser.py): installed with apt-get when it is
+# missing and we are root; otherwise the make goes on (the tests skip loudly, or fail under CI=true).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && apt-get install -y -qq chromium || echo "make: could not install chromium"; \
+	  else echo "make: no chromium and not root: the browser tests will skip (apt-get install chromium)"; fi; }
+
+# docs/report-demo.png and docs/report-sweep.png: the results page of the demo and of a 2x2 sweep.
+screenshots: install browser
+	PYTHONPATH=. $(BIN)/python docs/screenshots.py
+
 # The checks, in order: ruff, then mypy on engine/ and service/, then the tests (all configured in
 # pyproject.toml; pytest turns warnings into errors). The tests include one run on the real offline
-# model, so they install it too.
-test: install-local
+# model, so they install it too, and the results page's tests drive headless Chromium.
+test: install-local browser
 	$(BIN)/python -m ruff check engine service tests benchmarks examples
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q

@@ -17,7 +17,8 @@ from service.errors import ServiceError, SpecRejectedError, UnauthorizedError, s
 from service.intake import Intake
 from service.openapi import declare_errors
 from service.registry import ExperimentRegistry
-from service.routes import agents, events, experiments, health, metrics, results, sql, steps
+from service.report.page import mount_bokeh_static
+from service.routes import agents, events, experiments, health, metrics, report, results, sql, steps
 from service.routes.docs import install_docs
 from service.settings import ServiceSettings
 from service.state import ServiceState
@@ -86,12 +87,14 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     app.include_router(experiments.router)
     app.include_router(results.router)
     app.include_router(agents.router)
+    app.include_router(report.router)
     app.include_router(sql.router)
     app.include_router(steps.router)
     app.include_router(events.router)
     app.include_router(health.router)
     app.include_router(metrics.router)
     install_docs(app)
+    mount_bokeh_static(app)
     declare_errors(app)
     app.add_exception_handler(ServiceError, _error_response)
     app.add_exception_handler(PolisError, _error_response)

@@ -1,4 +1,4 @@
-"""The ``polis`` command: the engine's commands (``engine.cli``), ``serve`` (the REST service) and ``token``."""
+"""The ``polis`` command: the engine's commands (``engine.cli``), ``serve`` (the REST service), ``report`` and ``token``."""
 
 from __future__ import annotations
 
@@ -37,6 +37,21 @@ def _token_create(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from service.report.data import is_run_dir, load_report
+    from service.report.page import standalone_page
+
+    run_dir = Path(args.run_dir)
+    if not is_run_dir(run_dir):
+        print(f"polis: {run_dir} is not a run directory or a sweep root (no SOCIETY.json, SOCIETY_STEP.json "
+              "or SWEEP.json)", file=sys.stderr)
+        return 2
+    out = Path(args.output)
+    out.write_text(standalone_page(load_report(run_dir)), encoding="utf-8")
+    print(f"polis: the results page of {run_dir} is in {out} (one file: open it in a browser, offline)", file=sys.stderr)
+    return 0
+
+
 def _with_service_errors(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """Service errors (a bad token file, a refused listen address) end the command with exit code 2."""
 
@@ -51,13 +66,17 @@ def _with_service_errors(handler: Callable[[argparse.Namespace], int]) -> Callab
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``polis``: every engine command, ``serve``, and ``token create``."""
+    """``polis``: every engine command, ``serve``, ``report`` and ``token create``."""
     parser, commands = build_parser()
     serve = commands.add_parser("serve", help="start the REST service")
     serve.add_argument("--host", default=None)
     serve.add_argument("--port", type=int, default=None)
     serve.add_argument("--data-dir", default=None)
     serve.set_defaults(handler=_with_service_errors(_serve))
+    report = commands.add_parser("report", help="write a run's (or sweep's) results page as one standalone HTML file")
+    report.add_argument("run_dir", help="the run directory or sweep root")
+    report.add_argument("-o", "--output", default="report.html", help="the HTML file to write (default: report.html)")
+    report.set_defaults(handler=_report)
     token = commands.add_parser("token", help="manage the service's bearer tokens (POLIS_AUTH_TOKENS)")
     token_commands = token.add_subparsers(dest="token_command", required=True)
     create = token_commands.add_parser("create", help="make a token for an owner; print it once and store its hash")

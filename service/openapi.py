@@ -49,6 +49,8 @@ ROUTE_ERRORS: dict[str, tuple[int, ...]] = {
     "GET /experiments/{experiment_id}/datasets": (401, 404),
     "GET /experiments/{experiment_id}/datasets/{name}.parquet": (401, 404),
     "GET /experiments/{experiment_id}/agents/{agent_id}": (401, 404, 422),
+    "GET /experiments/{experiment_id}/report": (401, 404),
+    "GET /experiments/{experiment_id}/report/data": (401, 404),
 }
 
 _ID = "0123456789ab"

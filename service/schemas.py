@@ -71,6 +71,8 @@ class ExperimentDetail(ExperimentBrief):
     #: under "Filter by span tag"; its tasks are ``polis_<id>_*`` there and in the task stream
     #: (``null`` when the cluster runs no dashboard).
     dashboard_link: str | None
+    #: The experiment's results page (HTML, plots and SQL box), relative to the service.
+    report: str
     run_dir: str
     #: Known once the run has ended (``null`` before, and for runs that never reported it).
     usage: Usage | None
@@ -96,6 +98,7 @@ class ExperimentDetail(ExperimentBrief):
         return cls(
             **_brief_fields(record),
             dashboard_link=dashboard_link,
+            report=f"/experiments/{record.id}/report",
             run_dir=str(record.run_dir),
             usage=usage,
             spec=record.spec,

@@ -1,12 +1,10 @@
 """AgentSociety: the record-based orchestrator. It holds agent specs and ids, never agent objects.
 
-Every tick and every non-run top-level step (questionnaire, ask, intervene) is a transaction:
-per tick, ids are split into batches, one ``step_agent_batch`` future per batch (at most
-``max_workers`` in flight), then the env step stages its rows and writes a state snapshot, and
-:func:`engine.society.transaction.commit` makes it all visible at once. A tick that fails before
-its commit — a killed driver, a lost env actor, an exhausted budget — is re-run from the state before
-it: agents roll back to their step journals, the env restores the last committed snapshot, and
-staged files of the failed attempt are deleted.
+Every tick and every non-run top-level step (questionnaire, ask, intervene) is a transaction: per tick, ids are split
+into batches, one ``step_agent_batch`` future per batch (at most ``max_workers`` in flight), then the env step stages
+its rows and a state snapshot, :func:`engine.society.transaction.commit` makes it all visible at once, and a ``tick``
+span records its wall time. A tick failing before its commit (killed driver, lost env actor, exhausted budget) re-runs
+from the state before it: agents roll back to their journals, the env restores its last snapshot, staged files go.
 """
 
 from __future__ import annotations
@@ -46,6 +44,7 @@ from engine.society.transcripts import TranscriptLedger, stage_router_calls
 from engine.storage.atomic import read_json
 from engine.storage.catalog import Catalog
 from engine.storage.run_layout import RunLayout
+from engine.trace import write_tick_span
 
 __all__ = ["AgentSociety", "SocietyTotals", "plan_batches", "split_allowance"]
 
@@ -257,9 +256,10 @@ class AgentSociety:
             BudgetExhaustedError: the budget ran out during the tick; nothing of it is committed and a
                 resumed run re-runs it (agents that finished it hit the response cache).
         """
-        started = time.perf_counter()
+        started, started_unix_ms = time.perf_counter(), time.time() * 1000
         results = await self._with_env_recovery(lambda: self._tick(tick))
         self.totals.tick_seconds.append(time.perf_counter() - started)  # recoveries included
+        write_tick_span(RunLayout(self._run_dir).trace, self._status.step_count, started_unix_ms, self.totals.tick_seconds[-1])
         return results
 
     async def run(self, num_steps: int, tick: int) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from engine.trace.handle import TraceHandle
 from engine.trace.spans import ActiveSpan, Span, SpanRef, SpanStatus, TraceRecorder, current_span, new_trace_id
-from engine.trace.writer import read_trace_shard, write_trace_shard
+from engine.trace.writer import read_trace_shard, write_tick_span, write_trace_shard
 
 __all__ = [
     "ActiveSpan",
@@ -20,5 +20,6 @@ __all__ = [
     "current_span",
     "new_trace_id",
     "read_trace_shard",
+    "write_tick_span",
     "write_trace_shard",
 ]

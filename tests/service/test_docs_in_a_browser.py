@@ -1,11 +1,10 @@
 """``/docs`` and ``/redoc`` render in a real headless browser that can reach nothing but 127.0.0.1.
 
-Skipped where no Chromium is installed (Debian: ``apt-get install chromium``).
+Without Chromium they fail when ``CI=true`` and skip loudly elsewhere (``tests.service.browser.require_chromium``).
 """
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,27 +13,23 @@ import httpx
 import pytest
 
 from service.settings import ServiceSettings
+from tests.service.browser import NO_NETWORK_FLAGS, require_chromium
 from tests.service.live import serve
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine")
 
 
 @pytest.fixture(scope="module")
 def http(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    require_chromium()
     with serve(ServiceSettings(data_dir=tmp_path_factory.mktemp("browser"), scheduler=cluster_address)) as client:
         yield client
 
 
 def rendered(url: str, profile: Path) -> str:
     """The page's DOM after its scripts ran, with every host but loopback unreachable."""
-    assert CHROMIUM is not None
     result = subprocess.run(
         [
-            CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", f"--user-data-dir={profile}",
-            # No network: names other than 127.0.0.1 do not resolve, and anything else goes to a dead proxy.
-            "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1", "--proxy-server=http://127.0.0.1:9",
-            "--virtual-time-budget=15000", "--dump-dom", url,
+            require_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", f"--user-data-dir={profile}",
+            *NO_NETWORK_FLAGS, "--virtual-time-budget=15000", "--dump-dom", url,
         ],
         capture_output=True, text=True, timeout=90, check=True,
     )

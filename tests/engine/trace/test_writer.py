@@ -56,3 +56,15 @@ def test_trace_and_replay_writers_do_not_import_duckdb() -> None:
         "assert 'duckdb' in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[3], timeout=60)
+
+
+def test_write_tick_span_writes_one_tick_span_per_step_and_a_rerun_replaces_it(tmp_path: Path) -> None:
+    from engine.trace import write_tick_span
+
+    first = write_tick_span(tmp_path / "trace", 3, 1_700_000_000_000.0, 1.5, agents=20)
+    again = write_tick_span(tmp_path / "trace", 3, 1_700_000_001_000.0, 0.25, agents=20)
+    assert first == again == tmp_path / "trace" / "step_000003-part_tick.jsonl"
+    (span,) = read_trace_shard(again)
+    assert (span.name, span.parent_id, span.status) == ("tick", None, "ok")
+    assert span.duration_ms == 250.0 and span.start_unix_ms == 1_700_000_001_000.0
+    assert span.attrs == {"step": 3, "agents": 20}

@@ -1,0 +1,246 @@
+"""Everything the results page shows, read from a run directory (or a sweep root) into plain values.
+
+:func:`load_report` reads the run's JSON files (``SOCIETY.json``, ``SOCIETY_STEP.json``; a sweep's
+``SWEEP.json``) and its datasets through the engine's read-only
+:class:`~engine.storage.reader.ReplayReader`; it writes nothing. The result, :class:`ReportData`, is
+what :mod:`service.report.plots` draws and what ``GET /experiments/{id}/report/data`` answers (as
+:meth:`ReportData.to_json`), so the served page's live updates and the standalone file show the same values.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.errors import StorageError
+from engine.storage.atomic import read_json
+from engine.storage.query_limits import QueryLimits
+from engine.storage.reader import ReplayReader
+from engine.storage.run_layout import RunLayout
+from engine.storage.sweep_layout import SWEEP_FILE, SweepManifest
+from service.report.series import ANSWERS_SQL, ENV_METRICS_SQL, FAMILIES, Panel, answer_panels, env_panels, panels_of
+
+__all__ = ["DatasetEntry", "NotARunError", "ReportData", "is_run_dir", "load_report"]
+
+#: Errors listed on the page at most (the ``actions`` dataset holds them all).
+MAX_ERRORS = 20
+
+
+class NotARunError(StorageError):
+    """The directory is neither a run directory nor a sweep root."""
+
+
+@dataclass(frozen=True)
+class DatasetEntry:
+    """One dataset of the catalog, for the page's dataset browser."""
+
+    name: str
+    kind: str
+    description: str
+    rows: int
+    columns: tuple[dict[str, str], ...]  #: ``{"name", "type", "description"}`` each
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """What the results page of one run or sweep shows."""
+
+    title: str  #: the experiment's name
+    summary: dict[str, Any]  #: status, spec summary, timings, usage: label -> value, in page order
+    errors: tuple[dict[str, Any], ...]  #: the first failed agent-steps and LLM calls
+    panels: tuple[Panel, ...]  #: every plot, in page order
+    datasets: tuple[DatasetEntry, ...]
+    cells: tuple[dict[str, Any], ...] = ()  #: a sweep's cells (index, params, seed, status); empty for a run
+    extra: dict[str, Any] = field(default_factory=dict)  #: what the caller adds (the service: owner, id, timings)
+
+    @property
+    def is_sweep(self) -> bool:
+        """The data is a sweep's (one line per cell)."""
+        return bool(self.cells)
+
+    def to_json(self) -> dict[str, Any]:
+        """The data as JSON-ready values (NaN becomes null)."""
+        return _json_safe(asdict(self))
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def is_run_dir(path: Path) -> bool:
+    """``path`` holds a run (``SOCIETY.json`` or ``SOCIETY_STEP.json``) or a sweep (``SWEEP.json``)."""
+    layout = RunLayout(Path(path))
+    return (Path(path) / SWEEP_FILE).is_file() or layout.society_file.is_file() or layout.society_step_file.is_file()
+
+
+def _spec_of(doc: dict[str, Any]) -> dict[str, Any]:
+    # SOCIETY.json and SWEEP.json keep the spec as a dict; older runs kept its Python repr.
+    spec = doc.get("spec")
+    if isinstance(spec, str):
+        try:
+            spec = ast.literal_eval(spec)
+        except (ValueError, SyntaxError):
+            return {}
+    return spec if isinstance(spec, dict) else {}
+
+
+def _spec_summary(spec: dict[str, Any]) -> dict[str, Any]:
+    """The spec in a few lines: seed, agents, LLM models, env modules and the steps."""
+    population = spec.get("population") or []
+    agents = len(spec.get("agents") or []) + sum(int(p.get("count") or 0) for p in population)
+    llm = {role: conf.get("model") for role, conf in (spec.get("llm") or {}).items() if isinstance(conf, dict)}
+    env = spec.get("environment") or {}
+    steps = []
+    for step in spec.get("steps") or []:
+        if step.get("type") == "run":
+            steps.append(f"run {step.get('num_steps')} × {step.get('tick')} s")
+        else:
+            steps.append(" ".join(str(p) for p in (step.get("type"), step.get("questionnaire_id")) if p))
+    return {
+        "seed": spec.get("seed"),
+        "agents": agents,
+        "LLM": ", ".join(f"{role}: {model}" for role, model in llm.items() if model),
+        "env modules": ", ".join(str(m.get("type")) for m in env.get("modules") or []),
+        "router": env.get("router"),
+        "steps": "; ".join(steps),
+    }
+
+
+def _rows(reader: ReplayReader, sql: str) -> list[dict[str, Any]]:
+    return reader.query(sql).to_pylist()
+
+
+def _has_rows(reader: ReplayReader, view: str) -> bool:
+    if view != "spans" and view not in reader.datasets():
+        return False
+    return bool(_rows(reader, f'SELECT 1 AS one FROM "{view}" LIMIT 1'))
+
+
+def _cell_labels(sweep: SweepManifest) -> dict[int, str]:
+    def short(path: str) -> str:
+        return path.rsplit(".", 1)[-1]
+
+    return {
+        c.index: f"cell {c.index}: " + ", ".join(f"{short(p)}={c.params.get(p)}" for p in sweep.params)
+        + (f" (rep {c.replication})" if any(x.replication for x in sweep.cells) else "")
+        for c in sweep.cells
+    }
+
+
+def _usage(reader: ReplayReader, cell: str) -> dict[str, Any]:
+    if "llm_calls" not in reader.datasets():
+        return {"LLM calls": 0}
+    (row,) = _rows(reader, (
+        "SELECT count(*) AS calls, coalesce(sum(input_tokens), 0)::BIGINT AS input_tokens, "
+        "coalesce(sum(output_tokens), 0)::BIGINT AS output_tokens, coalesce(sum(cost_usd), 0) AS cost_usd, "
+        "count(*) FILTER (WHERE status IS DISTINCT FROM 'ok') AS failed FROM llm_calls"
+    ))
+    return {"LLM calls": row["calls"], "failed LLM calls": row["failed"], "input tokens": row["input_tokens"],
+            "output tokens": row["output_tokens"], "cost (USD)": round(float(row["cost_usd"]), 6)}
+
+
+def _errors(reader: ReplayReader, cell: str) -> tuple[dict[str, Any], ...]:
+    found: list[dict[str, Any]] = []
+    if "actions" in reader.datasets():
+        found += _rows(reader, (
+            f"SELECT {cell} AS cell, 'agent-step' AS source, step, agent_id, status, error FROM actions "
+            f"WHERE status IN ('error', 'llm_error') OR error IS NOT NULL ORDER BY step, agent_id LIMIT {MAX_ERRORS}"
+        ))
+    if "llm_calls" in reader.datasets():
+        found += _rows(reader, (
+            f"SELECT {cell} AS cell, 'LLM call' AS source, step, agent_id, status, error FROM llm_calls "
+            f"WHERE status IS DISTINCT FROM 'ok' ORDER BY step, agent_id LIMIT {MAX_ERRORS}"
+        ))
+    return tuple(found[:MAX_ERRORS])
+
+
+def _timings(reader: ReplayReader, status: dict[str, Any]) -> dict[str, Any]:
+    (row,) = _rows(reader, (
+        "SELECT min(start_unix_ms) AS first_ms, max(start_unix_ms + duration_ms) AS last_ms, "
+        "sum(duration_ms) FILTER (WHERE name = 'tick') AS ticks_ms FROM spans"
+    ))
+    timings: dict[str, Any] = {"ticks done": status.get("step_count"), "agent-steps done": status.get("agent_steps_done"),
+                               "simulated time": status.get("current_time")}
+    if row["first_ms"] is not None:
+        timings["traced wall time (s)"] = round((row["last_ms"] - row["first_ms"]) / 1000, 2)
+    if row["ticks_ms"] is not None:
+        timings["ticks' wall time (s)"] = round(row["ticks_ms"] / 1000, 2)
+    return timings
+
+
+def _datasets(reader: ReplayReader) -> tuple[DatasetEntry, ...]:
+    return tuple(
+        DatasetEntry(name, s.kind, s.description, reader.count(name),
+                     tuple({"name": c.name, "type": c.type, "description": c.description} for c in s.columns))
+        for name in reader.datasets() for s in (reader.schema(name),)
+    )
+
+
+def load_report(run_dir: Path, limits: QueryLimits | None = None, extra: dict[str, Any] | None = None) -> ReportData:
+    """Read what the results page shows from a run directory or a sweep root.
+
+    Args:
+        run_dir: the run directory, or a sweep root (``SWEEP.json``): its series get one line per cell.
+        limits: the reader's query limits (the service's ``POLIS_QUERY_*``); None = the reader's defaults.
+        extra: what the caller knows besides the run directory (the service: id, owner, its timings);
+            shown first in the summary (its ``status``, if any, replaces the run's).
+
+    Returns:
+        The page's data. A run that has written nothing yet has a status and no panels.
+
+    Raises:
+        NotARunError: ``run_dir`` holds no run and no sweep.
+        StorageError: the catalog or manifest is malformed.
+        QueryError: a dataset could not be read within the limits.
+    """
+    run_dir = Path(run_dir)
+    if not is_run_dir(run_dir):
+        raise NotARunError(f"{run_dir} is not a run directory (no SOCIETY.json, SOCIETY_STEP.json or {SWEEP_FILE})")
+    with ReplayReader(run_dir, limits) as reader:
+        sweep = reader.sweep
+        cell = "cell" if sweep is not None else "0"
+        if sweep is None:
+            society = read_json(RunLayout(run_dir).society_file, default={}) or {}
+            status = read_json(RunLayout(run_dir).society_step_file, default={}) or {}
+            cells: tuple[dict[str, Any], ...] = ()
+            labels = None
+        else:
+            society = read_json(run_dir / SWEEP_FILE, default={}) or {}
+            states = [str(c.status) for c in sweep.cells]
+            status = {"status": ", ".join(f"{states.count(s)} {s}" for s in sorted(set(states)))}
+            cell_labels = _cell_labels(sweep)
+            labels = cell_labels.__getitem__
+            cells = tuple({"cell": c.index, "label": cell_labels[c.index], "seed": c.seed, "status": str(c.status),
+                           "error": c.error, **{f"param {p}": c.params.get(p) for p in sweep.params}} for c in sweep.cells)
+        spec = _spec_of(society)
+        # The caller's values come first and win (the service's record knows ``queued`` before the run does).
+        summary: dict[str, Any] = {"status": status.get("status", "unknown"), **(extra or {})}
+        if status.get("error"):
+            summary["error"] = status["error"]
+        if sweep is not None:
+            summary["cells"] = len(sweep.cells)
+            summary["grid"] = ", ".join(sweep.params)
+        summary.update({"spec hash": society.get("spec_hash"), **_spec_summary(spec)})
+        summary.update(_timings(reader, status) if sweep is None else {})
+        summary.update(_usage(reader, cell))
+        panels: list[Panel] = []
+        for family in FAMILIES:
+            if _has_rows(reader, family.dataset):
+                panels += panels_of(family, _rows(reader, family.sql.format(cell=cell)), labels)
+        if _has_rows(reader, "env_metrics"):
+            panels += env_panels(_rows(reader, ENV_METRICS_SQL.format(cell=cell)), labels)
+        if _has_rows(reader, "questionnaire_answers"):
+            panels += answer_panels(_rows(reader, ANSWERS_SQL.format(cell=cell)), labels)
+        return ReportData(
+            title=str(society.get("name") or run_dir.name), summary={k: v for k, v in summary.items() if v not in (None, "")},
+            errors=_errors(reader, cell), panels=tuple(panels), datasets=_datasets(reader), cells=cells, extra=dict(extra or {}),
+        )

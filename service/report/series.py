@@ -1,0 +1,193 @@
+"""The per-step series of the results page: one SQL query per plot family over a run's (or a sweep's) views.
+
+Every query answers rows ``(cell, sub, step, value)``: ``cell`` is the sweep cell (0 for a single run),
+``sub`` names a series inside the family (an action status, ``p50``/``p95``, a token direction) and ``step``
+is the tick. :func:`panels_of` turns those rows into :class:`Panel` values: for a run, one panel per family
+with one line per ``sub``; for a sweep, one panel per ``sub`` with one line per cell, so a sweep's lines
+compare cells. The env modules' own series (``env_metrics``, long format) and the questionnaire answers
+have queries of their own, grouped by module and by question.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["FAMILIES", "Family", "Line", "Panel", "answer_panels", "env_panels", "panels_of"]
+
+
+@dataclass(frozen=True)
+class Line:
+    """One series of a plot."""
+
+    label: str  #: ``run``, a sub-series name, or a sweep cell's label
+    x: tuple[Any, ...]  #: steps, or (bars) answer values / ``(answer, cell label)`` pairs
+    y: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One plot of the page."""
+
+    key: str  #: stable id: names its data sources in the page (``<key>/<line index>``)
+    group: str  #: the page section it belongs to (``Run``, an env module, ``Questionnaire <id>``)
+    title: str
+    y_label: str
+    lines: tuple[Line, ...]
+    description: str = ""
+    x_label: str = "step"
+    bars: bool = False  #: categorical x (answer values) drawn as bars, not lines
+
+
+@dataclass(frozen=True)
+class Family:
+    """A plot family of the ``Run`` section: its query and labels."""
+
+    key: str
+    title: str
+    y_label: str
+    dataset: str  #: the view it reads (``spans`` included); the family is skipped when that has no rows
+    sql: str  #: ``{cell}`` is replaced by ``cell`` (sweep) or ``0`` (run)
+    counts: bool = False  #: values are counts: a step a series has no row for counts 0 (it is not missing)
+
+
+#: The ``Run`` section, in page order.
+FAMILIES: tuple[Family, ...] = (
+    Family("agent_steps", "Agent-steps by status", "agent-steps", "actions",
+           "SELECT {cell} AS cell, status AS sub, step, count(*)::DOUBLE AS value FROM actions GROUP BY ALL", counts=True),
+    Family("llm_calls", "LLM calls", "calls", "llm_calls",
+           "SELECT {cell} AS cell, 'calls' AS sub, step, count(*)::DOUBLE AS value FROM llm_calls GROUP BY ALL"),
+    Family("tokens", "LLM tokens", "tokens", "llm_calls",
+           "SELECT {cell} AS cell, 'input' AS sub, step, sum(input_tokens)::DOUBLE AS value FROM llm_calls GROUP BY ALL "
+           "UNION ALL SELECT {cell}, 'output', step, sum(output_tokens)::DOUBLE FROM llm_calls GROUP BY ALL"),
+    Family("cost", "LLM cost", "USD", "llm_calls",
+           "SELECT {cell} AS cell, 'cost' AS sub, step, coalesce(sum(cost_usd), 0)::DOUBLE AS value FROM llm_calls GROUP BY ALL"),
+    # Cached replies answer in no time; they would pull the percentiles of the provider's latency down.
+    Family("latency", "LLM latency (calls not served from the cache)", "ms", "llm_calls",
+           "SELECT {cell} AS cell, 'p50' AS sub, step, quantile_cont(latency_ms, 0.5) AS value FROM llm_calls "
+           "WHERE NOT coalesce(cached, false) AND latency_ms IS NOT NULL GROUP BY ALL "
+           "UNION ALL SELECT {cell}, 'p95', step, quantile_cont(latency_ms, 0.95) FROM llm_calls "
+           "WHERE NOT coalesce(cached, false) AND latency_ms IS NOT NULL GROUP BY ALL"),
+    Family("tick_duration", "Tick duration", "seconds", "spans",
+           "SELECT {cell} AS cell, 'tick' AS sub, CAST(attrs->>'step' AS BIGINT) AS step, duration_ms / 1000 AS value "
+           "FROM spans WHERE name = 'tick'"),
+)
+
+#: ``env_metrics`` in long format: one series per (module, metric).
+ENV_METRICS_SQL = (
+    "SELECT {cell} AS cell, module, metric, any_value(description) AS description, step, avg(value) AS value "
+    "FROM env_metrics WHERE value IS NOT NULL GROUP BY ALL ORDER BY module, metric, cell, step"
+)
+
+#: Answer counts of the questions with a countable answer; an answer that did not parse counts as ``(invalid)``.
+ANSWERS_SQL = (
+    "SELECT {cell} AS cell, questionnaire_id, step_index, question_id, "
+    "CASE WHEN NOT coalesce(parse_success, false) THEN '(invalid)' "
+    "WHEN response_type = 'integer' THEN CAST(value_int AS VARCHAR) "
+    "WHEN response_type = 'float' THEN CAST(round(value_float, 2) AS VARCHAR) ELSE value_text END AS answer, "
+    "count(*)::DOUBLE AS value FROM questionnaire_answers "
+    "WHERE response_type IN ('integer', 'float', 'choice') GROUP BY ALL"
+)
+
+
+def _ordered_answers(answers: Iterable[str]) -> list[str]:
+    """Numbers in numeric order, then words in alphabetical order, ``(invalid)`` last."""
+
+    def key(answer: str) -> tuple[int, float, str]:
+        if answer == "(invalid)":
+            return (2, 0.0, answer)
+        try:
+            return (0, float(answer), answer)
+        except ValueError:
+            return (1, 0.0, answer)
+
+    return sorted(set(answers), key=key)
+
+
+def _lines(points: dict[str, dict[Any, float]], order: list[str]) -> tuple[Line, ...]:
+    return tuple(
+        Line(label, tuple(sorted(points[label])), tuple(points[label][x] for x in sorted(points[label])))
+        for label in order if points.get(label)
+    )
+
+
+def panels_of(family: Family, rows: list[dict[str, Any]], cell_label: Callable[[int], str] | None) -> list[Panel]:
+    """Build the panels of one family from its ``(cell, sub, step, value)`` rows.
+
+    Args:
+        family: the plot family.
+        rows: the family query's rows; rows without a step or value are dropped.
+        cell_label: for a sweep, the label of a cell's lines; None for a single run.
+
+    Returns:
+        One panel (a run) or one per sub-series (a sweep); none when no row has a value.
+    """
+    by_sub: dict[str, dict[int, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    for row in rows:
+        if row["step"] is not None and row["value"] is not None:
+            by_sub[str(row["sub"])][int(row["cell"])][int(row["step"])] = float(row["value"])
+    if family.counts:
+        steps: dict[int, set[int]] = defaultdict(set)
+        for per_cell in by_sub.values():
+            for cell, series in per_cell.items():
+                steps[cell].update(series)
+        for per_cell in by_sub.values():
+            for cell, cell_steps in steps.items():  # every cell of the family, so a sweep's lines stay comparable
+                series = per_cell[cell]
+                series.update({step: 0.0 for step in cell_steps - set(series)})
+    subs = sorted(by_sub)
+    if cell_label is None:
+        points = {sub: by_sub[sub][0] for sub in subs}
+        return [Panel(family.key, "Run", family.title, family.y_label, _lines(points, subs))] if subs else []
+    panels = []
+    for sub in subs:
+        points = {cell_label(cell): series for cell, series in by_sub[sub].items()}
+        order = [cell_label(cell) for cell in sorted(by_sub[sub])]
+        title = family.title if len(subs) == 1 else f"{family.title}: {sub}"
+        key = family.key if len(subs) == 1 else f"{family.key}.{sub}"
+        panels.append(Panel(key, "Run", title, family.y_label, _lines(points, order)))
+    return panels
+
+
+def env_panels(rows: list[dict[str, Any]], cell_label: Callable[[int], str] | None) -> list[Panel]:
+    """One panel per env module metric (``env_metrics`` rows), grouped by module; a line per cell in a sweep."""
+    series: dict[tuple[str, str], dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    descriptions: dict[tuple[str, str], str] = {}
+    for row in rows:
+        name = (str(row["module"]), str(row["metric"]))
+        label = "run" if cell_label is None else cell_label(int(row["cell"]))
+        series[name][label][int(row["step"])] = float(row["value"])
+        descriptions.setdefault(name, row["description"] or "")
+    panels = []
+    for (module, metric), points in sorted(series.items()):
+        order = sorted(points) if cell_label is None else [cell_label(c) for c in sorted({int(r["cell"]) for r in rows})]
+        panels.append(Panel(f"env.{module}.{metric}", module, metric, metric, _lines(points, order),
+                            description=descriptions[(module, metric)]))
+    return panels
+
+
+def answer_panels(rows: list[dict[str, Any]], cell_label: Callable[[int], str] | None) -> list[Panel]:
+    """One bar panel per questionnaire question: answer counts; in a sweep, bars side by side per cell."""
+    counts: dict[tuple[str, int, str], dict[int, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+    for row in rows:
+        asked = (str(row["questionnaire_id"]), int(row["step_index"]), str(row["question_id"]))
+        counts[asked][int(row["cell"])][str(row["answer"])] = float(row["value"])
+    panels = []
+    for (questionnaire, step_index, question), by_cell in sorted(counts.items()):
+        answers = _ordered_answers(a for per in by_cell.values() for a in per)
+        lines = tuple(
+            Line(
+                "run" if cell_label is None else cell_label(cell),
+                # a sweep's bars stand side by side: the x factor is (answer, cell)
+                tuple(a if cell_label is None else (a, f"cell {cell}") for a in answers),
+                tuple(by_cell[cell].get(a, 0.0) for a in answers),
+            )
+            for cell in sorted(by_cell)
+        )
+        panels.append(Panel(
+            f"answers.{questionnaire}.{step_index}.{question}", f"Questionnaire {questionnaire}",
+            f"{question} (spec step {step_index})", "agents", lines, x_label="answer", bars=True,
+        ))
+    return panels

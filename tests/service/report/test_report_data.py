@@ -1,0 +1,185 @@
+"""The results page's data, read from a real demo run and a real 2x2 sweep on the LocalCluster (real Parquet, real DuckDB)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from collections.abc import Callable, Coroutine
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from distributed import Client
+
+from engine.env.metrics import ENV_METRICS
+from engine.society.run.runner import run_experiment
+from engine.society.run.sweep import run_sweep
+from engine.spec import parse_spec
+from engine.storage import ReplayWriter, read_json, shard_name
+from engine.storage.reader import ReplayReader
+from engine.storage.run_layout import RunLayout
+from engine.storage.sweep_layout import cell_dir
+from service.report.data import NotARunError, load_report
+from tests.service.report.report_specs import demo_with_questionnaire, sweep_2x2
+
+
+def _on_cluster(cluster_address: str, job: Callable[[Client], Coroutine[Any, Any, Any]]) -> Any:
+    async def main() -> Any:
+        async with Client(cluster_address, asynchronous=True) as client:
+            return await job(client)
+
+    return asyncio.run(main())
+
+
+@pytest.fixture(scope="module")
+def demo_run(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run_dir = tmp_path_factory.mktemp("report-demo") / "run"
+    summary = _on_cluster(cluster_address, lambda c: run_experiment(parse_spec(demo_with_questionnaire()), run_dir, c))
+    assert summary.status == "completed", summary.error
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def sweep_root(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("report-sweep") / "sweep"
+    _on_cluster(cluster_address, lambda c: run_sweep(parse_spec(sweep_2x2((2, 3))), root, c))
+    assert [c["status"] for c in read_json(root / "SWEEP.json")["cells"]] == ["completed"] * 4
+    return root
+
+
+def _panels(report: Any) -> dict[str, Any]:
+    return {panel.key: panel for panel in report.panels}
+
+
+def _scalar(reader: ReplayReader, sql: str) -> Any:
+    return reader.query(sql).to_pylist()[0]["v"]
+
+
+def _write_env_metrics(run_dir: Path, values: dict[int, float]) -> None:
+    """Add an ``Economy`` module's ``gini`` series to a run's ``env_metrics``, as its env step would."""
+    for step, value in values.items():
+        rows = [{"run": "r", "step": step, "t": datetime(2026, 3, 2, 8 + step), "module": "Economy",
+                 "metric": "gini", "value": value, "description": "Gini coefficient of wealth"}]
+        ReplayWriter(RunLayout(run_dir).replay).write_shard(ENV_METRICS, shard_name(step, "economy"), rows)
+
+
+def test_a_run_has_every_per_tick_series_and_they_add_up_to_its_datasets(demo_run: Path) -> None:
+    report = load_report(demo_run)
+    panels = _panels(report)
+    assert list(panels)[:6] == ["agent_steps", "llm_calls", "tokens", "cost", "latency", "tick_duration"]
+    with ReplayReader(demo_run) as reader:
+        calls = _scalar(reader, "SELECT count(*) AS v FROM llm_calls")
+        tokens_in = _scalar(reader, "SELECT sum(input_tokens)::BIGINT AS v FROM llm_calls")
+    assert sum(sum(line.y) for line in panels["agent_steps"].lines) == 60
+    assert all(line.x == (1, 2, 3) for line in panels["agent_steps"].lines)  # a status absent from a tick counts 0 there
+    assert {line.label for line in panels["agent_steps"].lines} <= {"finished", "turn_limit", "error", "llm_error"}
+    assert sum(panels["llm_calls"].lines[0].y) == calls
+    assert [line.label for line in panels["tokens"].lines] == ["input", "output"]
+    assert sum(panels["tokens"].lines[0].y) == tokens_in
+    assert [line.label for line in panels["latency"].lines] == ["p50", "p95"]
+    p50, p95 = panels["latency"].lines
+    assert all(a <= b for a, b in zip(p50.y, p95.y, strict=True))
+    (ticks,) = panels["tick_duration"].lines
+    assert ticks.x == (1, 2, 3) and all(seconds > 0 for seconds in ticks.y)
+
+
+def test_a_run_without_env_metrics_rows_has_no_env_section(demo_run: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(demo_run, run_dir)
+    shutil.rmtree(RunLayout(run_dir).replay / "env_metrics")
+    assert {panel.group for panel in load_report(run_dir).panels} == {"Run", "Questionnaire mood"}
+
+
+def test_questionnaire_answers_are_counted_per_question(demo_run: Path) -> None:
+    panels = _panels(load_report(demo_run))
+    happy, plan = panels["answers.mood.1.happy"], panels["answers.mood.1.plan"]
+    assert happy.bars and plan.bars
+    assert sum(happy.lines[0].y) == 20 and sum(plan.lines[0].y) == 20  # every agent answered once (or '(invalid)')
+    assert set(plan.lines[0].x) <= {"home", "out", "(invalid)"}
+    numbers = [x for x in happy.lines[0].x if x != "(invalid)"]
+    assert numbers == sorted(numbers, key=int) and {int(x) for x in numbers} <= {1, 2, 3, 4, 5}
+
+
+def test_the_summary_has_status_spec_usage_and_the_callers_facts(demo_run: Path) -> None:
+    report = load_report(demo_run, extra={"owner": "lab-a", "experiment": "0123abcd"})
+    summary = report.summary
+    assert summary["status"] == "completed" and summary["owner"] == "lab-a"
+    assert summary["agents"] == 20 and summary["steps"] == "run 3 × 3600 s; questionnaire mood"
+    assert summary["ticks done"] == 3 and summary["agent-steps done"] == 60
+    with ReplayReader(demo_run) as reader:
+        assert summary["LLM calls"] == _scalar(reader, "SELECT count(*) AS v FROM llm_calls")
+        assert summary["output tokens"] == _scalar(reader, "SELECT sum(output_tokens)::BIGINT AS v FROM llm_calls")
+    assert summary["ticks' wall time (s)"] > 0
+    assert report.errors == ()
+    assert json.loads(json.dumps(report.to_json()))["summary"]["owner"] == "lab-a"
+
+
+def test_the_dataset_catalog_lists_every_dataset_with_its_columns(demo_run: Path) -> None:
+    report = load_report(demo_run)
+    with ReplayReader(demo_run) as reader:
+        assert [d.name for d in report.datasets] == reader.datasets()
+        actions = next(d for d in report.datasets if d.name == "actions")
+        assert actions.rows == 60 and actions.description == reader.schema("actions").description
+        assert [c["name"] for c in actions.columns] == [c.name for c in reader.schema("actions").columns]
+        assert all(c["description"] for c in actions.columns)
+
+
+def test_env_metrics_become_one_panel_per_module_metric_grouped_by_module(demo_run: Path, tmp_path: Path) -> None:
+    panels = _panels(load_report(demo_run))
+    with ReplayReader(demo_run) as reader:
+        series = reader.query("SELECT module, metric, any_value(description) AS description, list(value ORDER BY step) AS y, "
+                              "list(step ORDER BY step) AS x FROM env_metrics GROUP BY ALL").to_pylist()
+    assert series and {r["module"] for r in series} == {"MessagingSpace"}
+    for row in series:
+        panel = panels[f"env.{row['module']}.{row['metric']}"]
+        assert (panel.group, panel.title, panel.description) == (row["module"], row["metric"], row["description"])
+        (line,) = panel.lines
+        assert list(line.x) == row["x"] == [1, 2, 3] and list(line.y) == row["y"]
+    run_dir = tmp_path / "run"
+    shutil.copytree(demo_run, run_dir)
+    _write_env_metrics(run_dir, {1: 0.3, 2: 0.5, 3: 0.4})
+    gini = _panels(load_report(run_dir))["env.Economy.gini"]
+    assert gini.group == "Economy" and gini.lines[0].y == (0.3, 0.5, 0.4)
+    assert gini.description == "Gini coefficient of wealth"
+
+
+def test_a_sweep_has_one_line_per_cell_in_every_series(sweep_root: Path) -> None:
+    report = load_report(sweep_root)
+    assert report.is_sweep and len(report.cells) == 4
+    assert report.summary["status"] == "4 completed" and report.summary["cells"] == 4
+    panels = _panels(report)
+    labels = [cell["label"] for cell in report.cells]
+    assert labels[0] == "cell 0: temperature=0.2, count=2"
+    for key in ("llm_calls", "cost", "tick_duration", "tokens.input", "latency.p95"):
+        assert [line.label for line in panels[key].lines] == labels, key
+    with ReplayReader(sweep_root) as reader:
+        per_cell = {r["cell"]: r["n"] for r in reader.query("SELECT cell, count(*) AS n FROM llm_calls GROUP BY cell").to_pylist()}
+        steps = {r["cell"]: r["n"] for r in reader.query("SELECT cell, count(*) AS n FROM actions GROUP BY cell").to_pylist()}
+    assert [sum(line.y) for line in panels["llm_calls"].lines] == [per_cell[i] for i in range(4)]
+    finished = [p for k, p in panels.items() if k.startswith("agent_steps")]
+    assert all([line.label for line in p.lines] == labels for p in finished)  # a status a cell never had counts 0
+    assert sum(sum(line.y) for p in finished for line in p.lines) == sum(steps.values()) == 3 * (2 + 3 + 2 + 3)
+    plan = panels["answers.mood.1.plan"]
+    assert [line.label for line in plan.lines] == labels
+    assert all(x[1] == f"cell {i}" for i, line in enumerate(plan.lines) for x in line.x)
+    assert [sum(line.y) for line in plan.lines] == [2, 3, 2, 3]
+
+
+def test_a_sweeps_env_metrics_have_one_line_per_cell(sweep_root: Path, tmp_path: Path) -> None:
+    root = tmp_path / "sweep"
+    shutil.copytree(sweep_root, root)
+    for index in range(4):
+        _write_env_metrics(cell_dir(root, index), {1: float(index), 2: float(index + 1)})
+    report = load_report(root)
+    panel = _panels(report)["env.Economy.gini"]
+    assert [line.label for line in panel.lines] == [cell["label"] for cell in report.cells]
+    assert [line.y for line in panel.lines] == [(0.0, 1.0), (1.0, 2.0), (2.0, 3.0), (3.0, 4.0)]
+    sent = _panels(report)["env.MessagingSpace.messages_sent"]  # the module's own series, one line per cell
+    assert len(sent.lines) == 4 and all(line.x == (1, 2, 3) for line in sent.lines)
+
+
+def test_a_directory_that_holds_no_run_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(NotARunError, match="not a run directory"):
+        load_report(tmp_path)

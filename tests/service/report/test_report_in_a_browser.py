@@ -1,0 +1,140 @@
+"""The served results page in headless Chromium, against a real uvicorn: every plot draws, nothing leaves 127.0.0.1.
+
+The demo (with a questionnaire) runs through the REST API on the simulated LLM. The browser can resolve
+no host but 127.0.0.1 (``tests.service.browser``), and every request it makes is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import httpx
+import pytest
+
+from service.settings import ServiceSettings
+from tests.service.browser import Browser, Page, require_chromium
+from tests.service.live import serve, wait_until_final
+from tests.service.report.report_specs import demo_with_questionnaire
+
+#: Ticks of the run the live-update test watches: long enough to open the page while it runs.
+LIVE_TICKS = 10
+
+
+@pytest.fixture(scope="module")
+def http(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    require_chromium()
+    with serve(ServiceSettings(data_dir=tmp_path_factory.mktemp("report-browser"), scheduler=cluster_address)) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def demo(http: httpx.Client) -> dict[str, Any]:
+    response = http.post("/experiments", json=demo_with_questionnaire())
+    assert response.status_code == 201, response.text
+    final = wait_until_final(http, response.json()["id"])
+    assert final["status"] == "completed", final["error"]
+    return final
+
+
+def only_loopback(requests: list[str]) -> list[str]:
+    """The requested URLs that went anywhere but 127.0.0.1 (``data:`` and ``about:`` URLs go nowhere)."""
+    return [url for url in requests if urlparse(url).scheme not in ("data", "about", "blob")
+            and urlparse(url).hostname != "127.0.0.1"]
+
+
+def assert_every_plot_drew(rendered: dict[str, Any], panels: list[dict[str, Any]]) -> None:
+    assert rendered["idle"], "Bokeh never became idle"
+    figures = {figure["name"]: figure for figure in rendered["figures"]}
+    assert sorted(figures) == sorted(panel["key"] for panel in panels)
+    for name, figure in figures.items():
+        assert figure["glyphs"] > 0 and figure["finished"], figure
+        assert all(rows > 0 for rows in figure["rows"]), (name, figure)
+
+
+async def open_report(page: Page, http: httpx.Client, experiment_id: str) -> dict[str, Any]:
+    await page.goto(f"{http.base_url}/experiments/{experiment_id}/report")
+    return await page.bokeh_rendered()
+
+
+async def test_the_served_page_draws_every_plot_and_requests_only_loopback(http: httpx.Client, demo: dict[str, Any],
+                                                                           tmp_path: Path) -> None:
+    panels = http.get(f"/experiments/{demo['id']}/report/data").json()["report"]["panels"]
+    assert {p["group"] for p in panels} == {"Run", "MessagingSpace", "Questionnaire mood"} and len(panels) >= 9
+    async with Browser.start(tmp_path) as browser:
+        page = await browser.new_page()
+        rendered = await open_report(page, http, demo["id"])
+        status = await page.evaluate("document.getElementById('polis-status').textContent")
+    assert_every_plot_drew(rendered, panels)
+    assert status == "completed"
+    assert only_loopback(page.requests) == []
+    assert any(urlparse(u).path == "/static/bokeh/static/js/bokeh.min.js" for u in page.requests), page.requests
+
+
+async def test_the_sql_box_shows_the_services_answer(http: httpx.Client, demo: dict[str, Any], tmp_path: Path) -> None:
+    async with Browser.start(tmp_path) as browser:
+        page = await browser.new_page()
+        await open_report(page, http, demo["id"])
+        await page.evaluate("""(() => {
+            document.getElementById('polis-sql').value = 'SELECT step, count(*) AS n FROM actions GROUP BY step ORDER BY step';
+            document.getElementById('polis-sql-form').requestSubmit(); })()""")
+        table = await page.evaluate("""(async () => {
+            for (let i = 0; i < 200; i++) {
+              const table = document.querySelector('#polis-sql-result table');
+              if (table) { return [...table.rows].map((r) => [...r.cells].map((c) => c.textContent)); }
+              await new Promise((resolve) => setTimeout(resolve, 50));
+            }
+            return document.getElementById('polis-sql-status').textContent; })()""")
+        await page.evaluate("""(() => { document.getElementById('polis-sql').value = 'COPY actions TO \\'/tmp/x\\'';
+            document.getElementById('polis-sql-form').requestSubmit(); })()""")
+        refused = await page.evaluate("""(async () => {
+            for (let i = 0; i < 200; i++) {
+              const text = document.getElementById('polis-sql-status').textContent;
+              if (text.startsWith('refused')) { return text; }
+              await new Promise((resolve) => setTimeout(resolve, 50));
+            }
+            return null; })()""")
+    assert table == [["step", "n"], ["1", "20"], ["2", "20"], ["3", "20"]]
+    assert refused is not None and "SELECT" in refused
+    assert any(urlparse(u).path == f"/experiments/{demo['id']}/sql" for u in page.requests)
+
+
+async def test_the_page_follows_a_running_experiment_to_its_end(http: httpx.Client, tmp_path: Path) -> None:
+    spec = demo_with_questionnaire()
+    spec["name"] = "live-report"
+    spec["steps"] = [{"type": "run", "num_steps": LIVE_TICKS, "tick": 3600}]
+    experiment = http.post("/experiments", json=spec).json()
+    for _ in range(600):  # open the page once the first tick is in, while the rest still run
+        body = http.get(f"/experiments/{experiment['id']}").json()
+        if body["progress"]["ticks_done"] >= 1 or body["status"] not in ("queued", "running"):
+            break
+        await asyncio.sleep(0.05)
+    assert body["status"] == "running", f"the run ended before the page could watch it: {body['status']}"
+    async with Browser.start(tmp_path) as browser:
+        page = await browser.new_page()
+        first = await open_report(page, http, experiment["id"])
+        ticks_at_first = {f["name"]: f["rows"] for f in first["figures"]}["tick_duration"][0]
+        final = await asyncio.to_thread(wait_until_final, http, experiment["id"])
+        assert final["status"] == "completed", final["error"]
+        shown = await page.evaluate(f"""(async () => {{
+            for (let i = 0; i < 300; i++) {{
+              const doc = window.Bokeh && Bokeh.documents[0];
+              const source = doc && doc.get_model_by_name('tick_duration/0');
+              const status = document.getElementById('polis-status').textContent;
+              if (status === 'completed' && source && source.get_length() === {LIVE_TICKS}) {{
+                return [status, source.get_length()];
+              }}
+              await new Promise((resolve) => setTimeout(resolve, 100));
+            }}
+            return null; }})()""")
+        rendered = await page.bokeh_rendered()
+    assert ticks_at_first < LIVE_TICKS
+    assert shown == ["completed", LIVE_TICKS], "the page did not catch up with the finished run"
+    assert_every_plot_drew(rendered, http.get(f"/experiments/{experiment['id']}/report/data").json()["report"]["panels"])
+    paths = [urlparse(u).path for u in page.requests]
+    assert f"/experiments/{experiment['id']}/events" in paths
+    assert f"/experiments/{experiment['id']}/report/data" in paths
+    assert only_loopback(page.requests) == []
