@@ -12,7 +12,6 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,62 +25,22 @@ from service.grants import read_grants_file
 from service.server import check_listen_address
 from service.settings import ServiceSettings
 from tests.deploy.kustomize_render import render
+from tests.deploy.manifests import (
+    HELM,
+    IMAGE,
+    K8S,
+    ROOT,
+    all_pods,
+    env_of,
+    load,
+    manifests,
+    one,
+    pod_specs,
+    service_env,
+)
 from tests.deploy.schemas import operator_scheduler_name, validate
 
-ROOT = Path(__file__).resolve().parents[2]
-K8S = ROOT / "deploy" / "k8s"
-HELM = ROOT / "deploy" / "helm"
 KUBECTL = shutil.which("kubectl")
-IMAGE = "polis:latest"
-
-
-def load(path: Path) -> list[dict[str, Any]]:
-    return [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc is not None]
-
-
-def manifests() -> list[dict[str, Any]]:
-    """Every object of every YAML file under deploy/k8s but the kustomization."""
-    return [doc for path in sorted(K8S.glob("*.yaml")) if path.name != "kustomization.yaml" for doc in load(path)]
-
-
-def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
-    [doc] = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
-    return doc
-
-
-def pod_specs(docs: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(where, pod spec) of every pod the objects make: Deployments and the DaskCluster's scheduler and workers."""
-    for doc in docs:
-        if doc["kind"] == "Deployment":
-            yield doc["metadata"]["name"], doc["spec"]["template"]["spec"]
-        elif doc["kind"] == "DaskCluster":
-            yield f"{doc['metadata']['name']} scheduler", doc["spec"]["scheduler"]["spec"]
-            yield f"{doc['metadata']['name']} workers", doc["spec"]["worker"]["spec"]
-
-
-def helm_pod_specs() -> Iterator[tuple[str, dict[str, Any]]]:
-    """The pod specs the dask/dask chart makes from dask-values.yaml (its templates' use of the values), and the service's."""
-    values = yaml.safe_load((HELM / "dask-values.yaml").read_text(encoding="utf-8"))
-    worker = values["worker"]
-    yield "chart workers", {"containers": [{"name": "worker", "env": worker["env"], "volumeMounts": worker["mounts"]["volumeMounts"],
-                                            "image": f"{worker['image']['repository']}:{worker['image']['tag']}"}],
-                            "volumes": worker["mounts"]["volumes"]}
-    for where, spec in pod_specs(load(HELM / "polis-service.yaml")):
-        yield f"helm {where}", spec
-
-
-def all_pods() -> list[tuple[str, dict[str, Any]]]:
-    """Every pod spec of both variants, named by where it comes from."""
-    return [*pod_specs(manifests()), *helm_pod_specs()]
-
-
-def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {entry["name"]: entry for entry in container.get("env", [])}
-
-
-def service_env(docs: list[dict[str, Any]]) -> dict[str, str]:
-    [container] = one(docs, "Deployment", "polis-service")["spec"]["template"]["spec"]["containers"]
-    return {name: entry["value"] for name, entry in env_of(container).items() if "value" in entry}
 
 
 def setting_variables() -> set[str]:
