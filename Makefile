@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test install install-local browser screenshots
+.PHONY: demo test install install-local browser compose screenshots
 
 $(BIN)/polis: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -40,15 +40,24 @@ browser:
 	    apt-get update -qq && apt-get install -y -qq chromium || echo "make: could not install chromium"; \
 	  else echo "make: no chromium and not root: the browser tests will skip (apt-get install chromium)"; fi; }
 
+# Debian's docker-compose (1.29) for the compose file's tests (tests/deploy/test_compose.py): its
+# `config` and its copy of the Compose spec's JSON schema. Installed like chromium above; without it
+# the make goes on and the tests skip loudly (or fail under CI=true).
+compose:
+	@command -v docker-compose >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && apt-get install -y -qq docker-compose || echo "make: could not install docker-compose"; \
+	  else echo "make: no docker-compose and not root: the compose tests will skip (apt-get install docker-compose)"; fi; }
+
 # docs/report-demo.png and docs/report-sweep.png: the results page of the demo and of a 2x2 sweep.
 screenshots: install browser
 	PYTHONPATH=. $(BIN)/python docs/screenshots.py
 
 # The checks, in order: ruff, then mypy on engine/ and service/, then the tests (all configured in
 # pyproject.toml; pytest turns warnings into errors). The tests include one run on the real offline
-# model, so they install it too, the results page's tests drive headless Chromium, and the Kubernetes
-# manifests' tests read the Dask operator's CRDs.
-test: install-local browser $(VENV)/k8s-crds
+# model, so they install it too, the results page's tests drive headless Chromium, the compose
+# file's tests run docker-compose, and the Kubernetes manifests' tests read the Dask operator's CRDs.
+test: install-local browser compose $(VENV)/k8s-crds
 	$(BIN)/python -m ruff check engine service tests benchmarks examples
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q

@@ -18,7 +18,7 @@ from service.intake import Intake
 from service.openapi import declare_errors
 from service.registry import ExperimentRegistry
 from service.report.page import mount_bokeh_static
-from service.routes import agents, events, experiments, health, metrics, report, results, sql, steps
+from service.routes import agents, events, experiments, health, metrics, report, results, session, sql, steps
 from service.routes.docs import install_docs
 from service.settings import ServiceSettings
 from service.state import ServiceState
@@ -93,6 +93,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     app.include_router(events.router)
     app.include_router(health.router)
     app.include_router(metrics.router)
+    app.include_router(session.router)
     install_docs(app)
     mount_bokeh_static(app)
     declare_errors(app)

@@ -7,6 +7,12 @@ The token file (``POLIS_AUTH_TOKENS``) is JSON::
 With no file configured the service has one caller, :data:`LOCAL_ADMIN`, and binds only to
 loopback (``service.server``). ``polis token create`` appends a new token's hash to the file and
 prints the token once.
+
+A browser cannot send a bearer header with a page load or an ``EventSource``, so a token may also come
+in the :data:`SESSION_COOKIE` that ``/login`` sets (``service.routes.session``): ``HttpOnly``,
+``SameSite=Strict``. The header wins when both are present. A request that changes something
+(any method but GET/HEAD) and is authenticated by the cookie alone must also come from the service's
+own pages: its ``Origin`` (or else ``Referer``) must be this service, else it is refused.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from fastapi import Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -28,6 +35,7 @@ from service.errors import AuthConfigError, UnauthorizedError
 
 __all__ = [
     "LOCAL_ADMIN",
+    "SESSION_COOKIE",
     "Caller",
     "Principal",
     "Role",
@@ -43,6 +51,9 @@ Role = Literal["user", "admin"]
 #: An owner name: also a directory-safe label in records and metrics.
 OWNER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _BEARER = re.compile(r"^Bearer\s+(\S+)\s*$", re.IGNORECASE)
+#: The cookie ``/login`` sets for browsers; it holds the token itself.
+SESSION_COOKIE = "polis_session"
+_SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 
 @dataclass(frozen=True)
@@ -152,18 +163,35 @@ async def authenticate(request: Request) -> Principal:
     """The caller of ``request`` (a FastAPI dependency; ``async`` so FastAPI runs it on the loop, not in its threadpool).
 
     Raises:
-        UnauthorizedError: the service has tokens and the request carries none, or an unknown one.
+        UnauthorizedError: the service has tokens and the request carries none, or an unknown one, or a
+            cookie-authenticated change that does not come from the service's own pages.
     """
     store: TokenStore | None = request.app.state.polis.tokens
     if store is None:
         return LOCAL_ADMIN
-    match = _BEARER.match(request.headers.get("authorization", ""))
-    if match is None:
-        raise UnauthorizedError("this service needs 'Authorization: Bearer <token>'")
-    principal = store.principal(match.group(1))
+    header = request.headers.get("authorization")
+    match = _BEARER.match(header or "")
+    if match is not None:
+        token = match.group(1)
+    elif header is None and (cookie := request.cookies.get(SESSION_COOKIE)):
+        if request.method not in _SAFE_METHODS and not same_origin(request):
+            raise UnauthorizedError("a session cookie authenticates changes only from this service's own pages")
+        token = cookie
+    else:
+        raise UnauthorizedError("this service needs 'Authorization: Bearer <token>' (in a browser: sign in at /login)")
+    principal = store.principal(token)
     if principal is None:
         raise UnauthorizedError("unknown token")
     return principal
+
+
+def same_origin(request: Request) -> bool:
+    """Whether the request says it comes from a page of this service (``Origin``, else ``Referer``)."""
+    source = request.headers.get("origin") or request.headers.get("referer")
+    if not source:
+        return False
+    parts = urlsplit(source)
+    return f"{parts.scheme}://{parts.netloc}" == f"{request.url.scheme}://{request.url.netloc}"
 
 
 #: Route parameter type that injects the authenticated caller.

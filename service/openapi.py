@@ -57,7 +57,7 @@ _ID = "0123456789ab"
 #: Per code: when it is answered, and an example body.
 _ERRORS: dict[int, tuple[str, Any]] = {
     400: ("A read-only SQL query refused, with the reason", "query refused: COPY is not allowed"),
-    401: ("No bearer token, or an unknown one", "this service needs 'Authorization: Bearer <token>'"),
+    401: ("No bearer token, or an unknown one", "this service needs 'Authorization: Bearer <token>' (in a browser: sign in at /login)"),
     404: ("No such experiment, dataset or agent, or an experiment of another owner", f"experiment {_ID!r} not found"),
     406: ("The Accept header names no representation this route has", "cannot answer Accept: image/png"),
     409: ("The experiment's status does not allow this (cancel a finished one; delete, resume or steps on a live one)",
