@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -39,8 +40,14 @@ from tests.deploy.manifests import (
     service_env,
 )
 from tests.deploy.schemas import operator_scheduler_name, validate
+from tests.deploy.test_dockerfile import copies, instructions
 
 KUBECTL = shutil.which("kubectl")
+
+
+def dockerfile_env() -> dict[str, str]:
+    """The variables deploy/Dockerfile's ENV instructions set."""
+    return dict(pair.split("=", 1) for word, rest in instructions() if word == "ENV" for pair in shlex.split(rest))
 
 
 def setting_variables() -> set[str]:
@@ -158,7 +165,7 @@ def test_one_rwx_claim_is_mounted_at_the_data_dir_in_every_pod():
     claim = one(docs, "PersistentVolumeClaim")
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
     data_dir = service_env(docs)["POLIS_DATA_DIR"]
-    assert re.search(rf"^ENV POLIS_DATA_DIR={data_dir}$", (ROOT / "deploy" / "Dockerfile").read_text(), re.M)
+    assert dockerfile_env()["POLIS_DATA_DIR"] == data_dir
     pods = all_pods()
     assert {where for where, _ in pods} >= {"polis scheduler", "polis workers", "polis-service", "chart workers", "helm polis-service"}
     for where, spec in pods:
@@ -262,8 +269,18 @@ def test_probes_ask_health_on_declared_ports():
 @pytest.mark.parametrize("command", ["dask-scheduler", "dask-worker"])
 def test_the_chart_commands_run_dask(command: str):
     """The chart starts ``dask-scheduler``/``dask-worker``; the image's deploy/bin shims run ``dask scheduler``/``worker``."""
-    assert re.search(r"^COPY deploy/bin/ /usr/local/bin/$", (ROOT / "deploy" / "Dockerfile").read_text(), re.M)
+    assert (["deploy/bin/"], "/usr/local/bin/") in copies()
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     done = subprocess.run([str(ROOT / "deploy" / "bin" / command), "--help"], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     assert f"Usage: dask {command.removeprefix('dask-')} " in done.stdout
+
+
+def test_every_pod_gives_the_volume_the_images_user_group():
+    """The image runs as a user of its own (deploy/Dockerfile); fsGroup lets that user write the data volume."""
+    [(uid, name)] = [m.groups() for word, rest in instructions() if word == "RUN" and (m := re.search(r"useradd .*--uid (\d+) (\w+)", rest))]
+    assert [rest for word, rest in instructions() if word == "USER"] == [name]
+    values = yaml.safe_load((HELM / "dask-values.yaml").read_text(encoding="utf-8"))
+    groups = {where: spec.get("securityContext", {}).get("fsGroup") for where, spec in all_pods()}
+    groups["chart workers"] = values["worker"]["securityContext"]["fsGroup"]
+    assert set(groups.values()) == {int(uid)}, groups
