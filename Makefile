@@ -22,6 +22,13 @@ $(VENV)/.local-installed: $(BIN)/polis
 
 install-local: $(VENV)/.local-installed
 
+# The Dask operator's CRDs (DaskCluster, DaskAutoscaler) for tests/deploy/test_k8s.py, which reads only the
+# package's YAML files: so it goes, without its dependencies, into a folder off the venv's import path
+# (installed in the venv, its `dask kubernetes` CLI plugin would warn on every `dask` command).
+$(VENV)/k8s-crds: $(BIN)/polis
+	$(BIN)/python -m pip install -q --no-deps --upgrade --target $@ dask-kubernetes==2026.3.0
+	touch $@
+
 demo: install-local
 	$(BIN)/python examples/demo.py
 
@@ -48,9 +55,9 @@ screenshots: install browser
 
 # The checks, in order: ruff, then mypy on engine/ and service/, then the tests (all configured in
 # pyproject.toml; pytest turns warnings into errors). The tests include one run on the real offline
-# model, so they install it too, the results page's tests drive headless Chromium, and the compose
-# file's tests run docker-compose.
-test: install-local browser compose
+# model, so they install it too, the results page's tests drive headless Chromium, the compose
+# file's tests run docker-compose, and the Kubernetes manifests' tests read the Dask operator's CRDs.
+test: install-local browser compose $(VENV)/k8s-crds
 	$(BIN)/python -m ruff check engine service tests benchmarks examples
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q
