@@ -6,6 +6,10 @@ nothing a host sends leaves the machine. Every process runs through ``ip netns e
 ``unshare --mount``, which bind-mounts one shared folder at a mount point that is empty outside
 (the processes share that folder and nothing else they write; the mount dies with the process).
 
+Namespaces are named ``polis-<pid>-<prefix>-<host>`` after the test process that made them, so a
+lab whose test process was killed (SIGKILL leaves no finalizer) is removed by the next lab
+(:func:`sweep_stale`).
+
     with NetnsLab(root) as lab:
         sched = lab.add_host("sch")
         lab.spawn(sched, ["dask", "scheduler", "--host", sched.address], "scheduler")
@@ -15,16 +19,18 @@ nothing a host sends leaves the machine. Every process runs through ``ip netns e
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Host", "NetnsLab", "why_no_netns"]
+__all__ = ["Host", "NetnsLab", "sweep_stale", "why_no_netns"]
 
 #: The private range the hosts live in (one /24 per lab).
 _RANGE = "10.251"
+_NETNS = re.compile(r"^polis-(\d+)-(pn[0-9a-f]{4})-\w+$")
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -47,6 +53,36 @@ def why_no_netns() -> str | None:
     finally:
         _ip("netns", "del", name, check=False)
     return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def sweep_stale() -> list[str]:
+    """Remove the namespaces (their processes killed), veths and bridges of labs whose test process is gone.
+
+    Returns:
+        The namespaces removed.
+    """
+    removed = []
+    for name in _ip("netns", "list").stdout.split():
+        match = _NETNS.match(name)
+        if match is None or _alive(int(match.group(1))):
+            continue
+        for pid in _ip("netns", "pids", name, check=False).stdout.split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # exited meanwhile
+        _ip("netns", "del", name, check=False)  # its veth ends go with it, and so do their peers
+        _ip("link", "del", f"{match.group(2)}br", check=False)
+        removed.append(name)
+    return removed
 
 
 @dataclass
@@ -96,6 +132,7 @@ class NetnsLab:
         raise RuntimeError(f"no free /24 in {_RANGE}.0.0/16")
 
     def __enter__(self) -> NetnsLab:
+        sweep_stale()
         try:
             _ip("link", "add", self.bridge, "type", "bridge")
             _ip("addr", "add", f"{self.gateway}/24", "dev", self.bridge)
@@ -110,7 +147,7 @@ class NetnsLab:
 
     def add_host(self, name: str) -> Host:
         """A new namespace ``<prefix>-<name>`` at the next address on the bridge."""
-        host = Host(name, f"polis-{self.prefix}-{name}", f"{_RANGE}.{self.subnet}.{10 + len(self.hosts)}",
+        host = Host(name, f"polis-{os.getpid()}-{self.prefix}-{name}", f"{_RANGE}.{self.subnet}.{10 + len(self.hosts)}",
                     f"{self.prefix}{name}")
         self.hosts[name] = host
         _ip("netns", "add", host.netns)
