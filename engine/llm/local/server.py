@@ -1,10 +1,23 @@
 """Serve a local model with llama.cpp's OpenAI-compatible server, in a child process.
 
 The parent (:class:`LocalModelServer`) never imports xllamacpp: it starts
-``python -m engine.llm.local.server --model NAME --port P``, waits for ``GET /health``, and stops
-the child with SIGTERM (then SIGKILL) on ``close()``, on context-manager exit and at interpreter
-exit. The child builds ``xllamacpp.Server`` (which serves in its own threads) and blocks until
-SIGTERM/SIGINT or until its parent is gone.
+``python -m engine.llm.local.server --model NAME --host H --port P``, waits for ``GET /health``,
+and stops the child with SIGTERM (then SIGKILL) on ``close()``, on context-manager exit and at
+interpreter exit. The child builds ``xllamacpp.Server`` (which serves in its own threads) and
+blocks until SIGTERM/SIGINT or until its parent is gone.
+
+Where it listens: :attr:`LocalServerConfig.host`, 127.0.0.1 by default. The run binds it to the
+driver's address on the network the scheduler is reached by (``engine.society.run.cluster.driver_host``),
+which is 127.0.0.1 for a LocalCluster and the driver's own interface address for an external
+cluster, so workers on other hosts reach the one server; the preflight then connects to it from
+every worker. The wildcard (0.0.0.0, ::) is refused: it would expose the model on every interface.
+
+One server on the driver, not one per worker: measured here (2 cores, SmolLM2-135M Q4_1, 95 MB
+file), one server took 1.7-2.2 s to answer ``/health`` and held 391 MiB resident once loaded
+(the default 2 slots x 4,096 tokens of context). One per worker would pay that start-up and memory N times (and N model loads on
+every run start) and split each worker's requests over a server of its own instead of batching all
+of them in one (``n_parallel`` slots with continuous batching); the LLM calls of a run are few next
+to its agent-steps, so a network hop to the driver costs less than N model loads.
 """
 
 from __future__ import annotations
@@ -12,6 +25,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import ipaddress
 import os
 import signal
 import socket
@@ -32,7 +46,7 @@ from engine.llm.local.models import gguf_path, require_server_runtime
 
 __all__ = ["LocalModelServer", "LocalServerConfig", "local_server", "main", "serve"]
 
-_HOST = "127.0.0.1"
+_LOOPBACK = "127.0.0.1"
 _STDERR_TAIL_LINES = 20
 
 
@@ -40,6 +54,9 @@ _STDERR_TAIL_LINES = 20
 class LocalServerConfig:
     """How the llama.cpp server runs."""
 
+    #: the address the server binds and its base_url names (an interface address, never the
+    #: wildcard 0.0.0.0 / ::, which would expose the model on every interface)
+    host: str = _LOOPBACK
     #: context tokens per parallel slot (prompt + answer); a request over it fails with 400. Agent and
     #: router prompts measured 350-1,600 tokens in two demo ticks (the longest: a second ReAct turn or a
     #: parse retry), and they grow with memory, so 2048 leaves too little room.
@@ -59,6 +76,15 @@ class LocalServerConfig:
     startup_timeout_s: float = 60.0  #: how long the child may take to load the model and answer /health
     stop_timeout_s: float = 5.0  #: how long SIGTERM may take before SIGKILL
 
+    def __post_init__(self) -> None:
+        try:
+            wildcard = ipaddress.ip_address(self.host).is_unspecified
+        except ValueError:
+            raise LocalServerError(f"the local model server's host must be an IP address, not {self.host!r}") from None
+        if wildcard:
+            raise LocalServerError(f"the local model server does not bind the wildcard address {self.host}; "
+                                   "give the interface address the workers reach")
+
 
 class LocalModelServer:
     """One llama.cpp server process for one local model.
@@ -66,7 +92,7 @@ class LocalModelServer:
     Args:
         name: the local model (``smollm2`` for ``local/smollm2``).
         config: server settings (default :class:`LocalServerConfig`).
-        port: the port on 127.0.0.1; 0 picks a free one at :meth:`start`.
+        port: the port on ``config.host``; 0 picks a free one at :meth:`start`.
 
     Usage::
 
@@ -84,10 +110,10 @@ class LocalModelServer:
 
     @property
     def base_url(self) -> str:
-        """The OpenAI-compatible base URL, ``http://127.0.0.1:PORT/v1`` (after :meth:`start`)."""
+        """The OpenAI-compatible base URL, ``http://HOST:PORT/v1`` (after :meth:`start`)."""
         if self.port is None:
             raise LocalServerError(f"the server for local model {self.name!r} has not been started")
-        return f"http://{_HOST}:{self.port}/v1"
+        return f"http://{_url_host(self.config.host)}:{self.port}/v1"
 
     @property
     def pid(self) -> int | None:
@@ -105,7 +131,7 @@ class LocalModelServer:
             return self.base_url
         gguf_path(self.name)  # fail here, with the install hint, rather than in the child
         require_server_runtime()
-        self.port = self._requested_port or _free_port()
+        self.port = self._requested_port or _free_port(self.config.host)
         self._stderr = tempfile.TemporaryFile()
         self._process = subprocess.Popen(
             self._command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr, env=_child_env()
@@ -121,7 +147,8 @@ class LocalModelServer:
     def _command(self) -> list[str]:
         c = self.config
         return [
-            sys.executable, "-m", __name__, "--model", self.name, "--port", str(self.port), "--n-ctx", str(c.n_ctx),
+            sys.executable, "-m", __name__, "--model", self.name, "--host", c.host, "--port", str(self.port),
+            "--n-ctx", str(c.n_ctx),
             "--n-parallel", str(c.n_parallel), "--threads", str(c.threads), "--repeat-penalty", str(c.repeat_penalty),
             "--max-tokens", str(c.max_tokens), "--verbosity", str(c.verbosity),
         ]
@@ -129,7 +156,7 @@ class LocalModelServer:
     def _wait_healthy(self) -> None:
         assert self._process is not None
         deadline = time.monotonic() + self.config.startup_timeout_s
-        url = f"http://{_HOST}:{self.port}/health"
+        url = f"http://{_url_host(self.config.host)}:{self.port}/health"
         while True:
             code = self._process.poll()
             if code is not None:
@@ -193,9 +220,14 @@ def local_server(name: str, config: LocalServerConfig | None = None) -> Iterator
         yield server.base_url
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((_HOST, 0))
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _free_port(host: str) -> int:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
         return int(sock.getsockname()[1])
 
 
@@ -219,7 +251,7 @@ def _child_env() -> dict[str, str]:
 
 # ---- the child ---------------------------------------------------------------------------------
 def serve(name: str, *, port: int, config: LocalServerConfig) -> None:
-    """Run llama.cpp's server for ``name`` on 127.0.0.1:``port``; exit the process on SIGTERM/SIGINT or when the parent is gone.
+    """Run llama.cpp's server for ``name`` on ``config.host``:``port``; exit the process on SIGTERM/SIGINT or when the parent is gone.
 
     Raises:
         LocalModelMissingError: the model is not installed.
@@ -230,7 +262,7 @@ def serve(name: str, *, port: int, config: LocalServerConfig) -> None:
     params = xllamacpp.CommonParams()
     params.model.path = str(gguf_path(name))
     params.model_alias = {name}
-    params.hostnames = [_HOST]
+    params.hostnames = [config.host]
     params.port = port
     # n_ctx is per slot in our config; llama.cpp splits its n_ctx across the slots.
     params.n_ctx = config.n_ctx * config.n_parallel
@@ -255,10 +287,11 @@ def serve(name: str, *, port: int, config: LocalServerConfig) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The child's command line: ``python -m engine.llm.local.server --model NAME --port P``."""
+    """The child's command line: ``python -m engine.llm.local.server --model NAME --host H --port P``."""
     parser = argparse.ArgumentParser(prog="python -m engine.llm.local.server", description=main.__doc__)
     defaults = LocalServerConfig()
     parser.add_argument("--model", required=True)
+    parser.add_argument("--host", default=defaults.host)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--n-ctx", type=int, default=defaults.n_ctx)
     parser.add_argument("--n-parallel", type=int, default=defaults.n_parallel)
@@ -268,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbosity", type=int, default=defaults.verbosity)
     args = parser.parse_args(argv)
     config = LocalServerConfig(
-        n_ctx=args.n_ctx, n_parallel=args.n_parallel, threads=args.threads, repeat_penalty=args.repeat_penalty,
+        host=args.host, n_ctx=args.n_ctx, n_parallel=args.n_parallel, threads=args.threads, repeat_penalty=args.repeat_penalty,
         max_tokens=args.max_tokens, verbosity=args.verbosity,
     )
     try:

@@ -8,12 +8,27 @@ from contextlib import asynccontextmanager
 
 import dask
 from distributed import Client, LocalCluster
+from distributed.comm import get_address_host
 
-__all__ = ["CLUSTER_CONFIG", "open_client"]
+__all__ = ["CLUSTER_CONFIG", "driver_host", "open_client"]
 
 #: Dask settings for clusters Polis starts. A call to an actor whose worker died retries its
 #: connection until this timeout (30 s by default) before the society can replace the actor.
 CLUSTER_CONFIG = {"distributed.comm.timeouts.connect": "10s"}
+
+
+def driver_host(client: Client) -> str:
+    """The driver's IP address on its connection to the scheduler: the address the workers can reach it by.
+
+    It is the local end of the client's scheduler connection, so it is 127.0.0.1 for a LocalCluster
+    (which listens on loopback) and the interface that routes to the scheduler for an external
+    cluster. A connection without an IP address (``inproc://``) gives 127.0.0.1.
+    """
+    comm = getattr(client.scheduler_comm, "comm", None)
+    local = getattr(comm, "local_address", None)
+    if not isinstance(local, str) or not local.startswith(("tcp://", "tls://")):
+        return "127.0.0.1"
+    return str(get_address_host(local))
 
 
 @asynccontextmanager

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from engine.society.batch import BatchResult
 from engine.society.env_host import EnvHost
 from engine.society.lease import RunLease
 from engine.society.questionnaire.items import Questionnaire
+from engine.society.run.cluster import driver_host
 from engine.society.run.dashboard import experiment_span
 from engine.society.run.extend import is_extension, record_spec
 from engine.society.run.outcome import RunTally, judge, read_run_tally
@@ -37,6 +39,8 @@ from engine.storage.atomic import read_json
 from engine.storage.run_layout import RunLayout
 
 __all__ = ["RunProgress", "RunSummary", "run_experiment"]
+
+log = logging.getLogger(__name__)
 
 #: Action statuses that count as an agent-step in error (as ``outcome.read_run_tally`` counts them).
 _ERROR_STATUSES = ("error", "llm_error")
@@ -244,8 +248,13 @@ async def run_experiment(
                     record_spec(run_dir, spec)
                 clients = _clients(spec, llm_cache_dir or RunLayout(run_dir).llm_cache, llm_limits)
                 if any(is_local(c) for c in clients.values()):
-                    # local/<name>: start the offline model's server for this run (blocking start-up in a thread).
-                    clients = await asyncio.to_thread(local_servers.enter_context, resolve_local_clients(clients))
+                    # local/<name>: start the offline model's server for this run (blocking start-up in a thread),
+                    # bound to the driver's address toward the scheduler so that every worker can reach it.
+                    from engine.llm.local.server import LocalServerConfig  # stdlib only, but the module loads lazily
+
+                    served = LocalServerConfig(host=driver_host(client))
+                    log.info("local models: serving on %s (the driver's address toward the scheduler)", served.host)
+                    clients = await asyncio.to_thread(local_servers.enter_context, resolve_local_clients(clients, served))
                 # Before tick 0: every worker runs this Polis, reads this run directory and reaches the LLMs.
                 await preflight(client, run_dir, clients)
                 specs = [a.model_dump() for a in agents]

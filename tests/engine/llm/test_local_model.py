@@ -160,3 +160,32 @@ def test_resolve_local_clients_rewrites_only_local_clients_and_shares_one_server
         assert _port_open(port)
 
     assert not _port_open(port)
+
+
+def _interface_address() -> str | None:
+    """An IPv4 address of this machine that is not loopback (the one a route to a public range uses)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # UDP: no packet is sent, only a route is chosen
+        except OSError:
+            return None
+        address = str(probe.getsockname()[0])
+    return None if address.startswith("127.") else address
+
+
+@pytest.mark.parametrize("wildcard", ["0.0.0.0", "::"])
+def test_the_server_refuses_to_bind_the_wildcard_address(wildcard):
+    with pytest.raises(LocalServerError, match="wildcard"):
+        LocalServerConfig(host=wildcard)
+
+
+@needs_model
+def test_a_server_bound_to_an_interface_address_answers_there_and_not_on_loopback():
+    host = _interface_address()
+    if host is None:
+        pytest.skip("this machine has no non-loopback IPv4 address")
+    with LocalModelServer("smollm2", LocalServerConfig(host=host)) as server:
+        assert server.base_url == f"http://{host}:{server.port}/v1"
+        with socket.create_connection((host, server.port), timeout=2):
+            pass  # reachable on the interface the workers would use
+        assert not _port_open(server.port)  # and only there: nothing listens on 127.0.0.1

@@ -18,6 +18,7 @@ from engine.llm.client import LLMClient
 from engine.llm.sim import SimLLM
 from engine.llm.sim.background import serving
 from engine.society.fanout import fan_out
+from engine.society.run.cluster import driver_host
 from engine.society.run.preflight import preflight
 from tests.engine.society import external_cluster as cluster_fixtures
 from tests.engine.society.external_cluster import ExternalCluster, bare_python
@@ -49,6 +50,11 @@ async def test_the_cluster_is_external_and_started_elsewhere(external_cluster, c
     cwds = await client.run(os.getcwd)
     assert len(cwds) == 2 and set(cwds.values()) == {str(external_cluster.root)}
     assert external_cluster.startup_s < 30
+
+
+async def test_the_driver_host_is_the_local_end_of_the_scheduler_connection(client, dask_client):
+    # Both clusters listen on loopback here; tests/deploy/test_multihost.py checks another host's address.
+    assert driver_host(client) == driver_host(dask_client) == "127.0.0.1"
 
 
 async def test_preflight_passes_on_an_external_cluster_with_a_reachable_server(external_cluster, client, sim_url, tmp_path):

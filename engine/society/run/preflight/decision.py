@@ -140,8 +140,10 @@ def _is_loopback(host: str) -> bool:
 def endpoints_of(llm_clients: Mapping[str, LLMClient]) -> tuple[Endpoint, ...]:
     """The LLM servers behind ``llm_clients`` (role -> client), one per distinct URL.
 
-    ``sim/*`` clients without a base_url call no server. A ``local/<name>`` client is served on the
-    driver's 127.0.0.1, before its server starts (no URL yet) and after (``base_url`` rewritten).
+    ``sim/*`` clients without a base_url call no server. A ``local/<name>`` client before its server
+    starts has no URL yet and counts as the driver's loopback; once started (``base_url`` rewritten to
+    the driver's address toward the scheduler) it is an endpoint like any other, connected to from
+    every worker.
     """
     roles: dict[tuple[str, bool], list[str]] = {}
     for role, client in llm_clients.items():
