@@ -44,6 +44,7 @@ __all__ = [
     "authenticate",
     "create_token",
     "hash_token",
+    "same_origin",
 ]
 
 Role = Literal["user", "admin"]
