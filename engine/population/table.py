@@ -40,6 +40,7 @@ TABLE_SUFFIXES = (".parquet", ".csv", ".jsonl")
 _INTEGER = r"^[+-]?(0|[1-9][0-9]*)$"
 _DECIMAL = r"^[+-]?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$"
 _PROFILE_VALUE = "a string, a finite number, a boolean or empty"
+_PLAIN = frozenset({str, int, bool, type(None)})
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ def first_row_problem(rows: Sequence[Any], columns: Sequence[str] | None = None,
         if not isinstance(row, Mapping):
             return RowProblem(number, None, f"row {number} is not an object of column values")
         for key, value in row.items():
+            if type(value) in _PLAIN and type(key) is str and key:  # the common case, checked fast
+                continue
             if not isinstance(key, str) or not key:
                 return RowProblem(number, None, f"row {number} has a column without a name ({key!r})")
             if (problem := _value_problem(value)) is not None:
