@@ -186,6 +186,7 @@ def test_a_population_table_is_read_over_rest_only_from_under_the_input_dirs(
                          headers={**headers, "Content-Type": "application/yaml"})
     assert accepted.status_code == 201, accepted.text
     experiment = accepted.json()["id"]
-    assert wait_until_final(http, experiment)["status"] == "completed"
-    profiles = [http.get(f"/experiments/{experiment}/agents/{i}").json()["profile"] for i in (0, 1)]
+    with httpx.Client(base_url=http.base_url, headers=headers, timeout=30) as lab_b:
+        assert wait_until_final(lab_b, experiment)["status"] == "completed"
+        profiles = [lab_b.get(f"/experiments/{experiment}/agents/{i}").json()["profile"] for i in (0, 1)]
     assert profiles == [{"name": "Ann", "city": "Oslo"}, {"name": "Bo", "city": "Rome"}]
