@@ -136,3 +136,16 @@ def test_the_shipped_persona_table_makes_the_example_spec(tmp_path: Path):
     assert len(spec.population[0].rows or []) == 24 and len(agents) == 16
     assert all(set(a.profile) == {"name", "age", "occupation", "city", "political_leaning", "interests"} for a in agents)
     assert len({a.profile["name"] for a in agents}) == 16
+
+
+def test_a_sweep_of_a_tables_count_makes_cells_from_the_stored_rows(tmp_path: Path):
+    from engine.sweep import expand_sweep
+
+    table = write_table(tmp_path / "people.csv", PEOPLE)
+    spec = load_spec(write_spec(tmp_path, {"from": "people.csv", "sample": "random"},
+                                sweep={"grid": {"population.0.count": [2, 4]}}))
+    table.unlink()  # the cells read no file
+    cells = expand_sweep(spec)
+    assert [len(c.spec.all_agents()) for c in cells] == [2, 4]
+    names = {p["name"] for p in PEOPLE}
+    assert all(a.profile["name"] in names for c in cells for a in c.spec.all_agents())
