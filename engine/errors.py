@@ -2,6 +2,7 @@
 
     PolisError
     ├── SpecError                 a spec that cannot be run (bad field, unknown type)
+    │   └── PopulationFileError   a population's table (``from:``) that cannot be read, or a row that is no profile
     ├── LLMError                  the LLM layer
     │   ├── LLMCallError          a call failed after its retries (status, body recorded)
     │   │   └── LLMRateLimitError the provider answered 429
@@ -35,6 +36,7 @@ __all__ = [
     "LLMError",
     "LLMRateLimitError",
     "PolisError",
+    "PopulationFileError",
     "PreflightError",
     "QueryError",
     "RunError",
@@ -65,6 +67,25 @@ class SpecError(PolisError):
     def __init__(self, message: str, path: str = "") -> None:
         super().__init__(f"{path}: {message}" if path else message)
         self.path = path
+
+
+class PopulationFileError(SpecError):
+    """A population's table (``population.N.from``) that cannot make agents.
+
+    The file is missing, has an unknown extension, does not parse, lacks a listed column, or has a
+    value that cannot be a profile field.
+
+    Args:
+        message: what is wrong.
+        path: the field path, e.g. ``population.0.from``.
+        row: the 1-based data row (the header is not a row; in JSONL, the line), when one row is at fault.
+        column: the column at fault, when one is.
+    """
+
+    def __init__(self, message: str, path: str = "", *, row: int | None = None, column: str | None = None) -> None:
+        super().__init__(message, path)
+        self.row = row
+        self.column = column
 
 
 class LLMError(PolisError):

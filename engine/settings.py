@@ -39,7 +39,7 @@ class EngineSettings(BaseSettings):
     query_timeout_s: float = Field(default=30.0, gt=0)  #: POLIS_QUERY_TIMEOUT_S: a longer query is stopped
 
     #: POLIS_INPUT_DIRS: directories (separated by ``os.pathsep``, like PATH) whose files a spec may
-    #: name (``MobilitySpace.city_file``), besides the run's ``inputs/`` and the bundled data
+    #: name (``MobilitySpace.city_file``; over REST a population's ``from``), besides the run's ``inputs/`` and the bundled data
     input_dirs: Annotated[tuple[Path, ...], NoDecode] = ()
 
     _memory_limit_valid = field_validator("query_memory_limit")(classmethod(lambda cls, v: check_memory_limit(v)))

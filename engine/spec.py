@@ -17,7 +17,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from engine.errors import SpecError
-from engine.format_template import check_format_template, formatted_size_bound
+from engine.population import MAX_POPULATION_CHARS, Locate, read_population_files, spec_folder
+from engine.population.spec import PopulationSpec
 
 __all__ = [
     "DEFAULT_ROUTER",
@@ -52,9 +53,6 @@ RouterName = Literal["codegen", "react", "plan_execute", "two_tier_react", "two_
 ROUTER_NAMES: tuple[RouterName, ...] = get_args(RouterName)
 #: The router of a spec that names none, and of an ``EnvRouterConfig`` built without one.
 DEFAULT_ROUTER: RouterName = "codegen"
-#: The most characters a spec's populations may expand to (profiles and configs, as JSON), checked before expanding.
-MAX_POPULATION_CHARS = 256 * 1024 * 1024
-_TEMPLATE_NAMES = ("i", "id")
 
 
 class _Frozen(BaseModel):
@@ -90,11 +88,9 @@ class LLMSpec(_Frozen):
 
 
 def _known_agent_type(name: str) -> str:
-    from engine.agent.registry import agent_type_names
+    from engine.agent.registry import check_agent_type
 
-    if name not in agent_type_names():
-        raise ValueError(f"unknown agent type {name!r}; known: {', '.join(agent_type_names())}")
-    return name
+    return check_agent_type(name)
 
 
 def _known_env_module(name: str) -> str:
@@ -114,47 +110,6 @@ class AgentSpec(_Frozen):
     config: dict[str, Any] = Field(default_factory=dict)
 
     _type_known = field_validator("type")(classmethod(lambda cls, v: _known_agent_type(v)))
-
-
-class PopulationSpec(_Frozen):
-    """A generated population.
-
-    Each value of ``profile_template`` is either a scalar (strings may use ``{i}``, the member's
-    index, and ``{id}``, its agent id) or a list, from which each member draws one value with the
-    spec's seed.
-    """
-
-    count: int = Field(ge=1, le=1_000_000)
-    type: str = "PersonAgent"
-    profile_template: dict[str, Any] = Field(default_factory=dict)
-    config: dict[str, Any] = Field(default_factory=dict)
-    id_start: int | None = Field(None, ge=0, description="first agent id; defaults to after the previous agents")
-
-    _type_known = field_validator("type")(classmethod(lambda cls, v: _known_agent_type(v)))
-
-    @field_validator("profile_template")
-    @classmethod
-    def _lists_not_empty(cls, value: dict[str, Any]) -> dict[str, Any]:
-        for key, item in value.items():
-            if isinstance(item, list) and not item:
-                raise ValueError(f"profile_template.{key} is an empty list: nothing to draw from")
-            for choice in item if isinstance(item, list) else [item]:
-                if isinstance(choice, str):
-                    try:
-                        check_format_template(choice, _TEMPLATE_NAMES)
-                        choice.format(i=0, id=0)
-                    except ValueError as error:
-                        raise ValueError(f"profile_template.{key}: {error}") from None
-        return value
-
-    def member_size_bound(self, id_digits: int) -> int:
-        """An upper bound on the characters of one member's profile and config (as JSON), for ids of ``id_digits`` digits."""
-        total = len(json.dumps(self.config, default=str))
-        for key, item in self.profile_template.items():
-            sizes = [formatted_size_bound(c, id_digits) if isinstance(c, str) else len(json.dumps(c, default=str))
-                     for c in (item if isinstance(item, list) else [item])]
-            total += len(key) + max(sizes) + 8
-        return total
 
 
 class EnvModuleSpec(_Frozen):
@@ -310,10 +265,10 @@ class ExperimentSpec(_Frozen):
     def _check_population_size(self) -> None:
         # Before all_agents() makes any member: a small spec must not expand into gigabytes.
         top = max([a.id for a in self.agents] + [p.id_start or 0 for p in self.population])
-        digits = len(str(top + sum(p.count for p in self.population) + 1))
+        digits = len(str(top + sum(p.size for p in self.population) + 1))
         total = 0
         for index, population in enumerate(self.population):
-            total += population.count * population.member_size_bound(digits)
+            total += population.size_bound(digits)
             if total > MAX_POPULATION_CHARS:
                 raise ValueError(f"population.{index}: the populations would expand to up to {total} characters of "
                                  f"profiles and configs; at most {MAX_POPULATION_CHARS} are allowed")
@@ -323,13 +278,11 @@ class ExperimentSpec(_Frozen):
         agents = list(self.agents)
         next_id = max((a.id for a in agents), default=-1) + 1
         rng = random.Random(f"population:{self.seed}")
-        for population in self.population:
+        for index, population in enumerate(self.population):
             start = next_id if population.id_start is None else population.id_start
-            for i in range(population.count):
-                agent_id = start + i
-                profile = {key: _draw(value, rng, i, agent_id) for key, value in population.profile_template.items()}
-                agents.append(AgentSpec(id=agent_id, type=population.type, profile=profile, config=population.config))
-            next_id = max(next_id, start + population.count)
+            for i, profile in enumerate(population.profiles(rng, f"{self.seed}:{index}", start)):
+                agents.append(AgentSpec(id=start + i, type=population.type, profile=profile, config=population.config))
+            next_id = max(next_id, start + population.size)
         return agents
 
     def total_ticks(self) -> int:
@@ -341,14 +294,6 @@ class ExperimentSpec(_Frozen):
         return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
 
 
-def _draw(value: Any, rng: random.Random, i: int, agent_id: int) -> Any:
-    if isinstance(value, list):
-        value = rng.choice(value)
-    if isinstance(value, str):
-        return value.format(i=i, id=agent_id)
-    return value
-
-
 def format_validation_error(error: ValidationError) -> str:
     """One line per problem, each led by its dotted field path."""
     lines = []
@@ -358,12 +303,20 @@ def format_validation_error(error: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def parse_spec(data: Any) -> ExperimentSpec:
+def parse_spec(data: Any, *, locate: Locate | None = None) -> ExperimentSpec:
     """Validate a decoded spec.
 
+    Args:
+        data: the decoded spec.
+        locate: where the tables its populations name (``from``) are read from; None: none is
+            read, and a population naming one without its ``rows`` is refused.
+
     Raises:
-        SpecError: with every problem and its field path.
+        SpecError: with every problem and its field path (a ``PopulationFileError`` for a table
+            that cannot be read, naming its row and column).
     """
+    if locate is not None:
+        data = read_population_files(data, locate)
     try:
         return ExperimentSpec.model_validate(data)
     except ValidationError as error:
@@ -373,10 +326,13 @@ def parse_spec(data: Any) -> ExperimentSpec:
 
 
 def load_spec(path: str | Path) -> ExperimentSpec:
-    """Read a spec from a ``.json``, ``.yaml`` or ``.yml`` file.
+    """Read a spec from a ``.json``, ``.yaml`` or ``.yml`` file, with the tables its populations name.
+
+    A population's ``from`` is resolved against the spec file's folder (an absolute path as is).
 
     Raises:
-        SpecError: unreadable file, bad syntax, or invalid fields.
+        SpecError: unreadable file, bad syntax, invalid fields, or a population table that cannot
+            be read (``PopulationFileError``).
     """
     path = Path(path)
     try:
@@ -387,7 +343,7 @@ def load_spec(path: str | Path) -> ExperimentSpec:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as error:
         raise SpecError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}") from None
-    return parse_spec(data)
+    return parse_spec(data, locate=spec_folder(path.resolve().parent))
 
 
 def spec_json_schema() -> dict[str, Any]:

@@ -8,13 +8,17 @@ In order, each before anything costlier:
    is read, and a body that grows past it while streaming is refused then (413);
 3. decoding: JSON, or YAML with ``safe_load`` semantics and no aliases (an alias bomb expands
    kilobytes into gigabytes); 422 on bad syntax;
-4. the quotas on the raw data (``service.spec_counts``): agents, agent-steps, sweep cells, and
+4. the persona tables populations name (``population.N.from``), read only from under the
+   ``POLIS_INPUT_DIRS`` allow-list: a path in a request body must not read the server's other
+   files, so any other name is refused (422 on that field) with one message that says nothing
+   about whether it exists; the rows go into the spec, so the counts below see them;
+5. the quotas on the raw data (``service.spec_counts``): agents, agent-steps, sweep cells, and
    the owner's disk, before ``ExperimentSpec`` validation expands any population;
-5. validation (``engine.spec.parse_spec``; format widths are bounded there);
-6. the grants (``service.grants``): every LLM config is free or granted to the owner.
+6. validation (``engine.spec.parse_spec``; format widths are bounded there);
+7. the grants (``service.grants``): every LLM config is free or granted to the owner.
 
-:meth:`Intake.admit` (steps 3-6) is sans-IO apart from measuring the owner's run directories; the
-route calls :meth:`Intake.read`, which runs it off the event loop.
+:meth:`Intake.admit` (steps 3-7) is sans-IO apart from reading allowed tables and measuring the
+owner's run directories; the route calls :meth:`Intake.read`, which runs it off the event loop.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ from typing import Any, Literal
 import yaml
 from starlette.requests import Request
 
+from engine.env.input_files import InputRoots, resolve_input_file
 from engine.errors import SpecError
+from engine.population import read_population_files
 from engine.spec import ExperimentSpec, parse_spec
 from engine.sweep import MAX_CELLS
 from service.errors import SpecTooLargeError, UnsupportedMediaTypeError
@@ -119,17 +125,20 @@ class Intake:
         max_body_bytes: the largest body read.
         quotas: each owner's quotas; default: the ``POLIS_QUOTA_*`` defaults for everyone.
         grants: each owner's granted credentials; default: none.
+        input_dirs: the directories whose files a population may name (``POLIS_INPUT_DIRS``); default: none.
     """
 
-    def __init__(self, max_body_bytes: int = 1024**2, quotas: Quotas | None = None, grants: Grants | None = None) -> None:
+    def __init__(self, max_body_bytes: int = 1024**2, quotas: Quotas | None = None, grants: Grants | None = None,
+                 input_dirs: tuple[Path, ...] = ()) -> None:
         self.max_body_bytes = max_body_bytes
+        self.input_roots = InputRoots(tuple(input_dirs))
         # The settings' defaults, without reading the environment (only ``polis serve`` does that).
         self.quotas = quotas if quotas is not None else Quotas.from_settings(ServiceSettings.model_construct())
         self.grants = grants if grants is not None else Grants()
 
     @classmethod
     def from_settings(cls, settings: ServiceSettings) -> Intake:
-        """The intake of ``POLIS_MAX_BODY_BYTES``, ``POLIS_QUOTA_*`` and the grants file (``POLIS_GRANTS``).
+        """The intake of ``POLIS_MAX_BODY_BYTES``, ``POLIS_QUOTA_*``, the grants file (``POLIS_GRANTS``) and ``POLIS_INPUT_DIRS``.
 
         Raises:
             AuthConfigError: the grants file cannot be used.
@@ -139,6 +148,7 @@ class Intake:
             max_body_bytes=settings.max_body_bytes,
             quotas=Quotas.from_settings(settings, grants_file.quotas if grants_file else None),
             grants=Grants(grants_file.credentials if grants_file else None),
+            input_dirs=settings.input_dirs,
         )
 
     async def read(self, request: Request, owner: str, run_dirs: Iterable[Path]) -> ExperimentSpec:
@@ -152,7 +162,8 @@ class Intake:
         Raises:
             UnsupportedMediaTypeError: 415.
             SpecTooLargeError: 413.
-            SpecError: the body does not decode, or the spec is invalid (422).
+            SpecError: the body does not decode, names a table outside ``POLIS_INPUT_DIRS`` or one
+                that cannot be read, or the spec is invalid (422).
             QuotaExceededError: over one of the owner's quotas (422).
             CredentialNotGrantedError: a key variable, endpoint or option not granted (422).
         """
@@ -163,7 +174,7 @@ class Intake:
 
     def admit(self, raw: bytes, kind: BodyKind, owner: str, run_dirs: Iterable[Path] = ()) -> ExperimentSpec:
         """Decode, count, validate and authorize a body already read (see :meth:`read`)."""
-        data = decode_spec(raw, kind)
+        data = read_population_files(decode_spec(raw, kind), self._locate)
         quota = self.quotas.for_owner(owner)
         counts = count_spec(data, MAX_CELLS)
         if counts.cells > MAX_CELLS:
@@ -173,6 +184,14 @@ class Intake:
         spec = parse_spec(data)
         self.grants.check_spec(spec, owner)
         return spec
+
+
+    def _locate(self, field: str, name: str) -> Path:
+        try:
+            return resolve_input_file(field, name, roots=self.input_roots)
+        except SpecError as error:  # its message leads with the field already; the path makes it the 422's loc
+            error.path = field
+            raise
 
 
 def _inline(node: Any, defs: dict[str, Any]) -> Any:

@@ -121,7 +121,7 @@ class ExperimentRegistry:
             The new record, with a fresh id and its run directory path (not yet created).
         """
         ticks = spec.total_ticks()
-        n_agents = len(spec.agents) + sum(population.count for population in spec.population)
+        n_agents = len(spec.agents) + sum(population.size for population in spec.population)
         with self._lock:
             experiment_id = uuid.uuid4().hex[:12]
             while experiment_id in self._records:

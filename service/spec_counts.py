@@ -1,7 +1,8 @@
 """How big a submitted spec is, counted on the decoded body before ``ExperimentSpec`` validation.
 
 Validating a spec expands its populations, so counting must come first and read only the raw
-data: agents (the explicit list plus every population's ``count``), ticks (every ``run`` step's
+data: agents (the explicit list plus every population's ``count``, or the rows of its table when
+it gives none), ticks (every ``run`` step's
 ``num_steps``) and sweep cells (the grid's combinations times ``replications``). A sweep may vary
 the counted fields themselves (``population.0.count``, ``steps.0.num_steps``, whole ``population``
 or ``steps`` lists); each such value is counted too, so the largest cell and the sweep's total
@@ -33,7 +34,7 @@ class SpecCounts:
     agent_steps: int  #: agents x ticks, summed over the sweep's cells (the spec's own without a sweep)
     cells: int = 1  #: runs the spec makes: 1 without a sweep
     explicit_agents: int = 0  #: the length of the spec's own ``agents`` list
-    populations: tuple[int, ...] = ()  #: the spec's own ``population[i].count``
+    populations: tuple[int, ...] = ()  #: the spec's own ``population[i]`` sizes (its ``count``, or its table's rows)
     largest_cell_key: str | None = None  #: the grid key that makes a cell larger than the spec, if one does
 
     def agents_path(self, limit: int) -> str:
@@ -72,7 +73,12 @@ def _list(value: Any) -> list[Any]:
 
 
 def _count(population: Any) -> int:
-    return max(_as_int(population.get("count")), 0) if isinstance(population, Mapping) else 0
+    if not isinstance(population, Mapping):
+        return 0
+    rows = population.get("rows")
+    if population.get("count") is None and isinstance(rows, list):  # a table without a count: every row
+        return len(rows)
+    return max(_as_int(population.get("count")), 0)
 
 
 def _ticks(step: Any) -> int:

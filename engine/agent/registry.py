@@ -12,7 +12,7 @@ from engine.errors import SpecError
 if TYPE_CHECKING:
     from engine.agent.base import AgentBase
 
-__all__ = ["agent_type_names", "register_agent", "resolve_agent"]
+__all__ = ["agent_type_names", "check_agent_type", "register_agent", "resolve_agent"]
 
 _BUILTIN = {
     "PersonAgent": "engine.agent.person:PersonAgent",
@@ -42,6 +42,17 @@ def _table() -> dict[str, str]:
 
 def agent_type_names() -> list[str]:
     return sorted({*_table(), *_REGISTERED})
+
+
+def check_agent_type(name: str) -> str:
+    """``name`` if it is a known agent type (a spec field validator).
+
+    Raises:
+        ValueError: an unknown type; the message lists the known ones.
+    """
+    if name not in agent_type_names():
+        raise ValueError(f"unknown agent type {name!r}; known: {', '.join(agent_type_names())}")
+    return name
 
 
 def resolve_agent(name: str) -> type[AgentBase]:

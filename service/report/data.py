@@ -96,7 +96,8 @@ def _spec_of(doc: dict[str, Any]) -> dict[str, Any]:
 def _spec_summary(spec: dict[str, Any]) -> dict[str, Any]:
     """The spec in a few lines: seed, agents, LLM models, env modules and the steps."""
     population = spec.get("population") or []
-    agents = len(spec.get("agents") or []) + sum(int(p.get("count") or 0) for p in population)
+    # A table's population without a count has one member per row.
+    agents = len(spec.get("agents") or []) + sum(int(p.get("count") or len(p.get("rows") or [])) for p in population)
     llm = {role: conf.get("model") for role, conf in (spec.get("llm") or {}).items() if isinstance(conf, dict)}
     env = spec.get("environment") or {}
     steps = []

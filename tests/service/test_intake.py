@@ -30,10 +30,13 @@ def service(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> I
         "lab-a": {"max_agents": 5, "max_agent_steps": 40},
         "lab-disk": {"max_disk_bytes": 1},
     }}))
+    inputs = root / "inputs"
+    inputs.mkdir()
+    (inputs / "people.csv").write_text("name,age,city\nAnn,34,Oslo\nBo,51,Rome\nCy,22,Lima\n")
     settings = ServiceSettings(data_dir=root / "data", scheduler=cluster_address, auth_tokens=tokens, grants_file=grants,
-                               max_body_bytes=MAX_BODY)
+                               max_body_bytes=MAX_BODY, input_dirs=(inputs,))
     with serve(settings) as http:
-        yield {"http": http, "tokens": owners, "data": root / "data"}
+        yield {"http": http, "tokens": owners, "data": root / "data", "inputs": inputs}
 
 
 def as_owner(service: dict[str, Any], owner: str) -> dict[str, str]:
@@ -161,3 +164,29 @@ def test_the_openapi_document_still_describes_the_spec_as_json_and_yaml(service:
     assert {"population", "agents", "steps", "sweep"} <= set(content["application/yaml"]["schema"]["properties"])
     assert "#/$defs" not in json.dumps(document)  # the inlined schema stands alone in the document
     assert {"201", "413", "415", "422"} <= set(submit["responses"])
+
+
+def test_a_population_table_is_read_over_rest_only_from_under_the_input_dirs(
+    service: dict[str, Any], make_spec_data: Callable[..., dict],
+) -> None:
+    http, headers = service["http"], as_owner(service, "lab-b")
+
+    def table_spec(name: str, **population: Any) -> dict[str, Any]:
+        return {**make_spec_data("table"), "agents": [], "population": [{"from": name, **population}]}
+
+    before = written(service["data"])
+    for name in ("/etc/passwd", "../tokens.json", str(service["data"])):
+        refused = http.post("/experiments", json=table_spec(name), headers=headers)
+        assert refused.status_code == 422, refused.text
+        [detail] = refused.json()["detail"]
+        assert detail["loc"] == ["body", "population", 0, "from"]
+        assert detail["msg"] == f"population.0.from must be a file under {service['inputs']}/"
+    assert written(service["data"]) == before
+    accepted = http.post("/experiments", content=yaml.safe_dump(table_spec("people.csv", count=2, columns=["name", "city"])),
+                         headers={**headers, "Content-Type": "application/yaml"})
+    assert accepted.status_code == 201, accepted.text
+    experiment = accepted.json()["id"]
+    with httpx.Client(base_url=http.base_url, headers=headers, timeout=30) as lab_b:
+        assert wait_until_final(lab_b, experiment)["status"] == "completed"
+        profiles = [lab_b.get(f"/experiments/{experiment}/agents/{i}").json()["profile"] for i in (0, 1)]
+    assert profiles == [{"name": "Ann", "city": "Oslo"}, {"name": "Bo", "city": "Rome"}]

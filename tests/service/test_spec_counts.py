@@ -62,3 +62,13 @@ def test_a_sweep_past_the_cell_limit_is_counted_without_enumerating_it() -> None
     counts = count_spec(spec(sweep={"grid": grid}), max_cells=10_000)
     assert counts.cells == 10**12
     assert counts.agent_steps == 2 * 3 * 10**12
+
+
+def test_a_table_population_counts_its_count_or_else_every_row() -> None:
+    rows = [{"name": f"P{i}"} for i in range(24)]
+    counts = count_spec(spec(population=[{"from": "people.csv", "rows": rows}, {"from": "people.csv", "rows": rows, "count": 5}]), 100)
+    assert (counts.agents, counts.populations, counts.agent_steps) == (2 + 24 + 5, (24, 5), (2 + 24 + 5) * 3)
+    assert counts.agents_path(20) == "population.0.count"
+    swept = count_spec(spec(population=[{"rows": rows}], sweep={"grid": {"population.0.count": [4, 12]}}), 100)
+    assert swept.agent_steps == (2 + 4) * 3 + (2 + 12) * 3  # each cell's count, against the table's 24 rows
+    assert swept.agents >= 2 + 12

@@ -1,0 +1,129 @@
+"""``PopulationSpec``: a spec's generated population, from a template or a persona table.
+
+Part of the experiment spec (``engine.spec`` re-exports it); the members it makes are
+:mod:`engine.population.members`, its table's rows :mod:`engine.population.table`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from engine.format_template import check_format_template, formatted_size_bound
+from engine.population.members import MAX_POPULATION_ROWS, SampleKind, draw_value, table_profiles
+from engine.population.table import first_row_problem
+
+__all__ = ["PopulationSpec"]
+
+_TEMPLATE_NAMES = ("i", "id")
+
+
+def _known_agent_type(name: str) -> str:
+    from engine.agent.registry import check_agent_type
+
+    return check_agent_type(name)
+
+
+class PopulationSpec(BaseModel):
+    """A generated population: members drawn from a template, or one member per row of a table.
+
+    With ``profile_template``, each value is either a scalar (strings may use ``{i}``, the member's
+    index, and ``{id}``, its agent id) or a list, from which each member draws one value with the
+    spec's seed; ``count`` is required.
+
+    With ``from`` (a ``.parquet``, ``.csv`` or ``.jsonl`` file), each row makes one member whose
+    profile fields are the row's columns (or only ``columns``); see :mod:`engine.population.table`
+    for what a value may be. ``load_spec`` resolves the name against the spec file's folder, the
+    service under ``POLIS_INPUT_DIRS`` only, and the table is read into ``rows``, which the stored
+    spec keeps (a resumed, swept or forked run reads no file). ``count`` (default: every row) rows
+    are taken: the first ones, or with ``sample: random`` a sample seeded by the spec's seed, in
+    file order. A ``count`` over the rows is an error: no row is repeated to make up the number.
+    ``rows`` may also be given inline.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", serialize_by_alias=True, validate_by_name=True, validate_by_alias=True)
+
+    from_: str | None = Field(None, alias="from", min_length=1, exclude_if=lambda v: v is None,
+                              description="a .parquet, .csv or .jsonl persona table: one member per row")
+    columns: list[str] | None = Field(None, min_length=1, exclude_if=lambda v: v is None,
+                                      description="the table's columns that become profile fields; default: all")
+    sample: SampleKind = Field("first", exclude_if=lambda v: v == "first",
+                               description="which rows when count is below the rows: the first, or a seeded random sample")
+    rows: list[dict[str, Any]] | None = Field(None, min_length=1, validate_default=True, exclude_if=lambda v: v is None,
+                                              description="the table's rows (filled in from 'from' when the spec is loaded)")
+    count: int | None = Field(None, ge=1, le=MAX_POPULATION_ROWS, validate_default=True,
+                              description="members; required with profile_template, default every row of a table")
+    type: str = "PersonAgent"
+    profile_template: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(default_factory=dict)
+    id_start: int | None = Field(None, ge=0, description="first agent id; defaults to after the previous agents")
+
+    _type_known = field_validator("type")(classmethod(lambda cls, v: _known_agent_type(v)))
+
+    @field_validator("rows")
+    @classmethod
+    def _rows_are_profiles(cls, value: list[dict[str, Any]] | None, info: ValidationInfo) -> list[dict[str, Any]] | None:
+        if value is None:
+            if info.data.get("from_") is not None:
+                raise ValueError(f"the table {info.data['from_']!r} has not been read: load the spec from its file "
+                                 "(polis run, load_spec), whose folder a relative name is resolved against, or give 'rows'")
+            if info.data.get("columns") is not None:
+                raise ValueError("'columns' picks columns of a table: give 'from' or 'rows' too")
+            return None
+        if (problem := first_row_problem(value, info.data.get("columns"))) is not None:
+            raise ValueError(problem.message)
+        return value
+
+    @field_validator("count")
+    @classmethod
+    def _count_fits_the_rows(cls, value: int | None, info: ValidationInfo) -> int | None:
+        rows = info.data.get("rows")
+        if rows is None and "rows" in info.data:  # no table (a bad table is refused under 'rows' already)
+            if value is None:
+                raise ValueError("a population without a table ('from' or 'rows') needs a count")
+        elif rows is not None and value is not None and value > len(rows):
+            raise ValueError(f"{value} is more than the {len(rows)} rows of the table; rows are not repeated")
+        return value
+
+    @field_validator("profile_template")
+    @classmethod
+    def _lists_not_empty(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        if value and info.data.get("rows") is not None:
+            raise ValueError("a population takes its profiles from a table ('from' or 'rows') or from a template, not both")
+        for key, item in value.items():
+            if isinstance(item, list) and not item:
+                raise ValueError(f"profile_template.{key} is an empty list: nothing to draw from")
+            for choice in item if isinstance(item, list) else [item]:
+                if isinstance(choice, str):
+                    try:
+                        check_format_template(choice, _TEMPLATE_NAMES)
+                        choice.format(i=0, id=0)
+                    except ValueError as error:
+                        raise ValueError(f"profile_template.{key}: {error}") from None
+        return value
+
+    @property
+    def size(self) -> int:
+        """The number of members: ``count``, or every row of the table."""
+        return self.count if self.count is not None else len(self.rows or ())
+
+    def size_bound(self, id_digits: int) -> int:
+        """An upper bound on the characters of all members' profiles and configs (as JSON), for ids of ``id_digits`` digits."""
+        member = len(json.dumps(self.config, default=str))
+        if self.rows is not None:  # the rows are in memory already; the chosen ones are a part of them
+            return len(json.dumps(self.rows)) + self.size * (member + 8)
+        for key, item in self.profile_template.items():
+            sizes = [formatted_size_bound(c, id_digits) if isinstance(c, str) else len(json.dumps(c, default=str))
+                     for c in (item if isinstance(item, list) else [item])]
+            member += len(key) + max(sizes) + 8
+        return self.size * member
+
+    def profiles(self, rng: random.Random, seed_key: str, start: int) -> list[dict[str, Any]]:
+        """Every member's profile: drawn with ``rng`` from the template, or taken from the rows (sampled by ``seed_key``)."""
+        if self.rows is not None:
+            return table_profiles(self.rows, self.size, self.sample, self.columns, seed_key)
+        return [{key: draw_value(value, rng, i, start + i) for key, value in self.profile_template.items()}
+                for i in range(self.size)]
