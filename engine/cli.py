@@ -129,6 +129,8 @@ async def _run(args: argparse.Namespace) -> int:
     print(f"errors: {summary.errors}" + (f"  first: {summary.first_error}" if summary.first_error else ""))
     print(f"LLM calls: {summary.llm_calls}  tokens: {summary.input_tokens} in / {summary.output_tokens} out")
     print(summary.transcripts_line())
+    for line in summary.manifest_warnings:
+        print(f"polis: warning: {line}", file=sys.stderr)
     cache = (summary.env or {}).get("codegen_cache")
     if cache:
         print(f"codegen cache: {cache['hits_exact'] + cache['hits_similar']} hits, {cache['misses']} misses, "
@@ -199,6 +201,8 @@ def _print_sweep(sweep, run_dir: Path) -> int:
     for cell, run in zip(sweep.cells, sweep.runs, strict=True):
         print(f"{cell.cell_id}: {run.status}  params={cell.params}  replication={cell.replication}  seed={cell.seed}"
               + (f"  error={run.error}" if run.error else ""))
+        for line in run.manifest_warnings:
+            print(f"polis: warning: {cell.cell_id}: {line}", file=sys.stderr)
     print(f"sweep: {len(sweep.cells)} cells {sweep.statuses()} in {run_dir}")
     print(f"compare: polis query {run_dir} \"SELECT cell, count(*) FROM actions GROUP BY cell\"")
     return max((_exit_code(run.status) for run in sweep.runs), default=0)
@@ -281,7 +285,8 @@ def _sim_llm(args: argparse.Namespace) -> int:
         latency_ms=args.latency_ms, jitter_ms=args.jitter_ms, capacity=args.capacity, rate_429=args.rate_429,
         rate_500=args.rate_500, rate_hang=args.rate_hang, rate_malformed=args.rate_malformed, seed=args.seed,
     )
-    run_server(args.host, args.port, name=args.name, seed=args.seed, faults=faults)
+    run_server(args.host, args.port, name=args.name, seed=args.seed, faults=faults,
+               served_model=args.served_model, fingerprint=args.fingerprint)
     return 0
 
 
@@ -343,6 +348,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     sim.add_argument("--rate-500", type=float, default=0.0)
     sim.add_argument("--rate-hang", type=float, default=0.0)
     sim.add_argument("--rate-malformed", type=float, default=0.0)
+    sim.add_argument("--served-model", default=None, metavar="NAME",
+                     help="name this model in every reply, whatever was requested (as a provider serving a snapshot)")
+    sim.add_argument("--fingerprint", default=None, metavar="FP", help="the replies' system_fingerprint (default sim-SEED)")
     sim.set_defaults(handler=_sim_llm)
 
     schema = sub.add_parser("spec-schema", help="print the experiment spec's JSON Schema")
