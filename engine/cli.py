@@ -67,6 +67,30 @@ def _stop_on_signals(task: asyncio.Task) -> None:
         loop.add_signal_handler(sig, stop, sig)
 
 
+def with_max_calls(spec: Any, max_calls: int) -> Any:
+    """``spec`` with its call cap set to ``max_calls`` and its token and cost caps kept (``--max-calls``)."""
+    budget = spec.budget.model_copy(update={"max_calls": max_calls}) if spec.budget is not None else BudgetSpec(max_calls=max_calls)
+    return spec.model_copy(update={"budget": budget})
+
+
+async def _refuse_over_budget(spec: Any, client: Any) -> None:
+    """Before a fresh run with a budget: estimate it, and refuse it when the upper estimate passes a cap."""
+    from engine.errors import OverBudgetError
+    from engine.society.run.estimate import estimate, estimate_refusal
+
+    if spec.budget is None:
+        return
+    found = await estimate(spec, client)
+    reason = estimate_refusal(spec, found)
+    if reason is not None:
+        raise OverBudgetError(f"not started: {reason} (estimate {_range(found.calls)} calls, {_range(found.tokens)} tokens); "
+                              "raise the budget, or pass --force to run anyway")
+
+
+def _range(value: Any) -> str:
+    return f"{value.low:,.0f}-{value.high:,.0f}" if round(value.low) != round(value.high) else f"{value.expected:,.0f}"
+
+
 async def _run(args: argparse.Namespace) -> int:
     from engine.failpoints import arm_process_group
     from engine.settings import EngineSettings
@@ -85,7 +109,7 @@ async def _run(args: argparse.Namespace) -> int:
     if args.batch_size:
         spec = spec.model_copy(update={"batch_size": args.batch_size})
     if args.max_calls is not None:
-        spec = spec.model_copy(update={"budget": BudgetSpec(max_calls=args.max_calls)})
+        spec = with_max_calls(spec, args.max_calls)
     settings = EngineSettings()
     options = {
         "resume": args.resume, "force": args.force, "llm_limits": settings.limiter_config(),
@@ -103,6 +127,8 @@ async def _run(args: argparse.Namespace) -> int:
             print(await _dashboard_line(client, experiment_id), file=sys.stderr)
             if line := _local_models_line(spec, client):
                 print(line, file=sys.stderr)
+            if not args.resume and not args.force:
+                await _refuse_over_budget(spec, client)
             if spec.sweep is not None:
                 from engine.society.run.sweep import run_sweep
 
@@ -257,11 +283,13 @@ async def _estimate(args: argparse.Namespace) -> int:
     settings = EngineSettings()
     async with open_client(settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address) as client:
         result = await estimate(spec, client, agents=args.agents, ticks=args.ticks)
-    print(f"sample: {result.sample_agents} agents x {result.sample_ticks} ticks on the simulated LLM")
-    print(f"per agent-step: {result.calls_per_agent_step:.2f} LLM calls, {result.tokens_per_agent_step:.0f} tokens")
-    if result.calls_per_run:
-        print(f"once per run: {result.calls_per_run} LLM calls (the env's world description)")
-    print(f"whole spec ({result.agent_steps_total} agent-steps): ~{result.projected_calls} calls, ~{result.projected_tokens} tokens")
+    print(f"sample: {result.sample_agents} agents x {result.sample_ticks} ticks per run step, every step, on the simulated LLM")
+    for kind, calls in result.calls_by_kind.items():
+        print(f"{kind}: {_range(calls)} LLM calls")
+    cost = "unknown (a model without a price; give llm.<role>.price in the spec)" if result.cost_usd is None else (
+        f"{result.cost_usd.low:.4f}-{result.cost_usd.high:.4f} (expected {result.cost_usd.expected:.4f})")
+    print(f"whole spec ({result.agent_steps_total} agent-steps): ~{result.projected_calls} calls ({_range(result.calls)}), "
+          f"~{result.projected_tokens} tokens ({_range(result.tokens)}), USD {cost}")
     return 0
 
 
@@ -311,7 +339,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     run.add_argument("--batch-size", type=int, default=None)
     run.add_argument("--resume", nargs="?", const=True, default=False, metavar="RUN_DIR",
                      help="continue a run (or sweep) from its last committed tick and top-level step")
-    run.add_argument("--force", action="store_true", help="resume even though the spec changed")
+    run.add_argument("--force", action="store_true",
+                     help="resume even though the spec changed; start although the upper estimate passes the budget")
     run.add_argument("--add-steps", default=None, metavar="STEPS",
                      help="with --resume: append the questionnaire, ask or intervene steps in this YAML/JSON file "
                      "(a list, or {steps: [...]}) to the stored run and run them")
@@ -326,7 +355,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     est = sub.add_parser("estimate", help="project a spec's LLM calls and tokens from a short simulated run")
     est.add_argument("spec")
     est.add_argument("--agents", type=int, default=20)
-    est.add_argument("--ticks", type=int, default=2)
+    est.add_argument("--ticks", type=int, default=2, help="ticks of each run step the sample runs")
     est.set_defaults(handler=lambda a: asyncio.run(_estimate(a)))
 
     query = sub.add_parser("query", help="query a run's replay datasets with DuckDB SQL (SELECT only; "

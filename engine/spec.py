@@ -32,6 +32,7 @@ __all__ = [
     "InterveneStep",
     "LLMClientSpec",
     "LLMSpec",
+    "PriceSpec",
     "PopulationSpec",
     "QuestionSpec",
     "QuestionnaireStep",
@@ -61,6 +62,13 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class PriceSpec(_Frozen):
+    """A client's token prices, for estimates of models litellm's price map does not know (or prices otherwise)."""
+
+    input_usd_per_mtok: float = Field(ge=0, description="US dollars per million prompt tokens")
+    output_usd_per_mtok: float = Field(ge=0, description="US dollars per million completion tokens")
+
+
 class LLMClientSpec(_Frozen):
     """One LLM client: a litellm model string (or ``sim/<name>``), never a key."""
 
@@ -72,6 +80,7 @@ class LLMClientSpec(_Frozen):
         description="NAME of the environment variable holding the key (resolved on the worker)",
     )
     options: dict[str, Any] = Field(default_factory=dict, description="request options: temperature, max_tokens, ...")
+    price: PriceSpec | None = Field(None, description="token prices for polis estimate (default: litellm's price map)")
 
     @field_validator("options")
     @classmethod
