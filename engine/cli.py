@@ -14,7 +14,7 @@ from engine.errors import PolisError, SpecError
 from engine.run_status import LIVE_STATUSES, RunStatus
 from engine.spec import BudgetSpec
 
-__all__ = ["build_parser", "main", "run_command"]
+__all__ = ["build_parser", "main", "run_command", "with_max_calls"]
 
 
 def _progress_printer(stream=sys.stderr):
@@ -73,24 +73,6 @@ def with_max_calls(spec: Any, max_calls: int) -> Any:
     return spec.model_copy(update={"budget": budget})
 
 
-async def _refuse_over_budget(spec: Any, client: Any) -> None:
-    """Before a fresh run with a budget: estimate it, and refuse it when the upper estimate passes a cap."""
-    from engine.errors import OverBudgetError
-    from engine.society.run.estimate import estimate, estimate_refusal
-
-    if spec.budget is None:
-        return
-    found = await estimate(spec, client)
-    reason = estimate_refusal(spec, found)
-    if reason is not None:
-        raise OverBudgetError(f"not started: {reason} (estimate {_range(found.calls)} calls, {_range(found.tokens)} tokens); "
-                              "raise the budget, or pass --force to run anyway")
-
-
-def _range(value: Any) -> str:
-    return f"{value.low:,.0f}-{value.high:,.0f}" if round(value.low) != round(value.high) else f"{value.expected:,.0f}"
-
-
 async def _run(args: argparse.Namespace) -> int:
     from engine.failpoints import arm_process_group
     from engine.settings import EngineSettings
@@ -128,7 +110,9 @@ async def _run(args: argparse.Namespace) -> int:
             if line := _local_models_line(spec, client):
                 print(line, file=sys.stderr)
             if not args.resume and not args.force:
-                await _refuse_over_budget(spec, client)
+                from engine.society.run.estimate import refuse_over_budget
+
+                await refuse_over_budget(spec, client)
             if spec.sweep is not None:
                 from engine.society.run.sweep import run_sweep
 
@@ -283,13 +267,7 @@ async def _estimate(args: argparse.Namespace) -> int:
     settings = EngineSettings()
     async with open_client(settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address) as client:
         result = await estimate(spec, client, agents=args.agents, ticks=args.ticks)
-    print(f"sample: {result.sample_agents} agents x {result.sample_ticks} ticks per run step, every step, on the simulated LLM")
-    for kind, calls in result.calls_by_kind.items():
-        print(f"{kind}: {_range(calls)} LLM calls")
-    cost = "unknown (a model without a price; give llm.<role>.price in the spec)" if result.cost_usd is None else (
-        f"{result.cost_usd.low:.4f}-{result.cost_usd.high:.4f} (expected {result.cost_usd.expected:.4f})")
-    print(f"whole spec ({result.agent_steps_total} agent-steps): ~{result.projected_calls} calls ({_range(result.calls)}), "
-          f"~{result.projected_tokens} tokens ({_range(result.tokens)}), USD {cost}")
+    print(result.report())
     return 0
 
 

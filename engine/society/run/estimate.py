@@ -18,6 +18,7 @@ from pathlib import Path
 from distributed import Client
 
 from engine.env.prompts import WORLD_DESCRIPTION
+from engine.errors import OverBudgetError
 from engine.llm.prices import cost_usd
 from engine.run_status import is_finished
 from engine.society.run.projection import Group, Range, over_budget, project, total
@@ -26,7 +27,7 @@ from engine.spec import ExperimentSpec, LLMClientSpec, LLMSpec, QuestionnaireSte
 from engine.storage.reader import ReplayReader
 from engine.sweep import expand_sweep
 
-__all__ = ["Estimate", "estimate", "estimate_refusal"]
+__all__ = ["Estimate", "estimate", "estimate_refusal", "refuse_over_budget", "span"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,21 @@ class Estimate:
     @property
     def projected_tokens(self) -> int:
         return round(self.tokens.expected)
+
+    def report(self) -> str:
+        """The estimate as ``polis estimate`` prints it: the sample, calls per step kind, the whole spec."""
+        lines = [f"sample: {self.sample_agents} agents x {self.sample_ticks} ticks per run step, every step, on the simulated LLM"]
+        lines += [f"{kind}: {span(calls)} LLM calls" for kind, calls in self.calls_by_kind.items()]
+        cost = "unknown (a model without a price; give llm.<role>.price in the spec)" if self.cost_usd is None else (
+            f"{self.cost_usd.low:.4f}-{self.cost_usd.high:.4f} (expected {self.cost_usd.expected:.4f})")
+        lines.append(f"whole spec ({self.agent_steps_total} agent-steps): ~{self.projected_calls} calls ({span(self.calls)}), "
+                     f"~{self.projected_tokens} tokens ({span(self.tokens)}), USD {cost}")
+        return "\n".join(lines)
+
+
+def span(value: Range) -> str:
+    """``low-high`` of a range of counts, or one number when both round alike."""
+    return f"{value.low:,.0f}-{value.high:,.0f}" if round(value.low) != round(value.high) else f"{value.expected:,.0f}"
 
 
 def _targets(step: QuestionnaireStep, ids: list[int]) -> list[int]:
@@ -219,3 +235,18 @@ async def estimate(spec: ExperimentSpec, client: Client, *, agents: int = 20, ti
 def estimate_refusal(spec: ExperimentSpec, found: Estimate) -> str | None:
     """Why ``spec`` should not start: the cap of its budget the upper estimate passes (None: none)."""
     return over_budget(spec.budget, found.calls, found.tokens, found.cost_usd)
+
+
+async def refuse_over_budget(spec: ExperimentSpec, client: Client) -> None:
+    """Before a run with a budget starts: estimate it, and refuse it when the upper estimate passes a cap.
+
+    Raises:
+        OverBudgetError: naming the cap and the estimate.
+    """
+    if spec.budget is None:
+        return
+    found = await estimate(spec, client)
+    reason = estimate_refusal(spec, found)
+    if reason is not None:
+        raise OverBudgetError(f"not started: {reason} (estimate {span(found.calls)} calls, {span(found.tokens)} tokens); "
+                              "raise the budget, or pass --force to run anyway")
