@@ -13,7 +13,9 @@ from typing import Any
 from engine.llm.sim.process import sim_llm_process
 from engine.society.run.manifest import environment, read_manifest, served_changes
 from engine.society.run.runner import run_experiment
+from engine.society.run.sweep import run_sweep
 from engine.spec import parse_spec
+from engine.storage.atomic import read_json
 from engine.storage.reader import ReplayReader
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -102,3 +104,22 @@ async def test_a_resume_served_by_another_model_warns_and_its_manifest_counts_bo
     manifest = read_manifest(run_dir)
     assert manifest is not None
     assert _served(manifest["models"]) == {REQUESTED: ({"snap-a": 5, "snap-b": 4}, {"fp_a": 5, "fp_b": 4})}
+
+
+async def test_a_sweep_root_lists_its_cells_and_each_cell_has_its_own_manifest(dask_client, tmp_path) -> None:
+    spec = parse_spec({
+        "name": "manifest-sweep", "seed": 5,
+        "population": [{"count": 2, "config": {"max_react_turns": 1, "tools": ["finish"]}}],
+        "steps": [{"type": "run", "num_steps": 1, "tick": 600}],
+        "sweep": {"grid": {"llm.default.options.temperature": [0.2, 0.9]}},
+    })
+    await run_sweep(spec, tmp_path / "sweep", dask_client)
+
+    root = read_manifest(tmp_path / "sweep")
+    assert root is not None and root["spec_hash"] == spec.spec_hash() and root["polis"]["version"]
+    assert [(c["index"], c["params"]) for c in root["cells"]] == [
+        (0, {"llm.default.options.temperature": 0.2}), (1, {"llm.default.options.temperature": 0.9})]
+    for cell in root["cells"]:
+        manifest = read_json(tmp_path / "sweep" / cell["manifest"])
+        assert manifest["seed"] == cell["seed"] and manifest["spec_hash"] == cell["spec_hash"]
+        assert manifest["models"]["sim/default"]["calls"] == 3  # 2 agents x 1 tick and the world description
