@@ -76,8 +76,14 @@ def _targets(step: QuestionnaireStep, ids: list[int]) -> list[int]:
 
 
 def _sample_spec(spec: ExperimentSpec, agents: int, ticks: int) -> ExperimentSpec:
-    """``spec`` on its first ``agents`` agents, each run step cut to ``ticks`` ticks, on the simulated LLM."""
-    sample = spec.all_agents()[:agents]
+    """``spec`` on ``agents`` of its agents, each run step cut to ``ticks`` ticks, on the simulated LLM.
+
+    The agents are spread evenly over the population (every n-th), so that a population whose
+    members differ along its order (a persona table, several populations) is sampled across it.
+    """
+    everyone = spec.all_agents()
+    count = min(agents, len(everyone))
+    sample = [everyone[i * len(everyone) // count] for i in range(count)]
     ids = [a.id for a in sample]
     steps: list[StepSpec] = []
     for step in spec.steps:
@@ -125,11 +131,10 @@ def _groups(spec: ExperimentSpec, sample: ExperimentSpec, rows: list[dict], samp
             target = group("questionnaire", scope, role, len(_targets(sample_step, sample_ids)), len(_targets(step, full_ids)))
             unit = agent
         else:
+            # an ask or intervene step: the helper's plan and the env calls it makes, whatever the population's size
             kind, _, index = scope.partition("-")
-            per_agent = agent is not None
-            target = group(kind, f"{index}/{'agent' if per_agent else 'helper'}", role,
-                           len(sample_ids) if per_agent else 1, len(full_ids) if per_agent else 1)
-            unit = agent if per_agent else "step"
+            target = group(kind, index, role, 1, 1)
+            unit = "step"
         target.add(unit, *counts)
     return list(groups.values())
 

@@ -5,7 +5,7 @@ Each call of the sample falls in one :class:`Group`, by what its count grows wit
 - ``tick``: an agent's calls in a tick (its ReAct turns and the env router's calls serving its
   asks), per agent-step; ``tick-env``: a tick's calls that serve no agent, per tick;
 - ``questionnaire``: per targeted agent of that questionnaire step;
-- ``ask`` / ``intervene``: the helper's calls, once per step, and calls made for an agent, per agent;
+- ``ask`` / ``intervene``: the helper's calls and the env calls its plan makes, once per step;
 - ``once``: once per run (the env's world description).
 
 A group's expected value is the sample's mean per unit times the spec's units. Its range is the
