@@ -1,5 +1,14 @@
 """``polis estimate`` against the runs it estimates: small versions of the demo, the reference example and a sweep,
-each estimated from a smaller sample and then run on the LocalCluster, land within ±25% of their calls and tokens."""
+each estimated from a smaller sample and then run on the LocalCluster, land within ±25% of their calls and tokens.
+
+Measured on 2026-12-01 (estimate vs actual, calls / tokens):
+
+    these small versions     demo 60 vs 64 / 27,368 vs 32,744    reference 44 vs 37 / 25,357 vs 21,931
+                             sweep 187 vs 184 / 79,599 vs 86,032
+    full size, CLI defaults  examples/demo.yaml 100 vs 103 / 45,556 vs 52,582 (-3% / -13%)
+    (20 agents, 2 ticks)     examples/reference 37 vs 37 / 21,931 vs 21,931 (its 4 people and 3 ticks: the whole run)
+                             the sweep above 194 vs 184 / 83,301 vs 86,032 (+6% / -3%)
+"""
 
 from __future__ import annotations
 
