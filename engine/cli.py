@@ -14,7 +14,7 @@ from engine.errors import PolisError, SpecError
 from engine.run_status import LIVE_STATUSES, RunStatus
 from engine.spec import BudgetSpec
 
-__all__ = ["build_parser", "main", "run_command"]
+__all__ = ["build_parser", "main", "run_command", "with_max_calls"]
 
 
 def _progress_printer(stream=sys.stderr):
@@ -67,6 +67,12 @@ def _stop_on_signals(task: asyncio.Task) -> None:
         loop.add_signal_handler(sig, stop, sig)
 
 
+def with_max_calls(spec: Any, max_calls: int) -> Any:
+    """``spec`` with its call cap set to ``max_calls`` and its token and cost caps kept (``--max-calls``)."""
+    budget = spec.budget.model_copy(update={"max_calls": max_calls}) if spec.budget is not None else BudgetSpec(max_calls=max_calls)
+    return spec.model_copy(update={"budget": budget})
+
+
 async def _run(args: argparse.Namespace) -> int:
     from engine.failpoints import arm_process_group
     from engine.settings import EngineSettings
@@ -85,7 +91,7 @@ async def _run(args: argparse.Namespace) -> int:
     if args.batch_size:
         spec = spec.model_copy(update={"batch_size": args.batch_size})
     if args.max_calls is not None:
-        spec = spec.model_copy(update={"budget": BudgetSpec(max_calls=args.max_calls)})
+        spec = with_max_calls(spec, args.max_calls)
     settings = EngineSettings()
     options = {
         "resume": args.resume, "force": args.force, "llm_limits": settings.limiter_config(),
@@ -103,6 +109,10 @@ async def _run(args: argparse.Namespace) -> int:
             print(await _dashboard_line(client, experiment_id), file=sys.stderr)
             if line := _local_models_line(spec, client):
                 print(line, file=sys.stderr)
+            if not args.resume and not args.force:
+                from engine.society.run.estimate import refuse_over_budget
+
+                await refuse_over_budget(spec, client)
             if spec.sweep is not None:
                 from engine.society.run.sweep import run_sweep
 
@@ -129,6 +139,8 @@ async def _run(args: argparse.Namespace) -> int:
     print(f"errors: {summary.errors}" + (f"  first: {summary.first_error}" if summary.first_error else ""))
     print(f"LLM calls: {summary.llm_calls}  tokens: {summary.input_tokens} in / {summary.output_tokens} out")
     print(summary.transcripts_line())
+    for line in summary.manifest_warnings:
+        print(f"polis: warning: {line}", file=sys.stderr)
     cache = (summary.env or {}).get("codegen_cache")
     if cache:
         print(f"codegen cache: {cache['hits_exact'] + cache['hits_similar']} hits, {cache['misses']} misses, "
@@ -199,6 +211,8 @@ def _print_sweep(sweep, run_dir: Path) -> int:
     for cell, run in zip(sweep.cells, sweep.runs, strict=True):
         print(f"{cell.cell_id}: {run.status}  params={cell.params}  replication={cell.replication}  seed={cell.seed}"
               + (f"  error={run.error}" if run.error else ""))
+        for line in run.manifest_warnings:
+            print(f"polis: warning: {cell.cell_id}: {line}", file=sys.stderr)
     print(f"sweep: {len(sweep.cells)} cells {sweep.statuses()} in {run_dir}")
     print(f"compare: polis query {run_dir} \"SELECT cell, count(*) FROM actions GROUP BY cell\"")
     return max((_exit_code(run.status) for run in sweep.runs), default=0)
@@ -253,11 +267,7 @@ async def _estimate(args: argparse.Namespace) -> int:
     settings = EngineSettings()
     async with open_client(settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address) as client:
         result = await estimate(spec, client, agents=args.agents, ticks=args.ticks)
-    print(f"sample: {result.sample_agents} agents x {result.sample_ticks} ticks on the simulated LLM")
-    print(f"per agent-step: {result.calls_per_agent_step:.2f} LLM calls, {result.tokens_per_agent_step:.0f} tokens")
-    if result.calls_per_run:
-        print(f"once per run: {result.calls_per_run} LLM calls (the env's world description)")
-    print(f"whole spec ({result.agent_steps_total} agent-steps): ~{result.projected_calls} calls, ~{result.projected_tokens} tokens")
+    print(result.report())
     return 0
 
 
@@ -281,7 +291,8 @@ def _sim_llm(args: argparse.Namespace) -> int:
         latency_ms=args.latency_ms, jitter_ms=args.jitter_ms, capacity=args.capacity, rate_429=args.rate_429,
         rate_500=args.rate_500, rate_hang=args.rate_hang, rate_malformed=args.rate_malformed, seed=args.seed,
     )
-    run_server(args.host, args.port, name=args.name, seed=args.seed, faults=faults)
+    run_server(args.host, args.port, name=args.name, seed=args.seed, faults=faults,
+               served_model=args.served_model, fingerprint=args.fingerprint)
     return 0
 
 
@@ -306,7 +317,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     run.add_argument("--batch-size", type=int, default=None)
     run.add_argument("--resume", nargs="?", const=True, default=False, metavar="RUN_DIR",
                      help="continue a run (or sweep) from its last committed tick and top-level step")
-    run.add_argument("--force", action="store_true", help="resume even though the spec changed")
+    run.add_argument("--force", action="store_true",
+                     help="resume even though the spec changed; start although the upper estimate passes the budget")
     run.add_argument("--add-steps", default=None, metavar="STEPS",
                      help="with --resume: append the questionnaire, ask or intervene steps in this YAML/JSON file "
                      "(a list, or {steps: [...]}) to the stored run and run them")
@@ -321,7 +333,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     est = sub.add_parser("estimate", help="project a spec's LLM calls and tokens from a short simulated run")
     est.add_argument("spec")
     est.add_argument("--agents", type=int, default=20)
-    est.add_argument("--ticks", type=int, default=2)
+    est.add_argument("--ticks", type=int, default=2, help="ticks of each run step the sample runs")
     est.set_defaults(handler=lambda a: asyncio.run(_estimate(a)))
 
     query = sub.add_parser("query", help="query a run's replay datasets with DuckDB SQL (SELECT only; "
@@ -343,6 +355,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     sim.add_argument("--rate-500", type=float, default=0.0)
     sim.add_argument("--rate-hang", type=float, default=0.0)
     sim.add_argument("--rate-malformed", type=float, default=0.0)
+    sim.add_argument("--served-model", default=None, metavar="NAME",
+                     help="name this model in every reply, whatever was requested (as a provider serving a snapshot)")
+    sim.add_argument("--fingerprint", default=None, metavar="FP", help="the replies' system_fingerprint (default sim-SEED)")
     sim.set_defaults(handler=_sim_llm)
 
     schema = sub.add_parser("spec-schema", help="print the experiment spec's JSON Schema")

@@ -21,6 +21,7 @@
         ├── RunLockedError        another live driver holds the run directory's lease
         ├── StaleRunError         a task of a driver session that no longer holds the run
         ├── PreflightError        a worker that cannot do its part (no Polis, no run dir, no LLM), before tick 0
+        ├── OverBudgetError       the upper estimate passes a cap of the spec's budget (polis run --force runs anyway)
         └── TaskStallError        tasks in flight that no worker starts within the bound (no workers, no match)
 """
 
@@ -35,6 +36,7 @@ __all__ = [
     "LLMCallError",
     "LLMError",
     "LLMRateLimitError",
+    "OverBudgetError",
     "PolisError",
     "PopulationFileError",
     "PreflightError",
@@ -178,6 +180,10 @@ class PreflightError(RunError):
     def __init__(self, message: str, *, workers: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.workers = workers
+
+
+class OverBudgetError(RunError):
+    """The upper end of the spec's estimate passes a cap of its budget: the run does not start."""
 
 
 class TaskStallError(RunError):

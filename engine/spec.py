@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from engine.errors import SpecError
+from engine.llm_spec import LLMClientSpec, LLMSpec, PriceSpec
 from engine.population import MAX_POPULATION_CHARS, Locate, read_population_files, spec_folder
 from engine.population.spec import PopulationSpec
 
@@ -33,6 +34,7 @@ __all__ = [
     "InterveneStep",
     "LLMClientSpec",
     "LLMSpec",
+    "PriceSpec",
     "PopulationSpec",
     "QuestionSpec",
     "QuestionnaireStep",
@@ -57,34 +59,6 @@ DEFAULT_ROUTER: RouterName = "codegen"
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class LLMClientSpec(_Frozen):
-    """One LLM client: a litellm model string (or ``sim/<name>``), never a key."""
-
-    model: str = Field("sim/default", min_length=1, description="litellm model string, or sim/<name> for the simulated LLM")
-    base_url: str | None = Field(None, description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
-    api_key_env: str | None = Field(
-        None,
-        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
-        description="NAME of the environment variable holding the key (resolved on the worker)",
-    )
-    options: dict[str, Any] = Field(default_factory=dict, description="request options: temperature, max_tokens, ...")
-
-    @field_validator("options")
-    @classmethod
-    def _no_secret_in_options(cls, value: dict[str, Any]) -> dict[str, Any]:
-        for key in value:
-            if key.lower() in {"api_key", "key", "token", "authorization"}:
-                raise ValueError(f"option {key!r} would store a secret in the spec; use api_key_env instead")
-        return value
-
-
-class LLMSpec(_Frozen):
-    """LLM clients by role. ``coder`` (used by env routers) falls back to ``default``."""
-
-    default: LLMClientSpec = Field(default_factory=LLMClientSpec)
-    coder: LLMClientSpec | None = None
 
 
 def _known_agent_type(name: str) -> str:

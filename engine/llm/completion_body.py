@@ -29,6 +29,8 @@ class Completion:
     finish_reason: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    model: str | None = None  #: the reply's ``model``: the id of the model that served it
+    system_fingerprint: str | None = None  #: the reply's ``system_fingerprint``
 
 
 def _type(value: Any) -> str:
@@ -94,4 +96,12 @@ def parse_completion(payload: Any) -> Completion:
         finish_reason=finish_reason,
         input_tokens=_tokens(usage, "prompt_tokens"),
         output_tokens=_tokens(usage, "completion_tokens"),
+        model=_text(payload, "model"),
+        system_fingerprint=_text(payload, "system_fingerprint"),
     )
+
+
+def _text(payload: dict[str, Any], name: str) -> str | None:
+    """A top-level string field, or None (these describe the reply; a bad one does not spoil its content)."""
+    value = payload.get(name)
+    return value if isinstance(value, str) and value else None

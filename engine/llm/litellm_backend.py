@@ -98,6 +98,8 @@ class LiteLLMChatModel:
             latency_ms=(time.perf_counter() - started) * 1000,
             tool_calls=completion.tool_calls,
             finish_reason=completion.finish_reason,
+            served_model=completion.model,
+            system_fingerprint=completion.system_fingerprint,
             cost_usd=cost,
         )
 

@@ -46,6 +46,8 @@ class CallRecord:
     agent_id: int | None = None  #: the agent served (``serving_agent``)
     messages: list[dict[str, Any]] = field(default_factory=list, repr=False)  #: the messages sent (transcripts only)
     reply: str | None = field(default=None, repr=False)  #: the reply's text (transcripts only)
+    served_model: str | None = None  #: the model id the provider says served it (a cached call: as stored)
+    system_fingerprint: str | None = None  #: the provider's ``system_fingerprint``
 
     def as_row(self) -> dict[str, Any]:
         """The ``llm_calls`` columns of this call (messages and reply go to ``transcripts`` only)."""
@@ -54,7 +56,7 @@ class CallRecord:
 
 _ROW_FIELDS = (
     "caller", "role", "prompt_name", "prompt_hash", "model", "input_tokens", "output_tokens", "latency_ms",
-    "status", "error", "attempt", "cached", "cost_usd", "agent_id",
+    "status", "error", "attempt", "cached", "cost_usd", "agent_id", "served_model", "system_fingerprint",
 )
 
 
@@ -126,6 +128,7 @@ class MeteredModel:
                 result.input_tokens, result.output_tokens, result.latency_ms, "ok", None, attempt,
                 result.cached, result.cost_usd, serving_agent.get(), self._sent(messages),
                 scrub(result.text, self._secret) if result.text is not None else None,
+                served_model=result.served_model, system_fingerprint=result.system_fingerprint,
             )
         )
         return result

@@ -149,6 +149,8 @@ class OpenAIHTTPChatModel:
             latency_ms=latency_ms,
             tool_calls=completion.tool_calls,
             finish_reason=completion.finish_reason,
+            served_model=completion.model,
+            system_fingerprint=completion.system_fingerprint,
             cost_usd=cost_usd(self._client.model, completion.input_tokens, completion.output_tokens),
             rate_limit_remaining=_int_header(reply.headers, "x-ratelimit-remaining-requests"),
         )

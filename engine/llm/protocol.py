@@ -23,6 +23,10 @@ class ChatResult:
     cost_usd: float | None = None  #: provider price where known
     #: the provider's ``x-ratelimit-remaining-requests`` header, where it sends one (the limiter reads it)
     rate_limit_remaining: int | None = None
+    #: the model id the provider says served the call (its ``model`` field; None: it sent none)
+    served_model: str | None = None
+    #: the provider's ``system_fingerprint`` (None: it sent none)
+    system_fingerprint: str | None = None
 
 
 @runtime_checkable

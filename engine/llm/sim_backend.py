@@ -48,4 +48,6 @@ class SimChatModel:
             latency_ms=(time.perf_counter() - started) * 1000,
             tool_calls=message.get("tool_calls") or [],
             finish_reason=body["choices"][0].get("finish_reason"),
+            served_model=body.get("model"),
+            system_fingerprint=body.get("system_fingerprint"),
         )

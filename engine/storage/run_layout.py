@@ -12,6 +12,7 @@
     <run_dir>/env/                   env module workspaces, _snapshots/, _codegen_cache/, _world_description.json
     <run_dir>/inputs/                files a spec may name (city_file, ...)
     <run_dir>/llm_cache/             the default response cache
+    <run_dir>/MANIFEST.json          versions, commit, seeds, served models
 
 A sweep root holds one such directory per cell (:mod:`engine.storage.sweep_layout`).
 """
@@ -21,10 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["REPLAY_DIR", "TRACE_DIR", "RunLayout"]
+__all__ = ["MANIFEST_FILE", "REPLAY_DIR", "TRACE_DIR", "RunLayout"]
 
 #: The replay datasets' directory name (also in the reader's sweep path patterns).
 REPLAY_DIR = "replay"
+#: What a run (or a sweep root) ran on: versions, commit, seeds, served models (``engine.society.run.manifest``).
+MANIFEST_FILE = "MANIFEST.json"
 #: The trace shards' directory name.
 TRACE_DIR = "trace"
 
@@ -51,6 +54,11 @@ class RunLayout:
     def society_step_file(self) -> Path:
         """``SOCIETY_STEP.json``: where the run stands, rewritten by every commit."""
         return self.root / "SOCIETY_STEP.json"
+
+    @property
+    def manifest_file(self) -> Path:
+        """``MANIFEST.json``: versions, commit, seeds and served models, rewritten at each driver's end."""
+        return self.root / MANIFEST_FILE
 
     @property
     def lease_file(self) -> Path:

@@ -19,7 +19,7 @@ from engine.errors import StorageError
 from engine.storage.atomic import read_json
 from engine.storage.query_limits import QueryLimits
 from engine.storage.reader import ReplayReader
-from engine.storage.run_layout import RunLayout
+from engine.storage.run_layout import MANIFEST_FILE, RunLayout
 from engine.storage.sweep_layout import SWEEP_FILE, SweepManifest
 from service.report.series import ANSWERS_SQL, ENV_METRICS_SQL, FAMILIES, Panel, answer_panels, env_panels, panels_of
 
@@ -178,6 +178,23 @@ def _timings(reader: ReplayReader, status: dict[str, Any]) -> dict[str, Any]:
     return timings
 
 
+def _manifest(run_dir: Path) -> dict[str, Any]:
+    """The manifest's lines of the summary: Polis's version and commit, and the served models per requested model."""
+    manifest = read_json(run_dir / MANIFEST_FILE, default=None) or {}
+    if not manifest:
+        return {}
+    polis = manifest.get("polis") or {}
+    commit = polis.get("commit")
+    served = "; ".join(
+        f"{requested}: " + ", ".join(f"{name} ×{count}" for name, count in (entry.get("served") or {}).items())
+        + (" (fingerprints " + ", ".join(entry.get("fingerprints") or {}) + ")" if entry.get("fingerprints") else "")
+        for requested, entry in (manifest.get("models") or {}).items()
+    )
+    return {"polis version": polis.get("version"),
+            "polis commit": f"{commit[:12]}{' (dirty)' if polis.get('dirty') else ''}" if commit else None,
+            "served models": served or None}
+
+
 def _datasets(reader: ReplayReader) -> tuple[DatasetEntry, ...]:
     return tuple(
         DatasetEntry(name, s.kind, s.description, reader.count(name),
@@ -233,6 +250,7 @@ def load_report(run_dir: Path, limits: QueryLimits | None = None, extra: dict[st
         summary.update({"spec hash": society.get("spec_hash"), **_spec_summary(spec)})
         summary.update(_timings(reader, status) if sweep is None else {})
         summary.update(_usage(reader, cell))
+        summary.update(_manifest(run_dir))
         panels: list[Panel] = []
         for family in FAMILIES:
             if _has_rows(reader, family.dataset):

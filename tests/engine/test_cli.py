@@ -104,10 +104,11 @@ def test_estimate_projects_calls_for_the_whole_spec(tmp_path: Path):
     result = polis("estimate", str(tmp_path / "spec.yaml"), "--agents", "4", "--ticks", "1")
     assert result.returncode == 0, result.stderr
     # One decision per agent-step and no env asks: exactly 1 call per agent-step, 200 agent-steps,
-    # and the env's world description once per run.
-    assert "per agent-step: 1.00 LLM calls" in result.stdout
-    assert "once per run: 1 LLM calls" in result.stdout
-    assert "~201 calls" in result.stdout
+    # and the env's world description once per run; a sample without spread gives one number.
+    assert "tick: 200 LLM calls" in result.stdout
+    assert "once: 1 LLM calls" in result.stdout
+    assert "~201 calls (201)" in result.stdout
+    assert "USD unknown" in result.stdout  # the simulated LLM has no price
 
 
 def test_resume_with_a_raised_budget_completes_the_run(tmp_path: Path):
@@ -119,7 +120,12 @@ def test_resume_with_a_raised_budget_completes_the_run(tmp_path: Path):
         "batch_size": 2,
     }
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
-    first = polis("run", str(tmp_path / "spec.yaml"), "--run-dir", str(tmp_path / "run"))
+    refused = polis("run", str(tmp_path / "spec.yaml"), "--run-dir", str(tmp_path / "run"))
+    # 4 agents x 2 ticks and the world description: 9 calls, past the cap of 5
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "polis: not started: budget.max_calls is 5 but the estimate reaches 9 calls" in refused.stderr
+    assert not (tmp_path / "run").exists()
+    first = polis("run", str(tmp_path / "spec.yaml"), "--run-dir", str(tmp_path / "run"), "--force")
     assert first.returncode == 1
     assert "status: budget_exhausted" in first.stdout
     resumed = polis("run", "--resume", str(tmp_path / "run"), "--max-calls", "50")
@@ -202,3 +208,17 @@ def test_polis_run_says_where_the_local_model_listens(cluster_address: str, tmp_
                          capture_output=True, text=True, timeout=300, env=env)
     assert run.returncode == 0, run.stderr
     assert run.stderr.splitlines()[1] == "local models: llama.cpp listens on 127.0.0.1 (the driver's address toward the scheduler)"
+
+
+def test_max_calls_sets_the_call_cap_and_keeps_the_token_and_cost_caps():
+    from engine.cli import with_max_calls
+    from engine.spec import parse_spec
+
+    steps = [{"type": "run", "num_steps": 1}]
+    people = [{"count": 1}]
+    spec = parse_spec({"name": "caps", "steps": steps, "population": people, "budget": {"max_calls": 5, "max_tokens": 9000, "max_cost_usd": 1.5}})
+    raised = with_max_calls(spec, 50)
+
+    assert raised.budget.model_dump() == {"max_calls": 50, "max_tokens": 9000, "max_cost_usd": 1.5}
+    assert with_max_calls(parse_spec({"name": "none", "steps": steps, "population": people}), 7).budget.model_dump() == {
+        "max_calls": 7, "max_tokens": None, "max_cost_usd": None}

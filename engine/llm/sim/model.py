@@ -100,11 +100,17 @@ class SimLLM:
     Args:
         name: the model name it answers as (and part of its seed).
         seed: varies every answer; equal ``(name, seed, request)`` give equal answers.
+        served_model: the ``model`` every reply names, whatever was requested (None: the requested
+            model), as a provider that serves an alias by a dated snapshot does.
+        fingerprint: the replies' ``system_fingerprint`` (None: ``sim-<seed>``).
     """
 
-    def __init__(self, name: str = "default", seed: int = 0) -> None:
+    def __init__(self, name: str = "default", seed: int = 0, *, served_model: str | None = None,
+                 fingerprint: str | None = None) -> None:
         self.name = name
         self.seed = seed
+        self.served_model = served_model
+        self.fingerprint = fingerprint if fingerprint is not None else f"sim-{seed}"
         self._salt = f"polis-sim\x00{name}\x00{seed}\x00".encode()
 
     def __repr__(self) -> str:
@@ -158,8 +164,8 @@ class SimLLM:
             "id": f"chatcmpl-sim{digest.hex()[:24]}",
             "object": "chat.completion",
             "created": CREATED,
-            "model": request.get("model") or self.name,
-            "system_fingerprint": f"sim-{self.seed}",
+            "model": self.served_model or request.get("model") or self.name,
+            "system_fingerprint": self.fingerprint,
             "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
             "usage": {
                 "prompt_tokens": prompt_tokens,

@@ -52,19 +52,21 @@ def _free_port(host: str) -> int:
 
 
 @contextlib.contextmanager
-def sim_llm_process(*, host: str = "127.0.0.1", name: str = "default", seed: int = 0, start_timeout_s: float = 60.0,
-                    **faults: float | int | None) -> Iterator[SimLLMProcess]:
+def sim_llm_process(*, host: str = "127.0.0.1", port: int | None = None, name: str = "default", seed: int = 0,
+                    start_timeout_s: float = 60.0, **faults: float | int | str | None) -> Iterator[SimLLMProcess]:
     """Start ``polis sim-llm`` in a child process and yield it once ``/health`` answers.
 
     Args:
         host: the interface (loopback).
+        port: the TCP port (None: a free one); a later server on an earlier one's port stands in for
+            a provider that changed what it serves behind the same address.
         name: the model name.
         seed: the answers' seed.
         start_timeout_s: how long to wait for the server to answer.
         **faults: ``polis sim-llm`` options by their Python names (``latency_ms=200``, ``capacity=2000``,
-            ``rate_429=0.3`` ...); None leaves an option at its default.
+            ``rate_429=0.3``, ``served_model="gpt-x-2026"`` ...); None leaves an option at its default.
     """
-    port = _free_port(host)
+    port = _free_port(host) if port is None else port
     argv = [sys.executable, "-m", "engine.cli", "sim-llm", "--host", host, "--port", str(port), "--name", name, "--seed", str(seed)]
     for key, value in faults.items():
         if value is not None:

@@ -150,6 +150,8 @@ def run_server(
     name: str = "default",
     seed: int = 0,
     faults: SimFaults | None = None,
+    served_model: str | None = None,
+    fingerprint: str | None = None,
 ) -> None:
     """Serve a simulated model over HTTP until interrupted.
 
@@ -159,8 +161,11 @@ def run_server(
         name: the model name (and part of its seed).
         seed: the answers' seed.
         faults: injected faults; none by default.
+        served_model: the model id every reply names (None: the requested one).
+        fingerprint: the replies' ``system_fingerprint`` (None: ``sim-<seed>``).
     """
-    app = create_app(SimLLM(name=name, seed=seed), faults or SimFaults())
+    sim = SimLLM(name=name, seed=seed, served_model=served_model, fingerprint=fingerprint)
+    app = create_app(sim, faults or SimFaults())
     # keep-alive longer than clients' idle pools, so a pooled connection is never closed under them
     uvicorn.run(app, host=host, port=port, log_level="warning", timeout_keep_alive=60)
 

@@ -1,77 +1,257 @@
-"""``polis estimate``: a short dry run on the simulated LLM, projected to the whole spec."""
+"""``polis estimate``: a short dry run of every step kind on the simulated LLM, projected to the whole spec.
+
+The sample keeps the spec's steps in order (run steps cut to a few ticks, questionnaires aimed at
+the sampled agents, ask and intervene steps as they are) on the first agents, and runs on the
+simulated LLM. Its ``llm_calls`` rows are grouped by what they grow with (:mod:`.projection`) and
+projected to ranges of calls and tokens; dollars come from each client's ``price`` in the spec,
+else litellm's price map for its model (:mod:`engine.llm.prices`), else stay unknown. A sweep is
+the sum of its distinct cells (replications of a cell cost the same).
+"""
 
 from __future__ import annotations
 
 import tempfile
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from distributed import Client
 
 from engine.env.prompts import WORLD_DESCRIPTION
+from engine.errors import OverBudgetError
+from engine.llm.prices import cost_usd
 from engine.run_status import is_finished
+from engine.society.run.projection import Group, Range, over_budget, project, total
 from engine.society.run.runner import run_experiment
-from engine.spec import ExperimentSpec, LLMClientSpec, LLMSpec, RunStep
+from engine.spec import ExperimentSpec, LLMClientSpec, LLMSpec, QuestionnaireStep, RunStep, StepSpec
 from engine.storage.reader import ReplayReader
+from engine.sweep import expand_sweep
 
-__all__ = ["Estimate", "estimate"]
+__all__ = ["Estimate", "estimate", "estimate_refusal", "refuse_over_budget", "span"]
 
 
 @dataclass(frozen=True)
 class Estimate:
-    """Projected LLM usage of a whole spec, from a sample run."""
+    """Projected LLM usage of a whole spec (every step kind), from sample runs."""
 
     sample_agents: int
-    sample_ticks: int
+    sample_ticks: int  #: ticks per run step the sample ran (at most)
     agent_steps_total: int
-    calls_per_agent_step: float  #: agents' and env router's calls, per agent-step
-    calls_per_run: int  #: calls a run makes once whatever its size (the env's world description)
-    tokens_per_agent_step: float
-    projected_calls: int
-    projected_tokens: int
+    calls: Range
+    tokens: Range  #: input plus output
+    input_tokens: Range
+    output_tokens: Range
+    cost_usd: Range | None  #: None: some client's model has no price (the simulated LLM, a local one)
+    calls_by_kind: dict[str, Range]  #: tick, tick-env, questionnaire, ask, intervene, once
+
+    @property
+    def projected_calls(self) -> int:
+        return round(self.calls.expected)
+
+    @property
+    def projected_tokens(self) -> int:
+        return round(self.tokens.expected)
+
+    def report(self) -> str:
+        """The estimate as ``polis estimate`` prints it: the sample, calls per step kind, the whole spec."""
+        lines = [f"sample: {self.sample_agents} agents x {self.sample_ticks} ticks per run step, every step, on the simulated LLM"]
+        lines += [f"{kind}: {span(calls)} LLM calls" for kind, calls in self.calls_by_kind.items()]
+        cost = "unknown (a model without a price; give llm.<role>.price in the spec)" if self.cost_usd is None else (
+            f"{self.cost_usd.low:.4f}-{self.cost_usd.high:.4f} (expected {self.cost_usd.expected:.4f})")
+        lines.append(f"whole spec ({self.agent_steps_total} agent-steps): ~{self.projected_calls} calls ({span(self.calls)}), "
+                     f"~{self.projected_tokens} tokens ({span(self.tokens)}), USD {cost}")
+        return "\n".join(lines)
+
+
+def span(value: Range) -> str:
+    """``low-high`` of a range of counts, or one number when both round alike."""
+    return f"{value.low:,.0f}-{value.high:,.0f}" if round(value.low) != round(value.high) else f"{value.expected:,.0f}"
+
+
+def _targets(step: QuestionnaireStep, ids: list[int]) -> list[int]:
+    if step.target_agent_ids is None:
+        return ids
+    wanted = set(step.target_agent_ids)
+    return [i for i in ids if i in wanted]
 
 
 def _sample_spec(spec: ExperimentSpec, agents: int, ticks: int) -> ExperimentSpec:
-    """The spec cut to ``agents`` agents and ``ticks`` ticks of its first run step, on the sim."""
-    sample = spec.all_agents()[:agents]
-    first_run = next(s for s in spec.steps if isinstance(s, RunStep))
+    """``spec`` on ``agents`` of its agents, each run step cut to ``ticks`` ticks, on the simulated LLM.
+
+    The agents are spread evenly over the population (every n-th), so that a population whose
+    members differ along its order (a persona table, several populations) is sampled across it.
+    """
+    everyone = spec.all_agents()
+    count = min(agents, len(everyone))
+    sample = [everyone[i * len(everyone) // count] for i in range(count)]
+    ids = [a.id for a in sample]
+    steps: list[StepSpec] = []
+    for step in spec.steps:
+        if isinstance(step, RunStep):
+            steps.append(step.model_copy(update={"num_steps": min(ticks, step.num_steps)}))
+        elif isinstance(step, QuestionnaireStep) and step.target_agent_ids is not None:
+            # a questionnaire aimed at agents outside the sample asks a sampled one instead: the rate per agent is the same
+            steps.append(step.model_copy(update={"target_agent_ids": _targets(step, ids) or ids[:1]}))
+        else:
+            steps.append(step)
     # A spec already on the simulated LLM keeps its own model (and so its exact answers).
     sim = spec.llm.default if spec.llm.default.model.startswith("sim/") and not spec.llm.default.base_url else LLMClientSpec(model="sim/estimate")
     return spec.model_copy(update={
-        "agents": sample, "population": [], "budget": None,
-        "steps": [RunStep(num_steps=min(ticks, spec.total_ticks()), tick=first_run.tick)],
+        "agents": sample, "population": [], "budget": None, "sweep": None, "steps": steps,
         "llm": LLMSpec(default=sim, coder=sim),
     })
 
 
-async def estimate(spec: ExperimentSpec, client: Client, *, agents: int = 20, ticks: int = 2) -> Estimate:
-    """Run a sample of ``spec`` on the simulated LLM and project calls and tokens.
+def _groups(spec: ExperimentSpec, sample: ExperimentSpec, rows: list[dict], sample_ticks: int) -> list[Group]:
+    """The sample's call rows (per scope, step, agent, role) in the groups they project by."""
+    agents, sample_agents = spec.all_agents(), sample.all_agents()
+    full_ids, sample_ids = [a.id for a in agents], [a.id for a in sample_agents]
+    groups: dict[tuple[str, str, str], Group] = {}
 
-    Args:
-        spec: the spec to estimate (only its ``run`` steps cost LLM calls here).
-        client: an asynchronous distributed Client.
-        agents: how many of its agents the sample runs.
-        ticks: how many ticks the sample runs.
-    """
+    def group(kind: str, index: str, role: str, units: int, full: int) -> Group:
+        return groups.setdefault((kind, index, role), Group(kind, role, units, full))
+
+    for row in rows:
+        scope, agent, role = row["scope"], row["agent_id"], row["role"] or "default"
+        counts = (int(row["calls"]), int(row["input_tokens"]), int(row["output_tokens"]))
+        if row["prompt_name"] == WORLD_DESCRIPTION.name:
+            target = group("once", "", role, 1, 1)
+            unit: object = "run"
+        elif scope == "tick" and agent is not None:
+            target = group("tick", "", role, sample_ticks * len(sample_ids), spec.total_ticks() * len(full_ids))
+            unit = (agent, row["step"])
+        elif scope == "tick":
+            target = group("tick-env", "", role, sample_ticks, spec.total_ticks())
+            unit = row["step"]
+        elif scope.startswith("q"):
+            step = spec.steps[int(scope[1:])]
+            assert isinstance(step, QuestionnaireStep)
+            sample_step = sample.steps[int(scope[1:])]
+            assert isinstance(sample_step, QuestionnaireStep)
+            target = group("questionnaire", scope, role, len(_targets(sample_step, sample_ids)), len(_targets(step, full_ids)))
+            unit = agent
+        else:
+            # an ask or intervene step: the helper's plan and the env calls it makes, whatever the population's size
+            kind, _, index = scope.partition("-")
+            target = group(kind, index, role, 1, 1)
+            unit = "step"
+        target.add(unit, *counts)
+    return list(groups.values())
+
+
+def _client(spec: ExperimentSpec, role: str) -> LLMClientSpec:
+    return (spec.llm.coder or spec.llm.default) if role == "coder" else spec.llm.default
+
+
+def _cost(spec: ExperimentSpec, groups: list[Group]) -> Range | None:
+    """The groups' dollars at each client's price (the spec's, else litellm's map); None: a client is unpriced."""
+    low = expected = high = 0.0
+    for group in groups:
+        client = _client(spec, group.role)
+        tokens = project(group)
+        for pick in ("low", "expected", "high"):
+            used_in, used_out = getattr(tokens["input_tokens"], pick), getattr(tokens["output_tokens"], pick)
+            if client.price is not None:
+                price = (used_in * client.price.input_usd_per_mtok + used_out * client.price.output_usd_per_mtok) / 1e6
+            else:
+                found = cost_usd(client.model, round(used_in), round(used_out))
+                if found is None:
+                    return None
+                price = found
+            if pick == "low":
+                low += price
+            elif pick == "expected":
+                expected += price
+            else:
+                high += price
+    return Range(low, expected, high)
+
+
+async def _estimate_one(spec: ExperimentSpec, client: Client, agents: int, ticks: int) -> Estimate:
     sample = _sample_spec(spec, agents, ticks)
+    sample_ticks = max((s.num_steps for s in sample.steps if isinstance(s, RunStep)), default=0)
     with tempfile.TemporaryDirectory(prefix="polis-estimate-") as tmp:
         summary = await run_experiment(sample, Path(tmp) / "run", client)
         if not is_finished(summary.status):
             raise RuntimeError(f"the sample run did not complete: {summary.error}")
         with ReplayReader(Path(tmp) / "run") as reader:
-            row = reader.query(
-                "SELECT count(*) FILTER (WHERE prompt_name IS DISTINCT FROM ?) AS calls, "
-                "count(*) FILTER (WHERE prompt_name = ?) AS once, "
-                "coalesce(sum(input_tokens + output_tokens) FILTER (WHERE prompt_name IS DISTINCT FROM ?), 0) AS tokens, "
-                "coalesce(sum(input_tokens + output_tokens) FILTER (WHERE prompt_name = ?), 0) AS once_tokens FROM llm_calls",
-                [WORLD_DESCRIPTION.name] * 4,
-            ).to_pylist()[0]
-    sample_steps = max(1, summary.agent_steps)
-    per_call = row["calls"] / sample_steps
-    per_token = row["tokens"] / sample_steps
-    total = spec.total_ticks() * len(spec.all_agents())
+            rows = reader.query(
+                "SELECT split_part(call_id, '/', 2) AS scope, step, agent_id, role, prompt_name, count(*) AS calls, "
+                "coalesce(sum(input_tokens), 0) AS input_tokens, coalesce(sum(output_tokens), 0) AS output_tokens "
+                "FROM llm_calls GROUP BY ALL"
+            ).to_pylist() if "llm_calls" in reader.datasets() else []
+    # every run step of the sample ran min(ticks, its length) ticks: the tick units are those
+    ran_ticks = sum(s.num_steps for s in sample.steps if isinstance(s, RunStep))
+    groups = _groups(spec, sample, rows, ran_ticks)
+    sums = total(groups)
+    by_kind: dict[str, Range] = {}
+    for group in groups:
+        calls = project(group)["calls"]
+        by_kind[group.kind] = by_kind[group.kind] + calls if group.kind in by_kind else calls
     return Estimate(
-        sample_agents=len(sample.agents), sample_ticks=summary.ticks_done, agent_steps_total=total,
-        calls_per_agent_step=per_call, calls_per_run=row["once"], tokens_per_agent_step=per_token,
-        projected_calls=round(per_call * total) + row["once"], projected_tokens=round(per_token * total) + row["once_tokens"],
+        sample_agents=len(sample.agents), sample_ticks=sample_ticks, agent_steps_total=spec.total_ticks() * len(spec.all_agents()),
+        calls=sums["calls"], tokens=sums["input_tokens"] + sums["output_tokens"], input_tokens=sums["input_tokens"],
+        output_tokens=sums["output_tokens"], cost_usd=_cost(spec, groups), calls_by_kind=by_kind,
     )
+
+
+def _sum(parts: list[tuple[Estimate, int]]) -> Estimate:
+    first = parts[0][0]
+
+    def add(pick: str) -> Range:
+        ranges = [getattr(e, pick).times(n) for e, n in parts]
+        return sum(ranges[1:], ranges[0])
+
+    priced = [e.cost_usd.times(n) for e, n in parts if e.cost_usd is not None]
+    kinds: dict[str, Range] = {}
+    for part, n in parts:
+        for kind, value in part.calls_by_kind.items():
+            kinds[kind] = kinds[kind] + value.times(n) if kind in kinds else value.times(n)
+    return Estimate(
+        sample_agents=first.sample_agents, sample_ticks=first.sample_ticks,
+        agent_steps_total=sum(e.agent_steps_total * n for e, n in parts), calls=add("calls"), tokens=add("tokens"),
+        input_tokens=add("input_tokens"), output_tokens=add("output_tokens"),
+        cost_usd=sum(priced[1:], priced[0]) if len(priced) == len(parts) else None,
+        calls_by_kind=kinds,
+    )
+
+
+async def estimate(spec: ExperimentSpec, client: Client, *, agents: int = 20, ticks: int = 2) -> Estimate:
+    """Run a sample of ``spec`` (every step kind) on the simulated LLM and project calls, tokens and dollars.
+
+    Args:
+        spec: the spec to estimate; a sweep is estimated cell by cell (each distinct cell once).
+        client: an asynchronous distributed Client.
+        agents: how many of its agents the sample runs.
+        ticks: how many ticks of each run step the sample runs.
+
+    Raises:
+        RuntimeError: a sample run did not complete.
+    """
+    if spec.sweep is None:
+        return await _estimate_one(spec, client, agents, ticks)
+    cells = expand_sweep(spec)
+    distinct = Counter(cell.spec.model_copy(update={"seed": 0}).model_dump_json() for cell in cells)
+    firsts = {cell.spec.model_copy(update={"seed": 0}).model_dump_json(): cell.spec for cell in reversed(cells)}
+    parts = [(await _estimate_one(firsts[key], client, agents, ticks), count) for key, count in distinct.items()]
+    return _sum(parts)
+
+
+def estimate_refusal(spec: ExperimentSpec, found: Estimate) -> str | None:
+    """Why ``spec`` should not start: the cap of its budget the upper estimate passes (None: none)."""
+    return over_budget(spec.budget, found.calls, found.tokens, found.cost_usd)
+
+
+async def refuse_over_budget(spec: ExperimentSpec, client: Client) -> None:
+    """Before a run with a budget starts: estimate it, and refuse it when the upper estimate passes a cap.
+
+    Raises:
+        OverBudgetError: naming the cap and the estimate.
+    """
+    if spec.budget is None:
+        return
+    found = await estimate(spec, client)
+    reason = estimate_refusal(spec, found)
+    if reason is not None:
+        raise OverBudgetError(f"not started: {reason} (estimate {span(found.calls)} calls, {span(found.tokens)} tokens); "
+                              "raise the budget, or pass --force to run anyway")

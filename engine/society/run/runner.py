@@ -30,6 +30,7 @@ from engine.society.questionnaire.items import Questionnaire
 from engine.society.run.cluster import driver_host
 from engine.society.run.dashboard import experiment_span
 from engine.society.run.extend import is_extension, record_spec
+from engine.society.run.manifest import write_run_manifest
 from engine.society.run.outcome import RunTally, judge, read_run_tally
 from engine.society.run.preflight import preflight
 from engine.society.society import AgentSociety
@@ -70,6 +71,8 @@ class RunSummary:
     transcripts: int = 0  #: rows in ``transcripts`` (one per LLM call while the dataset is on)
     transcripts_dropped: int = 0  #: of which past the cap: metadata only
     transcript_cap: int | None = None  #: the spec's ``transcripts.max_bytes``; None: transcripts off
+    #: how the served models differ from the previous ``MANIFEST.json`` (a resume); empty: they do not
+    manifest_warnings: tuple[str, ...] = ()
 
     def transcripts_line(self) -> str:
         """How the transcripts came out, as the CLI prints it."""
@@ -312,6 +315,14 @@ async def run_experiment(
     if tally is None and society is not None:
         with contextlib.suppress(StorageError, OSError):
             tally = await asyncio.to_thread(read_run_tally, run_dir)
+    warnings: list[str] = []
+    if society is not None:
+        try:
+            warnings = await asyncio.to_thread(write_run_manifest, run_dir, spec)
+        except (StorageError, OSError) as caught:  # the run's outcome stands; its manifest is missing
+            log.warning("%s: MANIFEST.json not written: %s", run_dir, caught)
+        for line in warnings:
+            log.warning("%s: %s", run_dir, line)
     totals = society.totals if society is not None else None
     return RunSummary(
         status=RunStatus(status),
@@ -337,4 +348,5 @@ async def run_experiment(
         transcripts=tally.transcripts if tally else 0,
         transcripts_dropped=tally.transcripts_dropped if tally else 0,
         transcript_cap=_transcript_cap(spec),
+        manifest_warnings=tuple(warnings),
     )

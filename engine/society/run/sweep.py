@@ -22,6 +22,7 @@ from engine.errors import RunError, SpecError
 from engine.run_progress import RunProgress
 from engine.run_status import RunStatus, is_finished
 from engine.society.run.dashboard import experiment_span
+from engine.society.run.manifest import sweep_manifest
 from engine.society.run.runner import RunSummary, run_experiment
 from engine.spec import ExperimentSpec
 from engine.storage.atomic import atomic_write_json, read_json
@@ -122,6 +123,7 @@ async def run_sweep(
     manifest = _open_manifest(spec, cells, root, resume, force)
     root.mkdir(parents=True, exist_ok=True)
     atomic_write_json(root / SWEEP_FILE, manifest, indent=2)
+    sweep_manifest(root, spec, manifest["cells"])
     assert spec.sweep is not None
     gate = asyncio.Semaphore(max_concurrent_cells or spec.sweep.max_concurrent_cells or len(cells))
 

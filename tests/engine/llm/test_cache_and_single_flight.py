@@ -108,3 +108,17 @@ async def test_a_failed_call_is_not_cached(tmp_path):
             await model.complete(MSG)
     assert provider.calls == 2
     assert not list(tmp_path.rglob("*.json"))
+
+
+async def test_a_cached_answer_keeps_the_served_model_and_fingerprint_the_provider_returned(tmp_path):
+    class Snapshot(CountingModel):
+        async def complete(self, messages, **kwargs) -> ChatResult:
+            self.calls += 1
+            return ChatResult(text="a", model="m", served_model="m-2026-01", system_fingerprint="fp_1")
+
+    provider = Snapshot()
+    first = await CachedModel(provider, ResponseCache(tmp_path), model="m", seed=1).complete(MSG)
+    again = await CachedModel(provider, ResponseCache(tmp_path), model="m", seed=1).complete(MSG)
+
+    assert provider.calls == 1 and again.cached and not first.cached
+    assert (again.served_model, again.system_fingerprint) == ("m-2026-01", "fp_1")

@@ -164,6 +164,14 @@ async def test_result_carries_tokens_latency_and_the_clients_model_string(sim_ur
     assert result.rate_limit_remaining is None  # the simulated LLM sends no such header
 
 
+async def test_result_carries_the_served_model_and_fingerprint_the_server_named_beside_the_requested_one():
+    with serving(SimLLM(seed=1, served_model="sim-2026-11-30", fingerprint="fp_abc")) as url:
+        result = await _model(url, "openai/sim").complete(HI)
+
+    assert result.model == "openai/sim"
+    assert (result.served_model, result.system_fingerprint) == ("sim-2026-11-30", "fp_abc")
+
+
 async def test_request_body_has_the_bare_model_name_options_and_format_and_the_key_read_at_call_time(odd_url, monkeypatch):
     model = OpenAIHTTPChatModel(LLMClient(
         model="openai/gpt-x", base_url=f"{odd_url}/whoami/v1", api_key_env="POLIS_TEST_KEY", options={"temperature": 0.25}

@@ -116,6 +116,17 @@ def test_the_summary_has_status_spec_usage_and_the_callers_facts(demo_run: Path)
     assert json.loads(json.dumps(report.to_json()))["summary"]["owner"] == "lab-a"
 
 
+def test_the_summary_shows_the_manifests_polis_version_commit_and_served_models(demo_run: Path) -> None:
+    manifest = read_json(demo_run / "MANIFEST.json")
+    summary = load_report(demo_run).summary
+    (requested, entry), = manifest["models"].items()
+    served, count = next(iter(entry["served"].items()))
+
+    assert summary["polis version"] == manifest["polis"]["version"]
+    assert summary["polis commit"].startswith(manifest["polis"]["commit"][:12])
+    assert summary["served models"].startswith(f"{requested}: {served} ×{count}")
+
+
 def test_the_dataset_catalog_lists_every_dataset_with_its_columns(demo_run: Path) -> None:
     report = load_report(demo_run)
     with ReplayReader(demo_run) as reader:

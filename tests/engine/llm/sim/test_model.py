@@ -204,3 +204,12 @@ def test_similar_texts_embed_closer_than_unrelated_ones() -> None:
     )
     assert cosine(a, b) > 0.8  # seven of eight words shared
     assert cosine(a, b) > cosine(a, c) + 0.3
+
+
+def test_a_served_model_and_fingerprint_replace_what_replies_name_and_nothing_else() -> None:
+    request = {"model": "asked-for", "messages": [{"role": "user", "content": "hi"}]}
+    plain, served = SimLLM(seed=4).complete(request), SimLLM(seed=4, served_model="snap-1", fingerprint="fp_1").complete(request)
+
+    assert (plain["model"], plain["system_fingerprint"]) == ("asked-for", "sim-4")
+    assert (served["model"], served["system_fingerprint"]) == ("snap-1", "fp_1")
+    assert served["choices"] == plain["choices"]

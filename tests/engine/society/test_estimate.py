@@ -1,0 +1,102 @@
+"""``polis estimate`` against the runs it estimates: small versions of the demo, the reference example and a sweep,
+each estimated from a smaller sample and then run on the LocalCluster, land within ±25% of their calls and tokens.
+
+Measured on 2026-12-01 (estimate vs actual, calls / tokens):
+
+    these small versions     demo 60 vs 64 / 27,368 vs 32,744    reference 44 vs 37 / 25,357 vs 21,931
+                             sweep 187 vs 184 / 79,599 vs 86,032
+    full size, CLI defaults  examples/demo.yaml 100 vs 103 / 45,556 vs 52,582 (-3% / -13%)
+    (20 agents, 2 ticks)     examples/reference 37 vs 37 / 21,931 vs 21,931 (its 4 people and 3 ticks: the whole run)
+                             the sweep above 194 vs 184 / 83,301 vs 86,032 (+6% / -3%)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from engine.reference import load_reference
+from engine.society.run.estimate import estimate, estimate_refusal
+from engine.society.run.runner import run_experiment
+from engine.society.run.sweep import run_sweep
+from engine.spec import ExperimentSpec, parse_spec
+from engine.storage.reader import ReplayReader
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+
+def _demo(agents: int) -> dict[str, Any]:
+    spec: dict[str, Any] = yaml.safe_load((EXAMPLES / "demo.yaml").read_text(encoding="utf-8"))
+    spec["population"][0]["count"] = agents
+    return spec
+
+
+def small_demo() -> ExperimentSpec:
+    """The demo at 12 people (3 ticks, codegen router over a messaging space)."""
+    return parse_spec(_demo(12))
+
+
+def small_reference() -> ExperimentSpec:
+    """``examples/reference`` as shipped: 4 people, 2 ticks, a questionnaire, an ask, an intervene, 1 tick."""
+    return load_reference(EXAMPLES / "reference" / "init_config.json", EXAMPLES / "reference" / "steps.yaml", name="reference")
+
+
+def small_sweep() -> ExperimentSpec:
+    """The demo at 8 people swept over two routers, two replications each (4 cells)."""
+    spec = _demo(8)
+    spec["name"] = "demo-sweep"
+    spec["sweep"] = {"grid": {"environment.router": ["codegen", "react"]}, "replications": 2}
+    return parse_spec(spec)
+
+
+def _actual(root: Path) -> tuple[int, int]:
+    with ReplayReader(root) as reader:
+        row = reader.query("SELECT count(*) AS calls, sum(input_tokens + output_tokens)::BIGINT AS tokens FROM llm_calls")
+    found = row.to_pylist()[0]
+    return found["calls"], found["tokens"]
+
+
+@pytest.mark.parametrize(("build", "agents"), [(small_demo, 4), (small_reference, 2), (small_sweep, 4)],
+                         ids=["demo", "reference", "sweep"])
+async def test_the_estimate_lands_within_a_quarter_of_the_runs_calls_and_tokens(build, agents, dask_client, tmp_path) -> None:
+    spec = build()
+    found = await estimate(spec, dask_client, agents=agents, ticks=2)
+    if spec.sweep is not None:
+        await run_sweep(spec, tmp_path / "run", dask_client)
+    else:
+        summary = await run_experiment(spec, tmp_path / "run", dask_client)
+        assert summary.status == "completed", summary.error
+    calls, tokens = _actual(tmp_path / "run")
+
+    figures = (f"{spec.name}: estimate {found.calls.expected:.0f} calls [{found.calls.low:.0f}, {found.calls.high:.0f}], "
+               f"{found.tokens.expected:.0f} tokens [{found.tokens.low:.0f}, {found.tokens.high:.0f}]; "
+               f"actual {calls} calls, {tokens} tokens")
+    print(figures)
+    assert abs(found.calls.expected - calls) <= 0.25 * calls, figures
+    assert abs(found.tokens.expected - tokens) <= 0.25 * tokens, figures
+    assert found.calls.low <= found.calls.expected <= found.calls.high
+
+
+async def test_the_estimate_covers_every_step_kind_of_the_reference(dask_client) -> None:
+    found = await estimate(small_reference(), dask_client, agents=2, ticks=1)
+
+    assert set(found.calls_by_kind) >= {"tick", "questionnaire", "ask", "intervene", "once"}
+    assert all(found.calls_by_kind[kind].expected > 0 for kind in ("tick", "questionnaire", "ask", "intervene"))
+    # the reference's questionnaire asks all 4 people: the projection counts 4, not the sample's 2
+    assert found.calls_by_kind["questionnaire"].expected >= 4
+
+
+async def test_a_priced_client_gets_dollars_and_a_budget_below_the_upper_estimate_is_refused(dask_client) -> None:
+    spec = _demo(4)
+    spec["llm"]["default"]["price"] = {"input_usd_per_mtok": 1.0, "output_usd_per_mtok": 4.0}
+    spec["budget"] = {"max_cost_usd": 1e-6}
+    found = await estimate(parse_spec(spec), dask_client, agents=2, ticks=1)
+
+    assert found.cost_usd is not None
+    assert found.cost_usd.expected == pytest.approx(
+        (found.input_tokens.expected * 1.0 + found.output_tokens.expected * 4.0) / 1e6)
+    reason = estimate_refusal(parse_spec(spec), found)
+    assert reason is not None and reason.startswith("budget.max_cost_usd is 1e-06 but the estimate reaches")
