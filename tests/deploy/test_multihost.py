@@ -14,7 +14,6 @@ Skipped, with the reason, when not root or when namespaces cannot be made. Every
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from distributed import Client
 from engine.storage.reader import ReplayReader
 from service.client import PolisClient
 from tests.deploy.netns import Host, NetnsLab, why_no_netns
+from tests.engine.llm.local_model_support import why_no_local_model
 from tests.engine.society.crash_support import AGENTS, crash_spec, final_state
 
 _WHY_NOT = why_no_netns()
@@ -202,21 +202,9 @@ def test_the_preflight_refuses_an_llm_url_the_worker_hosts_cannot_reach(
         assert f"worker tcp://{worker.address}:" in error
 
 
-def _why_no_local_model() -> str | None:
-    from engine.llm.local import INSTALL_HINT, LocalModelMissingError, gguf_path
-
-    if importlib.util.find_spec("xllamacpp") is None:
-        return f"xllamacpp is not installed: {INSTALL_HINT}"
-    try:
-        gguf_path("smollm2")
-    except LocalModelMissingError as error:
-        return str(error)
-    return None
-
-
 @pytest.mark.slow  # 69 s here: llama.cpp on 2 shared cores
 def test_a_local_model_is_served_on_the_service_host_address_and_reached_from_the_worker_hosts(deployment: Deployment) -> None:
-    if (why := _why_no_local_model()) is not None:
+    if (why := why_no_local_model()) is not None:
         pytest.skip(why)
     spec = {
         "name": "local-multihost", "seed": 3, "llm": {"default": {"model": "local/smollm2"}},

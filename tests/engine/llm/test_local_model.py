@@ -6,7 +6,6 @@ Tests that need the model are skipped, with the install command as the reason, w
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import socket
@@ -31,19 +30,9 @@ from engine.llm.local import (
     resolve_local_clients,
 )
 from engine.llm.structured import complete_structured, response_format_for
+from tests.engine.llm.local_model_support import why_no_local_model
 
-
-def _why_no_model() -> str | None:
-    if importlib.util.find_spec("xllamacpp") is None:
-        return f"xllamacpp is not installed: {INSTALL_HINT}"
-    try:
-        gguf_path("smollm2")
-    except LocalModelMissingError as error:
-        return str(error)
-    return None
-
-
-_MISSING = _why_no_model()
+_MISSING = why_no_local_model()
 needs_model = pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
 
 

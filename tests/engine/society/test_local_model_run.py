@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
-from engine.errors import PolisError
 from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
+from tests.engine.llm.local_model_support import why_no_local_model
 
-
-def _missing() -> str | None:
-    from engine.llm.local import gguf_path
-
-    try:
-        gguf_path("smollm2")
-    except PolisError as error:
-        return str(error)
-    return None if importlib.util.find_spec("xllamacpp") else "xllamacpp is not installed (make install-local)"
-
-
-pytestmark = pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
+_MISSING = why_no_local_model()
+pytestmark = pytest.mark.skipif(_MISSING is not None, reason=str(_MISSING))
 
 
 @pytest.mark.timeout(600)
