@@ -78,8 +78,11 @@ async def _run(args: argparse.Namespace) -> int:
     from engine.settings import EngineSettings
     from engine.society.run.cluster import open_client
     from engine.society.run.runner import run_experiment
-    from engine.storage.run_layout import RunLayout
 
+    if args.fork_from is not None:
+        return await _fork(args)
+    if args.at_step is not None:
+        raise SpecError("--at-step goes with --fork-from RUN_DIR")
     if isinstance(args.resume, str):  # polis run --resume RUN_DIR
         if args.run_dir not in (None, args.resume):
             raise SpecError(f"--resume {args.resume} and --run-dir {args.run_dir} name different runs")
@@ -132,6 +135,51 @@ async def _run(args: argparse.Namespace) -> int:
         return 130
     if reference:
         reference(summary.status, spec, summary)
+    return _print_summary(summary)
+
+
+async def _fork(args: argparse.Namespace) -> int:
+    """``polis run [PATCH] --fork-from PARENT --at-step K --run-dir NEW``: fork, then run the fork's remaining steps."""
+    from engine.settings import EngineSettings
+    from engine.society.fork.run import fork_experiment, load_patch
+    from engine.society.run.cluster import open_client
+
+    if args.at_step is None or args.run_dir is None:
+        raise SpecError("--fork-from needs --at-step K (the parent's committed tick) and --run-dir NEW")
+    if args.resume or args.config or args.steps or args.add_steps:
+        raise SpecError("--fork-from starts a new run: it does not go with --resume, --config/--steps or --add-steps "
+                        "(give a spec patch instead)")
+    patch = load_patch(args.spec) if args.spec else None
+    if args.batch_size or args.max_calls is not None:
+        patch = dict(patch or {})
+        if args.batch_size:
+            patch["batch_size"] = args.batch_size
+        if args.max_calls is not None:
+            patch["budget"] = {**(patch.get("budget") or {}), "max_calls": args.max_calls}
+    settings = EngineSettings()
+    run_dir = Path(args.run_dir).resolve()
+    options = {"llm_limits": settings.limiter_config(), "template_cache_dir": settings.template_cache_dir,
+               "input_dirs": settings.input_dirs, "llm_cache_dir": Path(args.llm_cache).resolve() if args.llm_cache else None}
+    current = asyncio.current_task()
+    assert current is not None
+    _stop_on_signals(current)
+    try:
+        async with open_client(settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address) as client:
+            print(await _dashboard_line(client, run_dir.name), file=sys.stderr)
+            made, summary = await fork_experiment(Path(args.fork_from).resolve(), args.at_step, run_dir, client, patch=patch,
+                                                  on_progress=_progress_printer(), experiment_id=run_dir.name, **options)
+    except asyncio.CancelledError:
+        print(f"status: {RunStatus.CANCELLED}")
+        print(f"resume with: polis run --resume {run_dir}")
+        return 130
+    print(f"fork of {args.fork_from} at tick {args.at_step}: {made.agents} workspaces ({made.workspace_bytes} bytes) copied, "
+          f"{made.linked_files} files linked in {made.seconds:.2f} s")
+    return _print_summary(summary)
+
+
+def _print_summary(summary: Any) -> int:
+    from engine.storage.run_layout import RunLayout
+
     print(f"status: {summary.status}")
     if summary.error:
         print(f"error: {summary.error}")
@@ -310,7 +358,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run an experiment spec (JSON or YAML)")
-    run.add_argument("spec", nargs="?", default=None, help="the spec; with --resume it defaults to the run's own")
+    run.add_argument("spec", nargs="?", default=None,
+                     help="the spec; with --resume it defaults to the run's own; with --fork-from, a patch merged into the parent's")
     run.add_argument("--run-dir", default=None, help="where the run lands (required unless --resume RUN_DIR)")
     run.add_argument("--config", default=None, help="the reference format's init_config.json (with --steps)")
     run.add_argument("--steps", default=None, help="the reference format's steps.yaml (with --config)")
@@ -322,6 +371,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     run.add_argument("--add-steps", default=None, metavar="STEPS",
                      help="with --resume: append the questionnaire, ask or intervene steps in this YAML/JSON file "
                      "(a list, or {steps: [...]}) to the stored run and run them")
+    run.add_argument("--fork-from", default=None, metavar="RUN_DIR",
+                     help="start a new run (--run-dir) from RUN_DIR's state at --at-step, sharing its response cache")
+    run.add_argument("--at-step", type=int, default=None, metavar="K", help="with --fork-from: the parent's committed tick")
     run.add_argument("--max-calls", type=int, default=None, help="set the call budget (e.g. raise it to resume)")
     run.add_argument("--llm-cache", default=None, help="response cache directory (default RUN_DIR/llm_cache)")
     run.set_defaults(handler=lambda a: asyncio.run(_run(a)))

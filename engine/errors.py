@@ -20,6 +20,7 @@
     └── RunError                  the society / run lifecycle
         ├── RunLockedError        another live driver holds the run directory's lease
         ├── StaleRunError         a task of a driver session that no longer holds the run
+        ├── ForkError             a fork or as-of read whose tick is not kept, whose parent runs, or whose target holds a run
         ├── PreflightError        a worker that cannot do its part (no Polis, no run dir, no LLM), before tick 0
         ├── OverBudgetError       the upper estimate passes a cap of the spec's budget (polis run --force runs anyway)
         └── TaskStallError        tasks in flight that no worker starts within the bound (no workers, no match)
@@ -33,6 +34,7 @@ __all__ = [
     "EnvError",
     "EnvMetricError",
     "EnvUnavailableError",
+    "ForkError",
     "LLMCallError",
     "LLMError",
     "LLMRateLimitError",
@@ -167,6 +169,10 @@ class RunLockedError(RunError):
 
 class StaleRunError(RunError):
     """A task of a driver session that no longer holds the run (it was cancelled and resumed since)."""
+
+
+class ForkError(RunError):
+    """A fork or an as-of read that cannot be made: the tick is not kept, the parent is running, the target holds a run."""
 
 
 class PreflightError(RunError):

@@ -40,6 +40,7 @@ __all__ = [
     "QuestionnaireStep",
     "RouterName",
     "RunStep",
+    "SnapshotsSpec",
     "StepSpec",
     "SweepSpec",
     "TranscriptsSpec",
@@ -112,9 +113,18 @@ class RunStep(_Frozen):
     tick: int = Field(3600, ge=1, description="simulated seconds per step")
 
 
+#: ``as_of_step`` on a questionnaire or ask step (:mod:`engine.society.fork.as_of`)
+_AS_OF = Field(
+    None, ge=0,
+    description="answer as the agents (and the env) were when tick K was committed, on a run that kept that tick "
+    "(snapshots.keep); nothing stored changes but the step's own answer rows",
+)
+
+
 class AskStep(_Frozen):
     type: Literal["ask"] = "ask"
     question: str = Field(min_length=1)
+    as_of_step: int | None = _AS_OF
 
 
 class InterveneStep(_Frozen):
@@ -144,6 +154,7 @@ class QuestionnaireStep(_Frozen):
     description: str | None = None
     target_agent_ids: list[int] | None = None
     questions: list[QuestionSpec] = Field(min_length=1)
+    as_of_step: int | None = _AS_OF
 
 
 StepSpec = Annotated[RunStep | AskStep | InterveneStep | QuestionnaireStep, Field(discriminator="type")]
@@ -163,6 +174,16 @@ class TranscriptsSpec(_Frozen):
         256 * 1024 * 1024, ge=0,
         description="text bytes (messages and replies) the run keeps; later rows keep their metadata only. "
         "0 keeps metadata only",
+    )
+
+
+class SnapshotsSpec(_Frozen):
+    """How many committed ticks stay recoverable, for forks (``polis run --fork-from``) and ``as_of_step``."""
+
+    keep: int | None = Field(
+        None, ge=0,
+        description="past ticks kept besides the last (hard-linked workspace journals, env snapshots); "
+        "null keeps every tick, 0 only the last",
     )
 
 
@@ -207,6 +228,7 @@ class ExperimentSpec(_Frozen):
     max_workers: int | None = Field(None, ge=1, description="cap on concurrently running batch futures")
     budget: BudgetSpec | None = None
     transcripts: TranscriptsSpec = Field(default_factory=TranscriptsSpec)
+    snapshots: SnapshotsSpec = Field(default_factory=SnapshotsSpec)
     max_error_rate: float = Field(
         0.05, ge=0, le=1,
         description="share of agent-steps ending in error (or llm_error) above which a run ends 'failed' "

@@ -42,6 +42,7 @@ from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.dispatcher import dispatcher_stats
 from engine.llm.meter import serving_agent
 from engine.society.datasets import ACTIONS, AGENT_MEMORY
+from engine.society.history import journals_to_discard
 from engine.society.lease import check_session
 from engine.society.transcripts import TEXT_KEYS, TranscriptTally, call_rows, write_call_shards
 from engine.storage.run_layout import RunLayout
@@ -66,6 +67,7 @@ class BatchJob:
     attempt: str = ""  #: this attempt of the tick; commits from other attempts are rolled back
     session: str | None = None  #: the driver's lease session; a task of an older session writes nothing
     text_allowance: int | None = None  #: transcript text bytes this batch may keep; None: no transcripts
+    snapshots_keep: int | None = 0  #: past ticks whose journals stay (the spec's ``snapshots.keep``; None: all)
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,9 @@ async def _step_one(
             cls = resolve_agent(AgentWorkspace(ws).read_json("config.json")["type"])
             row["agent_type"] = cls.__name__
             journal = StepJournal(ws)
-            journal.discard_through(job.step - 1)  # earlier ticks are committed
+            through = journals_to_discard(job.step, job.snapshots_keep)  # earlier ticks are committed
+            if through is not None:
+                journal.discard_through(through)
             agent = await cls.from_workspace(ws, proxy, budget=gate)
             if journal.has(job.step):
                 replayed = agent.replayed_step(job.step)

@@ -35,6 +35,7 @@ from engine.society.env_host import EnvHost
 from engine.society.experimenter.consult import consult_scope, run_helper
 from engine.society.experimenter.interview import ask_agents
 from engine.society.fanout import fan_out
+from engine.society.history import TICK, History, kept_from
 from engine.society.planning import SocietyTotals, plan_batches, split_allowance
 from engine.society.questionnaire.batch import distribute_questionnaire
 from engine.society.run.dashboard import AGENTS, task_key
@@ -76,6 +77,8 @@ class AgentSociety:
         info: what else ``SOCIETY.json`` records next to the agent specs (the spec, its hash, env
             modules, LLM settings); it is written once, by the first :meth:`init`.
         transcript_bytes: the run's cap on transcript text (None: no ``transcripts`` dataset).
+        snapshots_keep: past ticks kept recoverable besides the last (the spec's ``snapshots.keep``;
+            None: every tick): their agent journals and env snapshots stay (:mod:`engine.society.history`).
     """
 
     def __init__(
@@ -96,6 +99,7 @@ class AgentSociety:
         session: str | None = None,
         info: dict[str, Any] | None = None,
         transcript_bytes: int | None = None,
+        snapshots_keep: int | None = None,
     ) -> None:
         self._specs = agent_specs
         self._info = info or {}
@@ -114,6 +118,9 @@ class AgentSociety:
         self.transcripts = TranscriptLedger.restore(transcript_bytes, self._status.extra.get("transcripts"))
         self.totals = SocietyTotals()
         self.env_recoveries = 0
+        self.snapshots_keep = snapshots_keep
+        #: the env snapshot each committed tick left (read from the history by :meth:`init`)
+        self._tick_snapshots: dict[int, str] = {}
 
     @classmethod
     async def from_workspace(cls, run_dir: Path, **options: Any) -> AgentSociety:
@@ -175,6 +182,8 @@ class AgentSociety:
         catalog = Catalog(RunLayout(self._run_dir).replay)
         for schema in (ACTIONS, AGENT_MEMORY, LLM_CALLS, TRANSCRIPTS, SOCIETY_QUERIES, *self._env.replay_datasets()):
             catalog.register(schema)
+        self._tick_snapshots = {r.step: r.status.env_snapshot for r in History(self._run_dir).records(self._status.txn)
+                                if r.kind == TICK and r.status.env_snapshot is not None}
         root = RunLayout(self._run_dir).agents
         for spec in self._specs:
             ws = workspace_path(root, int(spec["id"]))
@@ -187,8 +196,11 @@ class AgentSociety:
         self._env.release()
 
     async def forget_journals(self) -> None:
-        """Drop the agents' step journals of committed ticks (a finished run keeps no undo data)."""
-        root, committed = RunLayout(self._run_dir).agents, self.step_count
+        """Drop the agents' step journals of committed ticks that ``snapshots_keep`` does not keep (a
+        finished run keeps no undo data, only the history it was asked to keep)."""
+        if self.snapshots_keep is None:
+            return
+        root, committed = RunLayout(self._run_dir).agents, kept_from(self.step_count, self.snapshots_keep)
 
         def drop() -> None:
             for agent_id in self.agent_ids:
@@ -225,14 +237,20 @@ class AgentSociety:
         self._status.status, self._status.error = status, error
         self._write_status()
 
-    def _commit(self, staged: list[str], *, step_index: int | None = None, env_snapshot: str | None = None) -> None:
+    def _commit(self, staged: list[str], *, step_index: int | None = None, env_snapshot: str | None = None,
+                kind: str = "step") -> None:
         self._status.txn += 1
         if env_snapshot is not None:
             self._status.env_snapshot = env_snapshot
         if step_index is not None:
             self._status.completed_steps = step_index + 1
         self.transcripts.commit()
-        commit(self._run_dir, self._stamp(), staged)
+        if kind == TICK and self._status.env_snapshot is not None:
+            self._tick_snapshots[self._status.step_count] = self._status.env_snapshot
+        oldest = kept_from(self._status.step_count, self.snapshots_keep)
+        for tick in [t for t in self._tick_snapshots if t < oldest]:
+            del self._tick_snapshots[tick]
+        commit(self._run_dir, self._stamp(), staged, kind=kind, keep_snapshots=set(self._tick_snapshots.values()))
 
     async def _with_env_recovery(self, attempt: Callable[[], Awaitable[T]]) -> T:
         """Run one transaction; when the env actor is lost, start a new one from the last committed
@@ -276,7 +294,7 @@ class AgentSociety:
         texts = self.transcripts.open(len(batches))
         proxy = self.proxy
         results = await self._run_batches(
-            [BatchJob(ids, step, i, tick, t_end, proxy, allowances[i], txn, attempt, self._session, texts[i])
+            [BatchJob(ids, step, i, tick, t_end, proxy, allowances[i], txn, attempt, self._session, texts[i], self.snapshots_keep)
              for i, ids in enumerate(batches)]
         )
         stopped = sum(r.budget_stopped for r in results)
@@ -289,7 +307,7 @@ class AgentSociety:
         self._status.current_time = t_end
         self._status.step_count = step
         self._status.agent_steps_done += sum(r.agents for r in results)
-        self._commit(staged, env_snapshot=env["snapshot"])
+        self._commit(staged, env_snapshot=env["snapshot"], kind=TICK)
         return results
 
     async def _share_budget(self, holders: int) -> list[Allowance | None]:

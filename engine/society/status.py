@@ -11,7 +11,7 @@ from engine.run_status import RunStatus
 from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.run_layout import RunLayout
 
-__all__ = ["SocietyStep", "read_society_step", "write_society", "write_society_step"]
+__all__ = ["SocietyStep", "read_society_step", "society_step_from_json", "write_society", "write_society_step"]
 
 
 @dataclass
@@ -43,8 +43,9 @@ def write_society_step(run_dir: Path, step: SocietyStep) -> None:
 
 def read_society_step(run_dir: Path) -> SocietyStep | None:
     data = read_json(RunLayout(run_dir).society_step_file, default=None)
-    if data is None:
-        return None
-    data["current_time"] = datetime.fromisoformat(data["current_time"])
-    data["status"] = RunStatus(data["status"])
-    return SocietyStep(**data)
+    return None if data is None else society_step_from_json(data)
+
+
+def society_step_from_json(data: dict[str, Any]) -> SocietyStep:
+    """A :class:`SocietyStep` from its JSON form (``asdict`` after a JSON round trip)."""
+    return SocietyStep(**{**data, "current_time": datetime.fromisoformat(data["current_time"]), "status": RunStatus(data["status"])})

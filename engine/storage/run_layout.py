@@ -13,6 +13,7 @@
     <run_dir>/inputs/                files a spec may name (city_file, ...)
     <run_dir>/llm_cache/             the default response cache
     <run_dir>/MANIFEST.json          versions, commit, seeds, served models
+    <run_dir>/history/txn_<n>.json   one record per committed transaction (forks, as-of interviews)
 
 A sweep root holds one such directory per cell (:mod:`engine.storage.sweep_layout`).
 """
@@ -109,6 +110,11 @@ class RunLayout:
     def inputs(self) -> Path:
         """Files a spec may name (``MobilitySpace.city_file``, ...)."""
         return self.root / "inputs"
+
+    @property
+    def history(self) -> Path:
+        """One record per committed transaction: the status it committed and the files it published."""
+        return self.root / "history"
 
     @property
     def llm_cache(self) -> Path:

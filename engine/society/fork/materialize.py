@@ -1,0 +1,197 @@
+"""Make a fork's run directory: the parent's state as tick ``K`` committed it, ready to be resumed.
+
+Nothing of the parent changes. Files the parent never rewrites are hard-linked: the replay, trace
+and artifact files its transactions up to tick ``K`` published (so the fork's datasets begin with
+the parent's rows, their ``run`` column naming the parent's drivers), the response cache (the
+shared past costs no provider call) and ``inputs/``. Agent workspaces are copied as tick ``K`` left
+them (:mod:`engine.society.fork.workspaces`); ``env/`` is copied with only tick ``K``'s snapshot.
+``SOCIETY.json`` carries the fork's spec and its lineage under ``fork``; ``SOCIETY_STEP.json`` is
+the parent's status at tick ``K`` with status ``pending``, so ``run_experiment(..., resume=True)``
+takes it from there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from engine.agent.workspace import workspace_path
+from engine.errors import ForkError, RunError, StorageError
+from engine.run_status import RunStatus
+from engine.society.fork.plan import ForkSpec, fork_spec
+from engine.society.fork.workspaces import copy_workspace_as_of, workspace_kept
+from engine.society.history import History, TxnRecord
+from engine.society.lease import lease_is_live, read_lease
+from engine.society.status import SocietyStep, read_society_step, write_society_step
+from engine.spec import ExperimentSpec, parse_spec
+from engine.storage.atomic import atomic_write_json, read_json
+from engine.storage.run_layout import RunLayout
+
+__all__ = ["ForkPoint", "ForkReport", "find_fork_point", "materialize_fork", "plan_fork"]
+
+
+@dataclass(frozen=True)
+class ForkPoint:
+    """A parent run and the committed tick a fork (or an as-of read) starts from."""
+
+    parent: Path
+    at_step: int
+    record: TxnRecord  #: the transaction that committed the tick (txn 0: the run before its first)
+    stored: dict[str, Any]  #: the parent's ``SOCIETY.json``
+    ticks_done: int  #: the parent's committed ticks
+
+    @property
+    def spec(self) -> ExperimentSpec:
+        return parse_spec(self.stored["spec"])
+
+    @property
+    def agent_ids(self) -> list[int]:
+        return [int(s["id"]) for s in self.stored["agent_specs"]]
+
+
+@dataclass(frozen=True)
+class ForkReport:
+    """What making the fork's directory took."""
+
+    run_dir: Path
+    agents: int
+    workspace_bytes: int  #: bytes copied into agent workspaces
+    linked_files: int  #: replay, trace, artifact, cache and input files hard-linked from the parent
+    seconds: float
+
+
+def find_fork_point(parent: Path, at_step: int) -> ForkPoint:
+    """The parent's state at tick ``at_step``, checked to be there.
+
+    Raises:
+        RunError: ``parent`` holds no run.
+        ForkError: a live driver holds the parent, or it does not keep that tick (its history, env
+            snapshot or an agent's journal is gone: ``snapshots.keep``).
+        SpecError: ``at_step`` outside the parent's committed ticks (path ``at_step``).
+    """
+    parent = Path(parent)
+    stored = read_json(RunLayout(parent).society_file, default=None)
+    status = read_society_step(parent)
+    if stored is None or status is None:
+        raise RunError(f"{parent} holds no run (SOCIETY.json / SOCIETY_STEP.json missing)")
+    if lease_is_live(read_lease(parent)):
+        raise ForkError(f"{parent} is running: fork it once its driver stops (its workspaces are changing)")
+    fork_spec(parse_spec(stored["spec"]), at_step, status.step_count)  # at_step in range, spec forkable
+    if at_step == 0:
+        start = SocietyStep(current_time=parse_spec(stored["spec"]).start_time)
+        record = TxnRecord(0, "tick", start, ())
+    else:
+        record = History(parent).tick(at_step, status.txn)
+    point = ForkPoint(parent, at_step, record, stored, status.step_count)
+    snapshot = record.status.env_snapshot
+    if snapshot is not None and not (RunLayout(parent).env_snapshots / snapshot).is_dir():
+        raise ForkError(f"{parent}: the env snapshot of tick {at_step} ({snapshot}) is not kept; raise snapshots.keep")
+    root = RunLayout(parent).agents
+    missing = [a for a in point.agent_ids if not workspace_kept(workspace_path(root, a), at_step, status.step_count)]
+    if missing:
+        raise ForkError(f"{parent}: tick {at_step} is not kept for agent(s) {missing[:10]} (no journal of tick {at_step + 1}); "
+                        "raise snapshots.keep")
+    return point
+
+
+def plan_fork(parent: Path, at_step: int, patch: dict[str, Any] | None = None) -> tuple[ForkPoint, ForkSpec]:
+    """The fork point and the fork's checked spec (see :func:`~engine.society.fork.plan.fork_spec`)."""
+    point = find_fork_point(parent, at_step)
+    return point, fork_spec(point.spec, at_step, point.ticks_done, patch)
+
+
+def materialize_fork(point: ForkPoint, fork: ForkSpec, run_dir: Path) -> ForkReport:
+    """Write ``run_dir`` (absent or empty) as the fork's run directory.
+
+    Raises:
+        ForkError: ``run_dir`` holds something, or is the parent.
+    """
+    started = time.perf_counter()
+    run_dir = Path(run_dir)
+    if run_dir.resolve() == point.parent.resolve():
+        raise ForkError("a fork needs its own run directory, not the parent's")
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise ForkError(f"{run_dir} is not empty: a fork starts in a new run directory")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    source, target = RunLayout(point.parent), RunLayout(run_dir)
+    linked = _link_published(point, run_dir)
+    linked += _link_tree(source.llm_cache, target.llm_cache) + _link_tree(source.inputs, target.inputs)
+    with contextlib.suppress(FileNotFoundError):
+        shutil.copy2(source.replay / "_schema.json", target.replay / "_schema.json")
+    _copy_env(point, target)
+    copied = 0
+    for agent_id in point.agent_ids:
+        copied += copy_workspace_as_of(workspace_path(source.agents, agent_id), workspace_path(target.agents, agent_id),
+                                       point.at_step, point.ticks_done)
+    lineage = {"parent": str(point.parent.resolve()), "at_step": point.at_step, "txn": point.record.txn,
+               "parent_spec_hash": point.stored.get("spec_hash"), "parent_runs": _parent_runs(point)}
+    atomic_write_json(target.society_file, {**point.stored, "spec": fork.spec.model_dump(mode="json"),
+                                            "spec_hash": fork.spec.spec_hash(), "fork": lineage}, indent=2)
+    write_society_step(run_dir, replace(point.record.status, status=RunStatus.PENDING, error=None,
+                                        completed_steps=fork.completed_steps, updated_at=time.time()))
+    return ForkReport(run_dir, len(point.agent_ids), copied, linked, time.perf_counter() - started)
+
+
+def _link_published(point: ForkPoint, run_dir: Path) -> int:
+    """Hard-link what the parent's transactions up to the fork point published, and their tick spans."""
+    parent, child = History(point.parent), History(run_dir)
+    records = parent.records(point.record.txn)
+    files = [f for record in records for f in record.files]
+    files += [os.path.join("trace", f"step_{k:06d}-part_tick.jsonl") for k in range(1, point.at_step + 1)]
+    linked = 0
+    for relative in files:
+        source = point.parent / relative
+        if source.exists():
+            _link(source, run_dir / relative)
+            linked += 1
+    for record in records:
+        _link(parent.path(record.txn), child.path(record.txn))
+    return linked
+
+
+def _link(source: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:  # another file system (or one without hard links): copy
+        shutil.copy2(source, target)
+
+
+def _link_tree(source: Path, target: Path) -> int:
+    linked = 0
+    for directory, _, names in os.walk(source):
+        for name in names:
+            if not name.startswith("."):  # temp files of a write in progress
+                path = Path(directory, name)
+                _link(path, target / path.relative_to(source))
+                linked += 1
+    return linked
+
+
+def _copy_env(point: ForkPoint, target: RunLayout) -> None:
+    source = RunLayout(point.parent)
+    if source.env.is_dir():
+        shutil.copytree(source.env, target.env, symlinks=True,
+                        ignore=lambda directory, _: ["_snapshots"] if Path(directory) == source.env else [])
+    snapshot = point.record.status.env_snapshot
+    if snapshot is not None:
+        shutil.copytree(source.env_snapshots / snapshot, target.env_snapshots / snapshot, symlinks=True)
+
+
+def _parent_runs(point: ForkPoint) -> list[str]:
+    """The parent's driver run ids in the rows the fork starts with (each driver names its rows' ``run``)."""
+    from engine.storage.reader import ReplayReader
+
+    try:
+        with ReplayReader(point.parent) as reader:
+            if "actions" not in reader.datasets():
+                return []
+            rows = reader.query(f"SELECT DISTINCT run FROM actions WHERE step <= {int(point.at_step)} ORDER BY run").to_pylist()
+    except (StorageError, OSError):
+        return []
+    return [row["run"] for row in rows]

@@ -1,0 +1,51 @@
+"""fork_experiment: make a fork's run directory and run it on a Dask client (the CLI's and the service's door)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine.errors import SpecError
+from engine.society.fork.materialize import ForkReport, materialize_fork, plan_fork
+from engine.society.run.runner import RunSummary, run_experiment
+
+__all__ = ["fork_experiment", "load_patch"]
+
+
+def load_patch(path: str | Path) -> dict[str, Any]:
+    """A fork's spec patch from a YAML or JSON file: a mapping merged into the parent's spec.
+
+    Raises:
+        SpecError: unreadable file, bad syntax, or not a mapping.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except OSError as error:
+        raise SpecError(f"cannot read the patch file {path}: {error}") from None
+    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        raise SpecError(f"{path} is not valid JSON or YAML: {error}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: a patch is a mapping of spec fields (merged into the parent's spec), not {type(data).__name__}")
+    return data
+
+
+async def fork_experiment(parent: Path, at_step: int, run_dir: Path, client: Any, *, patch: dict[str, Any] | None = None,
+                          **options: Any) -> tuple[ForkReport, RunSummary]:
+    """Fork ``parent`` at its committed tick ``at_step`` into ``run_dir`` and run the fork's remaining steps.
+
+    ``options`` go to :func:`~engine.society.run.runner.run_experiment` (not ``resume``).
+
+    Raises:
+        SpecError: a patch that does not make a valid fork (with its field path).
+        ForkError: the tick is not kept, the parent is running, or ``run_dir`` holds something.
+    """
+    point, fork = await asyncio.to_thread(plan_fork, Path(parent), at_step, patch)
+    report = await asyncio.to_thread(materialize_fork, point, fork, Path(run_dir))
+    summary = await run_experiment(fork.spec, Path(run_dir), client, resume=True, **options)
+    return report, summary

@@ -1,0 +1,106 @@
+"""The run's history: one record per committed transaction, so that the state of any kept tick can be found again.
+
+``history/txn_<n>.json`` holds what transaction ``n`` committed: its kind (``tick`` or ``step``), the
+``SocietyStep`` it made durable and the files it published (relative to the run directory). A record
+is written just before its commit point; a record of a transaction above the committed ``txn`` is
+the leftover of an attempt that never committed and is ignored (the next attempt overwrites it).
+
+What the records point at is kept under the spec's ``snapshots.keep``: the agents' step journals
+(:class:`~engine.agent.journal.StepJournal`: the journal of tick ``k + 1`` is the workspace as tick
+``k`` left it) and the env snapshot each tick committed. Forks (:mod:`engine.society.fork`) and
+``as_of_step`` interviews read them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from engine.errors import RunError
+from engine.society.status import SocietyStep, society_step_from_json
+from engine.storage.atomic import atomic_write_json
+from engine.storage.run_layout import RunLayout
+from engine.storage.staging import staged_txn
+
+__all__ = ["TICK", "History", "TxnRecord", "journals_to_discard", "kept_from"]
+
+TICK = "tick"  #: the kind of a tick's transaction; questionnaire, ask and intervene steps are ``step``
+
+
+@dataclass(frozen=True)
+class TxnRecord:
+    """What one committed transaction left."""
+
+    txn: int
+    kind: str  #: ``tick`` or ``step``
+    status: SocietyStep  #: the status it committed
+    files: tuple[str, ...]  #: published files, relative to the run directory
+
+    @property
+    def step(self) -> int:
+        """The tick count once it committed."""
+        return self.status.step_count
+
+
+def kept_from(step_count: int, keep: int | None) -> int:
+    """The oldest tick still recoverable when ``step_count`` ticks are committed under ``snapshots.keep``."""
+    return 0 if keep is None else max(0, step_count - keep)
+
+
+def journals_to_discard(step: int, keep: int | None) -> int | None:
+    """Before an agent steps tick ``step``: discard its journals of ticks ``<=`` this (None: keep all).
+
+    The journal of tick ``j`` is the state of tick ``j - 1``, so tick ``k`` stays recoverable while
+    the journal of ``k + 1`` is kept."""
+    return None if keep is None else kept_from(step - 1, keep)
+
+
+class History:
+    """The ``history/`` folder of one run directory."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.root = RunLayout(self.run_dir).history
+
+    def path(self, txn: int) -> Path:
+        """Where transaction ``txn``'s record is."""
+        return self.root / f"txn_{txn:06d}.json"
+
+    def record(self, status: SocietyStep, kind: str, staged: Iterable[str | Path]) -> None:
+        """Record transaction ``status.txn`` before it commits (``staged``: the files it will publish)."""
+        files = []
+        for path in staged:
+            parsed = staged_txn(Path(path))
+            final = parsed[0] if parsed else Path(path)
+            files.append(os.path.relpath(final, self.run_dir))
+        atomic_write_json(self.path(status.txn), {"txn": status.txn, "kind": kind, "status": asdict(status), "files": sorted(files)},
+                          durable=False)
+
+    def records(self, through_txn: int) -> list[TxnRecord]:
+        """Every committed transaction's record up to ``through_txn``, oldest first."""
+        found: list[TxnRecord] = []
+        if not self.root.is_dir():
+            return found
+        for path in sorted(self.root.glob("txn_*.json")):
+            txn = int(path.stem[4:])
+            if txn > through_txn:
+                continue
+            data = json.loads(path.read_text(encoding="utf-8"))
+            found.append(TxnRecord(txn, data["kind"], society_step_from_json(data["status"]), tuple(data["files"])))
+        return found
+
+    def tick(self, step: int, through_txn: int) -> TxnRecord:
+        """The record of the transaction that committed tick ``step`` (tick 0: the run before its first transaction).
+
+        Raises:
+            RunError: the run has no record of that tick.
+        """
+        for record in reversed(self.records(through_txn)):
+            if record.kind == TICK and record.step == step:
+                return record
+        raise RunError(f"{self.run_dir} has no history record of tick {step} (a run started before Polis kept history, "
+                       f"or a tick it never committed)")
+
