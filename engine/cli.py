@@ -10,23 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.cli_output import dashboard_line, local_models_line, print_summary, print_sweep, progress_printer
 from engine.errors import PolisError, SpecError
-from engine.run_status import LIVE_STATUSES, RunStatus
+from engine.run_status import RunStatus
 from engine.spec import BudgetSpec
 
 __all__ = ["build_parser", "main", "run_command", "with_max_calls"]
-
-
-def _progress_printer(stream=sys.stderr):
-    from engine.run_progress import render_progress
-
-    def show(progress) -> None:
-        stream.write(f"\r{render_progress(progress)}")
-        if progress.status not in LIVE_STATUSES:
-            stream.write("\n")
-        stream.flush()
-
-    return show
 
 
 def _load_run_spec(args: argparse.Namespace, run_dir: Path):
@@ -109,8 +98,8 @@ async def _run(args: argparse.Namespace) -> int:
     try:
         async with open_client(settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address) as client:
             experiment_id = run_dir.name  # the run's span and the name its task keys carry
-            print(await _dashboard_line(client, experiment_id), file=sys.stderr)
-            if line := _local_models_line(spec, client):
+            print(await dashboard_line(client, experiment_id), file=sys.stderr)
+            if line := local_models_line(spec, client):
                 print(line, file=sys.stderr)
             if not args.resume and not args.force:
                 from engine.society.run.estimate import refuse_over_budget
@@ -120,8 +109,8 @@ async def _run(args: argparse.Namespace) -> int:
                 from engine.society.run.sweep import run_sweep
 
                 sweep = await run_sweep(spec, run_dir, client, experiment_id=experiment_id, **options)
-                return _print_sweep(sweep, run_dir)
-            summary = await run_experiment(spec, run_dir, client, on_progress=_progress_printer(),
+                return print_sweep(sweep, run_dir)
+            summary = await run_experiment(spec, run_dir, client, on_progress=progress_printer(),
                                            experiment_id=experiment_id, **options)
     except PolisError:
         if reference:
@@ -135,7 +124,7 @@ async def _run(args: argparse.Namespace) -> int:
         return 130
     if reference:
         reference(summary.status, spec, summary)
-    return _print_summary(summary)
+    return print_summary(summary)
 
 
 async def _fork(args: argparse.Namespace) -> int:
@@ -165,59 +154,16 @@ async def _fork(args: argparse.Namespace) -> int:
     _stop_on_signals(current)
     try:
         async with open_client(settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address) as client:
-            print(await _dashboard_line(client, run_dir.name), file=sys.stderr)
+            print(await dashboard_line(client, run_dir.name), file=sys.stderr)
             made, summary = await fork_experiment(Path(args.fork_from).resolve(), args.at_step, run_dir, client, patch=patch,
-                                                  on_progress=_progress_printer(), experiment_id=run_dir.name, **options)
+                                                  on_progress=progress_printer(), experiment_id=run_dir.name, **options)
     except asyncio.CancelledError:
         print(f"status: {RunStatus.CANCELLED}")
         print(f"resume with: polis run --resume {run_dir}")
         return 130
     print(f"fork of {args.fork_from} at tick {args.at_step}: {made.agents} workspaces ({made.workspace_bytes} bytes) copied, "
           f"{made.linked_files} files linked in {made.seconds:.2f} s")
-    return _print_summary(summary)
-
-
-def _print_summary(summary: Any) -> int:
-    from engine.storage.run_layout import RunLayout
-
-    print(f"status: {summary.status}")
-    if summary.error:
-        print(f"error: {summary.error}")
-    print(f"ticks: {summary.ticks_done}  agent-steps: {summary.agent_steps}  statuses: {summary.statuses}")
-    print(f"errors: {summary.errors}" + (f"  first: {summary.first_error}" if summary.first_error else ""))
-    print(f"LLM calls: {summary.llm_calls}  tokens: {summary.input_tokens} in / {summary.output_tokens} out")
-    print(summary.transcripts_line())
-    for line in summary.manifest_warnings:
-        print(f"polis: warning: {line}", file=sys.stderr)
-    cache = (summary.env or {}).get("codegen_cache")
-    if cache:
-        print(f"codegen cache: {cache['hits_exact'] + cache['hits_similar']} hits, {cache['misses']} misses, "
-              f"{cache['generations']} generations (coder calls) for {cache['requests']} ask_env; hit rate {cache['hit_rate']:.0%}")
-    if summary.env_recoveries:
-        print(f"env actor recovered {summary.env_recoveries} time(s) after losing its worker")
-    print(f"time: {summary.duration_s:.1f} s  run dir: {summary.run_dir}")
-    print(f"replay: {RunLayout(summary.run_dir).replay}  (polis query {summary.run_dir} \"SELECT ...\")")
-    return _exit_code(summary.status)
-
-
-async def _dashboard_line(client: Any, experiment_id: str) -> str:
-    """Where to watch the run: the page the service links too, and the span and task prefix to look for there."""
-    from engine.society.run.dashboard import experiment_page, task_prefix
-
-    page = await experiment_page(client)
-    if page is None:
-        return "Dask dashboard: none (the scheduler runs no dashboard)"
-    return f"Dask dashboard: {page}  (filter by span tag {experiment_id!r}; tasks {task_prefix('*', (experiment_id,))})"
-
-
-def _local_models_line(spec: Any, client: Any) -> str | None:
-    """Where the run's ``local/*`` models will listen (the driver's address toward the scheduler), if it has any."""
-    from engine.llm.local import LOCAL_PREFIX
-    from engine.society.run.cluster import driver_host
-
-    if not any(c is not None and c.model.startswith(LOCAL_PREFIX) for c in (spec.llm.default, spec.llm.coder)):
-        return None
-    return f"local models: llama.cpp listens on {driver_host(client)} (the driver's address toward the scheduler)"
+    return print_summary(summary)
 
 
 def _reference_run(args: argparse.Namespace, run_dir: Path, settings: Any, options: dict[str, Any]) -> Any:
@@ -246,24 +192,6 @@ def _reference_run(args: argparse.Namespace, run_dir: Path, settings: Any, optio
         write_pid_file(run_dir, status)
 
     return finish
-
-
-def _exit_code(status: str) -> int:
-    """0 when every step ran (agent errors within max_error_rate included), 1 otherwise."""
-    from engine.run_status import is_finished
-
-    return 0 if is_finished(status) else 1
-
-
-def _print_sweep(sweep, run_dir: Path) -> int:
-    for cell, run in zip(sweep.cells, sweep.runs, strict=True):
-        print(f"{cell.cell_id}: {run.status}  params={cell.params}  replication={cell.replication}  seed={cell.seed}"
-              + (f"  error={run.error}" if run.error else ""))
-        for line in run.manifest_warnings:
-            print(f"polis: warning: {cell.cell_id}: {line}", file=sys.stderr)
-    print(f"sweep: {len(sweep.cells)} cells {sweep.statuses()} in {run_dir}")
-    print(f"compare: polis query {run_dir} \"SELECT cell, count(*) FROM actions GROUP BY cell\"")
-    return max((_exit_code(run.status) for run in sweep.runs), default=0)
 
 
 def _status(args: argparse.Namespace) -> int:

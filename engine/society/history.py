@@ -19,13 +19,15 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from engine.agent.journal import StepJournal
+from engine.agent.workspace import workspace_path
 from engine.errors import RunError
 from engine.society.status import SocietyStep, society_step_from_json
 from engine.storage.atomic import atomic_write_json
 from engine.storage.run_layout import RunLayout
 from engine.storage.staging import staged_txn
 
-__all__ = ["TICK", "History", "TxnRecord", "journals_to_discard", "kept_from"]
+__all__ = ["TICK", "History", "KeptTicks", "TxnRecord", "forget_journals", "journals_to_discard", "kept_from"]
 
 TICK = "tick"  #: the kind of a tick's transaction; questionnaire, ask and intervene steps are ``step``
 
@@ -104,3 +106,33 @@ class History:
         raise RunError(f"{self.run_dir} has no history record of tick {step} (a run started before Polis kept history, "
                        f"or a tick it never committed)")
 
+
+
+def forget_journals(run_dir: Path, agent_ids: Iterable[int], step_count: int, keep: int | None) -> None:
+    """At a run's end: drop the agents' journals of ticks ``keep`` does not keep (None: drop none)."""
+    if keep is None:
+        return
+    root, through = RunLayout(run_dir).agents, kept_from(step_count, keep)
+    for agent_id in agent_ids:
+        StepJournal(workspace_path(root, agent_id)).discard_through(through)
+
+
+class KeptTicks:
+    """The env snapshots of the ticks a run keeps (the driver's view; see :meth:`protected`)."""
+
+    def __init__(self, keep: int | None) -> None:
+        self.keep = keep
+        self._snapshots: dict[int, str] = {}
+
+    def load(self, run_dir: Path, txn: int) -> None:
+        """Read the ticks committed so far from the history."""
+        self._snapshots = {r.step: r.status.env_snapshot for r in History(run_dir).records(txn)
+                           if r.kind == TICK and r.status.env_snapshot is not None}
+
+    def protected(self, status: SocietyStep, kind: str) -> set[str]:
+        """The snapshots to keep once ``status`` commits (a ``kind`` transaction)."""
+        if kind == TICK and status.env_snapshot is not None:
+            self._snapshots[status.step_count] = status.env_snapshot
+        oldest = kept_from(status.step_count, self.keep)
+        self._snapshots = {tick: name for tick, name in self._snapshots.items() if tick >= oldest}
+        return set(self._snapshots.values())

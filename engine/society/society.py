@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 
 from distributed import Client
 
-from engine.agent.journal import StepJournal
 from engine.agent.registry import resolve_agent
 from engine.agent.service_proxy import ServiceProxy
 from engine.agent.workspace import workspace_path
@@ -35,7 +34,7 @@ from engine.society.env_host import EnvHost
 from engine.society.experimenter.consult import consult_scope, run_helper
 from engine.society.experimenter.interview import ask_agents
 from engine.society.fanout import fan_out
-from engine.society.history import TICK, History, kept_from
+from engine.society.history import TICK, KeptTicks, forget_journals
 from engine.society.planning import SocietyTotals, plan_batches, split_allowance
 from engine.society.questionnaire.batch import distribute_questionnaire
 from engine.society.run.dashboard import AGENTS, task_key
@@ -77,8 +76,7 @@ class AgentSociety:
         info: what else ``SOCIETY.json`` records next to the agent specs (the spec, its hash, env
             modules, LLM settings); it is written once, by the first :meth:`init`.
         transcript_bytes: the run's cap on transcript text (None: no ``transcripts`` dataset).
-        snapshots_keep: past ticks kept recoverable besides the last (the spec's ``snapshots.keep``;
-            None: every tick): their agent journals and env snapshots stay (:mod:`engine.society.history`).
+        snapshots_keep: the spec's ``snapshots.keep`` (:mod:`engine.society.history`).
     """
 
     def __init__(
@@ -118,9 +116,7 @@ class AgentSociety:
         self.transcripts = TranscriptLedger.restore(transcript_bytes, self._status.extra.get("transcripts"))
         self.totals = SocietyTotals()
         self.env_recoveries = 0
-        self.snapshots_keep = snapshots_keep
-        #: the env snapshot each committed tick left (read from the history by :meth:`init`)
-        self._tick_snapshots: dict[int, str] = {}
+        self.snapshots_keep, self._kept = snapshots_keep, KeptTicks(snapshots_keep)  # _kept: loaded by init
 
     @classmethod
     async def from_workspace(cls, run_dir: Path, **options: Any) -> AgentSociety:
@@ -182,8 +178,7 @@ class AgentSociety:
         catalog = Catalog(RunLayout(self._run_dir).replay)
         for schema in (ACTIONS, AGENT_MEMORY, LLM_CALLS, TRANSCRIPTS, SOCIETY_QUERIES, *self._env.replay_datasets()):
             catalog.register(schema)
-        self._tick_snapshots = {r.step: r.status.env_snapshot for r in History(self._run_dir).records(self._status.txn)
-                                if r.kind == TICK and r.status.env_snapshot is not None}
+        self._kept.load(self._run_dir, self._status.txn)
         root = RunLayout(self._run_dir).agents
         for spec in self._specs:
             ws = workspace_path(root, int(spec["id"]))
@@ -196,17 +191,8 @@ class AgentSociety:
         self._env.release()
 
     async def forget_journals(self) -> None:
-        """Drop the agents' step journals of committed ticks that ``snapshots_keep`` does not keep (a
-        finished run keeps no undo data, only the history it was asked to keep)."""
-        if self.snapshots_keep is None:
-            return
-        root, committed = RunLayout(self._run_dir).agents, kept_from(self.step_count, self.snapshots_keep)
-
-        def drop() -> None:
-            for agent_id in self.agent_ids:
-                StepJournal(workspace_path(root, agent_id)).discard_through(committed)
-
-        await asyncio.to_thread(drop)
+        """Drop the agents' step journals of committed ticks that ``snapshots_keep`` does not keep."""
+        await asyncio.to_thread(forget_journals, self._run_dir, self.agent_ids, self.step_count, self.snapshots_keep)
 
     async def __aenter__(self) -> AgentSociety:
         await self.init()
@@ -245,12 +231,8 @@ class AgentSociety:
         if step_index is not None:
             self._status.completed_steps = step_index + 1
         self.transcripts.commit()
-        if kind == TICK and self._status.env_snapshot is not None:
-            self._tick_snapshots[self._status.step_count] = self._status.env_snapshot
-        oldest = kept_from(self._status.step_count, self.snapshots_keep)
-        for tick in [t for t in self._tick_snapshots if t < oldest]:
-            del self._tick_snapshots[tick]
-        commit(self._run_dir, self._stamp(), staged, kind=kind, keep_snapshots=set(self._tick_snapshots.values()))
+        status = self._stamp()
+        commit(self._run_dir, status, staged, kind=kind, keep_snapshots=self._kept.protected(status, kind))
 
     async def _with_env_recovery(self, attempt: Callable[[], Awaitable[T]]) -> T:
         """Run one transaction; when the env actor is lost, start a new one from the last committed

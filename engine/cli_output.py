@@ -1,0 +1,86 @@
+"""What ``polis run`` prints: progress, the run's summary, a sweep's cells, where to watch (``engine.cli``'s output)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from engine.run_status import LIVE_STATUSES
+
+__all__ = ["dashboard_line", "exit_code", "local_models_line", "print_summary", "print_sweep", "progress_printer"]
+
+
+def progress_printer(stream=sys.stderr):
+    """An ``on_progress`` callback that redraws one progress line on ``stream``."""
+    from engine.run_progress import render_progress
+
+    def show(progress) -> None:
+        stream.write(f"\r{render_progress(progress)}")
+        if progress.status not in LIVE_STATUSES:
+            stream.write("\n")
+        stream.flush()
+
+    return show
+
+
+def print_summary(summary: Any) -> int:
+    """Print a run's summary (a ``RunSummary``); returns the exit code its status gives."""
+    from engine.storage.run_layout import RunLayout
+
+    print(f"status: {summary.status}")
+    if summary.error:
+        print(f"error: {summary.error}")
+    print(f"ticks: {summary.ticks_done}  agent-steps: {summary.agent_steps}  statuses: {summary.statuses}")
+    print(f"errors: {summary.errors}" + (f"  first: {summary.first_error}" if summary.first_error else ""))
+    print(f"LLM calls: {summary.llm_calls}  tokens: {summary.input_tokens} in / {summary.output_tokens} out")
+    print(summary.transcripts_line())
+    for line in summary.manifest_warnings:
+        print(f"polis: warning: {line}", file=sys.stderr)
+    cache = (summary.env or {}).get("codegen_cache")
+    if cache:
+        print(f"codegen cache: {cache['hits_exact'] + cache['hits_similar']} hits, {cache['misses']} misses, "
+              f"{cache['generations']} generations (coder calls) for {cache['requests']} ask_env; hit rate {cache['hit_rate']:.0%}")
+    if summary.env_recoveries:
+        print(f"env actor recovered {summary.env_recoveries} time(s) after losing its worker")
+    print(f"time: {summary.duration_s:.1f} s  run dir: {summary.run_dir}")
+    print(f"replay: {RunLayout(summary.run_dir).replay}  (polis query {summary.run_dir} \"SELECT ...\")")
+    return exit_code(summary.status)
+
+
+async def dashboard_line(client: Any, experiment_id: str) -> str:
+    """Where to watch the run: the page the service links too, and the span and task prefix to look for there."""
+    from engine.society.run.dashboard import experiment_page, task_prefix
+
+    page = await experiment_page(client)
+    if page is None:
+        return "Dask dashboard: none (the scheduler runs no dashboard)"
+    return f"Dask dashboard: {page}  (filter by span tag {experiment_id!r}; tasks {task_prefix('*', (experiment_id,))})"
+
+
+def local_models_line(spec: Any, client: Any) -> str | None:
+    """Where the run's ``local/*`` models will listen (the driver's address toward the scheduler), if it has any."""
+    from engine.llm.local import LOCAL_PREFIX
+    from engine.society.run.cluster import driver_host
+
+    if not any(c is not None and c.model.startswith(LOCAL_PREFIX) for c in (spec.llm.default, spec.llm.coder)):
+        return None
+    return f"local models: llama.cpp listens on {driver_host(client)} (the driver's address toward the scheduler)"
+
+
+def exit_code(status: str) -> int:
+    """0 when every step ran (agent errors within max_error_rate included), 1 otherwise."""
+    from engine.run_status import is_finished
+
+    return 0 if is_finished(status) else 1
+
+
+def print_sweep(sweep, run_dir: Path) -> int:
+    for cell, run in zip(sweep.cells, sweep.runs, strict=True):
+        print(f"{cell.cell_id}: {run.status}  params={cell.params}  replication={cell.replication}  seed={cell.seed}"
+              + (f"  error={run.error}" if run.error else ""))
+        for line in run.manifest_warnings:
+            print(f"polis: warning: {cell.cell_id}: {line}", file=sys.stderr)
+    print(f"sweep: {len(sweep.cells)} cells {sweep.statuses()} in {run_dir}")
+    print(f"compare: polis query {run_dir} \"SELECT cell, count(*) FROM actions GROUP BY cell\"")
+    return max((exit_code(run.status) for run in sweep.runs), default=0)
