@@ -130,6 +130,7 @@ async def _run(args: argparse.Namespace) -> int:
 async def _fork(args: argparse.Namespace) -> int:
     """``polis run [PATCH] --fork-from PARENT --at-step K --run-dir NEW``: fork, then run the fork's remaining steps."""
     from engine.settings import EngineSettings
+    from engine.society.fork.materialize import plan_fork
     from engine.society.fork.run import fork_experiment, load_patch
     from engine.society.run.cluster import open_client
 
@@ -145,6 +146,7 @@ async def _fork(args: argparse.Namespace) -> int:
             patch["batch_size"] = args.batch_size
         if args.max_calls is not None:
             patch["budget"] = {**(patch.get("budget") or {}), "max_calls": args.max_calls}
+    plan_fork(Path(args.fork_from), args.at_step, patch)  # a bad patch or tick is refused before a cluster starts
     settings = EngineSettings()
     run_dir = Path(args.run_dir).resolve()
     options = {"llm_limits": settings.limiter_config(), "template_cache_dir": settings.template_cache_dir,
