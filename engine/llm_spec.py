@@ -19,6 +19,10 @@ class PriceSpec(_Frozen):
     input_usd_per_mtok: float = Field(ge=0, description="US dollars per million prompt tokens")
     output_usd_per_mtok: float = Field(ge=0, description="US dollars per million completion tokens")
 
+    def cost(self, input_tokens: float, output_tokens: float) -> float:
+        """US dollars for that many tokens."""
+        return (input_tokens * self.input_usd_per_mtok + output_tokens * self.output_usd_per_mtok) / 1e6
+
 
 class LLMClientSpec(_Frozen):
     """One LLM client: a litellm model string (or ``sim/<name>``), never a key."""
@@ -31,7 +35,8 @@ class LLMClientSpec(_Frozen):
         description="NAME of the environment variable holding the key (resolved on the worker)",
     )
     options: dict[str, Any] = Field(default_factory=dict, description="request options: temperature, max_tokens, ...")
-    price: PriceSpec | None = Field(None, description="token prices for polis estimate (default: litellm's price map)")
+    price: PriceSpec | None = Field(
+        None, description="token prices for polis estimate and the run's recorded cost_usd (default: litellm's price map)")
 
     @field_validator("options")
     @classmethod

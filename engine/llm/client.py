@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.llm_spec import PriceSpec
+
 __all__ = ["LLMClient", "LimiterConfig"]
 
 
@@ -37,6 +39,7 @@ class LLMClient(BaseModel):
     seed: int = 0  #: the experiment seed (the simulated LLM derives its answers from it)
     limits: LimiterConfig = Field(default_factory=LimiterConfig)  #: the per-process AIMD limiter (not for ``sim/*``)
     cache_dir: str | None = None  #: the response cache's directory; None = no cache
+    price: PriceSpec | None = None  #: the spec's token prices; None: litellm's price map prices the calls
 
     @property
     def is_sim(self) -> bool:

@@ -26,6 +26,7 @@ from engine.llm.client import LLMClient
 from engine.llm.limited import LimitedModel
 from engine.llm.limiter import AdaptiveSemaphore
 from engine.llm.meter import Meter, MeteredModel
+from engine.llm.priced import PricedModel
 from engine.llm.protocol import ChatModel
 from engine.llm.retry import RetryingModel
 from engine.llm.single_flight import SingleFlightModel
@@ -63,8 +64,9 @@ def _build(client: LLMClient) -> ChatModel:
 
 
 def _compose(client: LLMClient) -> ChatModel:
-    """Cache (if configured) over single-flight over the provider stack of ``_build``."""
-    model: ChatModel = SingleFlightModel(_build(client), model=client.model, seed=client.seed, options=client.options)
+    """Cache (if configured) over single-flight over the provider stack of ``_build`` (priced at the spec's price, if any)."""
+    built = _build(client) if client.price is None else PricedModel(_build(client), client.price)
+    model: ChatModel = SingleFlightModel(built, model=client.model, seed=client.seed, options=client.options)
     if client.cache_dir is not None:
         cache = ResponseCache(Path(client.cache_dir))
         model = CachedModel(model, cache, model=client.model, seed=client.seed, options=client.options)

@@ -152,7 +152,7 @@ def _cost(spec: ExperimentSpec, groups: list[Group]) -> Range | None:
         for pick in ("low", "expected", "high"):
             used_in, used_out = getattr(tokens["input_tokens"], pick), getattr(tokens["output_tokens"], pick)
             if client.price is not None:
-                price = (used_in * client.price.input_usd_per_mtok + used_out * client.price.output_usd_per_mtok) / 1e6
+                price = client.price.cost(used_in, used_out)
             else:
                 found = cost_usd(client.model, round(used_in), round(used_out))
                 if found is None:

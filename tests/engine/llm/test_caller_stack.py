@@ -7,19 +7,21 @@ import contextlib
 import pytest
 
 from engine.errors import BudgetExhaustedError, LLMCallError
-from engine.llm.budget import Allowance, BudgetedModel, BudgetGate
+from engine.llm.budget import Allowance, BudgetedModel, BudgetGate, Usage
 from engine.llm.cache import CachedModel, ResponseCache
 from engine.llm.client import LimiterConfig, LLMClient
 from engine.llm.dispatcher import caller_model, dispatcher_stats, get_chat_model
 from engine.llm.limited import LimitedModel
 from engine.llm.limiter import AdaptiveSemaphore
 from engine.llm.meter import Meter, MeteredModel
+from engine.llm.priced import PricedModel
 from engine.llm.protocol import ChatResult
 from engine.llm.retry import RetryingModel
 from engine.llm.scripted import ScriptedModel
 from engine.llm.single_flight import SingleFlightModel
 from engine.llm.timeout import TimeoutModel
 from engine.llm.traced import TracedModel
+from engine.llm_spec import PriceSpec
 from engine.society.datasets import LLM_CALLS
 from engine.trace import TraceRecorder
 
@@ -29,7 +31,8 @@ HI = [{"role": "user", "content": "hi"}]
 async def test_a_new_complete_parameter_reaches_the_backend_through_every_wrapper(tmp_path):
     backend = ScriptedModel(["a"])
     process = CachedModel(
-        SingleFlightModel(RetryingModel(LimitedModel(TimeoutModel(backend), AdaptiveSemaphore(LimiterConfig()))), model="m", seed=1),
+        SingleFlightModel(PricedModel(RetryingModel(LimitedModel(TimeoutModel(backend), AdaptiveSemaphore(LimiterConfig()))),
+                                      PriceSpec(input_usd_per_mtok=1, output_usd_per_mtok=2)), model="m", seed=1),
         ResponseCache(tmp_path), model="m", seed=1,
     )
     caller = MeteredModel(TracedModel(BudgetedModel(process, BudgetGate(Allowance())), TraceRecorder()), Meter(), caller="agent:1")
@@ -114,3 +117,18 @@ async def test_a_callers_records_keep_the_messages_and_reply_with_the_key_scrubb
         (record,) = meter.records
         assert key not in repr([record.messages, record.reply, record.error])
         assert "***" in (record.error if fail else record.reply)
+
+
+async def test_a_clients_spec_price_is_what_its_calls_cost(tmp_path):
+    price = PriceSpec(input_usd_per_mtok=3.0, output_usd_per_mtok=15.0)
+    client = LLMClient(model="sim/default", seed=4, price=price, cache_dir=str(tmp_path))
+    meter = Meter()
+    model = caller_model(client, meter, caller="agent:1")
+
+    first = await model.complete([{"role": "user", "content": "price me"}])
+    again = await model.complete([{"role": "user", "content": "price me"}])
+
+    assert first.cost_usd == pytest.approx((first.input_tokens * 3.0 + first.output_tokens * 15.0) / 1e6) and first.cost_usd > 0
+    assert again.cached and meter.provider_calls == 1
+    assert Usage.of_calls(r.as_row() for r in meter.records).cost_usd == pytest.approx(first.cost_usd)  # what budgets count
+    assert LLMClient(model="sim/default").price is None  # unpriced: litellm's map (None for the sim)
