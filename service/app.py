@@ -18,7 +18,7 @@ from service.intake import Intake
 from service.openapi import declare_errors
 from service.registry import ExperimentRegistry
 from service.report.page import mount_bokeh_static
-from service.routes import agents, events, experiments, health, metrics, report, results, session, sql, steps
+from service.routes import agents, events, experiments, forks, health, metrics, report, results, session, sql, steps
 from service.routes.docs import install_docs
 from service.settings import ServiceSettings
 from service.state import ServiceState
@@ -90,6 +90,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     app.include_router(report.router)
     app.include_router(sql.router)
     app.include_router(steps.router)
+    app.include_router(forks.router)
     app.include_router(events.router)
     app.include_router(health.router)
     app.include_router(metrics.router)

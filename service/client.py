@@ -141,6 +141,29 @@ class PolisClient:
         """
         return self._json("POST", f"/experiments/{experiment_id}/steps", json={"steps": steps})
 
+    def fork(self, experiment_id: str, at_step: int, patch: dict[str, Any] | None = None,
+             name: str | None = None) -> dict[str, Any]:
+        """Start a new experiment from a finished one's state at its committed tick ``at_step``.
+
+        Args:
+            experiment_id: the parent, a finished run.
+            at_step: the parent's committed tick the fork starts from.
+            patch: a JSON merge patch over the parent's spec (its future: steps after ``at_step``,
+                module kwargs, LLM settings, budget); None keeps the spec.
+            name: the new experiment's name (default: the parent's, with ``(fork at K)``).
+
+        Returns:
+            The new experiment (``forked_from`` names the parent), queued.
+
+        Raises:
+            ConflictError: the parent is queued or running.
+            SpecRejectedError: ``at_step`` is past the parent's ticks or not kept, or the patch makes no valid fork.
+        """
+        body: dict[str, Any] = {"at_step": at_step, "patch": patch}
+        if name is not None:
+            body["name"] = name
+        return self._json("POST", f"/experiments/{experiment_id}/fork", json=body)
+
     def delete(self, experiment_id: str) -> None:
         """Remove an experiment's record and data.
 

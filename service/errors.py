@@ -7,7 +7,7 @@
     ├── DatasetNotFoundError              no dataset with that name in the run               → 404
     ├── AgentNotFoundError                no agent with that id in the run                   → 404
     ├── ExperimentNotRunningError         cancel asked of a finished experiment              → 409
-    ├── ExperimentBusyError               delete, resume or steps asked of a live experiment → 409
+    ├── ExperimentBusyError               delete, resume, steps or fork of a live experiment → 409
     ├── SpecTooLargeError                 a request body over the size limit                 → 413
     ├── UnsupportedMediaTypeError         a body that is neither JSON nor YAML               → 415
     ├── NotAcceptableError                an ``Accept`` the endpoint cannot answer           → 406
@@ -17,6 +17,8 @@
 
 Engine errors (``engine.errors``) know nothing about HTTP; :func:`status_code_for` maps them:
 ``SpecError`` → 422, ``QueryError`` → 400, any other ``PolisError`` → 500.
+A fork at a tick its parent no longer keeps (the engine's ``ForkError``) is refused before any
+experiment is made, as a ``SpecRejectedError`` at ``at_step`` (422): the request names a tick the parent cannot give.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ In order, each before anything costlier:
 6. validation (``engine.spec.parse_spec``; format widths are bounded there);
 7. the grants (``service.grants``): every LLM config is free or granted to the owner.
 
-:meth:`Intake.admit` (steps 3-7) is sans-IO apart from reading allowed tables and measuring the
+A spec the service makes itself (a fork's: the parent's with a patch) passes steps 5 and 7 through
+:meth:`Intake.authorize`. :meth:`Intake.admit` (steps 3-7) is sans-IO apart from reading allowed tables and measuring the
 owner's run directories; the route calls :meth:`Intake.read`, which runs it off the event loop.
 """
 
@@ -185,6 +186,17 @@ class Intake:
         self.grants.check_spec(spec, owner)
         return spec
 
+    def authorize(self, spec: ExperimentSpec, owner: str, run_dirs: Iterable[Path] = ()) -> None:
+        """Check a spec the service made (a fork's) as :meth:`admit` checks a submitted one: quotas, then grants.
+
+        Raises:
+            QuotaExceededError: over one of the owner's quotas (422).
+            CredentialNotGrantedError: a key variable, endpoint or option not granted (422).
+        """
+        quota = self.quotas.for_owner(owner)
+        check_counts(count_spec(spec.model_dump(mode="json"), MAX_CELLS), quota, owner)
+        check_disk(disk_usage(run_dirs), quota, owner)
+        self.grants.check_spec(spec, owner)
 
     def _locate(self, field: str, name: str) -> Path:
         try:

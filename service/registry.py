@@ -36,6 +36,7 @@ __all__ = [
     "ExperimentRecord",
     "ExperimentRegistry",
     "ExperimentStatus",
+    "ForkedFrom",
     "utc_now",
 ]
 
@@ -54,6 +55,15 @@ ACTIVE_STATUSES: frozenset[RunStatus] = frozenset({RunStatus.QUEUED, RunStatus.R
 def utc_now() -> datetime:
     """The current time, timezone-aware, in UTC."""
     return datetime.now(UTC)
+
+
+class ForkedFrom(BaseModel):
+    """A fork's lineage: the experiment it was forked from, and the parent's committed tick it starts at."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    experiment: str  #: the parent experiment's id
+    at_step: int  #: the parent's tick the fork starts from (its state as that tick committed it)
 
 
 class ExperimentRecord(BaseModel):
@@ -85,6 +95,8 @@ class ExperimentRecord(BaseModel):
     run_dir: Path
     #: The validated spec, defaults filled in, as JSON-ready data.
     spec: dict[str, Any]
+    #: Set for a fork (``POST /experiments/{id}/fork``): its run directory is made from the parent's when it first runs.
+    forked_from: ForkedFrom | None = None
 
 
 class ExperimentRegistry:
@@ -110,12 +122,13 @@ class ExperimentRegistry:
         self._records: dict[str, ExperimentRecord] = {}
         self._load()
 
-    def create(self, spec: ExperimentSpec, owner: str = LOCAL_ADMIN.owner) -> ExperimentRecord:
+    def create(self, spec: ExperimentSpec, owner: str = LOCAL_ADMIN.owner, forked_from: ForkedFrom | None = None) -> ExperimentRecord:
         """Register a new experiment as ``queued`` and persist it.
 
         Args:
             spec: the validated spec.
             owner: who submitted it.
+            forked_from: a fork's parent and tick (None: a new run).
 
         Returns:
             The new record, with a fresh id and its run directory path (not yet created).
@@ -135,6 +148,7 @@ class ExperimentRegistry:
                 agent_steps_total=ticks * n_agents,
                 run_dir=self._runs_dir / experiment_id,
                 spec=spec.model_dump(mode="json"),
+                forked_from=forked_from,
             )
             self._save(record)
         return record

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from engine.spec import BudgetSpec
-from service.registry import ExperimentRecord, ExperimentStatus
+from service.registry import ExperimentRecord, ExperimentStatus, ForkedFrom
 
 __all__ = [
     "AgentMemory",
@@ -57,6 +57,8 @@ class ExperimentBrief(BaseModel):
     error: str | None
     #: How many times a service restart found it mid-run and resumed it.
     resumed_after_restart: int = 0
+    #: A fork's lineage: the parent experiment and the parent's tick it starts from (null: not a fork).
+    forked_from: ForkedFrom | None = None
 
     @classmethod
     def from_record(cls, record: ExperimentRecord) -> ExperimentBrief:
@@ -188,4 +190,5 @@ def _brief_fields(record: ExperimentRecord) -> dict[str, Any]:
         ),
         "error": record.error,
         "resumed_after_restart": record.resumed_after_restart,
+        "forked_from": record.forked_from,
     }

@@ -6,22 +6,28 @@ starts each as an asyncio task on the service's loop when it gets a slot, turns 
 progress into registry writes (throttled) and live events (:mod:`service.events`), and on shutdown
 cancels what still runs and marks it ``interrupted`` with ``resume_on_start``, so the next start
 resumes it (experiments still queued stay ``queued`` and are queued again).
+
+Forks: :func:`check_fork` plans one (the route calls it before registering anything); a record
+with ``forked_from`` gets its run directory made from the parent's (:func:`make_fork`) when it first
+takes a slot, then runs as a resume of it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
+import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from engine.errors import SpecError
+from engine.errors import ForkError, PolisError, SpecError
 from engine.run_progress import RunProgress
-from engine.run_status import ENDED_STATUSES, LIVE_STATUSES, RunStatus
+from engine.run_status import ENDED_STATUSES, RunStatus
+from engine.society.fork.materialize import find_fork_point, materialize_fork, plan_fork
+from engine.society.fork.plan import ForkSpec, completed_steps_at
 from engine.society.run.cluster import open_client
 from engine.society.run.dashboard import cluster_dashboard, experiment_page
 from engine.society.run.extend import extend_spec
@@ -31,13 +37,17 @@ from engine.spec import BudgetSpec, ExperimentSpec, parse_spec
 from engine.storage.run_layout import RunLayout
 from engine.storage.sweep_layout import SWEEP_FILE
 from service.auth import LOCAL_ADMIN, Principal
-from service.errors import ExperimentBusyError, ExperimentNotRunningError
+from service.errors import ExperimentBusyError, ExperimentNotFoundError, ExperimentNotRunningError, SpecRejectedError
 from service.events import EventHub
 from service.metrics import ServiceMetrics, TickTimer
+from service.progress import ProgressRecorder
 from service.queue import FairQueue
-from service.registry import ACTIVE_STATUSES, ExperimentRecord, ExperimentRegistry, utc_now
+from service.registry import ACTIVE_STATUSES, ExperimentRecord, ExperimentRegistry, ForkedFrom, utc_now
 
-__all__ = ["ProgressRecorder", "RunFunction", "Submitter", "cluster_dashboard", "experiment_page", "extend_spec", "open_client"]
+__all__ = [
+    "ProgressRecorder", "RunFunction", "Submitter", "check_fork", "cluster_dashboard", "experiment_page", "extend_spec",
+    "make_fork", "open_client",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -56,62 +66,40 @@ class _Pending:
     force: bool  #: resume although the spec differs from the run's (steps appended to a stored run)
 
 
-class ProgressRecorder:
-    """Writes a run's progress to the registry: on every status change, else at most once per interval.
+def check_fork(parent: Path, at_step: int, patch: dict[str, Any] | None = None) -> ExperimentSpec:
+    """The spec of a fork of the run in ``parent`` at its committed tick ``at_step`` (blocking: call it in a thread).
 
     Args:
-        registry: where records live.
-        experiment_id: the experiment being run.
-        interval: the least time between two writes of the same status, in seconds.
-        clock: a monotonic clock, in seconds.
-        on_tick: called with every report whose ``ticks_done`` passed the previous report's (once per
-            tick; the first report only sets where the run starts from).
+        parent: the parent's run directory (a finished run).
+        at_step: the parent's committed tick the fork starts from.
+        patch: a JSON merge patch over the parent's spec (None: the same spec).
+
+    Raises:
+        SpecError: ``at_step`` outside the parent's ticks (path ``at_step``), or a patch that makes no
+            valid fork (the spec's field path).
+        SpecRejectedError: the parent no longer keeps that tick (``snapshots.keep``), or a driver holds
+            it (path ``at_step``).
     """
+    try:
+        return plan_fork(parent, at_step, patch)[1].spec
+    except ForkError as error:
+        raise SpecRejectedError(str(error), path="at_step") from None
 
-    def __init__(
-        self,
-        registry: ExperimentRegistry,
-        experiment_id: str,
-        *,
-        interval: float = 0.5,
-        clock: Callable[[], float] = time.monotonic,
-        on_tick: Callable[[RunProgress], None] | None = None,
-    ) -> None:
-        self._registry = registry
-        self._on_tick = on_tick
-        self._experiment_id = experiment_id
-        self._interval = interval
-        self._clock = clock
-        self._latest: RunProgress | None = None
-        self._last_status: str | None = None
-        self._last_write = float("-inf")
 
-    def __call__(self, progress: RunProgress) -> None:
-        """Take one progress report from the runner; write it if it is due."""
-        previous, self._latest = self._latest, progress
-        if self._on_tick is not None and previous is not None and progress.ticks_done > previous.ticks_done:
-            self._on_tick(progress)
-        now = self._clock()
-        if progress.status == self._last_status and now - self._last_write < self._interval:
-            return
-        self._last_status, self._last_write = progress.status, now
-        changes: dict[str, Any] = dict(self.counts())
-        if progress.status in LIVE_STATUSES:
-            changes["status"] = RunStatus.RUNNING
-        if progress.error:
-            changes["error"] = progress.error
-        self._registry.update(self._experiment_id, **changes)
+def make_fork(parent: Path, at_step: int, spec: ExperimentSpec, run_dir: Path) -> None:
+    """Make ``run_dir`` the fork of ``parent`` at tick ``at_step`` running ``spec`` (from :func:`check_fork`), ready to resume.
 
-    def counts(self) -> dict[str, int]:
-        """The counters of the latest report, written or not; empty before the first one."""
-        if self._latest is None:
-            return {}
-        return {
-            "ticks_done": self._latest.ticks_done,
-            "ticks_total": self._latest.ticks_total,
-            "agent_steps_done": self._latest.agent_steps_done,
-            "agent_steps_total": self._latest.agent_steps_total,
-        }
+    A directory a stopped service left half made (it has no status file yet) is made again.
+
+    Raises:
+        RunError: ``parent`` holds no run (a ``ForkError`` if it no longer keeps the tick or runs).
+        OSError: the copy failed (e.g. the disk is full).
+    """
+    point = find_fork_point(parent, at_step)
+    if run_dir.exists() and not RunLayout(run_dir).society_step_file.exists():
+        shutil.rmtree(run_dir)
+    # The spec is the one check_fork made against this parent; only the parent's future can have changed since.
+    materialize_fork(point, ForkSpec(spec, at_step, completed_steps_at(spec, at_step)), run_dir)
 
 
 class Submitter:
@@ -276,7 +264,7 @@ class Submitter:
         for experiment_id in self.queue.take():
             pending = self._pending.pop(experiment_id)
             record = self._registry.get(experiment_id)
-            task = loop.create_task(self._run(experiment_id, pending, record.run_dir), name=f"polis-experiment-{experiment_id}")
+            task = loop.create_task(self._run(record, pending), name=f"polis-experiment-{experiment_id}")
             self._tasks[experiment_id] = task
             task.add_done_callback(partial(self._on_done, experiment_id))
 
@@ -289,7 +277,8 @@ class Submitter:
             self.events.status_changed(after)
         return after
 
-    async def _run(self, experiment_id: str, pending: _Pending, run_dir: Path) -> None:
+    async def _run(self, record: ExperimentRecord, pending: _Pending) -> None:
+        experiment_id, run_dir = record.id, record.run_dir
         recorder = ProgressRecorder(self._registry, experiment_id, interval=self._progress_interval,
                                     on_tick=lambda progress: self.events.tick(experiment_id, progress.to_json()))
         timer = TickTimer(self.metrics)
@@ -299,6 +288,16 @@ class Submitter:
             recorder(progress)
 
         self._set(experiment_id, status=RunStatus.RUNNING, started_at=utc_now())
+        if record.forked_from is not None and not _holds_run(run_dir, pending.spec):
+            try:
+                await self._make_fork(record.forked_from, pending.spec, run_dir)
+            except asyncio.CancelledError:
+                self._mark_stopped(experiment_id, {})
+                raise
+            # The parent was deleted, runs again or no longer keeps the tick since the fork was checked; or the disk is full.
+            except (ExperimentNotFoundError, PolisError, OSError) as error:
+                self._set(experiment_id, status=RunStatus.FAILED, finished_at=utc_now(), error=f"cannot make the fork: {error}")
+                return
         options = {**self._run_options, "experiment_id": experiment_id}  # its span and task keys on the dashboard
         if pending.resume and _holds_run(run_dir, pending.spec):
             options.update(resume=True, force=pending.force)
@@ -318,6 +317,16 @@ class Submitter:
             )
             return
         self._set(experiment_id, **{**recorder.counts(), **_summary_fields(summary)})
+
+    async def _make_fork(self, origin: ForkedFrom, spec: ExperimentSpec, run_dir: Path) -> None:
+        parent = self._registry.get(origin.experiment).run_dir
+        copy = asyncio.ensure_future(asyncio.to_thread(make_fork, parent, origin.at_step, spec, run_dir))
+        try:
+            await asyncio.shield(copy)
+        except asyncio.CancelledError:
+            # A thread cannot be stopped: let the copy end, so no later attempt (resume, restart) races it.
+            await asyncio.wait([copy])
+            raise
 
     def _mark_stopped(self, experiment_id: str, counts: dict[str, int]) -> None:
         if self._registry.get(experiment_id).status not in ACTIVE_STATUSES:

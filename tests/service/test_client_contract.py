@@ -1,4 +1,4 @@
-"""What ``PolisClient`` sends for the routes other branches add (resume, steps, delete, sql), checked against the REST contract.
+"""What ``PolisClient`` sends for the routes other branches add (resume, steps, fork, delete, sql), checked against the REST contract.
 
 The service side of these routes is tested on a live server where it lands; here an
 ``httpx.MockTransport`` stands for it, so the requests and the decoding of JSON, Arrow and Parquet
@@ -67,6 +67,16 @@ def test_steps_posts_the_steps_under_one_key() -> None:
     with fake.client() as client:
         client.steps("e1", steps)
     assert json.loads(fake.requests[0].content) == {"steps": steps}
+
+
+def test_fork_posts_the_tick_the_patch_and_a_name_only_when_given() -> None:
+    patch = {"steps": [{"type": "run", "num_steps": 2}, {"type": "intervene", "instruction": "Rain all day."}]}
+    fake = Recorder({("POST", "/experiments/e1/fork"): httpx.Response(201, json={"id": "f1", "status": "queued"})})
+    with fake.client() as client:
+        assert client.fork("e1", 2)["id"] == "f1"
+        client.fork("e1", 1, patch=patch, name="rain")
+    assert json.loads(fake.requests[0].content) == {"at_step": 2, "patch": None}
+    assert json.loads(fake.requests[1].content) == {"at_step": 1, "patch": patch, "name": "rain"}
 
 
 def test_delete_sends_delete_and_a_409_is_a_conflict() -> None:

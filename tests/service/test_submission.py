@@ -13,7 +13,7 @@ runner = pytest.importorskip("engine.society.run.runner", reason="engine/society
 
 from engine.spec import BudgetSpec, ExperimentSpec, parse_spec  # noqa: E402
 from service.errors import ExperimentBusyError, ExperimentNotFoundError, ExperimentNotRunningError  # noqa: E402
-from service.registry import ExperimentRegistry  # noqa: E402
+from service.registry import ExperimentRegistry, ForkedFrom  # noqa: E402
 from service.submission import ProgressRecorder, Submitter  # noqa: E402
 
 RunProgress = runner.RunProgress
@@ -118,6 +118,27 @@ async def test_run_function_that_raises_marks_failed_never_running(registry, spe
     assert failed.status == "failed"
     assert "RuntimeError: bug in the runner" in failed.error
     assert failed.finished_at is not None
+
+
+@pytest.mark.parametrize("parent_gone", [False, True], ids=["parent-holds-no-run", "parent-deleted"])
+async def test_a_fork_that_cannot_be_made_fails_saying_why_and_never_runs(registry, spec, parent_gone: bool) -> None:
+    started: list[Path] = []
+
+    async def run(spec: ExperimentSpec, run_dir: Path, client: Any, **options: Any) -> Any:
+        started.append(run_dir)
+
+    parent = registry.update(registry.create(spec).id, status="completed")
+    fork = registry.create(spec, forked_from=ForkedFrom(experiment=parent.id, at_step=1))
+    if parent_gone:
+        registry.delete(parent.id)
+    submitter = Submitter(registry, client=object(), run=run)
+    submitter.submit(fork, spec, resume=True)
+    await _settle(submitter)
+    failed = registry.get(fork.id)
+    assert failed.status == "failed" and failed.finished_at is not None
+    assert failed.error is not None and failed.error.startswith("cannot make the fork: ")
+    assert ("not found" if parent_gone else "holds no run") in failed.error
+    assert started == []
 
 
 async def test_shutdown_cancels_running_experiments_and_marks_them_interrupted(registry, spec) -> None:
