@@ -190,9 +190,11 @@ def _manifest(run_dir: Path) -> dict[str, Any]:
         + (" (fingerprints " + ", ".join(entry.get("fingerprints") or {}) + ")" if entry.get("fingerprints") else "")
         for requested, entry in (manifest.get("models") or {}).items()
     )
+    fork = manifest.get("fork")
     return {"polis version": polis.get("version"),
             "polis commit": f"{commit[:12]}{' (dirty)' if polis.get('dirty') else ''}" if commit else None,
-            "served models": served or None}
+            "served models": served or None,
+            **({"forked from": f"{fork['parent']} at tick {fork['at_step']}"} if fork else {})}
 
 
 def _datasets(reader: ReplayReader) -> tuple[DatasetEntry, ...]:

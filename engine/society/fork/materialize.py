@@ -121,8 +121,9 @@ def materialize_fork(point: ForkPoint, fork: ForkSpec, run_dir: Path) -> ForkRep
     source, target = RunLayout(point.parent), RunLayout(run_dir)
     linked = _link_published(point, run_dir)
     linked += _link_tree(source.llm_cache, target.llm_cache) + _link_tree(source.inputs, target.inputs)
-    with contextlib.suppress(FileNotFoundError):
-        shutil.copy2(source.replay / "_schema.json", target.replay / "_schema.json")
+    for name in (source.replay / "_schema.json", source.manifest_file):  # the manifest: a changed served model warns
+        with contextlib.suppress(FileNotFoundError):
+            shutil.copy2(name, target.root / name.relative_to(source.root))
     _copy_env(point, target)
     copied = 0
     for agent_id in point.agent_ids:

@@ -22,7 +22,7 @@ from typing import Any
 from engine.spec import ExperimentSpec
 from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.reader import ReplayReader
-from engine.storage.run_layout import MANIFEST_FILE
+from engine.storage.run_layout import MANIFEST_FILE, RunLayout
 
 __all__ = [
     "KEY_PACKAGES",
@@ -147,6 +147,7 @@ def write_run_manifest(run_dir: Path, spec: ExperimentSpec) -> list[str]:
         "spec_hash": spec.spec_hash(),
         "seed": spec.seed,
         "models": served_models(run_dir),
+        "fork": (read_json(RunLayout(run_dir).society_file, default=None) or {}).get("fork"),  #: a fork's lineage, else None
     }
     atomic_write_json(run_dir / MANIFEST_FILE, manifest, indent=2)
     return served_changes(previous, manifest)

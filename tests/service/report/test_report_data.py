@@ -17,7 +17,7 @@ from engine.env.metrics import ENV_METRICS
 from engine.society.run.runner import run_experiment
 from engine.society.run.sweep import run_sweep
 from engine.spec import parse_spec
-from engine.storage import ReplayWriter, read_json, shard_name
+from engine.storage import ReplayWriter, atomic_write_json, read_json, shard_name
 from engine.storage.reader import ReplayReader
 from engine.storage.run_layout import RunLayout
 from engine.storage.sweep_layout import cell_dir
@@ -194,3 +194,12 @@ def test_a_sweeps_env_metrics_have_one_line_per_cell(sweep_root: Path, tmp_path:
 def test_a_directory_that_holds_no_run_is_refused(tmp_path: Path) -> None:
     with pytest.raises(NotARunError, match="not a run directory"):
         load_report(tmp_path)
+
+
+def test_a_forks_summary_names_its_parent_and_tick(demo_run: Path, tmp_path: Path) -> None:
+    fork = tmp_path / "fork"
+    shutil.copytree(demo_run, fork)
+    manifest = read_json(fork / "MANIFEST.json")
+    atomic_write_json(fork / "MANIFEST.json", {**manifest, "fork": {"parent": "/runs/parent", "at_step": 2}})
+    assert load_report(fork).summary["forked from"] == "/runs/parent at tick 2"
+    assert "forked from" not in load_report(demo_run).summary
