@@ -200,6 +200,7 @@ def _status(args: argparse.Namespace) -> int:
     from engine.society.lease import effective_status, read_lease
     from engine.society.status import read_society_step
     from engine.storage.atomic import read_json
+    from engine.storage.run_layout import RunLayout
     from engine.storage.sweep_layout import SWEEP_FILE
 
     run_dir = Path(args.run_dir)
@@ -216,6 +217,9 @@ def _status(args: argparse.Namespace) -> int:
     print(f"status: {effective_status(run_dir)}" + (f" (last written: {status.status})" if status.status != effective_status(run_dir) else ""))
     print(f"ticks: {status.step_count}  top-level steps done: {status.completed_steps}  transactions: {status.txn}")
     print(f"simulated time: {status.current_time.isoformat()}")
+    fork = (read_json(RunLayout(run_dir).society_file, default=None) or {}).get("fork")
+    if fork:
+        print(f"forked from: {fork['parent']} at tick {fork['at_step']}")
     if status.error:
         print(f"error: {status.error}")
     if lease:

@@ -122,9 +122,11 @@ def test_the_cli_refuses_a_bad_patch_with_its_path_and_writes_nothing(parent: Pa
     assert done.returncode == 2 and "at_step: the parent committed 4 tick(s)" in done.stderr
 
 
-def test_a_forks_manifest_names_its_parent(parent: Path, tmp_path: Path) -> None:
+def test_a_forks_manifest_and_status_name_its_parent(parent: Path, tmp_path: Path) -> None:
     done = polis("run", "--fork-from", str(parent), "--at-step", "3", "--run-dir", str(tmp_path / "fork"), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     manifest = read_json(tmp_path / "fork" / "MANIFEST.json")
     assert manifest["fork"]["parent"] == str(parent.resolve()) and manifest["fork"]["at_step"] == 3
     assert read_json(parent / "MANIFEST.json")["fork"] is None
+    status = polis("status", str(tmp_path / "fork"), cwd=tmp_path)
+    assert f"forked from: {parent.resolve()} at tick 3" in status.stdout
