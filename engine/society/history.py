@@ -21,7 +21,7 @@ from pathlib import Path
 
 from engine.agent.journal import StepJournal
 from engine.agent.workspace import workspace_path
-from engine.errors import RunError
+from engine.errors import ForkError
 from engine.society.status import SocietyStep, society_step_from_json
 from engine.storage.atomic import atomic_write_json
 from engine.storage.run_layout import RunLayout
@@ -98,12 +98,12 @@ class History:
         """The record of the transaction that committed tick ``step`` (tick 0: the run before its first transaction).
 
         Raises:
-            RunError: the run has no record of that tick.
+            ForkError: the run has no record of that tick.
         """
         for record in reversed(self.records(through_txn)):
             if record.kind == TICK and record.step == step:
                 return record
-        raise RunError(f"{self.run_dir} has no history record of tick {step} (a run started before Polis kept history, "
+        raise ForkError(f"{self.run_dir} has no history record of tick {step} (a run started before Polis kept history, "
                        f"or a tick it never committed)")
 
 
