@@ -16,12 +16,13 @@
         └── CredentialNotGrantedError     a key variable or endpoint not granted to the owner
 
 Engine errors (``engine.errors``) know nothing about HTTP; :func:`status_code_for` maps them:
-``SpecError`` → 422, ``QueryError`` → 400, any other ``PolisError`` → 500.
+``SpecError`` → 422, ``QueryError`` → 400, ``ForkError`` (a tick the run no longer keeps) → 409,
+any other ``PolisError`` → 500.
 """
 
 from __future__ import annotations
 
-from engine.errors import PolisError, QueryError, SpecError
+from engine.errors import ForkError, PolisError, QueryError, SpecError
 
 __all__ = [
     "AgentNotFoundError",
@@ -172,6 +173,7 @@ _STATUS_CODES: tuple[tuple[type[Exception], int], ...] = (
     (SpecRejectedError, 422),
     (SpecError, 422),
     (QueryError, 400),
+    (ForkError, 409),
     (ServiceError, 500),
     (PolisError, 500),
 )

@@ -22,6 +22,7 @@ from typing import Any
 from engine.errors import SpecError
 from engine.run_progress import RunProgress
 from engine.run_status import ENDED_STATUSES, LIVE_STATUSES, RunStatus
+from engine.society.fork.as_of import check_as_of_kept
 from engine.society.run.cluster import open_client
 from engine.society.run.dashboard import cluster_dashboard, experiment_page
 from engine.society.run.extend import extend_spec
@@ -37,7 +38,8 @@ from service.metrics import ServiceMetrics, TickTimer
 from service.queue import FairQueue
 from service.registry import ACTIVE_STATUSES, ExperimentRecord, ExperimentRegistry, utc_now
 
-__all__ = ["ProgressRecorder", "RunFunction", "Submitter", "cluster_dashboard", "experiment_page", "extend_spec", "open_client"]
+__all__ = ["ProgressRecorder", "RunFunction", "Submitter", "check_as_of_kept", "cluster_dashboard", "experiment_page", "extend_spec",
+           "open_client"]
 
 logger = logging.getLogger(__name__)
 

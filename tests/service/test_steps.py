@@ -97,3 +97,17 @@ def test_an_as_of_questionnaire_answers_from_a_kept_tick_and_a_future_tick_is_42
     then = rows(http, finished, "SELECT step, as_of_step, count(*) FROM questionnaire_answers "
                                 "WHERE questionnaire_id = 'then' GROUP BY ALL")
     assert then == [[2, 1, 4]]
+
+
+def test_an_as_of_step_on_a_tick_no_longer_kept_is_409_and_the_run_stays_as_it_was(
+    http: httpx.Client, make_spec_data: Callable[..., dict]
+) -> None:
+    response = http.post("/experiments", json={**make_spec_data("steps-keep0"), "snapshots": {"keep": 0}})
+    assert response.status_code == 201, response.text
+    experiment = response.json()["id"]
+    assert wait_until_final(http, experiment)["status"] == "completed"
+    refused = http.post(f"/experiments/{experiment}/steps", json={"steps": [{**QUESTIONNAIRE, "as_of_step": 1}]})
+    assert refused.status_code == 409, refused.text
+    assert "snapshots.keep" in refused.json()["detail"]
+    body = http.get(f"/experiments/{experiment}").json()
+    assert body["status"] == "completed" and [s["type"] for s in body["spec"]["steps"]] == ["run"]

@@ -26,11 +26,12 @@ from engine.agent.workspace import workspace_path
 from engine.errors import ForkError, RunError, SpecError
 from engine.society.fork.workspaces import copy_workspace_as_of, workspace_kept
 from engine.society.history import History
-from engine.spec import RunStep, StepSpec, parse_spec
+from engine.society.status import SocietyStep
+from engine.spec import AskStep, ExperimentSpec, QuestionnaireStep, RunStep, StepSpec, parse_spec
 from engine.storage.atomic import read_json
 from engine.storage.run_layout import RunLayout
 
-__all__ = ["AsOf", "AsOfAgents", "check_as_of_steps", "find_as_of"]
+__all__ = ["AsOf", "AsOfAgents", "check_as_of_kept", "check_as_of_steps", "find_as_of"]
 
 
 def check_as_of_steps(steps: Sequence[StepSpec], *, ticks_before: int = 0, first_index: int = 0) -> None:
@@ -102,6 +103,31 @@ def find_as_of(run_dir: Path, step: int, *, ticks_done: int, through_txn: int, a
         raise ForkError(f"{run_dir}: tick {step} is not kept for agent(s) {missing[:10]} (no journal of tick {step + 1}); "
                         "raise snapshots.keep")
     return AsOf(step, t, txn, ticks_done)
+
+
+def check_as_of_kept(spec: ExperimentSpec, run_dir: Path, status: SocietyStep) -> None:
+    """Check, before a stored run is resumed, that every pending ``as_of_step`` on ticks it has
+    committed reads a tick it keeps (so a refused extension leaves the run as it was).
+
+    Args:
+        spec: the (extended) spec to resume with.
+        run_dir: the run directory.
+        status: where the run stands (``SOCIETY_STEP.json``).
+
+    Raises:
+        SpecError: a tick after the run's ticks.
+        ForkError: a tick not kept (``snapshots.keep``).
+    """
+    ticks = 0
+    every = [agent.id for agent in spec.all_agents()]
+    for index, step in enumerate(spec.steps):
+        if isinstance(step, RunStep):
+            ticks += step.num_steps
+        elif (isinstance(step, QuestionnaireStep | AskStep) and step.as_of_step is not None
+              and index >= status.completed_steps and ticks <= status.step_count):
+            ids = step.target_agent_ids if isinstance(step, QuestionnaireStep) and step.target_agent_ids else every
+            find_as_of(run_dir, step.as_of_step, ticks_done=status.step_count, through_txn=status.txn, agent_ids=ids,
+                       step_index=index)
 
 
 class AsOfAgents:

@@ -25,7 +25,7 @@ from engine.run_progress import RunProgress
 from engine.run_status import RunStatus, is_finished
 from engine.society.batch import BatchResult
 from engine.society.env_host import EnvHost
-from engine.society.fork.as_of import check_as_of_steps, find_as_of
+from engine.society.fork.as_of import check_as_of_kept, check_as_of_steps
 from engine.society.lease import RunLease
 from engine.society.questionnaire.items import Questionnaire
 from engine.society.run.cluster import driver_host
@@ -121,25 +121,6 @@ def _resume_state(spec: ExperimentSpec, run_dir: Path, force: bool) -> tuple[Soc
             "Pass --force to resume anyway."
         )
     return status, extends
-
-
-def _check_as_of_kept(spec: ExperimentSpec, run_dir: Path, state: SocietyStep) -> None:
-    """Before a resumed run takes its lease: every pending ``as_of_step`` on ticks already committed
-    reads a tick the run keeps (so a refused extension leaves a finished run as it was).
-
-    Raises:
-        ForkError: such a tick is not kept (``snapshots.keep``).
-    """
-    ticks = 0
-    all_ids = [agent.id for agent in spec.all_agents()]
-    for index, step in enumerate(spec.steps):
-        if isinstance(step, RunStep):
-            ticks += step.num_steps
-        elif (isinstance(step, QuestionnaireStep | AskStep) and step.as_of_step is not None
-              and index >= state.completed_steps and ticks <= state.step_count):
-            ids = step.target_agent_ids if isinstance(step, QuestionnaireStep) and step.target_agent_ids else all_ids
-            find_as_of(run_dir, step.as_of_step, ticks_done=state.step_count, through_txn=state.txn, agent_ids=ids,
-                       step_index=index)
 
 
 def _budget(spec: ExperimentSpec) -> Allowance | None:
@@ -253,7 +234,7 @@ async def run_experiment(
         check_as_of_steps(spec.steps)
         state, extends = _resume_state(spec, run_dir, force) if resume else (None, False)
         if state is not None:
-            _check_as_of_kept(spec, run_dir, state)
+            check_as_of_kept(spec, run_dir, state)
         if state is None and RunLayout(run_dir).society_step_file.exists():
             raise RunError(f"{run_dir} already holds a run; resume it (--resume) or choose another run directory")
         if state is not None and is_finished(state.status) and state.completed_steps >= len(spec.steps):

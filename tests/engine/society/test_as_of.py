@@ -64,8 +64,16 @@ def _hashes(run: Path) -> dict[str, str]:
 _REWRITTEN = {"SOCIETY.json", "SOCIETY_STEP.json", "MANIFEST.json", "LEASE.json"}
 
 
+#: where a step's new files go: its shards, spans and artifact, its history record, its cached responses
+_STEP_OUTPUTS = ("replay/", "trace/", "artifacts/", "history/", "llm_cache/")
+
+
 def _changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
-    return sorted(name for name, digest in before.items() if name not in _REWRITTEN and after.get(name) != digest)
+    """Files that existed before and changed, and new files outside the step's own outputs."""
+    changed = [name for name, digest in before.items() if name not in _REWRITTEN and after.get(name) != digest]
+    added = [name for name in after if name not in before and name not in _REWRITTEN
+             and not name.startswith(_STEP_OUTPUTS)]
+    return sorted(changed + added)
 
 
 async def _finished_run(run: Path, dask_client: Any, **changes: Any) -> None:
@@ -108,6 +116,20 @@ async def test_a_spec_reading_a_tick_in_its_future_fails_before_it_starts(dask_c
     assert summary.status == "failed"
     assert summary.error is not None and "steps.1.as_of_step" in summary.error
     assert not (tmp_path / "run").exists()
+
+
+async def test_a_spec_s_own_as_of_step_reads_an_earlier_tick_mid_run(dask_client, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    await _finished_run(run, dask_client, steps=[{"type": "run", "num_steps": 2, "tick": 600}, _questionnaire("back", 1),
+                                                 {"type": "run", "num_steps": 1, "tick": 600}])
+    with ReplayReader(run) as reader:
+        answers = reader.query("SELECT DISTINCT step, as_of_step FROM questionnaire_answers").to_pylist()
+        lines = _recent_lines(reader, 0)
+        (prompt,) = [json.loads(r["messages"])[0]["content"] for r in reader.query(
+            "SELECT messages FROM transcripts WHERE agent_id = 0 AND call_id LIKE '2/q001/%'").to_pylist()]
+    assert answers == [{"step": 2, "as_of_step": 1}]
+    assert lines[1] in prompt and lines[2] not in prompt
+    assert not RunLayout(run).scratch.exists()
 
 
 async def test_an_as_of_questionnaire_answers_from_tick_k_and_changes_nothing_stored(dask_client, tmp_path: Path) -> None:
@@ -158,18 +180,22 @@ async def test_an_as_of_ask_records_its_tick_and_changes_nothing_stored(dask_cli
     run = tmp_path / "run"
     await _finished_run(run, dask_client)
     before = _hashes(run)
-    question = {"type": "ask", "question": "Ask every agent how their day went.", "as_of_step": 1}
-    summary = await run_experiment(extend_spec(_stored_spec(run), load_steps_from([question])), run, dask_client, resume=True)
+    # With this seed the helper's plans call current_time, then ask_env (the env as it is now, read-only).
+    questions = [{"type": "ask", "question": "Ask every agent how their day went.", "as_of_step": 1},
+                 {"type": "ask", "question": "What do agents 0 and 1 say about their mood?", "as_of_step": 1}]
+    summary = await run_experiment(extend_spec(_stored_spec(run), load_steps_from(questions)), run, dask_client, resume=True)
     assert summary.status == "completed", summary.error
     assert _changed(before, _hashes(run)) == []
     assert not RunLayout(run).scratch.exists()
     with ReplayReader(run) as reader:
-        row = reader.query("SELECT step, as_of_step, t, status FROM society_queries").to_pylist()
+        rows = reader.query("SELECT step, as_of_step, t, status, steps_json FROM society_queries ORDER BY step_index").to_pylist()
         tick_one = reader.query("SELECT DISTINCT t FROM actions WHERE step = 1").to_pylist()[0]["t"]
-        assert row == [{"step": TICKS, "as_of_step": 1, "t": tick_one, "status": "ok"}]
-        # Agents the helper interviewed saw the time of tick 1 (their as-of copies), not the run's end.
+        assert [(r["step"], r["as_of_step"], r["t"], r["status"]) for r in rows] == [(TICKS, 1, tick_one, "ok")] * 2
+        tools = [{step["tool"]: step["result"] for step in json.loads(r["steps_json"])} for r in rows]
+        assert tools[0]["current_time"] == tick_one.isoformat()  # the helper's clock is tick 1's
+        assert "ask_env" in tools[1]
         # Agents it interviews (if its plan does) see tick 1's time: they are its as-of copies.
-        interviewed = reader.query("SELECT messages FROM transcripts WHERE call_id LIKE '%/ask-003/agent:%'").to_pylist()
+        interviewed = reader.query("SELECT messages FROM transcripts WHERE call_id LIKE '%/ask-00_/agent:%'").to_pylist()
         for message in interviewed:
             assert f"Current simulated time: {tick_one.isoformat()}" in message["messages"]
 
