@@ -242,16 +242,21 @@ async def test_polis_run_add_steps_takes_an_as_of_questionnaire(dask_client, tmp
     assert refused.returncode != 0 and "steps.0.as_of_step" in refused.stderr, refused.stderr
     assert _hashes(run) == before
 
-    (tmp_path / "steps.yaml").write_text(yaml.safe_dump({"steps": [_questionnaire("cli", AS_OF, target_agent_ids=[1])]}))
-    assert [s.as_of_step for s in load_steps(tmp_path / "steps.yaml")] == [AS_OF]
+    steps = [_questionnaire("cli", AS_OF, target_agent_ids=[1]), _questionnaire("start", 0, target_agent_ids=[2])]
+    (tmp_path / "steps.yaml").write_text(yaml.safe_dump({"steps": steps}))
+    assert [s.as_of_step for s in load_steps(tmp_path / "steps.yaml")] == [AS_OF, 0]
     added = await asyncio.to_thread(subprocess.run, [*polis, str(tmp_path / "steps.yaml")], capture_output=True, text=True,
                                     timeout=180, env=env)
     assert added.returncode == 0, added.stderr
     assert "status: completed" in added.stdout
     assert _changed(before, _hashes(run)) == []
     with ReplayReader(run) as reader:
-        rows = reader.query("SELECT agent_id, as_of_step FROM questionnaire_answers WHERE questionnaire_id = 'cli'").to_pylist()
-    assert rows == [{"agent_id": 1, "as_of_step": AS_OF}]
+        rows = reader.query("SELECT questionnaire_id, agent_id, as_of_step, t, parse_success FROM questionnaire_answers "
+                            "WHERE step_index >= 3 ORDER BY step_index").to_pylist()
+        tick_k = reader.query(f"SELECT DISTINCT t FROM actions WHERE step = {AS_OF}").to_pylist()[0]["t"]
+    start = parse_spec(_spec_data()).start_time
+    assert rows == [{"questionnaire_id": "cli", "agent_id": 1, "as_of_step": AS_OF, "t": tick_k, "parse_success": True},
+                    {"questionnaire_id": "start", "agent_id": 2, "as_of_step": 0, "t": start, "parse_success": True}]
 
 
 async def test_agents_interviewed_as_of_tick_k_are_given_their_state_of_tick_k(dask_client, tmp_path: Path) -> None:
