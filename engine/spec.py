@@ -116,8 +116,9 @@ class RunStep(_Frozen):
 #: ``as_of_step`` on a questionnaire or ask step (:mod:`engine.society.fork.as_of`)
 _AS_OF = Field(
     None, ge=0,
-    description="answer as the agents (and the env) were when tick K was committed, on a run that kept that tick "
-    "(snapshots.keep); nothing stored changes but the step's own answer rows",
+    description="answer as the agents were when tick K was committed, on a run that kept that tick "
+    "(snapshots.keep); K must be committed before the step. An ask reads the env as it is now. Nothing stored "
+    "changes but the step's own rows and artifact",
 )
 
 

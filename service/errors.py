@@ -16,14 +16,15 @@
         └── CredentialNotGrantedError     a key variable or endpoint not granted to the owner
 
 Engine errors (``engine.errors``) know nothing about HTTP; :func:`status_code_for` maps them:
-``SpecError`` → 422, ``QueryError`` → 400, any other ``PolisError`` → 500.
-A fork at a tick its parent no longer keeps (the engine's ``ForkError``) is refused before any
-experiment is made, as a ``SpecRejectedError`` at ``at_step`` (422): the request names a tick the parent cannot give.
+``SpecError`` → 422, ``QueryError`` → 400, ``ForkError`` (e.g. an ``as_of_step`` on a tick the stored run no
+longer keeps) → 409, any other ``PolisError`` → 500. ``POST /experiments/{id}/fork`` refuses a tick its parent
+no longer keeps before any experiment is made, as a ``SpecRejectedError`` at ``at_step`` (422): there the tick
+is the request's own field.
 """
 
 from __future__ import annotations
 
-from engine.errors import PolisError, QueryError, SpecError
+from engine.errors import ForkError, PolisError, QueryError, SpecError
 
 __all__ = [
     "AgentNotFoundError",
@@ -174,6 +175,7 @@ _STATUS_CODES: tuple[tuple[type[Exception], int], ...] = (
     (SpecRejectedError, 422),
     (SpecError, 422),
     (QueryError, 400),
+    (ForkError, 409),
     (ServiceError, 500),
     (PolisError, 500),
 )

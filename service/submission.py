@@ -26,6 +26,7 @@ from typing import Any
 from engine.errors import ForkError, PolisError, SpecError
 from engine.run_progress import RunProgress
 from engine.run_status import ENDED_STATUSES, RunStatus
+from engine.society.fork.as_of import check_as_of_kept
 from engine.society.fork.materialize import find_fork_point, materialize_fork, plan_fork
 from engine.society.fork.plan import ForkSpec, completed_steps_at
 from engine.society.run.cluster import open_client
@@ -45,8 +46,8 @@ from service.queue import FairQueue
 from service.registry import ACTIVE_STATUSES, ExperimentRecord, ExperimentRegistry, ForkedFrom, utc_now
 
 __all__ = [
-    "ProgressRecorder", "RunFunction", "Submitter", "check_fork", "cluster_dashboard", "experiment_page", "extend_spec",
-    "make_fork", "open_client",
+    "ProgressRecorder", "RunFunction", "Submitter", "check_as_of_kept", "check_fork", "cluster_dashboard", "experiment_page",
+    "extend_spec", "make_fork", "open_client",
 ]
 
 logger = logging.getLogger(__name__)

@@ -10,6 +10,7 @@ from the state before it: agents roll back to their journals, the env restores i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -28,17 +29,17 @@ from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.client import LLMClient
 from engine.llm.meter import CallRecord
 from engine.run_status import RunStatus
-from engine.society.batch import BatchJob, BatchResult, step_agent_batch
+from engine.society.batch import BatchJob, BatchResult
 from engine.society.datasets import ACTIONS, AGENT_MEMORY, LLM_CALLS, SOCIETY_QUERIES, TRANSCRIPTS
 from engine.society.env_host import EnvHost
 from engine.society.experimenter.consult import consult_scope, run_helper
 from engine.society.experimenter.interview import ask_agents
-from engine.society.fanout import fan_out
+from engine.society.fork.as_of import AsOf, AsOfAgents, find_as_of
 from engine.society.history import TICK, KeptTicks, forget_journals
 from engine.society.planning import SocietyTotals, plan_batches, split_allowance
 from engine.society.questionnaire.batch import distribute_questionnaire
-from engine.society.run.dashboard import AGENTS, task_key
 from engine.society.status import SocietyStep, read_society_step, write_society, write_society_step
+from engine.society.tick_fanout import run_tick_batches
 from engine.society.transaction import commit, recover
 from engine.society.transcripts import TranscriptLedger, stage_router_calls
 from engine.storage.atomic import read_json
@@ -312,8 +313,6 @@ class AgentSociety:
         return staged, refused
 
     async def _run_batches(self, jobs: list[BatchJob]) -> list[BatchResult]:
-        """Run the tick's batches (see :func:`fan_out`); a lost env actor ends the attempt."""
-
         def on_result(result: BatchResult) -> None:
             self.totals.add(result)
             self.usage.add(result.usage)
@@ -322,64 +321,65 @@ class AgentSociety:
                 self._on_batch(result)
             failpoint("between_batches", step=result.step)
 
-        def lost() -> EnvUnavailableError | None:
-            return EnvUnavailableError("the env actor was lost during the tick") if self._env.lost else None
-
-        watcher = asyncio.create_task(self._env.watch())
-        try:
-            results = await fan_out(self._client, jobs, self._submit, limit=self._max_workers, on_result=on_result, stop=lost)
-        finally:
-            watcher.cancel()
-        return sorted(results, key=lambda r: r.batch)
-
-    def _submit(self, job: BatchJob) -> Any:
-        key = task_key(AGENTS, self.run_id, job.txn, job.attempt[:8], f"{job.batch:04d}")
-        return self._client.submit(step_agent_batch, job, key=key, pure=False)
+        return await run_tick_batches(self._client, jobs, self._env, self.run_id, limit=self._max_workers, on_result=on_result)
 
     # ---- questionnaires, ask, intervene ------------------------------------------------------------
     async def run_questionnaire(self, questionnaire: Any, target_agent_ids: list[int] | None = None, *,
-                                step_index: int | None = None) -> Any:
+                                step_index: int | None = None, as_of_step: int | None = None) -> Any:
         """Give ``questionnaire`` to the target agents (default: all) in batches on the cluster, as one
-        transaction; answers land in the ``questionnaire_answers`` dataset and under ``artifacts/``."""
+        transaction; answers land in ``questionnaire_answers`` and under ``artifacts/``. With ``as_of_step``
+        K they answer as tick K left them (:mod:`engine.society.fork.as_of`)."""
         ids = self.agent_ids if target_agent_ids is None else list(target_agent_ids)
-        unknown = sorted(set(ids) - set(self.agent_ids))
-        if unknown:
+        if unknown := sorted(set(ids) - set(self.agent_ids)):
             raise RunError(f"questionnaire {questionnaire.questionnaire_id}: unknown target agent ids {unknown[:10]}")
-
-        response, staged = await distribute_questionnaire(
-            self._client, questionnaire, ids, proxy=self.proxy, txn=self._status.txn + 1,
-            step_count=self.step_count, step_index=self.completed_steps if step_index is None else step_index,
-            t=self.current_time, batch_size=self._batch_size, max_workers=self._max_workers,
-            budget=self.remaining_budget(), session=self._session,
-            on_batch=lambda result: self.usage.add(result.usage), transcripts=self.transcripts,
-        )
+        index, txn = self.completed_steps if step_index is None else step_index, self._status.txn + 1
+        at = self._as_of(as_of_step, ids, index)
+        with AsOfAgents(self._run_dir, at, txn) if at is not None else contextlib.nullcontext() as as_of:
+            response, staged = await distribute_questionnaire(
+                self._client, questionnaire, ids, proxy=self.proxy, txn=txn, step_count=self.step_count, step_index=index,
+                t=at.t if at is not None else self.current_time, batch_size=self._batch_size, max_workers=self._max_workers,
+                budget=self.remaining_budget(), session=self._session, on_batch=lambda result: self.usage.add(result.usage),
+                transcripts=self.transcripts, agents_root=await asyncio.to_thread(as_of.materialize, ids) if as_of is not None else None, as_of_step=as_of_step,
+            )
         self._commit([str(p) for p in staged], step_index=step_index)
         return response
+
+    def _as_of(self, as_of_step: int | None, agent_ids: list[int], step_index: int) -> AsOf | None:
+        if as_of_step is None:
+            return None
+        return find_as_of(self._run_dir, as_of_step, ticks_done=self.step_count, through_txn=self._status.txn,
+                          agent_ids=agent_ids, step_index=step_index)
 
     def remaining_budget(self) -> Allowance | None:
         """What is left of the run's budget (None: unlimited)."""
         return split_allowance(self._budget, self.usage, 1)[0] if self._budget is not None else None
 
     async def ask_agents(self, agent_ids: list[int], question: str, *, records: list[CallRecord] | None = None,
-                         budget: BudgetGate | None = None) -> dict[int, str]:
+                         budget: BudgetGate | None = None, as_of: AsOfAgents | None = None) -> dict[int, str]:
         """Interview chosen agents in this process (read-only: their workspaces are not changed).
-        ``records`` collects their LLM calls; ``budget`` charges them."""
-        return await ask_agents(self._run_dir, self.proxy, list(agent_ids), question, self.current_time,
-                                records=records, budget=budget)
+        ``records`` collects their LLM calls; ``budget`` charges them; ``as_of``: as a kept tick left them."""
+        root = await asyncio.to_thread(as_of.materialize, agent_ids) if as_of is not None else None
+        t = as_of.at.t if as_of is not None else self.current_time
+        return await ask_agents(self._run_dir, self.proxy, list(agent_ids), question, t, records=records, budget=budget, agents_root=root)
 
-    async def ask(self, question: str, *, step_index: int | None = None) -> str:
-        """Answer a question about the simulation (the plan-and-execute helper; read-only)."""
-        return (await self._consult("ask", question, step_index)).reply
+    async def ask(self, question: str, *, step_index: int | None = None, as_of_step: int | None = None) -> str:
+        """Answer a question about the simulation (the plan-and-execute helper; read-only). With
+        ``as_of_step`` K the agents it interviews answer as tick K left them; the env is read as it is now."""
+        return (await self._consult("ask", question, step_index, as_of_step)).reply
 
     async def intervene(self, instruction: str, *, step_index: int | None = None) -> str:
         """Carry out an intervention (the helper may change env state and message agents)."""
         return (await self._consult("intervene", instruction, step_index)).reply
 
-    async def _consult(self, kind: str, text: str, step_index: int | None) -> Any:
+    async def _consult(self, kind: str, text: str, step_index: int | None, as_of_step: int | None = None) -> Any:
+        at = self._as_of(as_of_step, self.agent_ids, self.completed_steps if step_index is None else step_index)
+
         async def attempt() -> Any:
             txn = self._status.txn + 1
             (allowance,) = await self._share_budget(1)
-            result, staged, usage = await run_helper(self, kind, text, txn=txn, step_index=step_index, allowance=allowance)
+            with AsOfAgents(self._run_dir, at, txn) if at is not None else contextlib.nullcontext() as as_of:
+                result, staged, usage = await run_helper(self, kind, text, txn=txn, step_index=step_index, allowance=allowance,
+                                                         as_of=as_of)
             self.usage.add(usage)
             router_calls, refused = await self._stage_router_calls(self.step_count, txn, consult_scope(kind, self, step_index))
             staged += router_calls

@@ -14,6 +14,7 @@
     <run_dir>/llm_cache/             the default response cache
     <run_dir>/MANIFEST.json          versions, commit, seeds, served models
     <run_dir>/history/txn_<n>.json   one record per committed transaction (forks, as-of interviews)
+    <run_dir>/scratch/               a step's temporary folders (as-of workspaces), removed when it ends
 
 A sweep root holds one such directory per cell (:mod:`engine.storage.sweep_layout`).
 """
@@ -115,6 +116,15 @@ class RunLayout:
     def history(self) -> Path:
         """One record per committed transaction: the status it committed and the files it published."""
         return self.root / "history"
+
+    @property
+    def scratch(self) -> Path:
+        """Temporary folders of one step that workers must see; each goes when its step ends."""
+        return self.root / "scratch"
+
+    def as_of_agents(self, txn: int, token: str) -> Path:
+        """The agents' workspaces as an ``as_of_step`` step of transaction ``txn`` reads them (``token``: unique)."""
+        return self.scratch / f"as_of-{txn:06d}-{token}" / "agents"
 
     @property
     def llm_cache(self) -> Path:

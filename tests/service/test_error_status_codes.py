@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.errors import (
+    ForkError,
     LLMCallError,
     PolisError,
     QueryError,
@@ -32,6 +33,7 @@ from service.errors import (
         (ExperimentNotRunningError("abc123", "completed"), 409),
         (StorageError("disk full"), 500),
         (RunError("worker lost"), 500),
+        (ForkError("tick 1 is not kept; raise snapshots.keep"), 409),
         (RunLockedError("held"), 500),
         (LLMCallError("boom", status=502), 500),
         (PolisError("anything else"), 500),

@@ -84,3 +84,30 @@ def test_a_live_experiment_is_409_and_a_sweep_422(http: httpx.Client, make_spec_
     assert wait_until_final(http, live)["status"] in {"cancelled", "completed"}
     sweep = http.post(f"/experiments/{live}/steps", json={"steps": [QUESTIONNAIRE]})
     assert sweep.status_code == 422 and "sweep" in sweep.json()["detail"][0]["msg"]
+
+
+def test_an_as_of_questionnaire_answers_from_a_kept_tick_and_a_future_tick_is_422(http: httpx.Client, finished: str) -> None:
+    late = http.post(f"/experiments/{finished}/steps", json={"steps": [{**QUESTIONNAIRE, "as_of_step": 9}]})
+    assert late.status_code == 422, late.text
+    assert late.json()["detail"][0]["loc"] == ["body", "steps", 0, "as_of_step"]
+    posted = http.post(f"/experiments/{finished}/steps",
+                       json={"steps": [{**QUESTIONNAIRE, "questionnaire_id": "then", "as_of_step": 1}]})
+    assert posted.status_code == 202, posted.text
+    assert wait_until_final(http, finished)["status"] == "completed"
+    then = rows(http, finished, "SELECT step, as_of_step, count(*) FROM questionnaire_answers "
+                                "WHERE questionnaire_id = 'then' GROUP BY ALL")
+    assert then == [[2, 1, 4]]
+
+
+def test_an_as_of_step_on_a_tick_no_longer_kept_is_409_and_the_run_stays_as_it_was(
+    http: httpx.Client, make_spec_data: Callable[..., dict]
+) -> None:
+    response = http.post("/experiments", json={**make_spec_data("steps-keep0"), "snapshots": {"keep": 0}})
+    assert response.status_code == 201, response.text
+    experiment = response.json()["id"]
+    assert wait_until_final(http, experiment)["status"] == "completed"
+    refused = http.post(f"/experiments/{experiment}/steps", json={"steps": [{**QUESTIONNAIRE, "as_of_step": 1}]})
+    assert refused.status_code == 409, refused.text
+    assert "snapshots.keep" in refused.json()["detail"]
+    body = http.get(f"/experiments/{experiment}").json()
+    assert body["status"] == "completed" and [s["type"] for s in body["spec"]["steps"]] == ["run"]

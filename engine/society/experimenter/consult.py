@@ -23,6 +23,7 @@ from engine.storage.shards import shard_name
 from engine.storage.staging import staged_path
 
 if TYPE_CHECKING:
+    from engine.society.fork.as_of import AsOfAgents
     from engine.society.society import AgentSociety
 
 __all__ = ["consult_scope", "run_helper"]
@@ -32,14 +33,15 @@ class _Interviews:
     """What the helper sees of the society: its specs and clock, and interviews whose agents' LLM
     calls are recorded and charged to the run's budget like the helper's own."""
 
-    def __init__(self, society: AgentSociety, budget: BudgetGate | None) -> None:
+    def __init__(self, society: AgentSociety, budget: BudgetGate | None, as_of: AsOfAgents | None = None) -> None:
         self._society = society
         self._budget = budget
+        self._as_of = as_of
         self.records: list[CallRecord] = []
 
     @property
     def current_time(self) -> datetime:
-        return self._society.current_time
+        return self._as_of.at.t if self._as_of is not None else self._society.current_time
 
     @property
     def agent_ids(self) -> list[int]:
@@ -50,7 +52,8 @@ class _Interviews:
         return self._society.agent_specs
 
     async def ask_agents(self, agent_ids: list[int], question: str) -> dict[int, str]:
-        return await self._society.ask_agents(agent_ids, question, records=self.records, budget=self._budget)
+        return await self._society.ask_agents(agent_ids, question, records=self.records, budget=self._budget,
+                                              as_of=self._as_of)
 
 
 def consult_scope(kind: str, society: AgentSociety, step_index: int | None) -> str:
@@ -59,13 +62,16 @@ def consult_scope(kind: str, society: AgentSociety, step_index: int | None) -> s
 
 
 async def run_helper(
-    society: AgentSociety, kind: str, text: str, *, txn: int, step_index: int | None, allowance: Allowance | None
+    society: AgentSociety, kind: str, text: str, *, txn: int, step_index: int | None, allowance: Allowance | None,
+    as_of: AsOfAgents | None = None,
 ) -> tuple[HelperResult, list[str], Usage]:
     """Run the plan-and-execute helper for one ``ask`` or ``intervene``; it opens the transaction's
     transcript account (``society.transcripts``), its calls being the first to write.
 
     Args:
         allowance: what the helper and its interviews may spend (None: unlimited).
+        as_of: an as-of ask's copies of the agents at a kept tick: the agents it interviews answer
+            from them, at that tick's simulated time; the env it reads is the current one.
 
     Returns:
         The helper's result, the staged paths to commit, and the provider usage it spent.
@@ -73,7 +79,7 @@ async def run_helper(
     index = society.completed_steps if step_index is None else step_index
     meter = Meter()
     gate = BudgetGate(allowance) if allowance is not None else None
-    view = _Interviews(society, gate)
+    view = _Interviews(society, gate, as_of)
     llm = caller_model(society.proxy.client("default"), meter, caller="helper", role="default", budget=gate)
     env = society.env.proxy
     assert env is not None  # the env actor is up once the society is initialised
@@ -84,7 +90,8 @@ async def run_helper(
     run_dir = society.run_dir
     part = shard_name(society.step_count, f"{kind}-{index:03d}")
     writer = ReplayWriter(RunLayout(run_dir).replay, txn=txn)
-    row = {"run": society.run_id, "step_index": index, "step": society.step_count, **result.to_row()}
+    row = {"run": society.run_id, "step_index": index, "step": society.step_count,
+           "as_of_step": as_of.at.step if as_of is not None else None, **result.to_row()}
     calls = call_rows(meter.records, run=society.run_id, step=society.step_count, scope=consult_scope(kind, society, step_index))
     (text_allowance,) = society.transcripts.open(1)
     call_paths, transcripts = write_call_shards(writer, part, calls, text_allowance)

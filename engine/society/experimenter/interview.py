@@ -26,7 +26,7 @@ __all__ = ["ask_agents"]
 
 async def ask_agents(
     run_dir: Path, proxy: ServiceProxy, agent_ids: list[int], question: str, t: datetime, *, max_concurrency: int = 8,
-    records: list[CallRecord] | None = None, budget: BudgetGate | None = None,
+    records: list[CallRecord] | None = None, budget: BudgetGate | None = None, agents_root: Path | None = None,
 ) -> dict[int, str]:
     """Ask each agent ``question`` at simulated time ``t``; returns each agent's answer by id.
 
@@ -42,12 +42,13 @@ async def ask_agents(
         max_concurrency: agents reasoning at once.
         records: when given, every LLM call the agents make is appended here (for ``llm_calls``).
         budget: the run's remaining budget; the agents' calls count against it.
+        agents_root: where the workspaces are (None: ``run_dir/agents``; an as-of ask's copies).
 
     Raises:
         WorkspaceError: an agent without a workspace (checked before anyone is asked), or a corrupt one.
         SpecError: a workspace naming an unknown agent type.
     """
-    root = RunLayout(run_dir).agents
+    root = agents_root or RunLayout(run_dir).agents
     paths = {agent_id: workspace_path(root, agent_id) for agent_id in dict.fromkeys(agent_ids)}
     missing = [agent_id for agent_id, path in paths.items() if not (path / "config.json").exists()]
     if missing:

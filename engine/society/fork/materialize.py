@@ -30,7 +30,7 @@ from engine.society.lease import lease_is_live, read_lease
 from engine.society.status import SocietyStep, read_society_step, write_society_step
 from engine.spec import ExperimentSpec, parse_spec
 from engine.storage.atomic import atomic_write_json, read_json
-from engine.storage.run_layout import RunLayout
+from engine.storage.run_layout import TRACE_DIR, RunLayout
 
 __all__ = ["ForkPoint", "ForkReport", "find_fork_point", "materialize_fork", "plan_fork"]
 
@@ -143,7 +143,7 @@ def _link_published(point: ForkPoint, run_dir: Path) -> int:
     parent, child = History(point.parent), History(run_dir)
     records = parent.records(point.record.txn)
     files = [f for record in records for f in record.files]
-    files += [os.path.join("trace", f"step_{k:06d}-part_tick.jsonl") for k in range(1, point.at_step + 1)]
+    files += [os.path.join(TRACE_DIR, f"step_{k:06d}-part_tick.jsonl") for k in range(1, point.at_step + 1)]
     linked = 0
     for relative in files:
         source = point.parent / relative

@@ -72,6 +72,8 @@ class QuestionnaireJob:
     allowance: Allowance | None = None  #: this batch's share of the remaining budget
     session: str | None = None  #: the driver's lease session; a task of an older session writes nothing
     text_allowance: int | None = None  #: transcript text bytes this batch may keep; None: no transcripts
+    agents_root: Path | None = None  #: where the workspaces are read (None: the run's ``agents/``)
+    as_of_step: int | None = None  #: the kept tick those workspaces show (None: the run as it is)
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ async def _answer_one(
     answers: list[QuestionnaireAnswer] | None = None
     with recorder.span("agent.questionnaire", agent_id=agent_id, questionnaire_id=q.questionnaire_id) as span:
         try:
-            ws = workspace_path(RunLayout(run_dir).agents, agent_id)
+            ws = workspace_path(job.agents_root or RunLayout(run_dir).agents, agent_id)
             cls: type[AgentBase] = resolve_agent(AgentWorkspace(ws).read_json("config.json")["type"])
             agent = await cls.from_workspace(ws, proxy, budget=gate)
             llm = agent._dispatcher  # the agent's metered model: its calls land in agent.meter.records
@@ -146,7 +148,8 @@ def answer_rows(job: QuestionnaireJob, answers: list[QuestionnaireAnswer]) -> li
         ok = a.parse_success
         rows.append({
             "run": job.proxy.run_id, "questionnaire_id": job.questionnaire.questionnaire_id,
-            "step_index": job.step_index, "step": job.step_count, "t": job.t, "agent_id": a.agent_id,
+            "step_index": job.step_index, "step": job.step_count, "as_of_step": job.as_of_step, "t": job.t,
+            "agent_id": a.agent_id,
             "question_id": a.question_id, "response_type": kind, "raw_text": a.raw_text,
             "value_json": a.value if ok else None,
             "value_int": a.value if ok and kind == "integer" else None,
@@ -218,6 +221,8 @@ async def distribute_questionnaire(
     on_batch: Callable[[QuestionnaireBatchResult], None] | None = None,
     session: str | None = None,
     transcripts: TranscriptLedger | None = None,
+    agents_root: Path | None = None,
+    as_of_step: int | None = None,
 ) -> tuple[QuestionnaireResponse, list[Path]]:
     """Put ``questionnaire`` to ``agent_ids`` in ⌈N / batch_size⌉ batch futures, at most ``max_workers`` at once.
 
@@ -238,6 +243,9 @@ async def distribute_questionnaire(
         transcripts: the run's transcript account: the questionnaire opens its transaction there,
             sharing what is left of the cap evenly over the batches, and adds what each wrote
             (None: no transcripts).
+        agents_root: where the agents' workspaces are read (None: the run's ``agents/``); an
+            ``as_of_step`` questionnaire points it at copies of a kept tick (:mod:`engine.society.fork.as_of`).
+        as_of_step: the tick those copies show, recorded in every answer row (None: the run as it is).
 
     Returns:
         The merged response (answers in agent order) and every staged path (shards and the
@@ -266,7 +274,8 @@ async def distribute_questionnaire(
             on_batch(result)
 
     jobs = [
-        QuestionnaireJob(questionnaire, ids, i, txn, step_count, step_index, t, proxy, shares[i], session, texts[i])
+        QuestionnaireJob(questionnaire, ids, i, txn, step_count, step_index, t, proxy, shares[i], session, texts[i],
+                         agents_root, as_of_step)
         for i, ids in enumerate(batches)
     ]
     results = sorted(

@@ -21,6 +21,7 @@ import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from engine.errors import RunError, SpecError
+from engine.society.fork.as_of import check_as_of_steps
 from engine.spec import ExperimentSpec, QuestionnaireStep, RunStep, StepSpec, format_validation_error
 from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.run_layout import RunLayout
@@ -42,7 +43,8 @@ def extend_spec(stored: ExperimentSpec, steps: Sequence[StepSpec]) -> Experiment
 
     Raises:
         SpecError: no steps, a ``run`` step (path ``steps.<i>.type``), a questionnaire naming agents
-            the run does not have (``steps.<i>.target_agent_ids``), or a sweep.
+            the run does not have (``steps.<i>.target_agent_ids``), an ``as_of_step`` after the run's
+            ticks (``steps.<i>.as_of_step``), or a sweep.
     """
     if stored.sweep is not None:
         raise SpecError("steps cannot be added to a sweep yet: each cell is its own run (add them to a cell's run directory)")
@@ -58,6 +60,7 @@ def extend_spec(stored: ExperimentSpec, steps: Sequence[StepSpec]) -> Experiment
             unknown = sorted(set(step.target_agent_ids) - known)
             if unknown:
                 raise SpecError(f"the run has no agent(s) {unknown[:10]}", path=f"steps.{index}.target_agent_ids")
+    check_as_of_steps(steps, ticks_before=stored.total_ticks())
     return stored.model_copy(update={"steps": [*stored.steps, *steps]})
 
 

@@ -25,6 +25,7 @@ from engine.run_progress import RunProgress
 from engine.run_status import RunStatus, is_finished
 from engine.society.batch import BatchResult
 from engine.society.env_host import EnvHost
+from engine.society.fork.as_of import check_as_of_kept, check_as_of_steps
 from engine.society.lease import RunLease
 from engine.society.questionnaire.items import Questionnaire
 from engine.society.run.cluster import driver_host
@@ -144,9 +145,10 @@ async def _run_steps(spec: ExperimentSpec, society: AgentSociety, on_tick: Calla
         elif index < society.completed_steps:
             continue
         elif isinstance(step, QuestionnaireStep):
-            await society.run_questionnaire(Questionnaire.from_step(step), step.target_agent_ids, step_index=index)
+            await society.run_questionnaire(Questionnaire.from_step(step), step.target_agent_ids, step_index=index,
+                                            as_of_step=step.as_of_step)
         elif isinstance(step, AskStep):
-            await society.ask(step.question, step_index=index)
+            await society.ask(step.question, step_index=index, as_of_step=step.as_of_step)
         elif isinstance(step, InterveneStep):
             await society.intervene(step.instruction, step_index=index)
         failpoint("between_steps", index=index)
@@ -229,7 +231,10 @@ async def run_experiment(
             raise SpecError("sweep: this spec declares a sweep; run it with engine.society.run.sweep.run_sweep (polis run does)")
         for agent in agents:
             resolve_agent(agent.type)
+        check_as_of_steps(spec.steps)
         state, extends = _resume_state(spec, run_dir, force) if resume else (None, False)
+        if state is not None:
+            check_as_of_kept(spec, run_dir, state)
         if state is None and RunLayout(run_dir).society_step_file.exists():
             raise RunError(f"{run_dir} already holds a run; resume it (--resume) or choose another run directory")
         if state is not None and is_finished(state.status) and state.completed_steps >= len(spec.steps):

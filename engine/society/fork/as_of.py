@@ -1,0 +1,172 @@
+"""Interviews as of a kept tick: the agents' workspaces as tick ``K`` left them, copied into a scratch folder.
+
+A questionnaire or ask step with ``as_of_step: K`` puts its questions to copies of the agents made
+here (:func:`~engine.society.fork.workspaces.copy_workspace_as_of`), under
+``<run_dir>/scratch/as_of-<txn>-<token>/agents/`` (inside the run directory, so every worker sees
+them). The copies go when the step ends, also when it fails. Nothing stored is written: the step's
+own rows and artifact are staged in its transaction like any questionnaire's or ask's. An ask step
+reads the agents as of ``K`` but the environment as it is now (no second env actor is started).
+
+Refusals: ``K`` after the ticks committed before the step is a :class:`~engine.errors.SpecError`
+(path ``steps.<i>.as_of_step``); a tick the run no longer keeps (``snapshots.keep``) is a
+:class:`~engine.errors.ForkError`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+
+from engine.agent.workspace import workspace_path
+from engine.errors import ForkError, RunError, SpecError
+from engine.society.fork.workspaces import copy_workspace_as_of, workspace_kept
+from engine.society.history import History
+from engine.society.status import SocietyStep
+from engine.spec import AskStep, ExperimentSpec, QuestionnaireStep, RunStep, StepSpec, parse_spec
+from engine.storage.atomic import read_json
+from engine.storage.run_layout import RunLayout
+
+__all__ = ["AsOf", "AsOfAgents", "check_as_of_kept", "check_as_of_steps", "find_as_of"]
+
+
+def check_as_of_steps(steps: Sequence[StepSpec], *, ticks_before: int = 0, first_index: int = 0) -> None:
+    """Refuse an ``as_of_step`` after the ticks committed before its step (sans-IO).
+
+    Args:
+        steps: top-level steps, in order.
+        ticks_before: ticks committed before the first of them.
+        first_index: the spec index of the first of them (for the error's path).
+
+    Raises:
+        SpecError: a step reading a tick in its future (path ``steps.<i>.as_of_step``).
+    """
+    ticks = ticks_before
+    for offset, step in enumerate(steps):
+        if isinstance(step, RunStep):
+            ticks += step.num_steps
+            continue
+        as_of = getattr(step, "as_of_step", None)
+        if as_of is not None and as_of > ticks:
+            raise SpecError(f"tick {as_of} is not committed before this step (it follows {ticks} tick(s))",
+                            path=f"steps.{first_index + offset}.as_of_step")
+
+
+@dataclass(frozen=True)
+class AsOf:
+    """A kept tick an as-of step reads."""
+
+    step: int  #: the tick ``K``
+    t: datetime  #: the simulated time tick ``K`` ended at (the start time for ``K = 0``)
+    txn: int  #: the transaction that committed it (0 for ``K = 0``)
+    ticks_done: int  #: the run's committed ticks when the step reads it
+
+
+def find_as_of(run_dir: Path, step: int, *, ticks_done: int, through_txn: int, agent_ids: Iterable[int],
+               step_index: int | None = None) -> AsOf:
+    """Tick ``step`` of the run in ``run_dir``, checked to be kept for ``agent_ids``.
+
+    Args:
+        run_dir: the run directory.
+        step: the tick ``K``.
+        ticks_done: the run's committed ticks.
+        through_txn: the run's committed transactions.
+        agent_ids: the agents the step reads.
+        step_index: the spec step asking (names the error's path).
+
+    Raises:
+        SpecError: ``step`` after ``ticks_done`` (path ``steps.<i>.as_of_step``).
+        ForkError: the run keeps no history record of that tick, or no journal of it for some agent
+            (``snapshots.keep``).
+    """
+    if step > ticks_done:
+        raise SpecError(f"tick {step} is not committed (the run has {ticks_done} tick(s))",
+                        path=f"steps.{step_index}.as_of_step" if step_index is not None else "as_of_step")
+    if step == 0:
+        stored = read_json(RunLayout(run_dir).society_file, default=None)
+        if stored is None:
+            raise RunError(f"{run_dir} holds no run (no SOCIETY.json)")
+        t, txn = parse_spec(stored["spec"]).start_time, 0
+    else:
+        try:
+            record = History(run_dir).tick(step, through_txn)
+        except RunError as error:
+            raise ForkError(f"{error}; as_of_step needs it") from None
+        t, txn = record.status.current_time, record.txn
+    root = RunLayout(run_dir).agents
+    missing = [a for a in dict.fromkeys(agent_ids) if not workspace_kept(workspace_path(root, a), step, ticks_done)]
+    if missing:
+        raise ForkError(f"{run_dir}: tick {step} is not kept for agent(s) {missing[:10]} (no journal of tick {step + 1}); "
+                        "raise snapshots.keep")
+    return AsOf(step, t, txn, ticks_done)
+
+
+def check_as_of_kept(spec: ExperimentSpec, run_dir: Path, status: SocietyStep) -> None:
+    """Check, before a stored run is resumed, that every pending ``as_of_step`` on ticks it has
+    committed reads a tick it keeps (so a refused extension leaves the run as it was).
+
+    Args:
+        spec: the (extended) spec to resume with.
+        run_dir: the run directory.
+        status: where the run stands (``SOCIETY_STEP.json``).
+
+    Raises:
+        SpecError: a tick after the run's ticks.
+        ForkError: a tick not kept (``snapshots.keep``).
+    """
+    ticks = 0
+    every = [agent.id for agent in spec.all_agents()]
+    for index, step in enumerate(spec.steps):
+        if isinstance(step, RunStep):
+            ticks += step.num_steps
+        elif (isinstance(step, QuestionnaireStep | AskStep) and step.as_of_step is not None
+              and index >= status.completed_steps and ticks <= status.step_count):
+            ids = step.target_agent_ids if isinstance(step, QuestionnaireStep) and step.target_agent_ids else every
+            find_as_of(run_dir, step.as_of_step, ticks_done=status.step_count, through_txn=status.txn, agent_ids=ids,
+                       step_index=index)
+
+
+class AsOfAgents:
+    """Copies of agents' workspaces as tick ``at.step`` left them, made on demand, removed on exit.
+
+    Use as ``with AsOfAgents(run_dir, at, txn) as agents: agents.materialize(ids)``; ``agents.root``
+    then stands in for ``RunLayout(run_dir).agents``.
+    """
+
+    def __init__(self, run_dir: Path, at: AsOf, txn: int) -> None:
+        self.at = at
+        self._source = RunLayout(run_dir).agents
+        self._scratch = RunLayout(run_dir).scratch
+        self.root = RunLayout(run_dir).as_of_agents(txn, uuid.uuid4().hex[:12])
+        self._made: set[int] = set()
+
+    def materialize(self, agent_ids: Iterable[int]) -> Path:
+        """Copy the agents not copied yet; returns :attr:`root`.
+
+        Raises:
+            ForkError: an agent's tick is not kept.
+        """
+        for agent_id in dict.fromkeys(agent_ids):
+            if agent_id not in self._made:
+                copy_workspace_as_of(workspace_path(self._source, agent_id), workspace_path(self.root, agent_id),
+                                     self.at.step, self.at.ticks_done)
+                self._made.add(agent_id)
+        return self.root
+
+    def close(self) -> None:
+        """Remove the copies (and ``scratch/`` once it is empty)."""
+        shutil.rmtree(self.root.parent, ignore_errors=True)
+        try:
+            self._scratch.rmdir()
+        except OSError:  # another step's copies are there, or it is gone already
+            pass
+
+    def __enter__(self) -> AsOfAgents:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        self.close()
