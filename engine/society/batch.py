@@ -1,4 +1,4 @@
-"""step_agent_batch: the Dask task that steps one batch of agents for one tick.
+"""step_agent_batch: the Dask task that steps one batch of agents for one tick (``run_tick_batches`` fans them out).
 
 It is an ``async def`` so Dask runs it on the worker's event loop, where awaiting the env actor
 works. Each agent is rebuilt from its workspace, stepped, and written back; a failing agent is
@@ -25,10 +25,13 @@ import contextlib
 import os
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from distributed import Client
 
 from engine.agent.base import AgentBase
 from engine.agent.journal import StepJournal
@@ -42,14 +45,19 @@ from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.dispatcher import dispatcher_stats
 from engine.llm.meter import serving_agent
 from engine.society.datasets import ACTIONS, AGENT_MEMORY
+from engine.society.fanout import fan_out
 from engine.society.history import journals_to_discard
 from engine.society.lease import check_session
+from engine.society.run.dashboard import AGENTS, task_key
 from engine.society.transcripts import TEXT_KEYS, TranscriptTally, call_rows, write_call_shards
 from engine.storage.run_layout import RunLayout
 from engine.storage.shards import shard_name
 from engine.trace import TraceRecorder
 
-__all__ = ["BatchJob", "BatchResult", "step_agent_batch"]
+if TYPE_CHECKING:
+    from engine.society.env_host import EnvHost
+
+__all__ = ["BatchJob", "BatchResult", "run_tick_batches", "step_agent_batch"]
 
 
 @dataclass(frozen=True)
@@ -280,3 +288,26 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
         rolled_back=sum(1 for r in done if r.get("rolled_back")),
         transcripts=transcripts,
     )
+
+
+async def run_tick_batches(client: Client, jobs: list[BatchJob], env: EnvHost, run_id: str, *, limit: int | None,
+                           on_result: Callable[[BatchResult], None]) -> list[BatchResult]:
+    """Run the tick's batches (see :func:`fan_out`; keys ``polis_<run_id>_agents-...``), sorted by batch.
+
+    Raises:
+        EnvUnavailableError: the env actor was lost meanwhile (the attempt ends; the tick is re-run).
+    """
+
+    def submit(job: BatchJob) -> Any:
+        key = task_key(AGENTS, run_id, job.txn, job.attempt[:8], f"{job.batch:04d}")
+        return client.submit(step_agent_batch, job, key=key, pure=False)
+
+    def lost() -> EnvUnavailableError | None:
+        return EnvUnavailableError("the env actor was lost during the tick") if env.lost else None
+
+    watcher = asyncio.create_task(env.watch())
+    try:
+        results = await fan_out(client, jobs, submit, limit=limit, on_result=on_result, stop=lost)
+    finally:
+        watcher.cancel()
+    return sorted(results, key=lambda r: r.batch)

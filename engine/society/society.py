@@ -29,7 +29,7 @@ from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.client import LLMClient
 from engine.llm.meter import CallRecord
 from engine.run_status import RunStatus
-from engine.society.batch import BatchJob, BatchResult
+from engine.society.batch import BatchJob, BatchResult, run_tick_batches
 from engine.society.datasets import ACTIONS, AGENT_MEMORY, LLM_CALLS, SOCIETY_QUERIES, TRANSCRIPTS
 from engine.society.env_host import EnvHost
 from engine.society.experimenter.consult import consult_scope, run_helper
@@ -39,7 +39,6 @@ from engine.society.history import TICK, KeptTicks, forget_journals
 from engine.society.planning import SocietyTotals, plan_batches, split_allowance
 from engine.society.questionnaire.batch import distribute_questionnaire
 from engine.society.status import SocietyStep, read_society_step, write_society, write_society_step
-from engine.society.tick_fanout import run_tick_batches
 from engine.society.transaction import commit, recover
 from engine.society.transcripts import TranscriptLedger, stage_router_calls
 from engine.storage.atomic import read_json
