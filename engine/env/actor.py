@@ -23,6 +23,7 @@ from typing import Any
 
 from engine.env.input_files import InputRoots, input_roots
 from engine.env.metrics import ENV_METRICS, metric_rows
+from engine.env.module_datasets import module_datasets
 from engine.env.registry import resolve_env_module
 from engine.env.requests import EnvReply, EnvRequest, ToolCall
 from engine.env.router_base import RouterBase
@@ -38,7 +39,7 @@ from engine.llm.dispatcher import caller_model
 from engine.llm.meter import CallRecord, Meter, serving_agent
 from engine.spec import DEFAULT_ROUTER, RouterName
 from engine.storage.atomic import atomic_write_json, read_json
-from engine.storage.catalog import Catalog
+from engine.storage.catalog import RUN_COLUMN, Catalog
 from engine.storage.replay import ReplayWriter
 from engine.storage.run_layout import RunLayout
 from engine.storage.shards import shard_name
@@ -252,9 +253,10 @@ class EnvRouterActor:
         return list(await asyncio.gather(*(self._serve(r) for r in requests)))
 
     async def step(self, step: int, tick: int, t: datetime, txn: int, run: str) -> dict[str, Any]:
-        """Run the env step inside transaction ``txn``: apply the tick's updates, stage its replay rows,
-        the modules' metrics (``env_metrics`` rows carrying run id ``run``), tool calls and trace, and
-        write the state snapshot the transaction commits.
+        """Run the env step inside transaction ``txn``: apply the tick's updates, stage its replay rows
+        (the modules' own datasets, their metrics as ``env_metrics``, tool calls, codegen cache
+        traffic; every row carrying run id ``run``) and trace, and write the state snapshot the
+        transaction commits.
 
         The tool-call history is drained here whether or not there is a run directory: the actor
         holds one step's calls at most.
@@ -266,16 +268,18 @@ class EnvRouterActor:
             EnvMetricError: a module reported an undeclared metric or a value that is not a finite number.
         """
         await self.router.step(tick, t)
-        calls = tool_call_rows(step, t, self.router.drain_tool_calls())
-        cache_row = self._ledger.row(step, t) if self._ledger is not None else None
+        calls = tool_call_rows(run, step, t, self.router.drain_tool_calls())
+        cache_row = self._ledger.row(run, step, t) if self._ledger is not None else None
         counts: dict[str, int] = {}
         staged: list[str] = []
         if self._replay is not None and self.config.run_dir is not None:
             writer = ReplayWriter(self._replay.replay_dir, txn=txn)
-            schemas = {s.name: s for m in self.router.env_modules for s in m.replay_datasets()}
+            schemas = {s.name: s for s in module_datasets(type(m) for m in self.router.env_modules)}
             for module in self.router.env_modules:
                 for name, rows in module.replay_rows(step, t).items():
-                    path = writer.write_shard(schemas[name], shard_name(step, f"env-{module.name}"), rows)
+                    # A module's rows do not know the run: the run column is stamped here, for every module.
+                    stamped = [{**row, RUN_COLUMN.name: run} for row in rows]
+                    path = writer.write_shard(schemas[name], shard_name(step, f"env-{module.name}"), stamped)
                     staged += [str(path)] if path else []
                     counts[name] = counts.get(name, 0) + len(rows)
             metrics = metric_rows(run, step, t, self.router.env_modules)

@@ -120,7 +120,8 @@ class EnvBase:
 
     @classmethod
     def replay_datasets(cls) -> list[DatasetSchema]:
-        """The replay datasets this module writes every tick."""
+        """The replay datasets this module writes every tick, without a ``run`` column: the env actor
+        puts the run id first in each of them (:mod:`engine.env.module_datasets`)."""
         return []
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -184,7 +185,7 @@ class EnvBase:
         return self.updates.discard(agent_id)
 
     def replay_rows(self, step: int, t: datetime) -> dict[str, list[dict[str, Any]]]:
-        """Rows for each declared dataset after env step ``step`` (at time ``t``)."""
+        """Rows for each declared dataset after env step ``step`` (at time ``t``); the actor adds ``run``."""
         return {}
 
     def metric_descriptions(self) -> dict[str, str]:

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import EnvMetricError
-from engine.storage.catalog import Column, DatasetSchema
+from engine.storage.catalog import RUN_COLUMN, Column, DatasetSchema
 
 if TYPE_CHECKING:
     from engine.env.base import EnvBase
@@ -31,7 +31,7 @@ ENV_METRICS = DatasetSchema(
     description="one row per env module metric per env step: each module's own summary series "
                 "(messages per step, Gini of wealth, cooperation rate, ...), as the module declares them",
     columns=(
-        Column(name="run", type="string", description="run id"),
+        RUN_COLUMN,
         Column(name="step", type="int64", description="society step (1-based) whose env step reported the value"),
         Column(name="t", type="timestamp", description="simulated time at the end of that step"),
         Column(name="module", type="string", description="env module class that reported it"),

@@ -13,7 +13,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from engine.storage.catalog import Column, DatasetSchema
+from engine.storage.catalog import RUN_COLUMN, Column, DatasetSchema
 
 __all__ = ["ENV_TOOL_CALLS", "RESULT_CHARS", "summarize_result", "tool_call_rows"]
 
@@ -26,6 +26,7 @@ ENV_TOOL_CALLS = DatasetSchema(
     description="one row per env tool call (observations, routed asks, direct calls, the helper's calls), "
                 "written by the env step whose transaction they belong to",
     columns=(
+        RUN_COLUMN,
         Column(name="step", type="int64", description="society step (1-based) whose env step wrote the call"),
         Column(name="t", type="timestamp", description="simulated time at the end of that step"),
         Column(name="seq", type="int64", description="order of the call within the step (0-based, by call time)"),
@@ -52,11 +53,11 @@ def summarize_result(value: Any) -> tuple[str, int]:
     return (text if len(text) <= RESULT_CHARS else text[:RESULT_CHARS] + "…"), len(text)
 
 
-def _row(step: int, t: datetime, seq: int, record: dict[str, Any]) -> dict[str, Any]:
+def _row(run: str, step: int, t: datetime, seq: int, record: dict[str, Any]) -> dict[str, Any]:
     failed = bool(record.get("exception_occurred"))
     result, chars = (None, None) if failed else summarize_result(record.get("return_value"))
     return {
-        "step": step, "t": t, "seq": seq, "module": record.get("module"), "tool": record["function_name"],
+        "run": run, "step": step, "t": t, "seq": seq, "module": record.get("module"), "tool": record["function_name"],
         "agent_id": record.get("agent_id"), "arguments": record.get("kwargs") or {}, "result": result,
         "result_chars": chars, "ok": not failed, "error": record.get("exception_info") if failed else None,
         "trace_id": record.get("trace_id"), "span_id": record.get("span_id"),
@@ -64,13 +65,14 @@ def _row(step: int, t: datetime, seq: int, record: dict[str, Any]) -> dict[str, 
     }
 
 
-def tool_call_rows(step: int, t: datetime, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def tool_call_rows(run: str, step: int, t: datetime, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The ``env_tool_calls`` rows of one env step from its history records (any order; sorted by call time).
 
     Args:
+        run: the run id the rows carry.
         step: the society step whose env step drains the records.
         t: simulated time at the end of that step.
         records: history records as :meth:`EnvBase.get_tool_call_history` returns them.
     """
     ordered = sorted(records, key=lambda r: r["timestamp"])
-    return [_row(step, t, seq, record) for seq, record in enumerate(ordered)]
+    return [_row(run, step, t, seq, record) for seq, record in enumerate(ordered)]

@@ -136,7 +136,7 @@ async def _step_one(
     """
     started = time.perf_counter()
     serving_agent.set(agent_id)  # this coroutine runs as its own task: the setting stays with this agent
-    row: dict[str, Any] = {"agent_id": agent_id, "step": job.step, "t": job.t, "agent_type": None}
+    row: dict[str, Any] = {"run": job.proxy.run_id, "agent_id": agent_id, "step": job.step, "t": job.t, "agent_type": None}
     agent: AgentBase | None = None
     rolled_back = False
     ws = workspace_path(agents_root, agent_id)
@@ -154,7 +154,8 @@ async def _step_one(
                 replayed = agent.replayed_step(job.step)
                 if replayed is not None and replayed.get("attempt") == job.attempt:
                     span.set(status="replayed")
-                    return {"row": {**replayed["row"], "t": datetime.fromisoformat(str(replayed["row"]["t"]))},
+                    # This driver commits the replayed row (a journal of an older engine has no run in it).
+                    return {"row": {**replayed["row"], "run": job.proxy.run_id, "t": datetime.fromisoformat(str(replayed["row"]["t"]))},
                             "calls": _with_texts(ws, job.step, replayed["calls"]), "replayed": True,
                             "memory": _memory_row(ws, job, agent_id, replayed.get("episodes_from"))}
                 journal.rollback(job.step)

@@ -1,8 +1,9 @@
-"""The replay datasets the society and agent batches write."""
+"""The replay datasets the society and agent batches write; each begins with ``run``, the run id of the
+driver that wrote the row."""
 
 from __future__ import annotations
 
-from engine.storage.catalog import Column, DatasetSchema
+from engine.storage.catalog import RUN_COLUMN, Column, DatasetSchema
 
 __all__ = ["ACTIONS", "AGENT_MEMORY", "CALL_ID", "LLM_CALLS", "QUESTIONNAIRE_ANSWERS", "SOCIETY_QUERIES", "TRANSCRIPTS"]
 
@@ -15,6 +16,7 @@ ACTIONS = DatasetSchema(
     kind="agent",
     description="one row per agent per step: what the agent did and what it cost",
     columns=(
+        RUN_COLUMN,
         Column(name="agent_id", type="int64", description="the agent"),
         Column(name="agent_type", type="string", description="registered agent type"),
         Column(name="step", type="int64", description="society step, 1-based"),
@@ -40,7 +42,7 @@ LLM_CALLS = DatasetSchema(
     kind="llm",
     description="one row per LLM call",
     columns=(
-        Column(name="run", type="string", description="run id"),
+        RUN_COLUMN,
         Column(name="step", type="int64", description="society step, 1-based"),
         Column(name="call_id", type="string", description=f"the call, unique in the run and the same in a seeded re-run: {CALL_ID}"),
         Column(name="caller", type="string", description="agent:<id> or router"),
@@ -70,7 +72,7 @@ TRANSCRIPTS = DatasetSchema(
     description="one row per llm_calls row (join on call_id): the messages sent, the reply and the parsed decision; "
     "past the run's transcripts.max_bytes a row keeps its metadata and drops its text (text_dropped)",
     columns=(
-        Column(name="run", type="string", description="run id"),
+        RUN_COLUMN,
         Column(name="step", type="int64", description="society step, 1-based"),
         Column(name="call_id", type="string", description="the llm_calls row of this call"),
         Column(name="caller", type="string", description="agent:<id>, router or helper"),
@@ -94,7 +96,7 @@ AGENT_MEMORY = DatasetSchema(
     kind="agent",
     description="one row per agent per step (with its actions row): the agent's memory as of the end of the step",
     columns=(
-        Column(name="run", type="string", description="run id"),
+        RUN_COLUMN,
         Column(name="step", type="int64", description="society step, 1-based"),
         Column(name="agent_id", type="int64", description="the agent"),
         Column(name="memory", type="string", description="AGENT_MEMORY.md (null: none yet)"),
@@ -108,7 +110,7 @@ SOCIETY_QUERIES = DatasetSchema(
     kind="society",
     description="one row per ask / intervene step: the question or instruction, the plan executed and the answer",
     columns=(
-        Column(name="run", type="string", description="run id"),
+        RUN_COLUMN,
         Column(name="step_index", type="int64", description="the spec's top-level step (0-based)"),
         Column(name="step", type="int64", description="society steps (ticks) completed before it"),
         Column(name="as_of_step", type="int64",
@@ -130,7 +132,7 @@ QUESTIONNAIRE_ANSWERS = DatasetSchema(
     kind="questionnaire",
     description="one row per agent per question of a questionnaire step; value columns are null unless parse_success",
     columns=(
-        Column(name="run", type="string", description="run id"),
+        RUN_COLUMN,
         Column(name="questionnaire_id", type="string", description="the questionnaire"),
         Column(name="step_index", type="int64", description="the spec step that asked it, 0-based"),
         Column(name="step", type="int64", description="society steps (ticks) done when it was asked"),

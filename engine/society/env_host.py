@@ -16,6 +16,7 @@ from typing import Any
 from distributed import Client
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
+from engine.env.module_datasets import module_datasets
 from engine.env.proxy import EnvRouterProxy, detached_actor, fail_env_actor
 from engine.env.registry import resolve_env_module
 from engine.errors import EnvUnavailableError
@@ -74,8 +75,8 @@ class EnvHost:
         return self.proxy
 
     def replay_datasets(self) -> list[DatasetSchema]:
-        """The replay datasets the env modules write."""
-        return [schema for type_name, _ in self._config.modules for schema in resolve_env_module(type_name).replay_datasets()]
+        """The replay datasets the env modules write, as the actor writes them (``run`` first)."""
+        return module_datasets(resolve_env_module(type_name) for type_name, _ in self._config.modules)
 
     @property
     def lost(self) -> bool:

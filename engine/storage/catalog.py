@@ -22,7 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from engine.errors import StorageError
 from engine.storage.atomic import atomic_write_json, read_json
 
-__all__ = ["RESERVED_NAMES", "SCHEMA_FILE", "Catalog", "Column", "ColumnType", "DatasetKind", "DatasetSchema"]
+__all__ = [
+    "RESERVED_NAMES", "RUN_COLUMN", "SCHEMA_FILE", "Catalog", "Column", "ColumnType", "DatasetKind", "DatasetSchema", "with_run",
+]
 
 #: The catalog file inside a replay directory.
 SCHEMA_FILE = "_schema.json"
@@ -77,6 +79,11 @@ class Column(BaseModel):
     type: ColumnType
     #: What the column means, for people writing queries.
     description: str = ""
+
+
+#: The first column of every dataset a run writes: the driver session (run id) that committed the row, so a
+#: resumed run's or a fork's datasets show which driver wrote what (a fork's inherited rows name its parent's).
+RUN_COLUMN = Column(name="run", type="string", description="run id")
 
 
 class DatasetSchema(BaseModel):
@@ -173,6 +180,22 @@ class DatasetSchema(BaseModel):
             raise StorageError(f"catalog entry {name!r} is invalid: {exc}") from exc
 
 
+def with_run(schema: DatasetSchema) -> DatasetSchema:
+    """``schema`` with :data:`RUN_COLUMN` first (unchanged when it is already first).
+
+    The engine adds the column to datasets whose rows it stamps itself (env modules' own datasets),
+    so a module declares only what it knows.
+
+    Raises:
+        StorageError: ``schema`` declares a ``run`` column of its own (elsewhere or of another kind).
+    """
+    if schema.columns[0] == RUN_COLUMN:
+        return schema
+    if any(c.name.lower() == RUN_COLUMN.name for c in schema.columns):
+        raise StorageError(f"dataset {schema.name!r} declares a 'run' column of its own; the engine adds it (run id)")
+    return schema.model_copy(update={"columns": (RUN_COLUMN, *schema.columns)})
+
+
 class Catalog:
     """The datasets of one run, kept in ``<replay_dir>/_schema.json``.
 
@@ -199,19 +222,25 @@ class Catalog:
     def register(self, schema: DatasetSchema) -> None:
         """Add ``schema`` to the catalog; registering an identical schema again does nothing.
 
+        A schema may grow: one that keeps every registered column (name and type, in order) and adds
+        columns replaces the registered one, so a run written by an older engine can be resumed by a
+        newer one. Shards written before read the added columns as NULL (the reader unions shards by
+        column name).
+
         Args:
             schema: the dataset to record.
 
         Raises:
-            StorageError: a different schema is already registered under the same name (schemas
-                do not evolve within a run), or the catalog cannot be read or written.
+            StorageError: a different schema is already registered under the same name and ``schema``
+                does not just add columns to it (no column is dropped, retyped or moved, the kind
+                stays), or the catalog cannot be read or written.
         """
         with self._locked():
             current = self.load()
             existing = current.get(schema.name)
             if existing == schema:
                 return
-            if existing is not None:
+            if existing is not None and not _grows(existing, schema):
                 raise StorageError(_conflict_message(existing, schema))
             current[schema.name] = schema
             doc = {"datasets": {name: s.catalog_entry() for name, s in sorted(current.items())}}
@@ -229,6 +258,14 @@ class Catalog:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def _grows(old: DatasetSchema, new: DatasetSchema) -> bool:
+    """``new`` has every column of ``old`` (name and type, in the same order) and more, and the same kind."""
+    if old.kind != new.kind or len(new.columns) <= len(old.columns):
+        return False
+    added = iter((c.name, c.type) for c in new.columns)
+    return all((c.name, c.type) in added for c in old.columns)  # a subsequence: `in` advances the iterator
+
+
 def _conflict_message(old: DatasetSchema, new: DatasetSchema) -> str:
     old_cols = {c.name: c for c in old.columns}
     new_cols = {c.name: c for c in new.columns}
@@ -243,5 +280,5 @@ def _conflict_message(old: DatasetSchema, new: DatasetSchema) -> str:
         diffs = ["kind, description, column order or column descriptions differ"]
     return (
         f"dataset {new.name!r} is already registered with a different schema ({'; '.join(diffs)}); "
-        "schemas cannot change within a run"
+        "schemas cannot change within a run, only gain columns"
     )

@@ -16,7 +16,9 @@ stops a result at a number of rows and says whether it cut it.
 
 Which datasets, and whether the trace, have files is decided when the reader opens (reopen to see a
 first shard); shards added later to a dataset that already had one are visible to later queries,
-since each view globs at query time.
+since each view globs at query time. A dataset's view has the catalog's columns first, in order;
+shards are unioned by column name, so a column that older shards lack (a run resumed by a newer
+engine that added it) reads as NULL in their rows.
 
 A sweep root (``SWEEP.json``, see :mod:`engine.storage.sweep_layout`) reads as one run: each
 dataset, and ``spans``, is a view over every cell's files with leading columns ``cell``,
@@ -90,9 +92,22 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _no_rows(columns: dict[str, str]) -> str:
+    """A SELECT of no rows with ``columns`` (name -> DuckDB type)."""
+    return "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {_ident(c)}" for c, t in columns.items()) + " WHERE false"
+
+
 def _empty_view_sql(name: str, columns: dict[str, str]) -> str:
-    cols = ", ".join(f"CAST(NULL AS {t}) AS {_ident(c)}" for c, t in columns.items())
-    return f"CREATE VIEW {_ident(name)} AS SELECT {cols} WHERE false"
+    return f"CREATE VIEW {_ident(name)} AS {_no_rows(columns)}"
+
+
+def _catalogued(schema: DatasetSchema, source: str) -> str:
+    """The rows of ``source`` with the catalog's columns first, in its order and types.
+
+    A column no shard has (a resumed run's older shards, before a newer engine added it) reads as
+    NULL. DuckDB drops the empty side at planning, so projections and filters still reach the files.
+    """
+    return f"{_no_rows({c.name: _DUCKDB_TYPES[c.type] for c in schema.columns})} UNION ALL BY NAME SELECT * FROM {source}"
 
 
 #: The column sweep views read each row's source file into (to find its cell); dropped from the view.
@@ -115,12 +130,14 @@ def _source(kind: str, globs: list[str], *options: str) -> str:
 
 
 def _sweep_schemas(sweep: SweepManifest) -> dict[str, DatasetSchema]:
-    # Cells of one sweep register the same datasets unless the grid changes the env modules;
-    # the first cell to register a name gives its schema (its empty-view columns).
+    # Cells of one sweep register the same datasets unless the grid changes the env modules; the
+    # first cell to register a name gives its schema (its view's columns), unless a later cell's has
+    # more (a cell resumed by a newer engine grew it: Catalog.register).
     schemas: dict[str, DatasetSchema] = {}
     for cell in sweep.cells:
         for name, schema in Catalog(RunLayout(sweep.cell_dir(cell.index)).replay).load().items():
-            schemas.setdefault(name, schema)
+            if name not in schemas or len(schema.columns) > len(schemas[name].columns):
+                schemas[name] = schema
     return schemas
 
 
@@ -184,7 +201,7 @@ class ReplayReader:
             directory = self.replay_dir / name
             if _has_files(directory, ".parquet"):
                 source = _source("replay", [str(directory / "*.parquet")])
-                con.execute(f"CREATE VIEW {_ident(name)} AS SELECT * FROM {source}")
+                con.execute(f"CREATE VIEW {_ident(name)} AS {_catalogued(schema, source)}")
             else:
                 con.execute(_empty_view_sql(name, {c.name: _DUCKDB_TYPES[c.type] for c in schema.columns}))
         if _has_files(self.trace_dir, ".jsonl"):
@@ -203,7 +220,7 @@ class ReplayReader:
         con.unregister("_polis_cells")
         picked = ", ".join(f"c.{_ident(c)}" for c in added)
 
-        def view(name: str, columns: dict[str, str], kind: str, suffix: str) -> None:
+        def view(name: str, columns: dict[str, str], kind: str, suffix: str, schema: DatasetSchema | None = None) -> None:
             clash = sorted(c for c in columns if c.lower() in taken)
             if clash:
                 raise StorageError(f"{name!r} has column(s) {clash} that a sweep view adds itself; it cannot be read as a sweep")
@@ -215,6 +232,8 @@ class ReplayReader:
                 con.execute(f"CREATE VIEW {_ident(name)} AS SELECT {picked}, {nulls} FROM cells AS c WHERE false")
                 return
             source = _source(kind, globs, f"filename={_literal(_FILE_COLUMN)}")
+            if schema is not None:
+                source = f"({_catalogued(schema, source)})"
             cell = f"CAST(regexp_extract(d.{_FILE_COLUMN}, {_literal(_CELL_OF_FILE[kind])}, 1) AS BIGINT)"
             con.execute(
                 f"CREATE VIEW {_ident(name)} AS SELECT {picked}, d.* EXCLUDE ({_FILE_COLUMN}) "
@@ -222,7 +241,7 @@ class ReplayReader:
             )
 
         for name, schema in sorted(self._schemas.items()):
-            view(name, {c.name: _DUCKDB_TYPES[c.type] for c in schema.columns}, "replay", ".parquet")
+            view(name, {c.name: _DUCKDB_TYPES[c.type] for c in schema.columns}, "replay", ".parquet", schema)
         view("spans", SPAN_COLUMNS, "trace", ".jsonl")
         return [d for c in sweep.cells for d in (RunLayout(sweep.cell_dir(c.index)).replay, RunLayout(sweep.cell_dir(c.index)).trace)]
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from engine.env.routers.template_cache import CacheStats
-from engine.storage.catalog import Column, DatasetSchema
+from engine.storage.catalog import RUN_COLUMN, Column, DatasetSchema
 
 __all__ = ["CODEGEN_CACHE", "CacheLedger"]
 
@@ -21,6 +21,7 @@ CODEGEN_CACHE = DatasetSchema(
     kind="env",
     description="one row per env step: the CodeGen router's template cache traffic since the previous step",
     columns=(
+        RUN_COLUMN,
         Column(name="step", type="int64", description="society step (1-based) that just ended"),
         Column(name="t", type="timestamp", description="simulated time at the end of the step"),
         Column(name="requests", type="int64", description="template-mode asks looked up in the cache"),
@@ -51,12 +52,12 @@ class CacheLedger:
         """The run's totals."""
         return self._carried + self._live
 
-    def row(self, step: int, t: datetime) -> dict[str, Any]:
-        """The ``codegen_cache`` row of ``step``: the traffic since the previous row."""
+    def row(self, run: str, step: int, t: datetime) -> dict[str, Any]:
+        """The ``codegen_cache`` row of ``step`` (run id ``run``): the traffic since the previous row."""
         totals = self.totals()
         delta, self._reported = totals - self._reported, totals
         counts = {k: v for k, v in delta.as_dict().items() if k != "hit_rate"}
-        return {"step": step, "t": t, **counts, "hit_rate": totals.hit_rate}
+        return {"run": run, "step": step, "t": t, **counts, "hit_rate": totals.hit_rate}
 
     def dump(self) -> dict[str, Any]:
         """What a snapshot keeps: the totals and the totals already reported."""

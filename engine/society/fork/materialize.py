@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.agent.workspace import workspace_path
-from engine.errors import ForkError, RunError, StorageError
+from engine.errors import ForkError, RunError
 from engine.run_status import RunStatus
+from engine.society.datasets import ACTIONS
 from engine.society.fork.plan import ForkSpec, fork_spec
 from engine.society.fork.workspaces import copy_workspace_as_of, workspace_kept
 from engine.society.history import History, TxnRecord
@@ -30,6 +31,7 @@ from engine.society.lease import lease_is_live, read_lease
 from engine.society.status import SocietyStep, read_society_step, write_society_step
 from engine.spec import ExperimentSpec, parse_spec
 from engine.storage.atomic import atomic_write_json, read_json
+from engine.storage.catalog import RUN_COLUMN
 from engine.storage.run_layout import TRACE_DIR, RunLayout
 
 __all__ = ["ForkPoint", "ForkReport", "find_fork_point", "materialize_fork", "plan_fork"]
@@ -110,6 +112,7 @@ def materialize_fork(point: ForkPoint, fork: ForkSpec, run_dir: Path) -> ForkRep
 
     Raises:
         ForkError: ``run_dir`` holds something, or is the parent.
+        StorageError: the parent's replay cannot be read (for its run ids); nothing is written then.
     """
     started = time.perf_counter()
     run_dir = Path(run_dir)
@@ -117,6 +120,7 @@ def materialize_fork(point: ForkPoint, fork: ForkSpec, run_dir: Path) -> ForkRep
         raise ForkError("a fork needs its own run directory, not the parent's")
     if run_dir.exists() and any(run_dir.iterdir()):
         raise ForkError(f"{run_dir} is not empty: a fork starts in a new run directory")
+    parent_runs = _parent_runs(point)
     run_dir.mkdir(parents=True, exist_ok=True)
     source, target = RunLayout(point.parent), RunLayout(run_dir)
     linked = _link_published(point, run_dir)
@@ -130,7 +134,7 @@ def materialize_fork(point: ForkPoint, fork: ForkSpec, run_dir: Path) -> ForkRep
         copied += copy_workspace_as_of(workspace_path(source.agents, agent_id), workspace_path(target.agents, agent_id),
                                        point.at_step, point.ticks_done)
     lineage = {"parent": str(point.parent.resolve()), "at_step": point.at_step, "txn": point.record.txn,
-               "parent_spec_hash": point.stored.get("spec_hash"), "parent_runs": _parent_runs(point)}
+               "parent_spec_hash": point.stored.get("spec_hash"), "parent_runs": parent_runs}
     atomic_write_json(target.society_file, {**point.stored, "spec": fork.spec.model_dump(mode="json"),
                                             "spec_hash": fork.spec.spec_hash(), "fork": lineage}, indent=2)
     write_society_step(run_dir, replace(point.record.status, status=RunStatus.PENDING, error=None,
@@ -185,14 +189,18 @@ def _copy_env(point: ForkPoint, target: RunLayout) -> None:
 
 
 def _parent_runs(point: ForkPoint) -> list[str]:
-    """The parent's driver run ids in the rows the fork starts with (each driver names its rows' ``run``)."""
+    """The parent's driver run ids in the rows the fork starts with (each driver names its rows' ``run``).
+
+    Empty when the parent has no ``actions`` yet, or wrote them with an engine that had no ``run`` there.
+
+    Raises:
+        StorageError: the parent's replay cannot be read (a malformed catalog, an unreadable shard).
+    """
     from engine.storage.reader import ReplayReader
 
-    try:
-        with ReplayReader(point.parent) as reader:
-            if "actions" not in reader.datasets():
-                return []
-            rows = reader.query(f"SELECT DISTINCT run FROM actions WHERE step <= {int(point.at_step)} ORDER BY run").to_pylist()
-    except (StorageError, OSError):
-        return []
+    with ReplayReader(point.parent) as reader:
+        if ACTIONS.name not in reader.datasets() or RUN_COLUMN.name not in {c.name for c in reader.schema(ACTIONS.name).columns}:
+            return []
+        rows = reader.query(f"SELECT DISTINCT {RUN_COLUMN.name} AS run FROM {ACTIONS.name} "
+                            f"WHERE step <= ? AND {RUN_COLUMN.name} IS NOT NULL ORDER BY 1", [point.at_step]).to_pylist()
     return [row["run"] for row in rows]

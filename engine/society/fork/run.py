@@ -44,6 +44,7 @@ async def fork_experiment(parent: Path, at_step: int, run_dir: Path, client: Any
     Raises:
         SpecError: a patch that does not make a valid fork (with its field path).
         ForkError: the tick is not kept, the parent is running, or ``run_dir`` holds something.
+        StorageError: the parent's replay cannot be read (the fork's lineage names its run ids).
     """
     point, fork = await asyncio.to_thread(plan_fork, Path(parent), at_step, patch)
     report = await asyncio.to_thread(materialize_fork, point, fork, Path(run_dir))

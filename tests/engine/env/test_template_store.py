@@ -65,9 +65,9 @@ def test_ledger_rows_are_per_step_and_totals_survive_a_restore() -> None:
     live = CacheStats()
     ledger = CacheLedger(live)
     live.misses, live.generations = 3, 2
-    first = ledger.row(1, T1)
+    first = ledger.row("r", 1, T1)
     live.hits_exact += 5
-    second = ledger.row(2, T1)
+    second = ledger.row("r", 2, T1)
     assert (first["requests"], first["misses"], first["generations"], first["hit_rate"]) == (3, 3, 2, 0.0)
     assert (second["requests"], second["hits_exact"], second["misses"], second["hit_rate"]) == (5, 5, 0, 5 / 8)
     assert CODEGEN_CACHE.to_table([first, second]).num_rows == 2
@@ -80,7 +80,7 @@ def test_ledger_rows_are_per_step_and_totals_survive_a_restore() -> None:
     rebuilt = CacheLedger(rebuilt_live)
     rebuilt.restore(saved)
     rebuilt_live.hits_exact += 2
-    third = rebuilt.row(3, T1)
+    third = rebuilt.row("r", 3, T1)
     assert (third["requests"], third["hits_exact"]) == (3, 3)  # the one unreported before the snapshot, plus 2
     assert rebuilt.totals() == CacheStats(hits_exact=8, misses=3, generations=2)
     assert third["hit_rate"] == 8 / 11

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
+from engine.env.module_datasets import module_datasets
 from engine.env.modules.messaging import MessagingSpace
 from engine.env.requests import EnvRequest
 from engine.env.tool_calls import ENV_TOOL_CALLS, RESULT_CHARS, summarize_result
@@ -26,7 +27,7 @@ def _send(sender: int, to: int, content: str = "hi", trace_id: str | None = None
 async def _actor(run_dir: Path) -> EnvRouterActor:
     actor = EnvRouterActor(EnvRouterConfig(modules=(("MessagingSpace", {}),), run_dir=run_dir))
     await actor.init(START, list(range(10)))
-    for schema in MessagingSpace.replay_datasets():  # what the society registers for its modules
+    for schema in module_datasets([MessagingSpace]):  # what the society registers for its modules
         Catalog(run_dir / "replay").register(schema)
     return actor
 

@@ -87,7 +87,7 @@ def final_state(run: Path) -> dict[str, Any]:
             "SELECT agent_id, question_id, value_json, parse_success FROM questionnaire_answers ORDER BY agent_id, question_id"
         ).to_pylist() if "questionnaire_answers" in reader.datasets() else []
         messaging = {
-            name: reader.query(f"SELECT * FROM {name} ORDER BY ALL").to_pylist()
+            name: reader.query(f"SELECT * EXCLUDE (run) FROM {name} ORDER BY ALL").to_pylist()
             for name in reader.datasets() if name.startswith("env_messaging")
         }
     workspaces = {}

@@ -71,8 +71,8 @@ async def test_same_seed_gives_identical_replay_whatever_the_batching(demo_spec,
         summary = await run_experiment(spec, tmp_path / f"run{i}", dask_client)
         assert summary.status == "completed", summary.error
         with ReplayReader(tmp_path / f"run{i}") as reader:
-            actions = reader.query("SELECT * EXCLUDE (duration_ms, llm_latency_ms) FROM actions ORDER BY step, agent_id")
-            messages = reader.query("SELECT * FROM messages ORDER BY step, sender, content")
+            actions = reader.query("SELECT * EXCLUDE (run, duration_ms, llm_latency_ms) FROM actions ORDER BY step, agent_id")
+            messages = reader.query("SELECT * EXCLUDE (run) FROM messages ORDER BY step, sender, content")
             tables.append((actions.to_pylist(), messages.to_pylist()))
     assert wall_clock.isdisjoint(tables[0][0][0])
     assert tables[0] == tables[1]

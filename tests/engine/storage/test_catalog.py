@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from engine.errors import StorageError
-from engine.storage.catalog import SCHEMA_FILE, Catalog, Column, DatasetSchema
+from engine.storage.catalog import RUN_COLUMN, SCHEMA_FILE, Catalog, Column, DatasetSchema, with_run
 
 
 @pytest.fixture
@@ -150,6 +150,32 @@ def test_register_conflicting_schema_raises_clear_error(tmp_path: Path, schema: 
     assert "'agent_state' is already registered with a different schema" in message
     assert "+new" in message and "agent_id: string -> int64" in message and "-mood" in message
     assert catalog.load()["agent_state"] == schema
+
+
+def test_register_accepts_a_schema_that_only_adds_columns(tmp_path: Path, schema: DatasetSchema) -> None:
+    catalog = Catalog(tmp_path)
+    catalog.register(schema)
+    grown = with_run(schema)  # what a newer engine registers when it resumes an older engine's run
+    catalog.register(grown)
+    assert catalog.load()["agent_state"] == grown
+    with pytest.raises(StorageError, match=r"only gain columns"):
+        catalog.register(schema)  # dropping the added column again is no growth
+    moved = grown.model_copy(update={"columns": (*grown.columns[2:], *grown.columns[:2], Column(name="x", type="bool"))})
+    with pytest.raises(StorageError, match="already registered with a different schema"):
+        catalog.register(moved)  # every column kept and one added, but the order changed
+    other_kind = with_run(schema.model_copy(update={"name": "env_state", "kind": "env"}))
+    catalog.register(schema.model_copy(update={"name": "env_state", "kind": "agent"}))
+    with pytest.raises(StorageError, match="already registered with a different schema"):
+        catalog.register(other_kind)
+
+
+def test_with_run_puts_the_run_column_first_once(schema: DatasetSchema) -> None:
+    grown = with_run(schema)
+    assert grown.columns == (RUN_COLUMN, *schema.columns) and (grown.name, grown.kind) == (schema.name, schema.kind)
+    assert with_run(grown) is grown
+    own = schema.model_copy(update={"columns": (*schema.columns, Column(name="Run", type="int64"))})
+    with pytest.raises(StorageError, match="declares a 'run' column of its own"):
+        with_run(own)
 
 
 def test_malformed_catalog_is_a_storage_error(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from engine.errors import QueryError, StorageError
 from engine.storage.atomic import temp_path_for
-from engine.storage.catalog import Catalog, Column, DatasetSchema
+from engine.storage.catalog import Catalog, Column, DatasetSchema, with_run
 from engine.storage.query_limits import QueryLimits, parse_size
 from engine.storage.reader import ReplayReader, format_table
 from engine.storage.replay import ReplayWriter, shard_name
@@ -102,14 +102,27 @@ def test_registered_dataset_without_shards_is_an_empty_typed_view(reader: Replay
 
 
 def test_later_shard_with_extra_column_is_unioned_by_name(run_dir: Path) -> None:
-    # The catalog refuses a changed schema (test_catalog); a shard written with one anyway
-    # still reads, with nulls for the older shards.
+    # A shard with a column its catalog entry lacks still reads: after the catalog's columns, null in older shards.
     evolved = AGENT.model_copy(update={"columns": (*AGENT.columns, Column(name="score", type="float64"))})
     rows = [{**r, "score": 0.5} for r in _rows(2, 0, 1)]
     ReplayWriter(run_dir / "replay").write_shard(evolved, shard_name(2, 0), rows)
     with ReplayReader(run_dir) as reader:
         table = reader.query("SELECT count(score) AS scored, count(*) AS n FROM agent_state")
         assert table.to_pylist() == [{"scored": 1, "n": 11}]
+
+
+def test_a_run_resumed_by_an_engine_that_added_run_reads_old_shards_with_null_run(run_dir: Path) -> None:
+    grown = with_run(AGENT)
+    Catalog(run_dir / "replay").register(grown)  # the resumed run's driver registers the grown schema
+    with ReplayReader(run_dir) as reader:  # before its first shard: the column is there, null in every row
+        before = reader.query("SELECT * FROM agent_state")
+    ReplayWriter(run_dir / "replay").write_shard(grown, shard_name(2, 0), [{**r, "run": "new-abc123"} for r in _rows(2, 0, 2)])
+    with ReplayReader(run_dir) as reader:
+        after = reader.query("SELECT * FROM agent_state")
+        runs = reader.query("SELECT step, run, count(*) AS n FROM agent_state GROUP BY ALL ORDER BY step").to_pylist()
+    assert before.column_names == after.column_names == [c.name for c in grown.columns]  # the catalog's order: run first
+    assert before.num_rows == 10 and before.column("run").null_count == 10
+    assert runs == [{"step": 0, "run": None, "n": 5}, {"step": 1, "run": None, "n": 5}, {"step": 2, "run": "new-abc123", "n": 2}]
 
 
 def test_json_and_list_columns_round_trip(reader: ReplayReader) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from engine.errors import QueryError, StorageError
 from engine.storage.atomic import atomic_write_json
-from engine.storage.catalog import Catalog, Column, DatasetSchema
+from engine.storage.catalog import Catalog, Column, DatasetSchema, with_run
 from engine.storage.reader import ReplayReader
 from engine.storage.replay import ReplayWriter, shard_name
 from engine.storage.sweep_layout import cell_dir, cells_table, param_column, read_sweep_manifest
@@ -83,6 +83,18 @@ def test_dataset_without_shards_and_spans_get_the_cell_columns_too(sweep_root):
 
     assert spans == [{"cell": 1, "n": 1}, {"cell": 2, "n": 2}]
     assert cells[2] == {"cell": 2, "cell_id": "cell-0002", "status": "failed", "error": "boom"}
+
+
+def test_a_cell_whose_dataset_gained_run_reads_beside_cells_whose_shards_lack_it(sweep_root):
+    ReplayWriter(cell_dir(sweep_root, 0) / "replay").write_shard(EVENTS, shard_name(1, 0), [{"event": "old"}])
+    grown = with_run(EVENTS)  # cell 1 was resumed by an engine that stamps run on every dataset
+    Catalog(cell_dir(sweep_root, 1) / "replay").register(grown)
+    ReplayWriter(cell_dir(sweep_root, 1) / "replay").write_shard(grown, shard_name(1, 0), [{"run": "run-1", "event": "new"}])
+    with ReplayReader(sweep_root) as reader:
+        table = reader.query("SELECT * EXCLUDE (param_llm_default_options_temperature, param_population_0_count) "
+                             "FROM events ORDER BY cell")
+    assert table.column_names == ["cell", "replication", "seed", "run", "event"]  # the grown schema's order
+    assert [(r["cell"], r["run"], r["event"]) for r in table.to_pylist()] == [(0, None, "old"), (1, "run-1", "new")]
 
 
 def test_sweep_reader_reads_only_the_cells_replay_and_trace(sweep_root):
