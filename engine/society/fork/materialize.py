@@ -129,7 +129,7 @@ def materialize_fork(point: ForkPoint, fork: ForkSpec, run_dir: Path) -> ForkRep
         copied += copy_workspace_as_of(workspace_path(source.agents, agent_id), workspace_path(target.agents, agent_id),
                                        point.at_step, point.ticks_done)
     lineage = {"parent": str(point.parent.resolve()), "at_step": point.at_step, "txn": point.record.txn,
-               "parent_spec_hash": point.stored.get("spec_hash"), "parent_runs": _parent_runs(point)}
+               "parent_spec_hash": point.stored.get("spec_hash"), "parent_runs": _parent_runs(run_dir)}
     atomic_write_json(target.society_file, {**point.stored, "spec": fork.spec.model_dump(mode="json"),
                                             "spec_hash": fork.spec.spec_hash(), "fork": lineage}, indent=2)
     write_society_step(run_dir, replace(point.record.status, status=RunStatus.PENDING, error=None,
@@ -183,15 +183,21 @@ def _copy_env(point: ForkPoint, target: RunLayout) -> None:
         shutil.copytree(source.env_snapshots / snapshot, target.env_snapshots / snapshot, symlinks=True)
 
 
-def _parent_runs(point: ForkPoint) -> list[str]:
-    """The parent's driver run ids in the rows the fork starts with (each driver names its rows' ``run``)."""
+def _parent_runs(run_dir: Path) -> list[str]:
+    """The parent's driver run ids in the rows the fork starts with (``run_dir``'s linked replay).
+
+    Each driver names its rows in the ``run`` column of the datasets that have one (``llm_calls``,
+    ``agent_memory``, ``env_metrics``, ...; ``actions`` has none)."""
     from engine.storage.reader import ReplayReader
 
     try:
-        with ReplayReader(point.parent) as reader:
-            if "actions" not in reader.datasets():
-                return []
-            rows = reader.query(f"SELECT DISTINCT run FROM actions WHERE step <= {int(point.at_step)} ORDER BY run").to_pylist()
-    except (StorageError, OSError):
+        reader = ReplayReader(run_dir)
+    except (StorageError, OSError):  # the parent wrote no replay yet (a fork at tick 0 of a fresh run)
         return []
+    with reader:
+        names = [n for n in reader.datasets() if "run" in {c.name for c in reader.schema(n).columns}]
+        if not names:
+            return []
+        union = " UNION ".join(f"SELECT DISTINCT run FROM {name}" for name in names)
+        rows = reader.query(f"SELECT DISTINCT run FROM ({union}) ORDER BY run").to_pylist()
     return [row["run"] for row in rows]
