@@ -1,4 +1,5 @@
-"""Forks of a real finished run: the lineage names the drivers of the rows a fork starts with."""
+"""Forks of a real finished run: one without a patch ends like its parent, and its lineage names the
+drivers of the rows it starts with."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from engine.society.fork.run import fork_experiment
 from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
+from tests.engine.society.crash_support import crash_spec, final_state
 
 
 def _spec() -> dict:
@@ -48,3 +50,20 @@ async def test_fork_lineage_names_the_drivers_of_the_rows_it_starts_with(dask_cl
     materialize_fork(point, fork, tmp_path / "grandchild")
     assert _lineage(tmp_path / "grandchild")["parent_runs"] == sorted([founder, own])
     assert _drivers(tmp_path / "grandchild", 3) == sorted([founder, own])
+
+
+async def test_fork_without_a_patch_ends_like_its_parent_from_the_response_cache(dask_client, tmp_path: Path) -> None:
+    parent, child = tmp_path / "parent", tmp_path / "child"
+    summary = await run_experiment(parse_spec(crash_spec(ticks_before=2, ticks_after=1)), parent, dask_client)
+    assert summary.status == "completed", summary.error
+
+    # Tick 2 comes before the questionnaire: the fork answers it and steps tick 3 from copies of the workspaces
+    # as tick 2 left them (the parent's tick 3 has rewritten and appended to them since).
+    report, forked = await fork_experiment(parent, 2, child, dask_client)
+    assert forked.status == "completed", forked.error
+    assert report.agents == 6 and report.workspace_bytes > 0
+
+    assert final_state(child) == final_state(parent)
+    with ReplayReader(child) as reader:
+        calls = reader.query("SELECT count(*) AS n, count(*) FILTER (WHERE cached) AS hits FROM llm_calls WHERE step > 2").to_pylist()[0]
+    assert calls["n"] > 0 and calls["hits"] == calls["n"]
