@@ -13,18 +13,18 @@ and ``snapshots: {keep: 0}`` (only the last), then prints:
         materialize included) to its first committed tick and to its end, and how many of its own
         LLM calls the response cache answered (its ticks replay the parent's).
 
-Measured on 2 cores shared with other jobs (load average 9-12 during the run; default: 1,000
-agents, 4 ticks, fork at 2). The byte figures do not depend on load; the seconds do, roughly 3x:
-    keep=None: 105.5 s run, kept history 11,308 B/agent/tick (journals 11,275, env snapshots 29, history 4); du 108.8 MB
-    keep=0: 133.0 s run, kept history 19 B/agent/tick (journals 0, env snapshots 15, history 4); du 63.6 MB
+Measured on 2 cores shared with other jobs (default: 1,000 agents, 4 ticks, fork at 2), at commit d50e367:
+    2 cores, load average 8.4 at start
+    keep=None: 30.6 s run, kept history 11,308 B/agent/tick (journals 11,275, env snapshots 29, history 4); du 108.8 MB
+    keep=0: 41.6 s run, kept history 19 B/agent/tick (journals 0, env snapshots 15, history 4); du 63.6 MB
     live workspace: 39,178 B/agent; every tick kept costs 11,289 B/agent/tick more than keeping the last
-    fork at tick 2 of 1000 agents: 15.66 s (plan 0.59 s + materialize 15.07 s), 4,122 files linked, 11,857,645 bytes copied
-    fork_experiment: 37.02 s to first committed tick, 56.41 s to the end (2 ticks); its own LLM calls: 2,000 of 2,000
+    fork at tick 2 of 1000 agents: 4.23 s (plan 0.15 s + materialize 4.08 s), 4,122 files linked, 11,858,201 bytes copied
+    fork_experiment: 9.00 s to first committed tick, 15.01 s to the end (2 ticks); its own LLM calls: 2,000 of 2,000
         answered by the response cache
-An earlier run at load average 2-5 (before the parent_runs fix, which adds one DuckDB read): the
-same bytes; 34.5 s and 49.3 s for the two 4-tick runs, plan 0.34 s + materialize 5.64 s, 16.97 s to the fork's first
-committed tick and 32.19 s to its end; materialize_fork alone, re-run on that parent: 2.7 s.
-Of the materialize time, most goes to copying 1,000 workspaces (~7 files each, in Python).
+    load average 4.5 at the end
+The byte figures do not change from run to run; the seconds follow the load. An earlier run of the
+same spec at load 9-12 (before d50e367 sped up the workspace copies): 105.5 s and 133.0 s for the
+two runs, plan 0.59 s + materialize 15.07 s, 37.02 s to the fork's first committed tick.
 
 Usage: python benchmarks/fork.py [--agents 1000] [--ticks 4] [--quick]
 """
