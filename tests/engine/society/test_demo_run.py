@@ -47,9 +47,13 @@ async def test_demo_yields_one_action_row_per_agent_per_tick(demo_spec, dask_cli
     status = json.loads((run / "SOCIETY_STEP.json").read_text())
     assert status["txn"] == 3 and status["env_snapshot"] == "txn_000003"
     assert (run / "env" / "_snapshots" / "txn_000003" / "MessagingSpace" / "state" / "ENV_STATE.json").exists()
-    assert [p.name for p in (run / "env" / "_snapshots").iterdir()] == ["txn_000003"]  # older ones pruned
+    # every tick stays forkable by default (snapshots.keep: null): one env snapshot per tick, one history record per transaction
+    assert sorted(p.name for p in (run / "env" / "_snapshots").iterdir()) == ["txn_000001", "txn_000002", "txn_000003"]
+    assert sorted(p.name for p in (run / "history").iterdir()) == ["txn_000001.json", "txn_000002.json", "txn_000003.json"]
     assert not list(run.rglob("*.staged-*"))
-    assert not list(run.glob("agents/*/.runtime/txn/*"))  # a finished run keeps no undo journals
+    # and the journal of each tick (the state the tick before it left) stays, hard links to unchanged files
+    journals = sorted(p.name for p in run.glob("agents/agent_0000/.runtime/txn/*.json"))
+    assert journals == ["step_000001.json", "step_000002.json", "step_000003.json"]
 
 
 async def test_env_router_lives_inside_a_dask_actor_on_a_worker(dask_client, tmp_path):
