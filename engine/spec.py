@@ -47,6 +47,7 @@ __all__ = [
     "format_validation_error",
     "load_spec",
     "parse_spec",
+    "read_document",
     "spec_json_schema",
 ]
 
@@ -332,15 +333,24 @@ def load_spec(path: str | Path) -> ExperimentSpec:
             be read (``PopulationFileError``).
     """
     path = Path(path)
+    return parse_spec(read_document(path, "spec file"), locate=spec_folder(path.resolve().parent))
+
+
+def read_document(path: str | Path, what: str) -> Any:
+    """The data of a JSON file (a name ending in ``.json``) or a YAML one (any other).
+
+    Raises:
+        SpecError: the ``what`` cannot be read, or is not valid JSON / YAML.
+    """
+    path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
-        raise SpecError(f"cannot read spec file {path}: {error}") from None
+        raise SpecError(f"cannot read {what} {path}: {error}") from None
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as error:
         raise SpecError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}") from None
-    return parse_spec(data, locate=spec_folder(path.resolve().parent))
 
 
 def spec_json_schema() -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["ROUTE_ERRORS", "ErrorBody", "ErrorItem", "add_error_responses", "declare_errors"]
+__all__ = ["ROUTE_ERRORS", "ErrorBody", "ErrorItem", "add_error_responses", "declare_errors", "error_example"]
 
 
 class ErrorItem(BaseModel):
@@ -72,6 +72,11 @@ _ERRORS: dict[int, tuple[str, Any]] = {
 }
 _SCHEMES = "#/components/schemas/"
 _BEARER_SCHEME = "bearerAuth"
+
+
+def error_example(detail: object) -> dict[str, object]:
+    """A route's ``responses`` entry body: an example error answer with ``detail``."""
+    return {"content": {"application/json": {"example": {"detail": detail}}}}
 
 
 def add_error_responses(schema: dict[str, Any], table: dict[str, tuple[int, ...]] = ROUTE_ERRORS) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from engine.storage.run_layout import RunLayout
 from service.auth import Caller
 from service.errors import ExperimentBusyError, SpecRejectedError
 from service.intake import Intake
+from service.openapi import error_example
 from service.registry import ACTIVE_STATUSES, ExperimentRecord, ForkedFrom
 from service.schemas import ExperimentDetail
 from service.state import State
@@ -44,21 +45,17 @@ class ForkRequest(BaseModel):
     name: str | None = Field(None, min_length=1, max_length=200)
 
 
-def _example(detail: object) -> dict[str, object]:
-    return {"content": {"application/json": {"example": {"detail": detail}}}}
-
-
 @router.post(
     "/{experiment_id}/fork",
     status_code=201,
     response_model=ExperimentDetail,
     responses={
-        404: {"description": "no such experiment (or another owner's)", **_example("experiment 'abc' not found")},
+        404: {"description": "no such experiment (or another owner's)", **error_example("experiment 'abc' not found")},
         409: {"description": "the parent is queued or running",
-              **_example("cannot fork experiment 'abc': it is running; cancel it first")},
+              **error_example("cannot fork experiment 'abc': it is running; cancel it first")},
         422: {"description": "at_step past the parent's ticks or not kept (snapshots.keep), a patch that makes no valid fork "
                              "(loc: body, patch, its field path), over a quota or not granted, a sweep, or a run that never started",
-              **_example([{"type": "spec_error", "loc": ["body", "patch", "population"],
+              **error_example([{"type": "spec_error", "loc": ["body", "patch", "population"],
                            "msg": "population: a fork keeps the parent's agents (their workspaces carry on); ..."}])},
     },
 )

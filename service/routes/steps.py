@@ -9,6 +9,7 @@ from engine.society.status import read_society_step
 from engine.spec import ExperimentSpec, StepSpec
 from service.auth import Caller
 from service.errors import ExperimentBusyError, SpecRejectedError
+from service.openapi import error_example
 from service.registry import ACTIVE_STATUSES
 from service.schemas import ExperimentDetail
 from service.state import State
@@ -31,20 +32,16 @@ class StepsRequest(BaseModel):
     )
 
 
-def _example(detail: object) -> dict[str, object]:
-    return {"content": {"application/json": {"example": {"detail": detail}}}}
-
-
 @router.post(
     "/{experiment_id}/steps",
     status_code=202,
     response_model=ExperimentDetail,
     responses={
-        404: {"description": "no such experiment (or another owner's)", **_example("experiment 'abc' not found")},
+        404: {"description": "no such experiment (or another owner's)", **error_example("experiment 'abc' not found")},
         409: {"description": "the experiment is queued or running, or an as_of_step names a tick it no longer keeps",
-              **_example("cannot add steps to experiment 'abc': it is running; cancel it first")},
+              **error_example("cannot add steps to experiment 'abc': it is running; cancel it first")},
         422: {"description": "invalid steps, a run step, a sweep, or a run that never started",
-              **_example([{"type": "spec_error", "loc": ["body", "steps", 0, "type"], "msg": "steps.0.type: ..."}])},
+              **error_example([{"type": "spec_error", "loc": ["body", "steps", 0, "type"], "msg": "steps.0.type: ..."}])},
     },
 )
 async def add_steps(experiment_id: str, body: StepsRequest, state: State, caller: Caller) -> ExperimentDetail:

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from engine.errors import SpecError
 from engine.society.fork.materialize import ForkReport, materialize_fork, plan_fork
 from engine.society.run.runner import RunSummary, run_experiment
+from engine.spec import read_document
 
 __all__ = ["fork_experiment", "load_patch"]
 
@@ -22,14 +20,7 @@ def load_patch(path: str | Path) -> dict[str, Any]:
     Raises:
         SpecError: unreadable file, bad syntax, or not a mapping.
     """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except OSError as error:
-        raise SpecError(f"cannot read the patch file {path}: {error}") from None
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
-        raise SpecError(f"{path} is not valid JSON or YAML: {error}") from None
+    data = read_document(path, "the patch file")
     if not isinstance(data, dict):
         raise SpecError(f"{path}: a patch is a mapping of spec fields (merged into the parent's spec), not {type(data).__name__}")
     return data

@@ -12,17 +12,15 @@ stored run. Sweeps are refused for now: their cells are separate runs under one 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from engine.errors import RunError, SpecError
 from engine.society.fork.as_of import check_as_of_steps
-from engine.spec import ExperimentSpec, QuestionnaireStep, RunStep, StepSpec, format_validation_error
+from engine.spec import ExperimentSpec, QuestionnaireStep, RunStep, StepSpec, format_validation_error, read_document
 from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.run_layout import RunLayout
 
@@ -94,14 +92,7 @@ def load_steps(path: str | Path) -> list[StepSpec]:
     Raises:
         SpecError: unreadable file, bad syntax, or invalid steps (with their paths).
     """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except OSError as error:
-        raise SpecError(f"cannot read steps file {path}: {error}") from None
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
-        raise SpecError(f"{path} is not valid JSON or YAML: {error}") from None
+    data = read_document(path, "steps file")
     if isinstance(data, dict) and set(data) == {"steps"}:
         data = data["steps"]
     try:
