@@ -84,7 +84,7 @@ async def test_rerun_from_the_cache_makes_no_call_and_repeats_the_actions(dask_c
     assert first.provider_calls > 0
     assert second.provider_calls == 0
     assert sim_calls(sim_url) == calls_after_first
-    query = "SELECT * EXCLUDE (duration_ms, llm_latency_ms) FROM actions ORDER BY step, agent_id"
+    query = "SELECT * EXCLUDE (run, duration_ms, llm_latency_ms) FROM actions ORDER BY step, agent_id"
     with ReplayReader(tmp_path / "a") as a, ReplayReader(tmp_path / "b") as b:
         assert a.query(query).to_pylist() == b.query(query).to_pylist()
         assert b.query("SELECT bool_and(cached) AS all_cached FROM llm_calls").column(0)[0].as_py() is True
