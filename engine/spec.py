@@ -118,7 +118,7 @@ class RunStep(_Frozen):
 _AS_OF = Field(
     None, ge=0,
     description="answer as the agents were when tick K was committed, on a run that kept that tick "
-    "(snapshots.keep); K must be committed before the step. An ask reads the env as it is now. Nothing stored "
+    "(snapshots.keep); K must be committed before the step. An ask also reads the env as of K. Nothing stored "
     "changes but the step's own rows and artifact",
 )
 

@@ -114,8 +114,7 @@ SOCIETY_QUERIES = DatasetSchema(
         Column(name="step_index", type="int64", description="the spec's top-level step (0-based)"),
         Column(name="step", type="int64", description="society steps (ticks) completed before it"),
         Column(name="as_of_step", type="int64",
-               description="an as_of_step ask: the kept tick whose agents it interviewed (the env it read is the "
-               "current one); null otherwise"),
+               description="an as_of_step ask: the kept tick whose agents and env it read; null otherwise"),
         Column(name="t", type="timestamp", description="simulated time when it ran (tick as_of_step's when set)"),
         Column(name="kind", type="string", description="ask | intervene"),
         Column(name="text", type="string", description="the question or instruction"),

@@ -10,12 +10,14 @@ it from the last committed env snapshot; the society then re-runs the tick.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from distributed import Client
 
-from engine.env.actor import EnvRouterActor, EnvRouterConfig
+from engine.env.actor import EnvRouterActor, EnvRouterConfig, template_cache_dir
 from engine.env.module_datasets import module_datasets
 from engine.env.proxy import EnvRouterProxy, detached_actor, fail_env_actor
 from engine.env.registry import resolve_env_module
@@ -23,6 +25,7 @@ from engine.errors import EnvUnavailableError
 from engine.llm.budget import Allowance
 from engine.society.run.dashboard import ENV_ROUTER, task_key
 from engine.storage.catalog import DatasetSchema
+from engine.storage.run_layout import RunLayout
 
 __all__ = ["EnvHost"]
 
@@ -110,6 +113,16 @@ class EnvHost:
         """Drop the lost actor and start a new one from ``snapshot``."""
         self.release()
         return await self.start(snapshot)
+
+    def scratch(self, run_dir: Path, name: str) -> EnvHost:
+        """Another host of the same env working in ``run_dir`` (a scratch copy of the run's; key suffix
+        ``name``): the template cache the run keeps in its own ``env/`` is read from the copy too."""
+        cache = template_cache_dir(self._config)
+        run = self._config.run_dir
+        if cache is not None and run is not None and cache.resolve().is_relative_to(Path(run).resolve()):
+            cache = RunLayout(run_dir).codegen_cache
+        config = replace(self._config, run_dir=run_dir, template_cache_dir=cache)
+        return EnvHost(self._client, config, start_t=self._start_t, agent_ids=self._agent_ids, run_id=f"{self._run_id}-{name}")
 
     def release(self) -> None:
         if self._future is not None:

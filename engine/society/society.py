@@ -34,7 +34,7 @@ from engine.society.datasets import ACTIONS, AGENT_MEMORY, LLM_CALLS, SOCIETY_QU
 from engine.society.env_host import EnvHost
 from engine.society.experimenter.consult import consult_scope, run_helper
 from engine.society.experimenter.interview import ask_agents
-from engine.society.fork.as_of import AsOf, AsOfAgents, find_as_of
+from engine.society.fork.as_of import AsOf, AsOfAgents, find_as_of, start_as_of_env
 from engine.society.history import TICK, KeptTicks, forget_journals
 from engine.society.planning import SocietyTotals, plan_batches, split_allowance
 from engine.society.questionnaire.batch import distribute_questionnaire
@@ -207,21 +207,18 @@ class AgentSociety:
         self._status.extra["transcripts"] = self.transcripts.state()
         return self._status
 
-    def _write_status(self) -> None:
-        write_society_step(self._run_dir, self._stamp())
-
     async def to_workspace(self) -> None:
         """Persist the small status record (env state is snapshotted by every commit)."""
-        self._write_status()
+        write_society_step(self._run_dir, self._stamp())
 
     def mark_step_completed(self, step_idx: int) -> None:
         """Record that top-level spec step ``step_idx`` (0-based) finished."""
         self._status.completed_steps = step_idx + 1
-        self._write_status()
+        write_society_step(self._run_dir, self._stamp())
 
     def set_status(self, status: RunStatus, error: str | None = None) -> None:
         self._status.status, self._status.error = status, error
-        self._write_status()
+        write_society_step(self._run_dir, self._stamp())
 
     def _commit(self, staged: list[str], *, step_index: int | None = None, env_snapshot: str | None = None,
                 kind: str = "step") -> None:
@@ -292,23 +289,23 @@ class AgentSociety:
         self._commit(staged, env_snapshot=env["snapshot"], kind=TICK)
         return results
 
-    async def _share_budget(self, holders: int) -> list[Allowance | None]:
-        """Share what remains of the budget over ``holders`` and the env router, which gets the last
-        share now (its calls serve every holder's env requests): together they cannot overspend."""
+    async def _share_budget(self, holders: int, env: EnvHost | None = None) -> list[Allowance | None]:
+        """Share what remains of the budget over ``holders`` and the env router (``env``, default the run's),
+        which gets the last share now (its calls serve every holder's env requests): together they cannot overspend."""
         if self._budget is None:
             return [None] * holders  # the router's gate stays as the actor starts: unlimited
         *shares, router = split_allowance(self._budget, self.usage, holders + 1)
-        await self._env.call("open_budget", router)
+        await (env or self._env).call("open_budget", router)
         return [*shares]  # a list of Allowance | None (the list itself is invariant)
 
-    async def _stage_router_calls(self, step: int, txn: int, scope: str) -> tuple[list[str], int]:
-        """Stage the env router's LLM call rows of this transaction (:func:`stage_router_calls`, call ids
-        in ``scope``) and count their provider usage; returns the staged paths and how many router
-        calls the budget refused."""
-        records = await self._env.call("drain_llm_records")
+    async def _stage_router_calls(self, step: int, txn: int, scope: str, env: EnvHost | None = None) -> tuple[list[str], int]:
+        """Stage the env router's (``env``'s, default the run's) LLM call rows of this transaction (call ids in
+        ``scope``) and count their provider usage; returns the staged paths and how many calls the budget refused."""
+        env = env or self._env
+        records = await env.call("drain_llm_records")
         staged, usage = stage_router_calls(records, self._run_dir, self.run_id, step=step, txn=txn, scope=scope, ledger=self.transcripts)
         self.usage.add(usage)
-        refused = await self._env.call("budget_refused") if self._budget is not None else 0
+        refused = await env.call("budget_refused") if self._budget is not None else 0
         return staged, refused
 
     async def _run_batches(self, jobs: list[BatchJob]) -> list[BatchResult]:
@@ -344,10 +341,8 @@ class AgentSociety:
         return response
 
     def _as_of(self, as_of_step: int | None, agent_ids: list[int], step_index: int) -> AsOf | None:
-        if as_of_step is None:
-            return None
-        return find_as_of(self._run_dir, as_of_step, ticks_done=self.step_count, through_txn=self._status.txn,
-                          agent_ids=agent_ids, step_index=step_index)
+        return None if as_of_step is None else find_as_of(self._run_dir, as_of_step, ticks_done=self.step_count,
+                                                           through_txn=self._status.txn, agent_ids=agent_ids, step_index=step_index)
 
     def remaining_budget(self) -> Allowance | None:
         """What is left of the run's budget (None: unlimited)."""
@@ -362,8 +357,7 @@ class AgentSociety:
         return await ask_agents(self._run_dir, self.proxy, list(agent_ids), question, t, records=records, budget=budget, agents_root=root)
 
     async def ask(self, question: str, *, step_index: int | None = None, as_of_step: int | None = None) -> str:
-        """Answer a question about the simulation (the plan-and-execute helper; read-only). With
-        ``as_of_step`` K the agents it interviews answer as tick K left them; the env is read as it is now."""
+        """Answer a question about the simulation (the plan-and-execute helper; read-only); as tick K left it with ``as_of_step`` K."""
         return (await self._consult("ask", question, step_index, as_of_step)).reply
 
     async def intervene(self, instruction: str, *, step_index: int | None = None) -> str:
@@ -375,12 +369,17 @@ class AgentSociety:
 
         async def attempt() -> Any:
             txn = self._status.txn + 1
-            (allowance,) = await self._share_budget(1)
             with AsOfAgents(self._run_dir, at, txn) if at is not None else contextlib.nullcontext() as as_of:
-                result, staged, usage = await run_helper(self, kind, text, txn=txn, step_index=step_index, allowance=allowance,
-                                                         as_of=as_of)
-            self.usage.add(usage)
-            router_calls, refused = await self._stage_router_calls(self.step_count, txn, consult_scope(kind, self, step_index))
+                env = await start_as_of_env(self._env, as_of, self._run_dir) if as_of is not None else self._env
+                try:  # an as-of ask reads a second env actor, the env as the tick left it
+                    (allowance,) = await self._share_budget(1, env)
+                    result, staged, usage = await run_helper(self, kind, text, txn=txn, step_index=step_index,
+                                                             allowance=allowance, as_of=as_of, env=env)
+                    self.usage.add(usage)
+                    router_calls, refused = await self._stage_router_calls(self.step_count, txn, consult_scope(kind, self, step_index), env)
+                finally:
+                    if env is not self._env:
+                        env.release()
             staged += router_calls
             if refused:
                 raise BudgetExhaustedError(f"budget exhausted during the {kind} step: {refused} router calls refused")

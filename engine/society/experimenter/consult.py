@@ -23,6 +23,7 @@ from engine.storage.shards import shard_name
 from engine.storage.staging import staged_path
 
 if TYPE_CHECKING:
+    from engine.society.env_host import EnvHost
     from engine.society.fork.as_of import AsOfAgents
     from engine.society.society import AgentSociety
 
@@ -63,7 +64,7 @@ def consult_scope(kind: str, society: AgentSociety, step_index: int | None) -> s
 
 async def run_helper(
     society: AgentSociety, kind: str, text: str, *, txn: int, step_index: int | None, allowance: Allowance | None,
-    as_of: AsOfAgents | None = None,
+    as_of: AsOfAgents | None = None, env: EnvHost | None = None,
 ) -> tuple[HelperResult, list[str], Usage]:
     """Run the plan-and-execute helper for one ``ask`` or ``intervene``; it opens the transaction's
     transcript account (``society.transcripts``), its calls being the first to write.
@@ -71,7 +72,8 @@ async def run_helper(
     Args:
         allowance: what the helper and its interviews may spend (None: unlimited).
         as_of: an as-of ask's copies of the agents at a kept tick: the agents it interviews answer
-            from them, at that tick's simulated time; the env it reads is the current one.
+            from them, at that tick's simulated time.
+        env: the env the helper reads and changes (default the run's; an as-of ask's: as the tick left it).
 
     Returns:
         The helper's result, the staged paths to commit, and the provider usage it spent.
@@ -81,9 +83,9 @@ async def run_helper(
     gate = BudgetGate(allowance) if allowance is not None else None
     view = _Interviews(society, gate, as_of)
     llm = caller_model(society.proxy.client("default"), meter, caller="helper", role="default", budget=gate)
-    env = society.env.proxy
-    assert env is not None  # the env actor is up once the society is initialised
-    helper = AgentSocietyHelper(env, view, llm=llm)
+    proxy = (env or society.env).proxy
+    assert proxy is not None  # the env actor is up once the society is initialised
+    helper = AgentSocietyHelper(proxy, view, llm=llm)
     result = await (helper.ask(text) if kind == "ask" else helper.intervene(text))
     meter.records.extend(view.records)
 

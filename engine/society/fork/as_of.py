@@ -5,7 +5,9 @@ here (:func:`~engine.society.fork.workspaces.copy_workspace_as_of`), under
 ``<run_dir>/scratch/as_of-<txn>-<token>/agents/`` (inside the run directory, so every worker sees
 them). The copies go when the step ends, also when it fails. Nothing stored is written: the step's
 own rows and artifact are staged in its transaction like any questionnaire's or ask's. An ask step
-reads the agents as of ``K`` but the environment as it is now (no second env actor is started).
+also reads the environment as of ``K``: a second env actor (:func:`start_as_of_env`) restores tick
+``K``'s snapshot into a copy of ``env/`` beside the agents' copies and serves the helper; its router
+calls are the step's own rows.
 
 Refusals: ``K`` after the ticks committed before the step is a :class:`~engine.errors.SpecError`
 (path ``steps.<i>.as_of_step``); a tick the run no longer keeps (``snapshots.keep``) is a
@@ -14,6 +16,7 @@ Refusals: ``K`` after the ticks committed before the step is a :class:`~engine.e
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import uuid
 from collections.abc import Iterable, Sequence
@@ -21,9 +24,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from engine.agent.workspace import workspace_path
 from engine.errors import ForkError, RunError, SpecError
+from engine.society.fork.materialize import copy_env_as_of, link_tree
 from engine.society.fork.workspaces import copy_workspace_as_of, workspace_kept
 from engine.society.history import History
 from engine.society.status import SocietyStep
@@ -31,7 +36,10 @@ from engine.spec import AskStep, ExperimentSpec, QuestionnaireStep, RunStep, Ste
 from engine.storage.atomic import read_json
 from engine.storage.run_layout import RunLayout
 
-__all__ = ["AsOf", "AsOfAgents", "check_as_of_kept", "check_as_of_steps", "find_as_of"]
+if TYPE_CHECKING:
+    from engine.society.env_host import EnvHost
+
+__all__ = ["AsOf", "AsOfAgents", "check_as_of_kept", "check_as_of_steps", "find_as_of", "start_as_of_env"]
 
 
 def check_as_of_steps(steps: Sequence[StepSpec], *, ticks_before: int = 0, first_index: int = 0) -> None:
@@ -64,6 +72,7 @@ class AsOf:
     t: datetime  #: the simulated time tick ``K`` ended at (the start time for ``K = 0``)
     txn: int  #: the transaction that committed it (0 for ``K = 0``)
     ticks_done: int  #: the run's committed ticks when the step reads it
+    env_snapshot: str | None = None  #: the env snapshot tick ``K`` committed (None for ``K = 0``)
 
 
 def find_as_of(run_dir: Path, step: int, *, ticks_done: int, through_txn: int, agent_ids: Iterable[int],
@@ -90,19 +99,21 @@ def find_as_of(run_dir: Path, step: int, *, ticks_done: int, through_txn: int, a
         stored = read_json(RunLayout(run_dir).society_file, default=None)
         if stored is None:
             raise RunError(f"{run_dir} holds no run (no SOCIETY.json)")
-        t, txn = parse_spec(stored["spec"]).start_time, 0
+        t, txn, snapshot = parse_spec(stored["spec"]).start_time, 0, None
     else:
         try:
             record = History(run_dir).tick(step, through_txn)
         except RunError as error:
             raise ForkError(f"{error}; as_of_step needs it") from None
-        t, txn = record.status.current_time, record.txn
+        t, txn, snapshot = record.status.current_time, record.txn, record.status.env_snapshot
     root = RunLayout(run_dir).agents
     missing = [a for a in dict.fromkeys(agent_ids) if not workspace_kept(workspace_path(root, a), step, ticks_done)]
     if missing:
         raise ForkError(f"{run_dir}: tick {step} is not kept for agent(s) {missing[:10]} (no journal of tick {step + 1}); "
                         "raise snapshots.keep")
-    return AsOf(step, t, txn, ticks_done)
+    if snapshot is not None and not (RunLayout(run_dir).env_snapshots / snapshot).is_dir():
+        raise ForkError(f"{run_dir}: the env snapshot of tick {step} ({snapshot}) is not kept; raise snapshots.keep")
+    return AsOf(step, t, txn, ticks_done, snapshot)
 
 
 def check_as_of_kept(spec: ExperimentSpec, run_dir: Path, status: SocietyStep) -> None:
@@ -157,6 +168,14 @@ class AsOfAgents:
                 self._made.add(agent_id)
         return self.root
 
+    def materialize_env(self, run_dir: Path) -> Path:
+        """Copy the run's ``env/`` as tick ``at.step`` left it (its snapshot only) and link its ``inputs/``
+        beside the agents' copies; returns that scratch folder, the run directory of an as-of env actor."""
+        scratch = self.root.parent
+        copy_env_as_of(RunLayout(run_dir), RunLayout(scratch), self.at.env_snapshot)
+        link_tree(RunLayout(run_dir).inputs, RunLayout(scratch).inputs)
+        return scratch
+
     def close(self) -> None:
         """Remove the copies (and ``scratch/`` once it is empty)."""
         shutil.rmtree(self.root.parent, ignore_errors=True)
@@ -170,3 +189,13 @@ class AsOfAgents:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
         self.close()
+
+
+async def start_as_of_env(host: EnvHost, as_of: AsOfAgents, run_dir: Path) -> EnvHost:
+    """A second env actor, the run's env as tick ``as_of.at.step`` left it, working in a scratch copy
+    (:meth:`AsOfAgents.materialize_env`) so that nothing of the run's own ``env/`` changes. The
+    caller releases it."""
+    scratch = await asyncio.to_thread(as_of.materialize_env, run_dir)
+    temporary = host.scratch(scratch, f"as-of-{as_of.at.step}")
+    await temporary.start(as_of.at.env_snapshot)
+    return temporary

@@ -34,7 +34,7 @@ from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.catalog import RUN_COLUMN
 from engine.storage.run_layout import TRACE_DIR, RunLayout
 
-__all__ = ["ForkPoint", "ForkReport", "find_fork_point", "materialize_fork", "plan_fork"]
+__all__ = ["ForkPoint", "ForkReport", "copy_env_as_of", "find_fork_point", "link_tree", "materialize_fork", "plan_fork"]
 
 
 @dataclass(frozen=True)
@@ -124,11 +124,11 @@ def materialize_fork(point: ForkPoint, fork: ForkSpec, run_dir: Path) -> ForkRep
     run_dir.mkdir(parents=True, exist_ok=True)
     source, target = RunLayout(point.parent), RunLayout(run_dir)
     linked = _link_published(point, run_dir)
-    linked += _link_tree(source.llm_cache, target.llm_cache) + _link_tree(source.inputs, target.inputs)
+    linked += link_tree(source.llm_cache, target.llm_cache) + link_tree(source.inputs, target.inputs)
     for name in (source.replay / "_schema.json", source.manifest_file):  # the manifest: a changed served model warns
         with contextlib.suppress(FileNotFoundError):
             shutil.copy2(name, target.root / name.relative_to(source.root))
-    _copy_env(point, target)
+    copy_env_as_of(source, target, point.record.status.env_snapshot)
     copied = 0
     for agent_id in point.agent_ids:
         copied += copy_workspace_as_of(workspace_path(source.agents, agent_id), workspace_path(target.agents, agent_id),
@@ -167,7 +167,8 @@ def _link(source: Path, target: Path) -> None:
         shutil.copy2(source, target)
 
 
-def _link_tree(source: Path, target: Path) -> int:
+def link_tree(source: Path, target: Path) -> int:
+    """Hard-link every file under ``source`` (but temp files) to the same place under ``target``; returns how many."""
     linked = 0
     for directory, _, names in os.walk(source):
         for name in names:
@@ -178,12 +179,11 @@ def _link_tree(source: Path, target: Path) -> int:
     return linked
 
 
-def _copy_env(point: ForkPoint, target: RunLayout) -> None:
-    source = RunLayout(point.parent)
+def copy_env_as_of(source: RunLayout, target: RunLayout, snapshot: str | None) -> None:
+    """Copy ``source``'s ``env/`` into ``target``'s with only the env snapshot ``snapshot`` (None: none)."""
     if source.env.is_dir():
         shutil.copytree(source.env, target.env, symlinks=True,
                         ignore=lambda directory, _: ["_snapshots"] if Path(directory) == source.env else [])
-    snapshot = point.record.status.env_snapshot
     if snapshot is not None:
         shutil.copytree(source.env_snapshots / snapshot, target.env_snapshots / snapshot, symlinks=True)
 

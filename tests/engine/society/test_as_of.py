@@ -180,7 +180,7 @@ async def test_an_as_of_ask_records_its_tick_and_changes_nothing_stored(dask_cli
     run = tmp_path / "run"
     await _finished_run(run, dask_client)
     before = _hashes(run)
-    # With this seed the helper's plans call current_time, then ask_env (the env as it is now, read-only).
+    # With this seed the helper's plans call current_time, then ask_env (read-only, on the env as of tick 1).
     questions = [{"type": "ask", "question": "Ask every agent how their day went.", "as_of_step": 1},
                  {"type": "ask", "question": "What do agents 0 and 1 say about their mood?", "as_of_step": 1}]
     summary = await run_experiment(extend_spec(_stored_spec(run), load_steps_from(questions)), run, dask_client, resume=True)
