@@ -27,10 +27,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from engine.agent.workspace import workspace_path
-from engine.errors import ForkError, RunError, SpecError
-from engine.society.fork.materialize import copy_env_as_of, link_tree
-from engine.society.fork.workspaces import copy_workspace_as_of, workspace_kept
-from engine.society.history import History
+from engine.errors import RunError, SpecError
+from engine.society.fork.materialize import copy_env_as_of, kept_tick, link_tree
+from engine.society.fork.workspaces import copy_workspace_as_of
 from engine.society.status import SocietyStep
 from engine.spec import AskStep, ExperimentSpec, QuestionnaireStep, RunStep, StepSpec, parse_spec
 from engine.storage.atomic import read_json
@@ -95,24 +94,15 @@ def find_as_of(run_dir: Path, step: int, *, ticks_done: int, through_txn: int, a
     if step > ticks_done:
         raise SpecError(f"tick {step} is not committed (the run has {ticks_done} tick(s))",
                         path=f"steps.{step_index}.as_of_step" if step_index is not None else "as_of_step")
-    if step == 0:
+    start_time = None
+    if step == 0:  # the run before its first transaction: its start time is the spec's
         stored = read_json(RunLayout(run_dir).society_file, default=None)
         if stored is None:
             raise RunError(f"{run_dir} holds no run (no SOCIETY.json)")
-        t, txn, snapshot = parse_spec(stored["spec"]).start_time, 0, None
-    else:
-        try:
-            record = History(run_dir).tick(step, through_txn)
-        except RunError as error:
-            raise ForkError(f"{error}; as_of_step needs it") from None
-        t, txn, snapshot = record.status.current_time, record.txn, record.status.env_snapshot
-    root = RunLayout(run_dir).agents
-    missing = [a for a in dict.fromkeys(agent_ids) if not workspace_kept(workspace_path(root, a), step, ticks_done)]
-    if missing:
-        raise ForkError(f"{run_dir}: tick {step} is not kept for agent(s) {missing[:10]} (no journal of tick {step + 1}); "
-                        "raise snapshots.keep")
-    if snapshot is not None and not (RunLayout(run_dir).env_snapshots / snapshot).is_dir():
-        raise ForkError(f"{run_dir}: the env snapshot of tick {step} ({snapshot}) is not kept; raise snapshots.keep")
+        start_time = parse_spec(stored["spec"]).start_time
+    record = kept_tick(run_dir, step, start_time=start_time, through_txn=through_txn,
+                       ticks_done=ticks_done, agent_ids=agent_ids)
+    t, txn, snapshot = record.status.current_time, record.txn, record.status.env_snapshot
     return AsOf(step, t, txn, ticks_done, snapshot)
 
 

@@ -16,7 +16,9 @@ import contextlib
 import os
 import shutil
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,7 @@ from engine.run_status import RunStatus
 from engine.society.datasets import ACTIONS
 from engine.society.fork.plan import ForkSpec, fork_spec
 from engine.society.fork.workspaces import copy_workspace_as_of, workspace_kept
-from engine.society.history import History, TxnRecord
+from engine.society.history import TICK, History, TxnRecord
 from engine.society.lease import lease_is_live, read_lease
 from engine.society.status import SocietyStep, read_society_step, write_society_step
 from engine.spec import ExperimentSpec, parse_spec
@@ -34,7 +36,7 @@ from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.catalog import RUN_COLUMN
 from engine.storage.run_layout import TRACE_DIR, RunLayout
 
-__all__ = ["ForkPoint", "ForkReport", "copy_env_as_of", "find_fork_point", "link_tree", "materialize_fork", "plan_fork"]
+__all__ = ["ForkPoint", "ForkReport", "copy_env_as_of", "find_fork_point", "kept_tick", "link_tree", "materialize_fork", "plan_fork"]
 
 
 @dataclass(frozen=True)
@@ -83,22 +85,39 @@ def find_fork_point(parent: Path, at_step: int) -> ForkPoint:
         raise RunError(f"{parent} holds no run (SOCIETY.json / SOCIETY_STEP.json missing)")
     if lease_is_live(read_lease(parent)):
         raise ForkError(f"{parent} is running: fork it once its driver stops (its workspaces are changing)")
-    fork_spec(parse_spec(stored["spec"]), at_step, status.step_count)  # at_step in range, spec forkable
-    if at_step == 0:
-        start = SocietyStep(current_time=parse_spec(stored["spec"]).start_time)
-        record = TxnRecord(0, "tick", start, ())
-    else:
-        record = History(parent).tick(at_step, status.txn)
+    spec = parse_spec(stored["spec"])
+    fork_spec(spec, at_step, status.step_count)  # at_step in range, spec forkable
+    agent_ids = [int(s["id"]) for s in stored["agent_specs"]]
+    record = kept_tick(parent, at_step, start_time=spec.start_time, through_txn=status.txn, ticks_done=status.step_count,
+                       agent_ids=agent_ids)
     point = ForkPoint(parent, at_step, record, stored, status.step_count)
-    snapshot = record.status.env_snapshot
-    if snapshot is not None and not (RunLayout(parent).env_snapshots / snapshot).is_dir():
-        raise ForkError(f"{parent}: the env snapshot of tick {at_step} ({snapshot}) is not kept; raise snapshots.keep")
-    root = RunLayout(parent).agents
-    missing = [a for a in point.agent_ids if not workspace_kept(workspace_path(root, a), at_step, status.step_count)]
-    if missing:
-        raise ForkError(f"{parent}: tick {at_step} is not kept for agent(s) {missing[:10]} (no journal of tick {at_step + 1}); "
-                        "raise snapshots.keep")
     return point
+
+
+def kept_tick(run_dir: Path, step: int, *, start_time: datetime | None, through_txn: int, ticks_done: int,
+              agent_ids: Iterable[int]) -> TxnRecord:
+    """The record of tick ``step`` (tick 0: the run before its first transaction, at ``start_time``, which
+    only tick 0 needs), checked to be kept: its env snapshot and, for each of ``agent_ids``, the workspace
+    as it left it.
+
+    Raises:
+        ForkError: the run keeps no history record of the tick, its env snapshot or an agent's journal
+            (``snapshots.keep``).
+    """
+    if step == 0:
+        assert start_time is not None, "tick 0 is the run's start: give its start time"
+        record = TxnRecord(0, TICK, SocietyStep(current_time=start_time), ())
+    else:
+        record = History(run_dir).tick(step, through_txn)
+    snapshot = record.status.env_snapshot
+    if snapshot is not None and not (RunLayout(run_dir).env_snapshots / snapshot).is_dir():
+        raise ForkError(f"{run_dir}: the env snapshot of tick {step} ({snapshot}) is not kept; raise snapshots.keep")
+    root = RunLayout(run_dir).agents
+    missing = [a for a in dict.fromkeys(agent_ids) if not workspace_kept(workspace_path(root, a), step, ticks_done)]
+    if missing:
+        raise ForkError(f"{run_dir}: tick {step} is not kept for agent(s) {missing[:10]} (no journal of tick {step + 1}); "
+                        "raise snapshots.keep")
+    return record
 
 
 def plan_fork(parent: Path, at_step: int, patch: dict[str, Any] | None = None) -> tuple[ForkPoint, ForkSpec]:
