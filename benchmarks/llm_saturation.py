@@ -77,27 +77,19 @@ from pngplot import line_plot, write_png  # noqa: E402
 from engine.errors import LLMCallError  # noqa: E402
 from engine.llm.client import LimiterConfig, LLMClient  # noqa: E402
 from engine.llm.dispatcher import get_chat_model, limiter_for  # noqa: E402
+from engine.llm.gc_policy import relax_gc  # noqa: E402
 from engine.llm.openai_http import OpenAIHTTPChatModel  # noqa: E402
 from engine.llm.protocol import ChatModel  # noqa: E402
 from engine.llm.retry import RetryingModel  # noqa: E402
-from engine.llm.sim import SimFaults, SimLLM  # noqa: E402
-from engine.llm.sim.server import create_app  # noqa: E402
+from engine.llm.sim import SimFaults  # noqa: E402
+from engine.llm.sim.server import run_server  # noqa: E402
 
 DEFAULT_PNG = Path(__file__).resolve().parent / "out" / "llm_saturation.png"
 
 
 def serve(port: int, faults: SimFaults) -> None:
-    """The child process: uvicorn with a keep-alive longer than the client pool's (15 s).
-
-    With uvicorn's default 5 s, connections left idle after the limit shrinks are closed by the
-    server while the client still pools them, and the next call on one fails ("Server disconnected").
-    (The aiohttp transport keeps idle connections 4 s and re-sends once on such a disconnect; the
-    long keep-alive is for litellm and httpx.)
-    """
-    import uvicorn
-
-    app = create_app(SimLLM(name="bench", seed=1), faults)
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", timeout_keep_alive=60)
+    """The child process: ``polis sim-llm``'s own server (keep-alive 60 s, longer than the client pool's 4 s)."""
+    run_server("127.0.0.1", port, name="bench", seed=1, faults=faults)
 
 
 @contextlib.contextmanager
@@ -223,6 +215,7 @@ async def sample(limiter, trace: list[tuple[float, int, int]], every: float = 0.
 
 
 async def main(args: argparse.Namespace) -> None:
+    relax_gc()  # what the dispatcher's stack does on first use; done first so the oracle runs under it too
     ceiling = None
     if args.overhead:
         ceilings = await client_ceilings()

@@ -23,6 +23,7 @@ from engine.llm.api_key import NO_KEY, resolve_api_key
 from engine.llm.budget import BudgetedModel, BudgetGate
 from engine.llm.cache import CachedModel, ResponseCache
 from engine.llm.client import LLMClient
+from engine.llm.gc_policy import relax_gc
 from engine.llm.limited import LimitedModel
 from engine.llm.limiter import AdaptiveSemaphore
 from engine.llm.meter import Meter, MeteredModel
@@ -57,6 +58,7 @@ def _build(client: LLMClient) -> ChatModel:
         from engine.llm.sim_backend import SimChatModel
 
         return SimChatModel(name=client.model.removeprefix("sim/"), seed=client.seed)
+    relax_gc()  # this process is about to keep many calls in flight (engine.llm.gc_policy)
     # one limiter per client and process, living as long as the cached model; retries outside it,
     # so a backoff sleep holds no slot
     limiter = _LIMITERS[client.cache_key()] = AdaptiveSemaphore(client.limits)

@@ -44,14 +44,13 @@ class RetryingModel:
         for attempt in range(1, self._max_attempts + 1):
             try:
                 return await self._inner.complete(messages, **kwargs)
-            except LLMCallError as caught:
-                error = caught
-                if error.status not in _TRANSIENT:
+            except LLMCallError as error:
+                if error.status not in _TRANSIENT or attempt == self._max_attempts:
                     raise
-            if attempt == self._max_attempts:
-                raise error
-            delay = min(self._max_delay, self._base_delay * 2 ** (attempt - 1)) * (0.5 + random.random())
-            if error.retry_after is not None:
-                delay = max(delay, error.retry_after)
+                # decided here, so the error (its traceback holds this frame: a cycle only the
+                # garbage collector could free) is gone before the sleep
+                delay = min(self._max_delay, self._base_delay * 2 ** (attempt - 1)) * (0.5 + random.random())
+                if error.retry_after is not None:
+                    delay = max(delay, error.retry_after)
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")

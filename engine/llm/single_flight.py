@@ -39,7 +39,14 @@ class SingleFlightModel:
             self.calls += 1
             flight = loop.create_task(self._inner.complete(messages, **kwargs))
             self._flights[key] = flight
-            flight.add_done_callback(lambda _: self._flights.pop(key, None))
+            flight.add_done_callback(lambda done: self._land(key, done))
         else:
             self.shared += 1
         return await asyncio.shield(flight)
+
+    def _land(self, key: tuple[int, str], flight: asyncio.Task[ChatResult]) -> None:
+        self._flights.pop(key, None)
+        if not flight.cancelled():
+            # read here, so a failure whose callers were all cancelled meanwhile is not logged
+            # as "Task exception was never retrieved" (the callers still awaiting get it as usual)
+            flight.exception()

@@ -25,7 +25,9 @@ class TimeoutModel:
         self._timeout = timeout
 
     async def complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResult:
+        # asyncio.timeout, not wait_for: the call runs in the caller's task, no task of its own per call
         try:
-            return await asyncio.wait_for(self._inner.complete(messages, **kwargs), self._timeout)
+            async with asyncio.timeout(self._timeout):
+                return await self._inner.complete(messages, **kwargs)
         except TimeoutError:
             raise LLMCallError(f"LLM call timed out after {self._timeout:g} s (cancelled)") from None

@@ -2,7 +2,7 @@
 
 ``SimLLM`` answers chat completions (schema-valid JSON, tool calls, short text) and embeddings;
 ``create_app`` / ``run_server`` put it behind HTTP with the faults ``SimFaults`` describes. The
-server module (and FastAPI with it) is imported on first use, so in-process use stays cheap.
+server module (and uvicorn with it) is imported on first use, so in-process use stays cheap.
 """
 
 from __future__ import annotations

@@ -122,3 +122,19 @@ async def test_a_cached_answer_keeps_the_served_model_and_fingerprint_the_provid
 
     assert provider.calls == 1 and again.cached and not first.cached
     assert (again.served_model, again.system_fingerprint) == ("m-2026-01", "fp_1")
+
+
+async def test_a_failure_whose_callers_were_all_cancelled_is_not_logged_as_never_retrieved():
+    loop = asyncio.get_running_loop()
+    reported: list[dict] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    model = SingleFlightModel(CountingModel(delay=0.02, fail=True), model="m", seed=1)
+    caller = asyncio.ensure_future(model.complete(MSG))
+    await asyncio.sleep(0.005)
+    caller.cancel()
+    await asyncio.sleep(0.05)  # the shared call fails with nobody left awaiting it
+    del caller
+    import gc
+
+    gc.collect()  # a task's unretrieved exception is reported when the task is freed
+    assert not [context for context in reported if "never retrieved" in context.get("message", "")]

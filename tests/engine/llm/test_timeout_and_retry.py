@@ -64,3 +64,42 @@ async def test_permanent_errors_are_not_retried_and_transient_ones_give_up_after
     with pytest.raises(LLMCallError, match="down"):
         await RetryingModel(down, max_attempts=3, base_delay=0.01).complete([])
     assert down.calls == 3
+
+
+async def test_a_call_under_a_timeout_runs_in_the_callers_task():
+    seen: list[int] = []
+
+    class Counting:
+        async def complete(self, messages, **kwargs):
+            seen.append(len(asyncio.all_tasks()))
+            return OK
+
+    await TimeoutModel(Counting(), timeout=5).complete([])
+    assert seen == [1]  # no task of its own per call (asyncio.wait_for made one)
+
+
+async def test_a_retried_error_is_freed_before_the_backoff_sleep():
+    import gc
+
+    class Sleepy(LLMRateLimitError):
+        pass
+
+    class BusyOnce:
+        calls = 0
+
+        async def complete(self, messages, **kwargs):
+            self.calls += 1
+            if self.calls == 1:  # raised unbound: no local of this frame holds it (Script's would)
+                raise Sleepy("busy", status=429, retry_after=0.2)
+            return OK
+
+    model = RetryingModel(BusyOnce(), base_delay=0.01)
+    gc.disable()  # what stays alive during the sleep must be freed by reference counting alone
+    try:
+        call = asyncio.ensure_future(model.complete([]))
+        await asyncio.sleep(0.1)
+        lingering = [o for o in gc.get_objects() if isinstance(o, Sleepy)]
+        assert (await call).text == "ok"
+    finally:
+        gc.enable()
+    assert lingering == []  # the error's traceback held the retrying frame: a cycle until a collection

@@ -151,3 +151,12 @@ def test_embeddings_have_the_openai_shape(base_url: str) -> None:
     single = httpx.post(f"{base_url}/embeddings", json={"input": "one text", "dimensions": 8}).json()
     assert len(single["data"]) == 1 and len(single["data"][0]["embedding"]) == 8
     assert httpx.get(f"{base_url}/stats").json()["calls"]["embeddings"] == 2
+
+
+def test_unknown_paths_answer_404_and_known_ones_405_for_another_method(base_url: str) -> None:
+    missing = httpx.post(f"{base_url}/v1/completions", json=TEXT_REQUEST)
+    assert missing.status_code == 404 and missing.json() == {"detail": "Not Found"}
+    wrong = httpx.get(f"{base_url}/v1/chat/completions")
+    assert wrong.status_code == 405 and wrong.headers["allow"] == "POST"
+    assert httpx.post(f"{base_url}/health").status_code == 405
+    assert httpx.get(f"{base_url}/stats").json()["outcomes"]["bad_request"] == 0  # none of these counted as calls

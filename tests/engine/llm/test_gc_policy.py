@@ -1,0 +1,35 @@
+"""A process that builds a provider stack raises the young generation's GC threshold, never lowers it."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from engine.llm.client import LLMClient
+from engine.llm.dispatcher import get_chat_model
+from engine.llm.gc_policy import YOUNG_THRESHOLD, relax_gc
+
+
+@pytest.fixture
+def default_thresholds() -> Iterator[None]:
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    yield
+    gc.set_threshold(*before)
+
+
+def test_building_an_http_stack_relaxes_the_young_generation(default_thresholds: None) -> None:
+    get_chat_model(LLMClient(model="openai/gc-policy-test", base_url="http://127.0.0.1:9/v1"))
+    assert gc.get_threshold() == (YOUNG_THRESHOLD, 10, 10)
+
+
+def test_the_in_process_sim_leaves_the_collector_alone(default_thresholds: None) -> None:
+    get_chat_model(LLMClient(model="sim/gc-policy-test"))
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_a_higher_threshold_set_by_the_process_is_kept(default_thresholds: None) -> None:
+    gc.set_threshold(50_000, 5, 5)
+    assert relax_gc() == (50_000, 5, 5)
