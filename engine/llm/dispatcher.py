@@ -54,11 +54,11 @@ def _transport(client: LLMClient) -> ChatModel:
 
 
 def _build(client: LLMClient) -> ChatModel:
+    relax_gc()  # this process is about to keep many calls in flight (engine.llm.gc_policy)
     if client.is_sim:
         from engine.llm.sim_backend import SimChatModel
 
         return SimChatModel(name=client.model.removeprefix("sim/"), seed=client.seed)
-    relax_gc()  # this process is about to keep many calls in flight (engine.llm.gc_policy)
     # one limiter per client and process, living as long as the cached model; retries outside it,
     # so a backoff sleep holds no slot
     limiter = _LIMITERS[client.cache_key()] = AdaptiveSemaphore(client.limits)
