@@ -13,7 +13,10 @@ the in-process simulated LLM (``sim/bench``), then as users run a real endpoint,
     http ratio: <http / in-process>
     sim-llm CPU: <seconds the server process used, and per call>
 The goal is an http ratio of at least 0.6. Before the lean transport (litellm over httpx, ~5 ms of
-client CPU per call) the ratio was about 0.25 here (104-127 against 360-515 agent-steps/s).
+client CPU per call) the ratio was about 0.25 here (104-127 against 360-515 agent-steps/s); with
+it, 0.67-0.69. On 2026-12-02, with the garbage-collector threshold of ``engine.llm.gc_policy`` and
+``polis sim-llm`` as a bare ASGI app: in-process 232, http 245 (ratio 1.06); a second run 211 and
+211 (1.00); sim-llm 0.91-0.94 ms of CPU per call.
 
 Usage: python benchmarks/tick_overhead.py [--agents 1000] [--ticks 3] [--batch-size 256] [--http]
 """
