@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 
@@ -134,7 +135,5 @@ async def test_a_failure_whose_callers_were_all_cancelled_is_not_logged_as_never
     caller.cancel()
     await asyncio.sleep(0.05)  # the shared call fails with nobody left awaiting it
     del caller
-    import gc
-
     gc.collect()  # a task's unretrieved exception is reported when the task is freed
     assert not [context for context in reported if "never retrieved" in context.get("message", "")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 
 import pytest
@@ -79,8 +80,6 @@ async def test_a_call_under_a_timeout_runs_in_the_callers_task():
 
 
 async def test_a_retried_error_is_freed_before_the_backoff_sleep():
-    import gc
-
     class Sleepy(LLMRateLimitError):
         pass
 
