@@ -55,7 +55,7 @@ class ForkPoint:
 
     @property
     def agent_ids(self) -> list[int]:
-        return [int(s["id"]) for s in self.stored["agent_specs"]]
+        return _agent_ids(self.stored)
 
 
 @dataclass(frozen=True)
@@ -87,11 +87,14 @@ def find_fork_point(parent: Path, at_step: int) -> ForkPoint:
         raise ForkError(f"{parent} is running: fork it once its driver stops (its workspaces are changing)")
     spec = parse_spec(stored["spec"])
     fork_spec(spec, at_step, status.step_count)  # at_step in range, spec forkable
-    agent_ids = [int(s["id"]) for s in stored["agent_specs"]]
     record = kept_tick(parent, at_step, start_time=spec.start_time, through_txn=status.txn, ticks_done=status.step_count,
-                       agent_ids=agent_ids)
-    point = ForkPoint(parent, at_step, record, stored, status.step_count)
-    return point
+                       agent_ids=_agent_ids(stored))
+    return ForkPoint(parent, at_step, record, stored, status.step_count)
+
+
+def _agent_ids(stored: dict[str, Any]) -> list[int]:
+    """The agents a run's ``SOCIETY.json`` lists."""
+    return [int(s["id"]) for s in stored["agent_specs"]]
 
 
 def kept_tick(run_dir: Path, step: int, *, start_time: datetime | None, through_txn: int, ticks_done: int,
