@@ -13,10 +13,11 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from engine.env.detached import DetachedActor
 from engine.env.requests import EnvReply, EnvRequest
 from engine.errors import EnvError, EnvUnavailableError, ToolCallError
 
-__all__ = ["Coalescer", "EnvRouterProxy", "detached_actor", "fail_env_actor"]
+__all__ = ["Coalescer", "EnvRouterProxy", "fail_env_actor"]
 
 _COALESCERS: dict[tuple[str, int], Coalescer] = {}
 _LOST: set[str] = set()  #: env actors the society reported lost (their requests fail at once)
@@ -113,26 +114,6 @@ async def fail_env_actor(key: str, reason: str) -> int:
     return failed
 
 
-def detached_actor(address: str, key: str) -> Any:
-    """A handle on the env actor at ``address`` that fails when that worker is gone.
-
-    Dask's own handle holds a future for the actor's key; when a call cannot reach the worker it
-    waits for Dask to recompute that key, which builds a *blank* actor on another worker and sends
-    the call there (or waits forever once the society has released the key). Our handle never
-    does: the call fails, and the society restores a new actor from the last committed snapshot.
-    """
-    from distributed.actor import Actor
-
-    from engine.env.actor import EnvRouterActor
-
-    class _Detached(Actor):
-        def _try_bind_worker_client(self) -> None:
-            super()._try_bind_worker_client()
-            self._future = None
-
-    return _Detached(EnvRouterActor, address, key)
-
-
 @dataclass(frozen=True)
 class EnvRouterProxy:
     """The :class:`~engine.env.handle.EnvHandle` ServiceProxy.env holds when the router lives in a Dask actor."""
@@ -149,7 +130,7 @@ class EnvRouterProxy:
         loop_id = id(asyncio.get_running_loop())
         coalescer = _COALESCERS.get((self.key, loop_id))
         if coalescer is None:
-            handle = detached_actor(self.address, self.key)
+            handle = DetachedActor(self.address, self.key)
             coalescer = Coalescer(handle.ask_many, window_s=self.window_s)
             _COALESCERS[(self.key, loop_id)] = coalescer
         return coalescer
@@ -161,10 +142,7 @@ class EnvRouterProxy:
             EnvUnavailableError: the actor's worker cannot be reached (it died); the caller must not
                 treat this as the agent's own failure.
         """
-        try:
-            return await self._coalescer().submit(request)
-        except OSError as error:  # distributed: "Unable to contact Actor's worker", CommClosedError
-            raise EnvUnavailableError(f"env actor {self.key} at {self.address} unreachable: {error}") from error
+        return await self._coalescer().submit(request)
 
     async def ask(self, request: EnvRequest) -> EnvReply:
         """Route one instruction in the actor (see :meth:`RouterBase.ask`); the request crosses as it is.

@@ -18,8 +18,9 @@ from typing import Any
 from distributed import Client
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig, template_cache_dir
+from engine.env.detached import DetachedActor
 from engine.env.module_datasets import module_datasets
-from engine.env.proxy import EnvRouterProxy, detached_actor, fail_env_actor
+from engine.env.proxy import EnvRouterProxy, fail_env_actor
 from engine.env.registry import resolve_env_module
 from engine.errors import EnvUnavailableError
 from engine.llm.budget import Allowance
@@ -63,7 +64,7 @@ class EnvHost:
         key = self.key = task_key(ENV_ROUTER, self._run_id, self.generation)
         self._future = self._client.submit(EnvRouterActor, self._config, actor=True, key=key)
         actor = await self._future
-        self._handle = detached_actor(actor._address, actor.key)
+        self._handle = DetachedActor(actor._address, actor.key)
         self.info = await self.call("init", self._start_t, self._agent_ids, snapshot, allowance)
         self.proxy = EnvRouterProxy(
             address=actor._address, key=actor.key, world_description=self.info["world_description"],
@@ -94,10 +95,7 @@ class EnvHost:
         """
         if self.lost:
             raise EnvUnavailableError(f"env actor generation {self.generation} was lost with its worker")
-        try:
-            return await getattr(self._handle, method)(*args)
-        except OSError as error:
-            raise EnvUnavailableError(f"env actor generation {self.generation} unreachable: {error}") from error
+        return await getattr(self._handle, method)(*args)
 
     async def watch(self) -> None:
         """When the actor's worker dies (mid-tick), fail the env requests waiting on it at once, so the

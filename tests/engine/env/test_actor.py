@@ -146,3 +146,29 @@ async def test_a_lost_actor_still_fails_requests_with_env_unavailable_not_an_err
     await dask_client.run(fail_env_actor, proxy.key, "the test says so")
     message = await dask_client.submit(_refused_as_unavailable, proxy, pure=False)
     assert message.startswith("EnvUnavailableError: env actor") and "was lost" in message
+
+
+async def _observe_with_a_deadline(proxy: EnvRouterProxy, seconds: float) -> str:
+    try:
+        await asyncio.wait_for(proxy.observe(1), seconds)
+    except EnvUnavailableError as error:
+        return f"EnvUnavailableError: {error}"
+    except TimeoutError:
+        return "still waiting"
+    return "answered"
+
+
+async def test_a_request_to_a_released_actor_fails_at_once_instead_of_waiting_forever(dask_client, tmp_path):
+    # What a batch still running after its run was stopped meets: the society has released the
+    # actor's key, so the worker no longer holds it. Dask's own handle would wait forever here
+    # (the worker's KeyError escapes its callback), holding the worker's only task slot.
+    config = EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react", run_dir=tmp_path)
+    future = dask_client.submit(EnvRouterActor, config, actor=True)
+    handle = await future
+    await handle.init(START, [1])
+    proxy = EnvRouterProxy(address=handle._address, key=handle.key)
+    del handle
+    await dask_client.cancel([future])
+    del future
+    message = await dask_client.submit(_observe_with_a_deadline, proxy, 20.0, pure=False)
+    assert message.startswith("EnvUnavailableError: env actor") and "no longer holds it" in message, message
