@@ -27,11 +27,12 @@ windows, never one call:
 - **Decrease toward capacity, not by half.** At once to the last limit judged healthy (without
   one: to the calls the server holds now; for slow answers: answers per second times the
   baseline, a queueing server's knee), never below a quarter. The calls issued before the
-  decrease then drain, and those that come back answered are what the server *held* when it
-  pushed back: if that is more, the next window raises the limit to it (C, for a server that
+  decrease then drain, and those answered about as fast as healthy ones are what the server
+  *held* when it pushed back: if that is more, the next window raises the limit to it (C, for a server that
   rejects beyond C concurrent calls).
 - **Was it load?** That next window opens once those calls are back, so it is steady, and tests
-  the decrease. At a limit no more than the server held, a 429 share still as high as before (not
+  the decrease. At a limit under what the server held (0.96 of it: calls in transit make
+  "held" a little more than the capacity), a 429 share still as high as before (not
   nearly all 429s: that is churn beyond capacity) does not follow load: a quota's background
   rate. It becomes the background share and the decrease is undone, slow start included; so is a
   first slow-start alarm after which the server had held nearly every call. A healthy test window
@@ -53,7 +54,7 @@ import statistics
 from dataclasses import replace
 from typing import Literal
 
-from engine.llm.aimd_window import Cause, Decrease, Window, difference_noise, holding, in_use, noise, pooled, served
+from engine.llm.aimd_window import Cause, Decrease, Window, difference_noise, held_then, holding, in_use, noise, pooled, served
 from engine.llm.client import LimiterConfig
 
 __all__ = ["AdaptiveLimit", "Outcome"]
@@ -84,6 +85,9 @@ _NOT_FASTER = 0.8
 #: last decrease up to the most share.
 _STEP = 1 / 64
 _MAX_STEP = 1 / 8
+#: A limit tells whether 429s follow load at this share of what the server held or less (calls in
+#: transit at a decrease make "held" a few percent more than the server's capacity).
+_TELL = 0.96
 #: After a decrease, the next window opens once all but this share of the calls issued before it are back.
 _STRAGGLERS = 0.02
 #: Most healthy windows waited after a decrease before probing again.
@@ -170,7 +174,7 @@ class AdaptiveLimit:
         outcome = self._judge(latency_s, rate_limited)
         if ticket < self._fence:
             self._held -= 1
-            self._held_answered += not rate_limited
+            self._held_answered += not rate_limited and held_then(latency_s, self.baseline_s)
         if self._settling:
             self._settle(now)
             return outcome
@@ -248,7 +252,7 @@ class AdaptiveLimit:
                 # the last healthy limit where there is one: the exact figure follows a round trip later
                 target = self._healthy_limit if self._healthy_limit is not None else holding(window, self.in_flight, now)
                 if tested is not None and tested.cause == "rate_limited":
-                    target = min(target, self._held + self._held_answered)
+                    target = min(target, _TELL * (self._held + self._held_answered))
                 self._decrease(now, "rate_limited", share, n, median, target, tested)
             elif slow:
                 self._decrease(now, "slow", share, n, median, served(window, self.baseline_s, now), tested)
@@ -278,7 +282,7 @@ class AdaptiveLimit:
             # capacity churn through fast 429s, at any limit above it.)
             as_frequent = share >= tested.share - difference_noise(tested, share, window.count)
             # at a limit the server held, so none of these 429s were for capacity
-            telling = self.limit <= held and tested.count + window.count >= _MIN_VERDICT
+            telling = self.limit <= _TELL * held and tested.count + window.count >= _MIN_VERDICT
             if telling and not early and window.saturated and share < 1 - _MARGIN and as_frequent:
                 self.background_share = pooled(tested, share, window.count)
                 self._undo(now, tested)

@@ -11,7 +11,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["Cause", "Decrease", "Window", "difference_noise", "holding", "in_use", "noise", "pooled", "served"]
+__all__ = [
+    "Cause", "Decrease", "Window", "difference_noise", "held_then", "holding", "in_use", "noise", "pooled", "served",
+]
 
 Cause = Literal["rate_limited", "slow", "exhausted"]
 #: Standard errors of a window's 429 share that are put down to chance (small windows are noisy).
@@ -20,6 +22,9 @@ _NOISE_Z = 2.5
 _DIFFERENCE_Z = 2.0
 #: A window's limit was in use if this share of its completions found in-flight at the limit.
 _IN_USE = 0.9
+#: An answer to a call in flight at a decrease took at most this multiple of the baseline if the
+#: server held the call from the start.
+_HELD_LATENCY = 1.5
 
 
 @dataclass
@@ -69,6 +74,15 @@ def difference_noise(tested: Decrease, share: float, count: int) -> float:
     """How far two windows' 429 shares may differ by chance when both have the same rate."""
     both = min(max(pooled(tested, share, count), 0.01), 0.99)
     return _DIFFERENCE_Z * math.sqrt(both * (1 - both) * (1 / tested.count + 1 / count))
+
+
+def held_then(latency_s: float, baseline_s: float | None) -> bool:
+    """Whether a call in flight at a decrease, answered in ``latency_s``, was held by the server then.
+
+    A slower answer waited (in transit, in the server's accept queue, unread by a busy client) for
+    a slot the first answers freed: counted as held, such calls make the capacity look larger.
+    """
+    return baseline_s is None or latency_s <= _HELD_LATENCY * baseline_s
 
 
 def holding(window: Window, in_flight: int, now: float) -> float:

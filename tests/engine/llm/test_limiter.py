@@ -187,6 +187,68 @@ def test_burst_of_429s_lowers_the_limit_once():
     assert limit.limit == 16  # the last limit judged healthy
 
 
+def _window(limit: AdaptiveLimit, flying: list[int], now: float, *, rejected: list[bool]) -> float:
+    """Complete the oldest calls, each place refilled, until one more window is judged; the
+    ``i``-th completion is a fast 429 when ``rejected[i % len(rejected)]``, else a 200 ms answer."""
+    windows, i = limit.windows, 0
+    while limit.windows == windows:
+        now += 0.0005
+        is_429 = rejected[i % len(rejected)]
+        limit.complete(flying.pop(0), now=now, latency_s=0.001 if is_429 else 0.2, rate_limited=is_429)
+        i += 1
+        while limit.has_room:
+            flying.append(limit.issue())
+    return now
+
+
+def _drain(limit: AdaptiveLimit, flying: list[int], now: float, latencies: list[float]) -> float:
+    """The calls in flight at a decrease come back: answered with ``latencies``, the rest cancelled; then refill."""
+    for ticket, latency in itertools.zip_longest(flying, latencies[: len(flying)]):
+        if latency is None:
+            limit.abandon(ticket)
+        else:
+            limit.complete(ticket, now=now + latency, latency_s=latency, rate_limited=False)
+    flying[:] = []
+    while limit.has_room:
+        flying.append(limit.issue())
+    return now + max(latencies)
+
+
+def _overshoot_to_512_and_back(latencies: list[float]) -> tuple[AdaptiveLimit, list[int], float]:
+    limit = AdaptiveLimit(LimiterConfig(concurrency=256))
+    flying = [limit.issue() for _ in range(256)]
+    now = _window(limit, flying, 0.0, rejected=[False])  # busy and healthy: slow start doubles
+    now = _window(limit, flying, now, rejected=[True])  # 512: the calls beyond capacity churn through fast 429s
+    assert [value for _, value in limit.history] == [256, 512, 256]
+    return limit, flying, _drain(limit, flying, now, latencies)
+
+
+def test_answers_that_waited_for_a_freed_slot_do_not_count_as_held_at_an_overshoot():
+    """Over HTTP the calls in flight at a decrease include some the server took only once the first
+    ones freed their slots, or answered while the busy client read late: they come back slower.
+    Counted as held, 120 of them raised the limit to 376 over a capacity of 256."""
+    limit, flying, now = _overshoot_to_512_and_back([0.2] * 256 + [0.35] * 120)
+    _window(limit, flying, now, rejected=[False])  # the window that tests the decrease: healthy
+    assert limit.limit == 256, limit.history
+
+
+def test_429s_as_frequent_a_few_calls_under_a_probe_are_capacity_not_a_background_share():
+    """Past a capacity every spare slot churns through fast 429s, a few slots as many as many: a cut
+    to 256 from a probe at 260, with the server said to have held 258 (calls in transit), leaves
+    the share as high. A quota's background it is not: the limit is cut below what the server held
+    (0.96 of it) instead of the probe undone and 0.4 learned as background."""
+    limit, flying, now = _overshoot_to_512_and_back([0.2] * 256)
+    while limit.limit <= 256:
+        now = _window(limit, flying, now, rejected=[False])  # additive increase: a probe
+    probe = limit.limit
+    now = _window(limit, flying, now, rejected=[False, False, False, True, True])  # 0.4 of 429s: overload
+    assert limit.limit == 256 < probe
+    now = _drain(limit, flying, now, [0.2] * 258)
+    _window(limit, flying, now, rejected=[False, False, False, True, True])  # as many at 256
+    assert limit.background_share < 0.1
+    assert limit.limit <= 0.96 * 258, limit.history
+
+
 def test_abandoned_call_frees_its_place_and_teaches_nothing():
     limit = AdaptiveLimit(LimiterConfig(concurrency=1))
     limit.abandon(limit.issue())
