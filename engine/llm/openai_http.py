@@ -40,7 +40,7 @@ from engine.errors import LLMCallError, LLMRateLimitError
 from engine.llm.api_key import resolve_api_key, scrub
 from engine.llm.client import LLMClient
 from engine.llm.completion_body import parse_completion
-from engine.llm.prices import cost_usd
+from engine.llm.prices import cost_usd, price_map
 from engine.llm.protocol import ChatResult
 
 __all__ = ["KEEPALIVE_S", "OPENAI_BASE_URL", "OpenAIHTTPChatModel", "parse_retry_after"]
@@ -69,6 +69,9 @@ class OpenAIHTTPChatModel:
         self._model = client.model.removeprefix("openai/")
         # the per-request cap for the transport used alone; the dispatcher's TimeoutModel has the same one
         self._timeout = aiohttp.ClientTimeout(total=client.limits.timeout_s)
+        # parsed now (~50 ms, once per process), not at the first answer: there it held the event
+        # loop, and with it every answer then due, one round trip into a cold limiter's first window
+        price_map()
 
     def _api_key(self) -> str | None:
         key = resolve_api_key(self._client)

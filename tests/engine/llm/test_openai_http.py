@@ -424,14 +424,17 @@ def test_each_event_loop_gets_its_own_session_closed_with_its_loop(sim_url, capl
     assert not [r for r in caplog.records if "Unclosed" in r.getMessage()]
 
 
-def test_the_transport_never_imports_litellm(sim_url):
+def test_the_transport_never_imports_litellm_and_reads_its_prices_before_the_first_call(sim_url):
     script = f"""
 import asyncio, sys
 import engine.llm.openai_http
 assert "litellm" not in sys.modules, "importing the transport imported litellm"
 from engine.llm.client import LLMClient
 from engine.llm.dispatcher import get_chat_model
+from engine.llm.prices import price_map
 model = get_chat_model(LLMClient(model="openai/gpt-4o-mini", base_url="{sim_url}/v1"))
+# the price map is parsed as the stack is built, not on the event loop at the first answer
+assert price_map.cache_info().currsize == 1, "the price map waits for the first answer"
 result = asyncio.run(model.complete([{{"role": "user", "content": "hi"}}]))
 assert result.text and result.cost_usd, result
 print("litellm" in sys.modules)
