@@ -38,8 +38,9 @@ Earlier the same day, quieter: now 0.89, 0.86, 0.85, 0.81, 0.89 (oracle 0.85-0.9
 sleep, timeouts run in the caller's task, and ``polis sim-llm`` is a bare ASGI app (0.35 ms of
 CPU per call instead of FastAPI's 0.60). The goal (ratio >= 0.9) was not met in any run here
 (best 0.89): the limiter reaches 0.89-1.0 of the oracle, the oracle itself 0.6-0.96 of the
-bound, and what the limiter loses is mostly the ramp (16 to 256 in about 1.2 s, four doublings of a round trip and a half each over
-HTTP, where answers come in waves) and the 429s of its probes past the capacity.
+bound, and what the limiter loses is mostly the ramp (16 to 256 in about 1.2 s, four doublings
+of a round trip and a half each over HTTP, where answers come in waves) and the 429s of its
+probes past the capacity.
 
 On 2026-12-02, a quiet stretch (oracle 0.92-0.96), runs alternated between 4d8ee2f (before) and
 the limiter that counts as held at a decrease only calls answered within 1.5x the baseline and
@@ -51,9 +52,10 @@ limit above capacity while 100-200 calls failed after 4 attempts):
     after:  ratio 0.91, 0.88, 0.88, 0.89, 0.91; failed calls 0, 0, 0, 0, 0
     --rate-429 0.3, before: 0.70, 0.69; after: 0.68, 0.64 (goal >= 0.6)
 
-The goal (>= 0.9) is met in some runs, not all: what is left is the ramp (16 to 512 in about
-1.2 s, the first window 0.05 s longer for the price map loaded at the first answer) and a probe
-past the capacity about once a second, each drawing 100-130 fast 429s.
+Then with the price map read as the transport is built (b4fbf05; before, its ~50 ms parse at the
+first answer lengthened the first window): ratio 0.86, 0.88, 0.90; failed calls 2, 0, 0 (oracle
+0.95-0.96). The goal (>= 0.9) is met in some runs, not all: what is left is the ramp (16 to 512
+in about 1.2 s) and a probe past the capacity about once a second, each drawing 100-130 fast 429s.
 
 The same scenario in simulated time (``tests/engine/llm/limiter_world.py``, no CPU cost) reaches
 0.95 of the bound in 15 s (0.92 in 10 s, 0.96 in 20 s), 0.83-0.91 with the 429 background.

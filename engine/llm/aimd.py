@@ -28,8 +28,8 @@ windows, never one call:
   one: to the calls the server holds now; for slow answers: answers per second times the
   baseline, a queueing server's knee), never below a quarter. The calls issued before the
   decrease then drain, and those answered about as fast as healthy ones are what the server
-  *held* when it pushed back: if that is more, the next window raises the limit to it (C, for a server that
-  rejects beyond C concurrent calls).
+  *held* when it pushed back: if that is more, the next window raises the limit to it (C, for a
+  server that rejects beyond C concurrent calls).
 - **Was it load?** That next window opens once those calls are back, so it is steady, and tests
   the decrease. At a limit under what the server held (0.96 of it: calls in transit make
   "held" a little more than the capacity), a 429 share still as high as before (not
