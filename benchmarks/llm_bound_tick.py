@@ -21,15 +21,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import tempfile
+import sys
 import time
 from pathlib import Path
 
-from engine.llm.sim.process import sim_llm_process
-from engine.society.run.cluster import open_client
-from engine.society.run.runner import RunSummary, run_experiment
-from engine.spec import parse_spec
-from engine.storage.reader import ReplayReader
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # rundirs, when run as a script
+
+from rundirs import run_root  # noqa: E402
+
+from engine.llm.sim.process import sim_llm_process  # noqa: E402
+from engine.society.run.cluster import open_client  # noqa: E402
+from engine.society.run.runner import RunSummary, run_experiment  # noqa: E402
+from engine.spec import parse_spec  # noqa: E402
+from engine.storage.reader import ReplayReader  # noqa: E402
 
 
 def spec(args: argparse.Namespace, base_url: str) -> dict:
@@ -58,10 +62,9 @@ def chains(run_dir: Path) -> dict[int, int]:
     return {r["step"]: r["chain"] for r in rows}
 
 
-async def run(args: argparse.Namespace, latency_ms: float) -> tuple[RunSummary, dict[int, int], dict]:
-    with sim_llm_process(name="bench", seed=1, latency_ms=latency_ms, capacity=2000) as server, \
-            tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(tmp) / "run"
+async def run(args: argparse.Namespace, latency_ms: float, root: Path) -> tuple[RunSummary, dict[int, int], dict]:
+    with sim_llm_process(name="bench", seed=1, latency_ms=latency_ms, capacity=2000) as server:
+        run_dir = root / f"{latency_ms:g}ms"
         async with open_client(dashboard_address="127.0.0.1:0") as client:
             started = time.perf_counter()
             summary = await run_experiment(parse_spec(spec(args, server.base_url)), run_dir, client)
@@ -73,8 +76,9 @@ async def run(args: argparse.Namespace, latency_ms: float) -> tuple[RunSummary, 
 
 
 async def main(args: argparse.Namespace) -> None:
-    zero, _, _ = await run(args, 0)
-    loaded, chain, env = await run(args, args.latency_ms)
+    with run_root() as root:
+        zero, _, _ = await run(args, 0, root)
+        loaded, chain, env = await run(args, args.latency_ms, root)
     cache = env.get("codegen_cache")
     if cache:
         print(f"codegen cache: {cache}")
