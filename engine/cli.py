@@ -96,7 +96,7 @@ async def _run(args: argparse.Namespace) -> int:
     assert current is not None
     _stop_on_signals(current)
     try:
-        async with open_client(settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address) as client:
+        async with open_client(settings.scheduler, **settings.cluster_options()) as client:
             experiment_id = run_dir.name  # the run's span and the name its task keys carry
             print(await dashboard_line(client, experiment_id), file=sys.stderr)
             if line := local_models_line(spec, client):
@@ -155,7 +155,7 @@ async def _fork(args: argparse.Namespace) -> int:
     assert current is not None
     _stop_on_signals(current)
     try:
-        async with open_client(settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address) as client:
+        async with open_client(settings.scheduler, **settings.cluster_options()) as client:
             print(await dashboard_line(client, run_dir.name), file=sys.stderr)
             made, summary = await fork_experiment(Path(args.fork_from).resolve(), args.at_step, run_dir, client, patch=patch,
                                                   on_progress=progress_printer(), experiment_id=run_dir.name, **options)
@@ -247,7 +247,7 @@ async def _estimate(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     settings = EngineSettings()
-    async with open_client(settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address) as client:
+    async with open_client(settings.scheduler, **settings.cluster_options()) as client:
         result = await estimate(spec, client, agents=args.agents, ticks=args.ticks)
     print(result.report())
     return 0

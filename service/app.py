@@ -53,9 +53,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         engine = EngineLoop()
         stack = contextlib.AsyncExitStack()
         try:
-            shared = await engine.run(stack.enter_async_context(open_client(
-                settings.scheduler, n_workers=settings.n_workers, dashboard_address=settings.dashboard_address
-            )))
+            shared = await engine.run(stack.enter_async_context(open_client(settings.scheduler, **settings.cluster_options())))
             submitter = Submitter(registry, shared, run_options={
                 "llm_limits": settings.limiter_config(), "template_cache_dir": settings.template_cache_dir,
                 "input_dirs": settings.input_dirs,

@@ -6,15 +6,16 @@ import dask
 import pytest
 from distributed import LocalCluster
 
+from engine.settings import THREADS_PER_WORKER
 from engine.society.run.cluster import CLUSTER_CONFIG
 
 
 @pytest.fixture(scope="session")
 def cluster_address():
-    """A LocalCluster of 2 worker processes x 1 thread, as on the default embedded setup."""
+    """A LocalCluster of 2 worker processes x ``THREADS_PER_WORKER`` threads, as on the default embedded setup."""
     with dask.config.set(CLUSTER_CONFIG):
         cluster = LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0"
+            n_workers=2, threads_per_worker=THREADS_PER_WORKER, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0"
         )
     try:
         yield cluster.scheduler_address

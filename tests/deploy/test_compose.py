@@ -17,6 +17,7 @@ import jsonschema
 import pytest
 from dask.utils import parse_bytes
 
+from engine.settings import THREADS_PER_WORKER
 from engine.society.run.cluster import CLUSTER_CONFIG
 from service.settings import ServiceSettings
 from tests.deploy.compose import (
@@ -104,7 +105,7 @@ def test_the_worker_count_is_the_one_the_comment_and_the_docs_state(config: dict
     docs = prose((ROOT / "docs" / "deploy.md").read_text(encoding="utf-8"))
     assert re.findall(r"(\d+) containers \(deploy\.replicas\) × (\d+) process each \(--nworkers (\d+)\) = (\d+) worker processes", docs) == stated
     assert f"{replicas * nworkers} Dask worker processes" in comment and f"{replicas * nworkers} Dask worker processes" in docs
-    assert option(worker["command"], "--nthreads") == "1"  # as the embedded LocalCluster runs its workers
+    assert option(worker["command"], "--nthreads") == str(THREADS_PER_WORKER)  # as the embedded LocalCluster runs its workers
 
 
 def test_each_worker_process_may_use_exactly_its_containers_memory(config: dict[str, Any]):

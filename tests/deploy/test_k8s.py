@@ -22,6 +22,7 @@ import pytest
 import yaml
 from dask.utils import parse_bytes
 
+from engine.settings import THREADS_PER_WORKER
 from service.grants import read_grants_file
 from service.server import check_listen_address
 from service.settings import ServiceSettings
@@ -250,7 +251,7 @@ def test_one_image_everywhere():
 def test_the_workers_dask_memory_limit_is_under_the_containers():
     [worker] = one(manifests(), "DaskCluster")["spec"]["worker"]["spec"]["containers"]
     args = worker["args"]
-    assert args[:2] == ["dask", "worker"] and args[args.index("--nthreads") + 1] == "1"
+    assert args[:2] == ["dask", "worker"] and args[args.index("--nthreads") + 1] == str(THREADS_PER_WORKER)
     assert parse_bytes(args[args.index("--memory-limit") + 1]) < parse_bytes(worker["resources"]["limits"]["memory"])
 
 

@@ -22,6 +22,7 @@ import pytest
 from dask.utils import parse_bytes
 from distributed import Client
 
+from engine.settings import THREADS_PER_WORKER
 from tests.deploy.manifests import env_of, manifests, one
 
 
@@ -88,7 +89,7 @@ def test_the_daskclusters_commands_start_a_cluster_the_autoscaler_can_read(tmp_p
     with Client(f"tcp://127.0.0.1:{port}", timeout=30) as client:
         client.wait_for_workers(1, timeout=60)
         [joined] = client.scheduler_info()["workers"].values()
-    assert joined["name"] == name and joined["nthreads"] == 1
+    assert joined["name"] == name and joined["nthreads"] == THREADS_PER_WORKER
     assert joined["memory_limit"] == parse_bytes(args[args.index("--memory-limit") + 1])
     answer = httpx.get(f"http://127.0.0.1:{dashboard}/api/v1/adaptive_target", timeout=10)
     assert answer.status_code == 200 and answer.json()["workers"] >= 0

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from distributed import Client
 
+from engine.settings import THREADS_PER_WORKER
 from engine.storage.reader import ReplayReader
 from service.client import PolisClient
 from tests.deploy.netns import Host, NetnsLab, why_no_netns
@@ -98,7 +99,7 @@ class Deployment:
                   "sim-llm", _ENV)
         for worker in self.workers:
             lab.spawn(worker, [str(_BIN / "dask"), "worker", scheduler, "--host", worker.address, "--name", worker.name,
-                               "--nthreads", "1", "--nworkers", "1", "--no-dashboard", "--no-nanny"],
+                               "--nthreads", str(THREADS_PER_WORKER), "--nworkers", "1", "--no-dashboard", "--no-nanny"],
                       f"worker-{worker.name}", _ENV)
         lab.spawn(self.service, [str(_BIN / "polis"), "serve"], "service", {
             **_ENV, "POLIS_HOST": self.service.address, "POLIS_PORT": str(_SERVICE_PORT), "POLIS_SCHEDULER": scheduler,

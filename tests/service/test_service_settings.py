@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine.settings import EngineSettings
+from engine.settings import THREADS_PER_WORKER, EngineSettings
 from service.settings import ServiceSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,6 +31,7 @@ def test_defaults_listen_on_localhost_and_start_a_local_cluster() -> None:
     assert settings.port == 8400
     assert settings.scheduler is None
     assert settings.n_workers is None
+    assert settings.threads_per_worker == THREADS_PER_WORKER == 2
     assert settings.data_dir == Path.home() / ".local/share/polis"
 
 
@@ -100,10 +101,10 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_polis_serve_starts_its_local_cluster_dashboard_at_polis_dashboard_address(tmp_path: Path) -> None:
+def test_polis_serve_starts_its_local_cluster_as_the_polis_variables_say(tmp_path: Path) -> None:
     port, dashboard = _free_port(), _free_port()
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("POLIS_")},
-           "POLIS_DASHBOARD_ADDRESS": f"127.0.0.1:{dashboard}", "POLIS_N_WORKERS": "1"}
+           "POLIS_DASHBOARD_ADDRESS": f"127.0.0.1:{dashboard}", "POLIS_N_WORKERS": "1", "POLIS_THREADS_PER_WORKER": "3"}
     process = subprocess.Popen(
         [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--data-dir", str(tmp_path)],
         env=env, stderr=subprocess.PIPE, text=True,
@@ -120,6 +121,8 @@ def test_polis_serve_starts_its_local_cluster_dashboard_at_polis_dashboard_addre
                 time.sleep(0.2)
         assert health["dashboard_link"] == f"http://127.0.0.1:{dashboard}/status"
         assert httpx.get(health["dashboard_link"], timeout=10).status_code == 200
+        identity = httpx.get(f"http://127.0.0.1:{dashboard}/json/identity.json", timeout=10).json()
+        assert [worker["nthreads"] for worker in identity["workers"].values()] == [3]
     finally:
         process.terminate()
         process.communicate(timeout=60)

@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TypedDict
 
 import dask
 from distributed import Client, LocalCluster
 from distributed.comm import get_address_host
+from distributed.utils import silence_logging_cmgr
 
-__all__ = ["CLUSTER_CONFIG", "driver_host", "open_client"]
+from engine.settings import THREADS_PER_WORKER
+
+__all__ = ["CLUSTER_CONFIG", "ClusterOptions", "driver_host", "open_client"]
 
 #: Dask settings for clusters Polis starts. A call to an actor whose worker died retries its
 #: connection until this timeout (30 s by default) before the society can replace the actor.
 CLUSTER_CONFIG = {"distributed.comm.timeouts.connect": "10s"}
+
+
+class ClusterOptions(TypedDict):
+    """How ``open_client`` starts a LocalCluster (``EngineSettings.cluster_options``)."""
+
+    n_workers: int | None
+    threads_per_worker: int
+    dashboard_address: str
 
 
 def driver_host(client: Client) -> str:
@@ -33,13 +46,18 @@ def driver_host(client: Client) -> str:
 
 @asynccontextmanager
 async def open_client(
-    scheduler: str | None = None, *, n_workers: int | None = None, dashboard_address: str = "127.0.0.1:8787"
+    scheduler: str | None = None,
+    *,
+    n_workers: int | None = None,
+    threads_per_worker: int = THREADS_PER_WORKER,
+    dashboard_address: str = "127.0.0.1:8787",
 ) -> AsyncIterator[Client]:
     """Yield an asynchronous Client.
 
     Args:
         scheduler: a scheduler address (``tcp://host:8786``); None starts a LocalCluster.
-        n_workers: LocalCluster worker processes (default: one per core), one thread each.
+        n_workers: LocalCluster worker processes (default: one per core).
+        threads_per_worker: task slots in each LocalCluster worker process.
         dashboard_address: where the LocalCluster's dashboard listens (a random port if taken).
     """
     if scheduler:
@@ -52,7 +70,7 @@ async def open_client(
     with dask.config.set(CLUSTER_CONFIG):  # the nannies hand this config to their workers
         cluster = await LocalCluster(
             n_workers=n_workers or os.cpu_count() or 1,
-            threads_per_worker=1,
+            threads_per_worker=threads_per_worker,
             processes=True,
             host="127.0.0.1",
             dashboard_address=dashboard_address,
@@ -62,7 +80,10 @@ async def open_client(
     try:
         yield client
     finally:
-        await client.close()
-        closing = cluster.close()
-        assert closing is not None  # an asynchronous cluster's close() is awaitable
-        await closing
+        # Dask logs the workers' goodbyes at INFO ("Received 'close-stream' ..."); they would land
+        # after the CLI's last progress line.
+        with silence_logging_cmgr(logging.WARNING):
+            await client.close()
+            closing = cluster.close()
+            assert closing is not None  # an asynchronous cluster's close() is awaitable
+            await closing

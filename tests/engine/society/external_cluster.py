@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.settings import THREADS_PER_WORKER
+
 __all__ = ["ExternalCluster", "WorkerProcess", "bare_python", "external_cluster"]
 
 #: The venv's ``dask`` command (the console script next to this interpreter).
@@ -66,7 +68,7 @@ def _kill_group(process: subprocess.Popen[bytes], grace_s: float = 0.0) -> None:
 
 
 class ExternalCluster:
-    """A scheduler and ``n_workers`` workers (1 thread each, no nanny by default) on 127.0.0.1.
+    """A scheduler and ``n_workers`` workers (``THREADS_PER_WORKER`` threads each, no nanny by default) on 127.0.0.1.
 
     Args:
         root: where the scheduler file and the logs go; it is also every process's cwd.
@@ -152,7 +154,7 @@ class ExternalCluster:
         self._count += 1
         name = name or f"w{self._count}"
         command = [python, "-m", "dask"] if python else [DASK]
-        argv = [*prefix, *command, "worker", self.address, "--name", name, "--nthreads", "1", "--nworkers", "1",
+        argv = [*prefix, *command, "worker", self.address, "--name", name, "--nthreads", str(THREADS_PER_WORKER), "--nworkers", "1",
                 "--host", "127.0.0.1", "--no-dashboard", *([] if self.nanny else ["--no-nanny"])]
         log = self.root / f"worker-{name}.log"
         worker = WorkerProcess(name, self._spawn(argv, log, env), log)
