@@ -114,7 +114,7 @@ def test_two_owners_queued_experiments_alternate(cluster_address: str, tmp_path:
 def test_resume_after_cancel_completes_with_every_agent_once_per_tick(
     cluster_address: str, tmp_path: Path, make_spec_data: Callable[..., dict]
 ) -> None:
-    ticks = 12
+    ticks = 40  # 12 ran to the end before the cancel arrived once workers had 2 task slots
     with serve(ServiceSettings(data_dir=tmp_path, scheduler=cluster_address)) as http:
         experiment_id = _submit(http, _spec(make_spec_data, "resume-after-cancel", ticks))
         _wait_for_tick(http, experiment_id, 1)

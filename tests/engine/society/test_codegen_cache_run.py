@@ -87,7 +87,11 @@ async def test_the_template_cache_answers_later_ticks_without_coder_calls(dask_c
     assert sorted(cache) == [1, 2, 3]
     assert [cache[s]["requests"] for s in (1, 2, 3)] == [asks.get(s, 0) for s in (1, 2, 3)]
     assert sum(cache[s]["hits_exact"] + cache[s]["hits_similar"] for s in (2, 3)) >= later_asks - later_coder
-    assert cache[1]["generations"] >= 1 and cache[3]["hit_rate"] > 0.8
+    assert cache[1]["generations"] >= 1
+    # tick 3 is served from the cache; hit_rate is cumulative, so tick 1's misses weigh on it for good
+    assert cache[3]["hits_exact"] + cache[3]["hits_similar"] >= 0.95 * cache[3]["requests"]
+    hits = sum(r["hits_exact"] + r["hits_similar"] for r in cache.values())
+    assert cache[3]["hit_rate"] == pytest.approx(hits / sum(r["requests"] for r in cache.values()))
     totals = summary.env["codegen_cache"]
     assert totals["requests"] == sum(asks.values())
     assert totals["generations"] == sum(r["generations"] for r in cache.values())
