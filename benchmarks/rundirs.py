@@ -11,13 +11,22 @@ spent most of its ticks in the kernel (``perf``: ``recently_deleted`` under ``ex
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["filesystem", "run_root"]
+__all__ = ["filesystem", "positive", "run_root"]
+
+
+def positive(text: str) -> int:
+    """An argparse type: an integer of at least 1 (``--repeat 0`` would measure nothing)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def filesystem(path: Path) -> str:

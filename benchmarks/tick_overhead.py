@@ -27,7 +27,7 @@ One alternated run: in-process 322 then 760, http 385 then 700 (the first round 
 cold disk); ratio 0.92. With the run directories on tmpfs (``TMPDIR=/dev/shm``), two runs of
 the old order: in-process 1,249 / 1,016, http 927 / 901, ratio 0.74 / 0.89.
 
-Usage: python benchmarks/tick_overhead.py [--agents 1000] [--ticks 3] [--batch-size 256] [--http [--repeat 2]]
+Usage: python benchmarks/tick_overhead.py [--agents 1000] [--ticks 3] [--batch-size 256] [--http [--repeat 2]] [--threads-per-worker 2]
 """
 
 from __future__ import annotations
@@ -40,9 +40,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # rundirs, when run as a script
 
-from rundirs import run_root  # noqa: E402
+from rundirs import positive, run_root  # noqa: E402
 
 from engine.llm.sim.process import sim_llm_process  # noqa: E402
+from engine.settings import THREADS_PER_WORKER  # noqa: E402
 from engine.society.run.cluster import open_client  # noqa: E402
 from engine.society.run.runner import run_experiment  # noqa: E402
 from engine.spec import parse_spec  # noqa: E402
@@ -76,7 +77,7 @@ async def measure(args: argparse.Namespace, llm: dict | None, label: str, root: 
     def on_progress(p) -> None:  # type: ignore[no-untyped-def]
         marks.setdefault(p.ticks_done, time.perf_counter())
 
-    async with open_client(dashboard_address="127.0.0.1:0") as client:
+    async with open_client(dashboard_address="127.0.0.1:0", threads_per_worker=args.threads_per_worker) as client:
         cluster_up = time.perf_counter()
         summary = await run_experiment(experiment, run_dir, client, on_progress=on_progress)
     assert summary.status == "completed", summary.error
@@ -124,5 +125,6 @@ if __name__ == "__main__":
     parser.add_argument("--ticks", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--http", action="store_true", help="also run over HTTP to polis sim-llm in its own process")
-    parser.add_argument("--repeat", type=int, default=2, help="with --http: alternate the two runs this many times (best of each)")
+    parser.add_argument("--repeat", type=positive, default=2, help="with --http: alternate the two runs this many times (best of each)")
+    parser.add_argument("--threads-per-worker", type=positive, default=THREADS_PER_WORKER, help="task slots per worker")
     asyncio.run(main(parser.parse_args()))
