@@ -14,6 +14,14 @@ A tick can be no faster than the larger of two limits, and that larger one is it
 Prints both per warm tick (ticks 2..N), and last ``ratio: N.NN``: the median warm tick over its
 bound. Goal: at most 1.25.
 
+Figures (2 workers, tmpfs run directories). 2026-12-01, best warm ticks: with 1 task slot per
+worker 3.47 / 3.67 / 3.83 s (ratio 1.32), with 2 slots 2.65 / 2.83 / 2.87 s (ratio 1.04): with one slot
+a worker runs its two batches one after the other and idles through each one's first and last round
+trip. 2026-12-02, a VM about 2.5 times slower, 2 slots, defaults: ratio 0.87 (loaded ticks 6.3-7.2 s,
+zero-latency ticks 6.2-8.9 s, far above the 0.8 s chain). There, ``--agents 200 --batch-size 50
+--repeat 1`` (4 batches) alternated by slots: 1 slot ticks 2.7-3.0 s, ratio 1.80 / 1.90; 2 slots
+1.8-2.0 s, ratio 1.39 / 1.50.
+
 Usage: python benchmarks/llm_bound_tick.py [--agents 1000] [--ticks 4] [--latency-ms 200] [--batch-size 256]
        [--repeat 2] [--threads-per-worker 2]
 """

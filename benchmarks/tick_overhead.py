@@ -27,6 +27,11 @@ One alternated run: in-process 322 then 760, http 385 then 700 (the first round 
 cold disk); ratio 0.92. With the run directories on tmpfs (``TMPDIR=/dev/shm``), two runs of
 the old order: in-process 1,249 / 1,016, http 927 / 901, ratio 0.74 / 0.89.
 
+On a slower VM the next day (CI's pytest took 19.6 min there, ~9 on CI), tmpfs, 2 task slots per
+worker: in-process 352, 371, http 287, 292, ratio 0.79. In-process runs alternated by slots per
+worker (``--threads-per-worker``): 1 slot 350, 330; 2 slots 340, 383 agent-steps/s, so the second
+slot costs this CPU-bound spec nothing.
+
 Usage: python benchmarks/tick_overhead.py [--agents 1000] [--ticks 3] [--batch-size 256] [--http [--repeat 2]] [--threads-per-worker 2]
 """
 
