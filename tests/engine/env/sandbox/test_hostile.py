@@ -20,7 +20,7 @@ from engine.env.sandbox import CodeRejectedError, SandboxLimits, SandboxPool, Sa
 LIMITS = SandboxLimits()  # 2 s, 512 MB: the defaults a run uses
 TICK_S = 0.02
 S = 's = "a" * 1000000\n'
-#: 2**29 leaf comparisons: ~8 s on a fast core (2**27 took 1.96 s on CI, under the 2 s limit)
+#: 2**29 leaf comparisons, 4x the 2**27 that CI finished in 1.96 s, under the 2 s limit
 DEEP = "a = []\nb = []\nfor i in range(29):\n    a = [a, a]\n    b = [b, b]\n"
 
 #: How a program must end.
