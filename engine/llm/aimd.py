@@ -1,51 +1,13 @@
 """AIMD on the number of LLM calls one process keeps in flight, judged one window at a time.
 
 ``AdaptiveLimit`` is the sans-IO core: it is told when a call is issued and how each one ended,
-and decides the limit; :mod:`engine.llm.limiter` holds the asyncio shell that queues callers. There is no upper bound: the limit grows until the provider
-pushes back.
-
-A *window* is about ``limit`` completions (fewer when fewer are in flight, at least 8) and lasts
-one answer's latency at least: one round trip while the limit is in use. The limit follows whole
-windows, never one call:
-
-- **Signs of overload.** The window's 429 share is above the *background share* by more than 0.1
-  plus the noise of a window that size; or its median answered latency is above
-  ``latency_degrade_factor`` times the *baseline* (a server that queues instead of answering 429,
-  as vLLM does), or above ``slow_latency_ms`` when set; or the server said none remain
-  (``x-ratelimit-remaining-requests: 0``). A window closes early when its 429s are overload by
-  far: beyond capacity, each further fast 429 sends one more caller into its Retry-After sleep.
-- **Slow start.** Until the first decrease, each healthy window in which the limit was in use
-  (in-flight at the limit for 90% of completions) doubles it: 16 to 2,048 in 7 windows. Its
-  reference is the lowest 429 share of the windows before, at lower limits (the first window's,
-  to begin with): slots a doubling adds draw their fast 429s a round trip before their answers,
-  in every slow-start window alike.
-- **Additive increase.** After that, +1/64 of the limit (at least 1) per such window, the step
-  doubling with each increase up to 1/8 of the limit, so a limit far below capacity climbs back
-  in a few windows while a probe just past a capacity found is small. After a decrease it first
-  waits 1 window, twice as many (up to 16) each time the limit fails again no higher than before.
-  It never grows beyond in-flight plus what the server says remains; an idle limit does not grow.
-- **Decrease toward capacity, not by half.** At once to the last limit judged healthy (without
-  one: to the calls the server holds now; for slow answers: answers per second times the
-  baseline, a queueing server's knee), never below a quarter. The calls issued before the
-  decrease then drain, and those answered about as fast as healthy ones are what the server
-  *held* when it pushed back: if that is more, the next window raises the limit to it (C, for a
-  server that rejects beyond C concurrent calls).
-- **Was it load?** That next window opens once those calls are back, so it is steady, and tests
-  the decrease. At a limit under what the server held (0.96 of it: calls in transit make
-  "held" a little more than the capacity), a 429 share still as high as before (not
-  nearly all 429s: that is churn beyond capacity) does not follow load: a quota's background
-  rate. It becomes the background share and the decrease is undone, slow start included; so is a
-  first slow-start alarm after which the server had held nearly every call. A healthy test window
-  at a limit the server held sets the background share. If two cuts by a fifth leave answers as
-  slow, the slower provider is the new baseline. Otherwise the background share and the baseline
-  only go down, so a share that rises with the limit, however slowly, cannot pass for background.
-- **One decrease per epoch.** A call issued before the last decrease counts in no window, so a
-  burst of 429s from one overloaded moment lowers the limit once.
-
-``Retry-After`` is left to ``RetryingModel``, which sleeps for it per caller: holding every caller
-on one 429's Retry-After would idle the limit whenever a quota answers 429 in the background.
+and decides the limit; :mod:`engine.llm.limiter` holds the asyncio shell that queues callers.
+Slow start doubles it until the first sign of overload (429s above the background share, answers
+slower than the baseline, none remaining); then it grows additively and falls at once toward the
+capacity the server showed, never by half. A window is judged by the calls issued in the one before
+(a cohort), not by its own completions, where fast 429s come a latency before the answers to the
+calls issued beside them. docs/limiter.md states every rule and why.
 """
-
 
 from __future__ import annotations
 
@@ -54,7 +16,20 @@ import statistics
 from dataclasses import replace
 from typing import Literal
 
-from engine.llm.aimd_window import Cause, Decrease, Window, difference_noise, held_then, holding, in_use, noise, pooled, served
+from engine.llm.aimd_window import (
+    Cause,
+    Cohort,
+    Decrease,
+    Window,
+    difference_noise,
+    held_then,
+    holding,
+    in_use,
+    noise,
+    pooled,
+    served,
+    weighted,
+)
 from engine.llm.client import LimiterConfig
 
 __all__ = ["AdaptiveLimit", "Outcome"]
@@ -64,10 +39,19 @@ Outcome = Literal["healthy", "rate_limited", "slow"]
 _MARGIN = 0.1
 #: A window closes early once this much more than the overload share of its size came back 429.
 _EARLY = 0.4
-#: A first window with this 429 share or more is overload, not the reference for the ones after.
-_CHURN = 0.5
+#: The first window closes, as churn, once this many times its size came back 429 before 8 answers (once
+#: its size did, before any answer).
+_FLOOD = 4
+#: A window whose own 429 share is this much above the overload share is overload, whatever its cohort.
+_FAR = 0.2
+#: A first 429 share up to this is the reference; a higher one (a quota's? capacity below the first limit?)
+#: is an alarm whose decrease the next window tests.
+_TRUSTED = 0.15
 #: The server held nearly every call in flight at a decrease if it answered this share of them.
 _HELD_ALL = 0.98
+#: A decrease found its limit in use if this share of it was in flight (the server holding the few calls of
+#: callers awake, the others asleep on Retry-After, says nothing of the limit).
+_FILLED = 0.9
 #: Calls the two windows of a "not load" verdict need together (fewer cannot tell 0.5 from 0.25).
 _MIN_VERDICT = 64
 #: Completions a window needs at least (a share of one or two calls says nothing).
@@ -109,6 +93,7 @@ class AdaptiveLimit:
         self.history: list[tuple[float, int]] = [(now, self.limit)]  #: (time, limit) at start and each change
         self.baseline_s: float | None = None  #: healthy median latency of answered calls (429s excluded)
         self.background_share = 0.0  #: share of 429s that does not follow load (a quota's)
+        self._reference_n = 0  #: calls behind the slow-start reference share
         self.decreases = 0
         self.windows = 0  #: windows judged so far
         self._issued = 0  #: tickets handed out so far; the next ticket's number
@@ -126,6 +111,8 @@ class AdaptiveLimit:
         self._tested: Decrease | None = None  #: the decrease the current window tests
         self._latency_s: float | None = None  #: the last window's median answered latency: a window lasts this long
         self._as_slow = False  #: the window that just closed was as slow as the one that caused the decrease
+        self._started = False  #: the first window has closed
+        self._previous: Cohort | None = None  #: the calls issued in the window before, since the last decrease
         self._window = self._open(now)
 
     @property
@@ -154,6 +141,8 @@ class AdaptiveLimit:
         if ticket < self._fence:
             self._held -= 1
             self._settle(self._window.opened)
+        elif (cohort := self._cohort_of(ticket)) is not None:
+            cohort.back += 1
 
     def complete(self, ticket: int, *, now: float, latency_s: float, rate_limited: bool, remaining: int | None = None) -> Outcome:
         """Count a call that ended; at the end of a window, adjust the limit.
@@ -181,6 +170,10 @@ class AdaptiveLimit:
         if ticket < self._fence:
             return outcome
         window = self._window
+        if (cohort := self._cohort_of(ticket)) is not None:
+            cohort.back += 1
+            cohort.count += 1
+            cohort.rate_limited += rate_limited
         window.count += 1
         window.full += full
         window.first_issue = min(window.first_issue, now - latency_s)
@@ -200,12 +193,22 @@ class AdaptiveLimit:
         # before the answers of the same calls. It closes early once its 429s alone are overload by
         # far (each further 429 beyond capacity sends a caller into its Retry-After sleep); a quota's
         # fast 429s come first too, but stay a fraction p / (1 - p) of the calls just issued. The
-        # first window, the reference, always runs its course.
-        lasted = self._latency_s is None or now - window.opened >= self._latency_s
+        # first window runs until answers come, or a flood of 429s (churn); the one after an unjudged
+        # first one, also until the calls it judges are back (a cold start slows the first answers).
+        if self._latency_s is None:
+            lasted = len(window.answered) >= _MIN_SAMPLES or window.rate_limited >= (_FLOOD if window.answered else 1) * size
+        else:
+            lasted = now - window.opened >= self._latency_s or (self.windows == 0 and self._previous is not None and self._previous.tells())
         early = self.windows > 0 and window.rate_limited > (self._overloaded_share(size) + _EARLY) * size
         if (window.count >= size and lasted) or early:
             self._close(now, size)
         return outcome
+
+    def _cohort_of(self, ticket: int) -> Cohort | None:
+        if self._window.cohort.holds(ticket):
+            return self._window.cohort
+        previous = self._previous
+        return previous if previous is not None and previous.holds(ticket) else None
 
     def _settle(self, now: float) -> None:
         """Open the window that tests a decrease once the calls issued before it are (nearly all) back.
@@ -229,24 +232,36 @@ class AdaptiveLimit:
         return baseline is not None and latency_s > self.config.latency_degrade_factor * baseline
 
     def _open(self, now: float) -> Window:
-        return Window(opened=now, peak=self.in_flight, saturated=self.in_flight >= self.limit)
+        return Window(opened=now, peak=self.in_flight, saturated=self.in_flight >= self.limit, cohort=Cohort(self._issued))
 
     def _close(self, now: float, size: int) -> None:
         window = self._window
-        self.windows += 1
-        share = window.rate_limited / max(window.count, size)  # at least this, if it closed early
         median = statistics.median(window.answered) if len(window.answered) >= _MIN_SAMPLES else None
         if median is not None:
             self._latency_s = median
         if self.baseline_s is None and median is not None:
             self.baseline_s = median  # the first measurement; judged from the next window on
-        if self.windows == 1 and share < _CHURN:
-            self.background_share = share  # the reference: the first window, at the lowest limit yet
-        excess = share > self._overloaded_share(max(window.count, size))
-        slow = median is not None and self._too_slow(median)
-        tested, self._tested = self._tested, None
         early = window.count < size
         n = max(window.count, size)
+        share = window.rate_limited / n  # at least this, if it closed early
+        previous, self._previous = self._previous, window.cohort
+        window.cohort.end = self._issued
+        if not self._started:
+            self._started = True
+            if median is not None and not early and share > _MARGIN:
+                # answers came, so no churn, and 429s, maybe fast ones of a quota: the next window judges these calls
+                self._window = self._open(now)
+                return
+        own, own_n = share, n
+        if not early and previous is not None and previous.tells():
+            share, n = previous.rate_limited / previous.count, previous.count
+        self.windows += 1
+        if self.windows == 1 and share <= _TRUSTED:
+            self.background_share, self._reference_n = share, n  # the reference: the first cohort, at the lowest limit yet
+        far = own > self._overloaded_share(own_n) + _FAR  # this window's own calls overload, whatever came before
+        excess = far or share > self._overloaded_share(n)
+        slow = median is not None and self._too_slow(median)
+        tested, self._tested = self._tested, None
         if tested is None or not self._conclude(now, tested, window, share, median, excess=excess, slow=slow, early=early):
             if excess:
                 # the last healthy limit where there is one: the exact figure follows a round trip later
@@ -259,20 +274,11 @@ class AdaptiveLimit:
             elif window.exhausted:
                 self._decrease(now, "exhausted", share, n, median, self.in_flight, tested)
             else:
-                self._healthy(now, window, share, median)
+                self._healthy(now, window, share, n, median)
         self._window = self._open(now)
 
     def _conclude(
-        self,
-        now: float,
-        tested: Decrease,
-        window: Window,
-        share: float,
-        median: float | None,
-        *,
-        excess: bool,
-        slow: bool,
-        early: bool,
+        self, now: float, tested: Decrease, window: Window, share: float, median: float | None, *, excess: bool, slow: bool, early: bool
     ) -> bool:
         """Settle the decrease this window tested: undo it or correct it (True), or leave it (False)."""
         held = self._held + self._held_answered  # exact now: what the server held when it pushed back
@@ -285,6 +291,7 @@ class AdaptiveLimit:
             telling = self.limit <= _TELL * held and tested.count + window.count >= _MIN_VERDICT
             if telling and not early and window.saturated and share < 1 - _MARGIN and as_frequent:
                 self.background_share = pooled(tested, share, window.count)
+                self._reference_n = tested.count + window.count
                 self._undo(now, tested)
                 return True
             return False
@@ -293,7 +300,7 @@ class AdaptiveLimit:
                 # a steady window (opened once the calls before it were back) at a limit the server
                 # held: no 429 in it was for capacity, the cleanest reference there is
                 self.background_share = share
-            held_all = held >= _HELD_ALL * self._held_from
+            held_all = held >= _HELD_ALL * self._held_from and self._held_from >= _FILLED * tested.limit
             if tested.slow_start and held_all and tested.limit > tested.overloaded_at:
                 # an alarm in slow start, the first at this level, yet the server held nearly every call
                 # then in flight, and now no excess: the fast 429s of a doubling, or chance
@@ -323,7 +330,8 @@ class AdaptiveLimit:
     def _overloaded_share(self, n: int) -> float:
         """The share of 429s among ``n`` calls above which they are overload, not background or chance."""
         # all but one 429 in a small window is overload even against a high background share
-        return min(self.background_share + _MARGIN + noise(self.background_share, n), 1 - 1 / n)
+        spread = noise(self.background_share, n)
+        return min(self.background_share + _MARGIN + spread, 1 - 1 / n)
 
     def _undo(self, now: float, tested: Decrease) -> None:
         self._slow_start = tested.slow_start
@@ -331,14 +339,7 @@ class AdaptiveLimit:
         self._set(now, tested.limit)
 
     def _decrease(
-        self,
-        now: float,
-        cause: Cause,
-        share: float,
-        count: int,
-        median: float | None,
-        target: float | None,
-        tested: Decrease | None,
+        self, now: float, cause: Cause, share: float, count: int, median: float | None, target: float | None, tested: Decrease | None
     ) -> None:
         self.decreases += 1
         limit = self.limit
@@ -355,6 +356,7 @@ class AdaptiveLimit:
         self._streak = 0
         self._slow_start = False
         self._fence = self._issued
+        self._previous = None
         self._held, self._held_answered, self._held_from = self.in_flight, 0, self.in_flight
         self._settling = self._held > 0
         if target is None:
@@ -364,12 +366,10 @@ class AdaptiveLimit:
         self._healthy_limit = None
         self._set(now, max(1, math.ceil(_MIN_KEPT * limit), min(limit - 1, math.floor(target))))
 
-    def _healthy(self, now: float, window: Window, share: float, median: float | None) -> None:
+    def _healthy(self, now: float, window: Window, share: float, n: int, median: float | None) -> None:
         if self._slow_start:
-            # slow-start windows are compared with the lowest share of those before, at lower limits:
-            # the slots a doubling adds first draw their fast 429s, their answers come a round trip
-            # later, and every slow-start window (the first too) has that alike
-            self.background_share = min(self.background_share, share)
+            # slow-start windows are compared with the share of those before pooled, at lower limits
+            self.background_share, self._reference_n = weighted(self.background_share, self._reference_n, share, n)
         elif share < self.background_share:
             # never up here: a share that rises with the limit, however slowly, must not pass for background
             self.background_share += _LEARN * (share - self.background_share)

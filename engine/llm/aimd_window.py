@@ -1,8 +1,8 @@
 """What one window of an AIMD limiter saw, and the statistics it is judged by (no state, no clock).
 
-``engine.llm.aimd`` keeps the limit; this module says what a window counted (``Window``), what a
-decrease remembers until the next window tests it (``Decrease``), and how far shares and counts
-may stray by chance.
+``engine.llm.aimd`` keeps the limit; this module says what a window counted (``Window``), what
+the calls issued while it was open told once back (``Cohort``), what a decrease remembers until
+the next window tests it (``Decrease``), and how far shares and counts may stray by chance.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
-    "Cause", "Decrease", "Window", "difference_noise", "held_then", "holding", "in_use", "noise", "pooled", "served",
+    "Cause", "Cohort", "Decrease", "Window", "difference_noise", "held_then", "holding", "in_use", "noise", "pooled", "served", "weighted",
 ]
 
 Cause = Literal["rate_limited", "slow", "exhausted"]
@@ -25,6 +25,36 @@ _IN_USE = 0.9
 #: An answer to a call in flight at a decrease took at most this multiple of the baseline if the
 #: server held the call from the start.
 _HELD_LATENCY = 1.5
+
+
+#: A cohort tells its 429 share once this share of its calls is back.
+_BACK = 0.9
+#: Completions a cohort needs at least before its share is judged.
+_MIN_COHORT = 8
+
+
+@dataclass
+class Cohort:
+    """The calls issued while one window was open, followed until they are back.
+
+    Their 429 share is what the provider answered to calls issued at that limit. A window's own
+    completions are not: a fast 429 comes back in it, the answer to a call issued beside it only
+    a latency later, in the next window (after a doubling, twice as many such calls).
+    """
+
+    first: int  #: the first ticket
+    end: int | None = None  #: one past the last ticket (None while the window is open)
+    back: int = 0  #: completed or abandoned
+    count: int = 0  #: completed
+    rate_limited: int = 0  #: of them answered 429
+
+    def holds(self, ticket: int) -> bool:
+        return self.first <= ticket and (self.end is None or ticket < self.end)
+
+    def tells(self) -> bool:
+        """Whether nearly all calls are back (and there are enough to judge)."""
+        issued = (self.first if self.end is None else self.end) - self.first
+        return self.count >= _MIN_COHORT and self.back >= _BACK * issued
 
 
 @dataclass
@@ -42,6 +72,7 @@ class Window:
     first_issue: float = math.inf  #: when the earliest counted call was issued
     allowed: int | None = None  #: least in-flight plus ``x-ratelimit-remaining-requests`` an answer told
     exhausted: bool = False  #: the server said 0 remain
+    cohort: Cohort = field(default_factory=lambda: Cohort(0))  #: the calls issued while it is open
 
 
 @dataclass(frozen=True)
@@ -67,7 +98,13 @@ def noise(share: float, n: int) -> float:
 
 def pooled(tested: Decrease, share: float, count: int) -> float:
     """The 429 share of the window that caused a decrease and the one that tested it, together."""
-    return (tested.share * tested.count + share * count) / (tested.count + count)
+    return weighted(tested.share, tested.count, share, count)[0]
+
+
+def weighted(share: float, count: int, other: float, other_count: int) -> tuple[float, int]:
+    """Two samples' 429 shares pooled, and the calls behind them."""
+    total = count + other_count
+    return (share * count + other * other_count) / total, total
 
 
 def difference_noise(tested: Decrease, share: float, count: int) -> float:
