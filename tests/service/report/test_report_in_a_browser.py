@@ -21,7 +21,7 @@ from tests.service.live import serve, wait_until_final
 from tests.service.report.report_specs import demo_with_questionnaire
 
 #: Ticks of the run the live-update test watches: long enough to open the page while it runs.
-LIVE_TICKS = 10
+LIVE_TICKS = 16
 
 
 @pytest.fixture(scope="module")
@@ -106,15 +106,15 @@ async def test_the_page_follows_a_running_experiment_to_its_end(http: httpx.Clie
     spec = demo_with_questionnaire()
     spec["name"] = "live-report"
     spec["steps"] = [{"type": "run", "num_steps": LIVE_TICKS, "tick": 3600}]
-    experiment = http.post("/experiments", json=spec).json()
-    for _ in range(600):  # open the page once the first tick is in, while the rest still run
-        body = http.get(f"/experiments/{experiment['id']}").json()
-        if body["progress"]["ticks_done"] >= 1 or body["status"] not in ("queued", "running"):
-            break
-        await asyncio.sleep(0.05)
-    assert body["status"] == "running", f"the run ended before the page could watch it: {body['status']}"
-    async with Browser.start(tmp_path) as browser:
+    async with Browser.start(tmp_path) as browser:  # chromium starts before the run: under load it takes seconds
         page = await browser.new_page()
+        experiment = http.post("/experiments", json=spec).json()
+        for _ in range(600):  # open the page once the first tick is in, while the rest still run
+            body = http.get(f"/experiments/{experiment['id']}").json()
+            if body["progress"]["ticks_done"] >= 1 or body["status"] not in ("queued", "running"):
+                break
+            await asyncio.sleep(0.05)
+        assert body["status"] == "running", f"the run ended before the page could watch it: {body['status']}"
         first = await open_report(page, http, experiment["id"])
         ticks_at_first = {f["name"]: f["rows"] for f in first["figures"]}["tick_duration"][0]
         final = await asyncio.to_thread(wait_until_final, http, experiment["id"])
