@@ -226,7 +226,11 @@ class ExperimentSpec(_Frozen):
     population: list[PopulationSpec] = Field(default_factory=list)
     environment: EnvironmentSpec = Field(default_factory=EnvironmentSpec)
     steps: list[StepSpec] = Field(min_length=1)
-    batch_size: int = Field(256, ge=1, le=100_000)
+    batch_size: int = Field(
+        256, ge=1, le=100_000,
+        description="agents per batch future, at most; a tick has at least one batch per task slot of the cluster "
+        "while each keeps 16 agents",
+    )
     max_workers: int | None = Field(None, ge=1, description="cap on concurrently running batch futures")
     budget: BudgetSpec | None = None
     transcripts: TranscriptsSpec = Field(default_factory=TranscriptsSpec)

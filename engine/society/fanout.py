@@ -22,7 +22,7 @@ from distributed import Client, as_completed
 
 from engine.errors import TaskStallError
 
-__all__ = ["START_TIMEOUT_S", "StartWatch", "fan_out"]
+__all__ = ["START_TIMEOUT_S", "StartWatch", "fan_out", "task_slots"]
 
 J = TypeVar("J")
 
@@ -33,6 +33,12 @@ START_TIMEOUT_S = 300.0
 _STARTED = frozenset({"processing", "memory", "erred"})
 #: States of a task that waits its turn; it is fine while the cluster is busy with other work.
 _WAITING_TURN = frozenset({"queued", "waiting"})
+
+
+async def task_slots(client: Client, limit: int | None = None) -> int:
+    """How many batch futures the cluster runs at once now: its workers' threads, at most ``limit`` (at least 1)."""
+    slots = sum((await client.nthreads()).values())
+    return max(1, slots if limit is None else min(slots, limit))
 
 
 class StartWatch:

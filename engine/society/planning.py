@@ -8,12 +8,28 @@ from typing import Any
 from engine.llm.budget import Allowance, Usage
 from engine.society.batch import BatchResult
 
-__all__ = ["SocietyTotals", "plan_batches", "split_allowance"]
+__all__ = ["MIN_SPREAD", "SocietyTotals", "plan_batches", "split_allowance"]
 
 
-def plan_batches(agent_ids: list[int], batch_size: int) -> list[tuple[int, ...]]:
-    """Split ids into ⌈N / batch_size⌉ consecutive batches."""
-    return [tuple(agent_ids[i : i + batch_size]) for i in range(0, len(agent_ids), batch_size)]
+#: The fewest agents a batch gets when a run is spread over the cluster's task slots: below it a
+#: batch's own cost (a task, its workspace reads, a shard per dataset) outweighs a core's CPU.
+MIN_SPREAD = 16
+
+
+def plan_batches(agent_ids: list[int], batch_size: int, slots: int = 1) -> list[tuple[int, ...]]:
+    """Split ids into consecutive batches of at most ``batch_size``, sizes within one of each other.
+
+    There are ⌈N / batch_size⌉ of them, or more when the cluster has more task ``slots``: one a slot,
+    as long as each keeps :data:`MIN_SPREAD` agents, so a run smaller than ``batch_size`` still uses
+    every worker (200 agents on 2 workers x 2 threads: 4 batches of 50, not one of 200).
+    """
+    n = len(agent_ids)
+    if n == 0:
+        return []
+    parts = max(-(-n // batch_size), min(slots, n // MIN_SPREAD))
+    size, extra = divmod(n, parts)
+    bounds = [i * size + min(i, extra) for i in range(parts + 1)]
+    return [tuple(agent_ids[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 def split_allowance(budget: Allowance, used: Usage, parts: int) -> list[Allowance]:

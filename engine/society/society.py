@@ -34,6 +34,7 @@ from engine.society.datasets import ACTIONS, AGENT_MEMORY, LLM_CALLS, SOCIETY_QU
 from engine.society.env_host import EnvHost
 from engine.society.experimenter.consult import consult_scope, run_helper
 from engine.society.experimenter.interview import ask_agents
+from engine.society.fanout import task_slots
 from engine.society.fork.as_of import AsOf, AsOfAgents, find_as_of, start_as_of_env
 from engine.society.history import TICK, KeptTicks, forget_journals
 from engine.society.planning import SocietyTotals, plan_batches, split_allowance
@@ -67,7 +68,7 @@ class AgentSociety:
         run_dir: the run directory (``agents/`` holds the workspaces).
         client: an asynchronous distributed Client.
         run_id: names replay rows and ends task keys (:func:`~engine.society.run.dashboard.task_key`).
-        batch_size: agents per batch future.
+        batch_size: agents per batch future, at most (:func:`~engine.society.planning.plan_batches`).
         max_workers: batch futures in flight at once (None: all).
         budget: the run's budget (None: unlimited).
         on_batch: called after each batch completes (progress reporting).
@@ -268,7 +269,7 @@ class AgentSociety:
         t_end = self._status.current_time + timedelta(seconds=tick)
         attempt = uuid.uuid4().hex
         await self._env.call("set_current_time", self._status.current_time)
-        batches = plan_batches(self.agent_ids, self._batch_size)
+        batches = plan_batches(self.agent_ids, self._batch_size, await task_slots(self._client, self._max_workers))
         allowances = await self._share_budget(len(batches))
         texts = self.transcripts.open(len(batches))
         proxy = self.proxy

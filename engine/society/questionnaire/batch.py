@@ -31,7 +31,7 @@ from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.meter import serving_agent
 from engine.society.datasets import LLM_CALLS, QUESTIONNAIRE_ANSWERS, TRANSCRIPTS
-from engine.society.fanout import fan_out
+from engine.society.fanout import fan_out, task_slots
 from engine.society.lease import check_session
 from engine.society.planning import plan_batches, split_allowance
 from engine.society.questionnaire.ask import Persona, answer_questionnaire
@@ -224,7 +224,7 @@ async def distribute_questionnaire(
     agents_root: Path | None = None,
     as_of_step: int | None = None,
 ) -> tuple[QuestionnaireResponse, list[Path]]:
-    """Put ``questionnaire`` to ``agent_ids`` in ⌈N / batch_size⌉ batch futures, at most ``max_workers`` at once.
+    """Put ``questionnaire`` to ``agent_ids`` in batch futures (:func:`~engine.society.planning.plan_batches`), at most ``max_workers`` at once.
 
     Args:
         client: an asynchronous distributed Client.
@@ -235,7 +235,7 @@ async def distribute_questionnaire(
         step_count: ticks done so far (the shards' step).
         step_index: the spec step asking the questionnaire (0-based).
         t: the simulated time.
-        batch_size: agents per batch future.
+        batch_size: agents per batch future, at most.
         max_workers: batch futures in flight at once (None: all).
         budget: what remains of the run's budget, shared evenly by the batches (None: unlimited).
         on_batch: called after each batch completes (progress reporting).
@@ -263,7 +263,7 @@ async def distribute_questionnaire(
     catalog = Catalog(RunLayout(run_dir).replay)
     for schema in (QUESTIONNAIRE_ANSWERS, LLM_CALLS, TRANSCRIPTS):
         catalog.register(schema)
-    batches = plan_batches(list(agent_ids), batch_size)
+    batches = plan_batches(list(agent_ids), batch_size, await task_slots(client, max_workers))
     shares = split_allowance(budget, Usage(), len(batches)) if budget and batches else [None] * len(batches)
     texts = transcripts.open(len(batches)) if transcripts is not None else [None] * len(batches)
 

@@ -1,0 +1,100 @@
+"""How a tick's agents are split into batch futures: the plan without a cluster, then a run spread over the session
+LocalCluster's task slots."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.society.fanout import task_slots
+from engine.society.planning import MIN_SPREAD, plan_batches
+from engine.society.run.runner import run_experiment
+from engine.spec import parse_spec
+from engine.storage.reader import ReplayReader
+
+# ---- plan_batches (sans-IO) ----------------------------------------------------------------------------
+
+
+def sizes(batches):
+    return [len(b) for b in batches]
+
+
+def test_a_run_smaller_than_a_batch_gets_one_batch_per_task_slot():
+    assert sizes(plan_batches(list(range(200)), 256, slots=4)) == [50, 50, 50, 50]
+
+
+def test_without_spare_slots_the_count_is_n_over_batch_size_and_the_sizes_are_even():
+    assert sizes(plan_batches(list(range(1000)), 256)) == [250, 250, 250, 250]
+    assert sizes(plan_batches(list(range(1000)), 256, slots=2)) == [250, 250, 250, 250]
+    assert sizes(plan_batches(list(range(7)), 3)) == [3, 2, 2]
+
+
+def test_spreading_stops_at_min_spread_agents_a_batch():
+    assert sizes(plan_batches(list(range(MIN_SPREAD * 2 - 1)), 256, slots=4)) == [MIN_SPREAD * 2 - 1]
+    assert sizes(plan_batches(list(range(MIN_SPREAD * 2)), 256, slots=4)) == [MIN_SPREAD, MIN_SPREAD]
+    # a small batch_size asked for by the spec is kept: the floor only limits spreading
+    assert sizes(plan_batches(list(range(6)), 2, slots=8)) == [2, 2, 2]
+
+
+def test_no_agents_no_batches():
+    assert plan_batches([], 256, slots=4) == []
+
+
+@given(n=st.integers(0, 3000), batch_size=st.integers(1, 400), slots=st.integers(1, 64))
+def test_every_plan_keeps_order_bounds_and_balance(n, batch_size, slots):
+    ids = [i * 3 + 1 for i in range(n)]
+    batches = plan_batches(ids, batch_size, slots)
+    assert [i for batch in batches for i in batch] == ids
+    assert all(0 < len(b) <= batch_size for b in batches)
+    assert max(sizes(batches), default=0) - min(sizes(batches), default=0) <= 1
+    assert len(batches) == (max(-(-n // batch_size), min(slots, n // MIN_SPREAD)) if n else 0)
+
+
+# ---- on the cluster ------------------------------------------------------------------------------------
+
+
+async def test_task_slots_are_the_workers_threads_capped_by_max_workers(dask_client):
+    threads = sum((await dask_client.nthreads()).values())
+    assert threads >= 2
+    assert await task_slots(dask_client) == threads
+    assert await task_slots(dask_client, 1) == 1
+    assert await task_slots(dask_client, 10_000) == threads
+
+
+def spread_spec(**changes):
+    spec = {
+        "name": "spread",
+        "seed": 5,
+        "population": [{"count": 64, "profile_template": {"name": "P{i}"}, "config": {"max_react_turns": 1}}],
+        "environment": {"modules": [{"type": "MessagingSpace"}], "max_router_steps": 1},
+        "steps": [{"type": "run", "num_steps": 2, "tick": 600}],
+    }
+    spec.update(changes)
+    return parse_spec(spec)
+
+
+async def test_a_run_of_fewer_agents_than_batch_size_uses_every_worker(dask_client, tmp_path):
+    slots = await task_slots(dask_client)
+    summary = await run_experiment(spread_spec(), tmp_path / "run", dask_client)
+    assert summary.status == "completed", summary.error
+    # 64 agents under the default batch_size of 256: one batch a task slot (16 agents each), on both workers
+    assert len(summary.dispatcher_builds) == 2
+    shards = sorted(p.name for p in (tmp_path / "run" / "replay" / "actions").glob("step_000001-*.parquet"))
+    assert len(shards) == min(slots, 64 // MIN_SPREAD)
+    with ReplayReader(tmp_path / "run") as reader:
+        per_step = reader.query("SELECT step, count(DISTINCT agent_id) AS n FROM actions GROUP BY step ORDER BY step").to_pylist()
+    assert per_step == [{"step": 1, "n": 64}, {"step": 2, "n": 64}]
+
+
+async def test_max_workers_caps_the_spread_and_the_replay_is_the_same_whatever_the_batching(dask_client, tmp_path):
+    runs = {}
+    for name, changes in {"spread": {}, "one": {"max_workers": 1}}.items():
+        summary = await run_experiment(spread_spec(**changes), tmp_path / name, dask_client)
+        assert summary.status == "completed", summary.error
+        with ReplayReader(tmp_path / name) as reader:
+            runs[name] = reader.query("SELECT agent_id, step, status, tools_called, summary, llm_calls FROM actions "
+                                      "ORDER BY step, agent_id").to_pylist()
+    assert len(list((tmp_path / "one" / "replay" / "actions").glob("step_000001-*.parquet"))) == 1
+    assert len(list((tmp_path / "spread" / "replay" / "actions").glob("step_000001-*.parquet"))) > 1
+    assert len(runs["one"]) == 128
+    assert runs["spread"] == runs["one"]
