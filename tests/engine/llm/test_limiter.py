@@ -297,6 +297,29 @@ def test_429s_as_frequent_a_few_calls_under_a_probe_are_capacity_not_a_backgroun
     assert limit.limit <= 0.96 * 258, limit.history
 
 
+@pytest.mark.parametrize(("refilled", "after"), [(10**9, 512), (480, 512), (300, 299)])
+def test_a_slow_start_alarm_is_undone_only_when_the_limit_was_in_use_and_the_server_held_it(refilled: int, after: int):
+    """A doubling to 512 sees a third of its completions come back fast 429s: cut to 256. The server
+    then answers every call that was in flight at the cut. With the limit filled (511 or 479 calls,
+    0.9 of 512 or more) that proves the alarm false, and 512 comes back. With callers gone quiet on
+    Retry-After (299 in flight) it proves only 299: the limit goes there, not back to 512."""
+    limit = AdaptiveLimit(LimiterConfig(concurrency=256))
+    flying = [limit.issue() for _ in range(256)]
+    now = _window(limit, flying, 0.0, rejected=[False])
+    assert limit.limit == 512
+    i = 0
+    while limit.windows == 1:  # the alarm: every third completion a fast 429; callers refill only at first
+        now += 0.0005
+        limit.complete(flying.pop(0), now=now, latency_s=0.001 if i % 3 == 2 else 0.2, rate_limited=i % 3 == 2)
+        i += 1
+        while i < refilled and limit.has_room:
+            flying.append(limit.issue())
+    assert limit.limit == 256 and limit.decreases == 1
+    now = _drain(limit, flying, now, [0.2] * len(flying))  # the server answers all of them
+    _window(limit, flying, now, rejected=[False])
+    assert limit.limit == after, limit.history
+
+
 def test_abandoned_call_frees_its_place_and_teaches_nothing():
     limit = AdaptiveLimit(LimiterConfig(concurrency=1))
     limit.abandon(limit.issue())
