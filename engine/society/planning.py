@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +30,7 @@ def plan_batches(agent_ids: list[int], batch_size: int, slots: int = 1) -> list[
     parts = max(-(-n // batch_size), min(slots, n // MIN_SPREAD))
     size, extra = divmod(n, parts)
     bounds = [i * size + min(i, extra) for i in range(parts + 1)]
-    return [tuple(agent_ids[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [tuple(agent_ids[a:b]) for a, b in itertools.pairwise(bounds)]
 
 
 def split_allowance(budget: Allowance, used: Usage, parts: int) -> list[Allowance]:
