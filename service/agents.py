@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.agent.workspace import AgentWorkspace, workspace_path
+from engine.agent.workspace import DirWorkspace, workspace_path
 from engine.storage.query_limits import QueryLimits
 from engine.storage.reader import ReplayReader
 from engine.storage.run_layout import RunLayout
@@ -39,7 +39,7 @@ def read_agent(experiment_id: str, run_dir: Path, agent_id: int, step: int | Non
         WorkspaceError: the agent's ``config.json`` is corrupt.
         QueryError: the ``agent_memory`` shards cannot be read, or reading them ran past the limits.
     """
-    workspace = AgentWorkspace(workspace_path(RunLayout(run_dir).agents, agent_id))
+    workspace = DirWorkspace(workspace_path(RunLayout(run_dir).agents, agent_id))
     if not workspace.config_file.is_file():
         raise AgentNotFoundError(experiment_id, agent_id)
     config: dict[str, Any] = workspace.read_json("config.json")

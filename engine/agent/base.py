@@ -25,7 +25,7 @@ from engine.agent.skills.discovery import env_skill_dirs_of
 from engine.agent.tools import ASK_ENV, FINISH, AgentTool
 from engine.agent.toolset import Toolset
 from engine.agent.toolsets import FileTools, MemoryTools, SkillTools, TodoTools
-from engine.agent.workspace import AgentWorkspace
+from engine.agent.workspace import AgentWorkspace, as_workspace
 from engine.env.handle import EnvHandle
 from engine.env.requests import EnvRequest
 from engine.errors import LLMCallError, StructuredOutputError, WorkspaceError
@@ -41,6 +41,9 @@ from engine.trace import TraceRecorder
 __all__ = ["AgentBase"]
 
 A = TypeVar("A", bound="AgentBase")
+
+#: Each committed step's replay record (see :meth:`AgentBase.record_step`).
+STEP_REPLAY = ".runtime/logs/step_replay.jsonl"
 
 
 class AgentBase(ABC):
@@ -73,9 +76,13 @@ class AgentBase(ABC):
 
     # ---- construction ------------------------------------------------------------------------
     @classmethod
-    def create(cls, workspace_path: Path, *, agent_id: int, profile: dict[str, Any], config: dict[str, Any]) -> None:
-        """Write the workspace once: ``config.json``, an initial ``AGENT.json`` and the directories."""
-        ws = AgentWorkspace(workspace_path)
+    def create(cls, workspace: AgentWorkspace | Path, *, agent_id: int, profile: dict[str, Any], config: dict[str, Any]) -> None:
+        """Write the workspace once: ``config.json``, an initial ``AGENT.json`` and the directories.
+
+        Args:
+            workspace: the new workspace (a path: a folder on local disk).
+        """
+        ws = as_workspace(workspace)
         ws.make_dirs()
         ws.write_json("config.json", {"id": agent_id, "type": cls.__name__, "profile": profile, "config": config})
         ws.write_json("AGENT.json", {"id": agent_id, "type": cls.__name__, "step_count": 0, "state": {}})
@@ -83,7 +90,7 @@ class AgentBase(ABC):
     @classmethod
     async def from_workspace(
         cls: type[A],
-        workspace_path: Path,
+        workspace: AgentWorkspace | Path,
         service_proxy: ServiceProxy,
         *,
         budget: BudgetGate | None = None,
@@ -91,17 +98,17 @@ class AgentBase(ABC):
         """Rebuild a ready agent: ``cls()`` then ``await restore(...)``.
 
         Args:
-            workspace_path: the agent's workspace.
+            workspace: the agent's workspace (a path: a folder on local disk).
             service_proxy: shared service handles (env, LLM clients, trace, replay).
             budget: the batch's budget gate, if the run has a budget.
         """
         agent = cls()
-        await agent.restore(workspace_path, service_proxy, budget=budget)
+        await agent.restore(workspace, service_proxy, budget=budget)
         return agent
 
     async def restore(
         self,
-        workspace_path: Path,
+        workspace: AgentWorkspace | Path,
         service_proxy: ServiceProxy,
         *,
         budget: BudgetGate | None = None,
@@ -111,11 +118,11 @@ class AgentBase(ABC):
         Raises:
             WorkspaceError: missing or corrupt workspace files.
         """
-        self.workspace = AgentWorkspace(workspace_path)
+        self.workspace = as_workspace(workspace)
         static = self.workspace.read_json("config.json")
         dynamic = self.workspace.read_json("AGENT.json")
         if static.get("id") != dynamic.get("id"):
-            raise WorkspaceError(f"{workspace_path}: config.json and AGENT.json disagree on the agent id")
+            raise WorkspaceError(f"{self.workspace.name}: config.json and AGENT.json disagree on the agent id")
         self.id = int(static["id"])
         self.profile = static.get("profile", {})
         self.config = static.get("config", {})
@@ -161,7 +168,7 @@ class AgentBase(ABC):
         assert self.workspace is not None
         self.workspace.swap_json("AGENT.json", self.build_agent_json(tick=tick, t=t))
 
-    async def to_workspace(self, workspace_path: Path | None = None) -> None:
+    async def to_workspace(self) -> None:
         """Write AGENT.json and flush this step's thread and tool-call logs."""
         assert self.workspace is not None
         for toolset in self._toolsets:
@@ -187,7 +194,7 @@ class AgentBase(ABC):
         the agent already stepped re-emits the same rows instead of stepping it twice.
         """
         assert self.workspace is not None
-        self.workspace.append_jsonl(".runtime/logs/step_replay.jsonl", [{"step": step, **record}])
+        self.workspace.append_jsonl(STEP_REPLAY, [{"step": step, **record}])
 
     def replayed_step(self, step: int) -> dict[str, Any] | None:
         """The record :meth:`record_step` wrote for ``step`` when this agent already committed it."""
@@ -195,13 +202,9 @@ class AgentBase(ABC):
         if self._step_count < step:
             return None
         found = None
-        path = self.workspace.logs / "step_replay.jsonl"
-        if path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                if line.strip():
-                    record = json.loads(line)
-                    if record.get("step") == step:
-                        found = record
+        for record in self.workspace.read_jsonl(STEP_REPLAY):
+            if record.get("step") == step:
+                found = record
         return found
 
     def _log_thread(self, t: datetime, messages: list[dict[str, Any]]) -> None:

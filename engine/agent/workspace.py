@@ -1,78 +1,531 @@
-"""An agent's workspace: the only persistent state of an agent (``run_dir/agents/agent_XXXX/``)."""
+"""An agent's workspace: the only persistent state of an agent, as a small file tree.
+
+Everything an agent does to its state (its file tools, memory, TODO list, skills and logs) goes
+through :class:`AgentWorkspace`, whatever holds the files:
+
+- :class:`MemoryWorkspace`: the files in memory, loaded (lazily) from the run store when a batch
+  restores the agent; what changed is read back by :meth:`MemoryWorkspace.changes` and packed.
+- :class:`DirWorkspace`: a directory on local disk (today's AS2 layout, ``agents/agent_0007/``),
+  for exports and inspection.
+
+Paths are relative POSIX paths (``state/todo.json``). A path that names nothing raises
+:class:`FileNotFoundError`, a folder where a file is wanted :class:`IsADirectoryError`, as the
+operating system would, so callers handle both kinds alike. Folders exist implicitly above every
+file; :meth:`AgentWorkspace.make_dirs` makes the empty ones a fresh workspace has.
+"""
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
-from pathlib import Path
-from typing import Any
+import os
+import shutil
+import stat as stat_module
+import tempfile
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
 
 from engine.errors import WorkspaceError
-from engine.storage.atomic import atomic_write_json, swap_write_json
+from engine.storage.atomic import atomic_write_bytes, swap_write_json
 
-__all__ = ["AgentWorkspace", "workspace_path"]
+__all__ = [
+    "WORKSPACE_DIRS",
+    "AgentWorkspace",
+    "DirWorkspace",
+    "Entry",
+    "MemoryWorkspace",
+    "WorkspaceChanges",
+    "as_workspace",
+    "normalize",
+    "workspace_name",
+    "workspace_path",
+]
 
-_DIRS = ("state", "memory", "custom/skills", ".runtime/logs")
+#: The folders a fresh workspace has (AS2's layout).
+WORKSPACE_DIRS = ("state", "memory", "custom/skills", ".runtime/logs")
+
+EntryKind = Literal["file", "dir", "link", "other"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What a workspace path names."""
+
+    kind: EntryKind
+    size: int = 0  #: bytes, for files
+
+
+def workspace_name(agent_id: int) -> str:
+    """``agent_0007``: at least four digits, so names sort by id."""
+    return f"agent_{agent_id:04d}"
 
 
 def workspace_path(agents_root: Path, agent_id: int) -> Path:
-    """``agents_root/agent_0007`` (at least four digits, sorting by id)."""
-    return agents_root / f"agent_{agent_id:04d}"
+    """``agents_root/agent_0007``."""
+    return agents_root / workspace_name(agent_id)
 
 
-class AgentWorkspace:
-    """Paths and I/O of one agent workspace. Whole-file writes are atomic.
+def as_workspace(workspace: AgentWorkspace | Path) -> AgentWorkspace:
+    """``workspace`` itself, or the folder on local disk a path names."""
+    return workspace if isinstance(workspace, AgentWorkspace) else DirWorkspace(Path(workspace))
+
+
+def normalize(path: str) -> str:
+    """The canonical form of a workspace path (``a/b``; ``""`` for the root).
+
+    Raises:
+        WorkspaceError: an absolute path, a ``..`` part, a backslash or a NUL byte.
+    """
+    if "\x00" in path or "\\" in path:
+        raise WorkspaceError(f"{path!r} is not a workspace path")
+    pure = PurePosixPath(path)
+    if pure.is_absolute() or ".." in pure.parts:
+        raise WorkspaceError(f"{path!r} is not a path inside the workspace")
+    text = pure.as_posix()
+    return "" if text == "." else text
+
+
+class AgentWorkspace(ABC):
+    """One agent's files. Subclasses implement the byte-level operations; the JSON helpers are shared.
 
     Args:
-        root: the workspace directory.
+        name: the workspace's name (``agent_0007``): stable across backends, so ids derived from it
+            (TODO items) are the same on every backend.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    # ---- what a backend implements -----------------------------------------------------------
+    @abstractmethod
+    def stat(self, path: str) -> Entry | None:
+        """What ``path`` is (None: nothing)."""
+
+    @abstractmethod
+    def read_bytes(self, path: str) -> bytes:
+        """The content of file ``path``."""
+
+    @abstractmethod
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Replace (or create) file ``path``; atomic against a crash."""
+
+    @abstractmethod
+    def append_bytes(self, path: str, data: bytes) -> None:
+        """Add ``data`` at the end of file ``path`` (created if missing)."""
+
+    @abstractmethod
+    def delete(self, path: str) -> None:
+        """Remove file ``path`` (nothing if it does not exist)."""
+
+    @abstractmethod
+    def listdir(self, path: str) -> list[tuple[str, Entry]]:
+        """The entries of folder ``path`` by name, sorted (hidden names included)."""
+
+    @abstractmethod
+    def make_dir(self, path: str) -> None:
+        """Make folder ``path`` (and its parents) if missing."""
+
+    def resolve(self, path: str) -> str:
+        """``path`` with any symbolic links followed, still relative to the workspace.
+
+        Raises:
+            WorkspaceError: it leads outside the workspace (or loops).
+        """
+        return normalize(path)
+
+    def local_dir(self, path: str) -> Path | None:
+        """Folder ``path`` on local disk, for code that must see real files (a skill's scripts); None: no such folder."""
+        return None
+
+    # ---- shared helpers ----------------------------------------------------------------------
+    def exists(self, path: str) -> bool:
+        return self.stat(path) is not None
+
+    def is_file(self, path: str) -> bool:
+        entry = self.stat(path)
+        return entry is not None and entry.kind == "file"
+
+    def is_dir(self, path: str) -> bool:
+        entry = self.stat(path)
+        return entry is not None and entry.kind == "dir"
+
+    def size(self, path: str) -> int:
+        """The size of file ``path`` (0 when missing)."""
+        entry = self.stat(path)
+        return entry.size if entry is not None and entry.kind == "file" else 0
+
+    def read_text(self, path: str) -> str:
+        return self.read_bytes(path).decode("utf-8")
+
+    def write_text(self, path: str, text: str) -> None:
+        self.write_bytes(path, text.encode("utf-8"))
+
+    def read_json(self, path: str) -> Any:
+        """Read a JSON file of the workspace.
+
+        Raises:
+            WorkspaceError: missing or corrupt.
+        """
+        try:
+            return json.loads(self.read_bytes(path))
+        except FileNotFoundError:
+            raise WorkspaceError(f"{self.name}/{path} does not exist") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise WorkspaceError(f"{self.name}/{path} is corrupt: {error}") from None
+
+    def write_json(self, path: str, value: Any) -> None:
+        self.write_bytes(path, json.dumps(value, default=str, ensure_ascii=False).encode("utf-8"))
+
+    def swap_json(self, path: str, value: Any) -> None:
+        """Rewrite a file that changes every step (``AGENT.json``); see :meth:`DirWorkspace.swap_json`."""
+        self.write_json(path, value)
+
+    def append_jsonl(self, path: str, records: list[dict[str, Any]]) -> None:
+        """Append records to a log (one write, so a crash loses at most the tail line)."""
+        if records:
+            self.append_bytes(path, "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records).encode("utf-8"))
+
+    def read_jsonl(self, path: str) -> list[dict[str, Any]]:
+        """The records of a log (none when missing); a torn or unreadable line is skipped."""
+        try:
+            text = self.read_bytes(path).decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            return []
+        records = []
+        for line in text.splitlines():
+            if line.strip():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+        return records
+
+    def make_dirs(self) -> None:
+        """The folders of a fresh workspace."""
+        for sub in WORKSPACE_DIRS:
+            self.make_dir(sub)
+
+    def files(self, path: str = "") -> Iterator[str]:
+        """Every file under folder ``path``, sorted, as workspace paths (symbolic links are not followed)."""
+        base = normalize(path)
+        for name, entry in self.listdir(base):
+            child = f"{base}/{name}" if base else name
+            if entry.kind == "dir":
+                yield from self.files(child)
+            elif entry.kind == "file":
+                yield child
+
+    def dirs(self, path: str = "") -> Iterator[str]:
+        """Every folder under folder ``path``, parents first."""
+        base = normalize(path)
+        for name, entry in self.listdir(base):
+            if entry.kind == "dir":
+                child = f"{base}/{name}" if base else name
+                yield child
+                yield from self.dirs(child)
+
+
+# ---- in memory -------------------------------------------------------------------------------
+
+#: A file's committed content, fetched when first needed: the packed store's lazy reader.
+Loader = Callable[[], bytes]
+
+
+@dataclass
+class _File:
+    base: Loader | bytes | None  #: the committed content (None: the file is new)
+    base_size: int
+    appended: bytearray  #: bytes added since the commit (kept apart, so a log is never read to be appended to)
+    replaced: bytes | None = None  #: the whole new content, when the file was rewritten
+
+    def content(self) -> bytes:
+        if self.replaced is not None:
+            return self.replaced + bytes(self.appended)
+        if self.base is None:
+            return bytes(self.appended)
+        if not isinstance(self.base, bytes):
+            self.base = self.base()
+        if len(self.base) != self.base_size:
+            raise WorkspaceError(f"a committed file holds {len(self.base)} bytes, not the {self.base_size} its tree says")
+        return self.base + bytes(self.appended)
+
+    @property
+    def size(self) -> int:
+        head = len(self.replaced) if self.replaced is not None else self.base_size
+        return head + len(self.appended)
+
+
+@dataclass(frozen=True)
+class WorkspaceChanges:
+    """What a step did to a :class:`MemoryWorkspace`, relative to what it was loaded with."""
+
+    replaced: dict[str, bytes]  #: files written whole (new, or rewritten)
+    appended: dict[str, bytes]  #: files that kept their committed content and grew by these bytes
+    deleted: tuple[str, ...]  #: committed files that are gone
+    new_dirs: tuple[str, ...]  #: folders made (empty ones matter: a fresh workspace has some)
+
+    def __bool__(self) -> bool:
+        return bool(self.replaced or self.appended or self.deleted or self.new_dirs)
+
+
+class MemoryWorkspace(AgentWorkspace):
+    """A workspace held in memory.
+
+    Args:
+        name: the workspace's name (``agent_0007``).
+        files: the committed files: content, or ``(size, loader)`` to fetch the content on first read.
+        dirs: the committed folders (parents of files are implied).
+    """
+
+    def __init__(self, name: str, files: Mapping[str, bytes | tuple[int, Loader]] | None = None,
+                 dirs: tuple[str, ...] | list[str] = ()) -> None:
+        super().__init__(name)
+        self._files: dict[str, _File] = {}
+        for path, value in (files or {}).items():
+            if isinstance(value, bytes):
+                self._files[path] = _File(value, len(value), bytearray())
+            else:
+                size, loader = value
+                self._files[path] = _File(loader, size, bytearray())
+        self._base_files = frozenset(self._files)
+        self._deleted: set[str] = set()
+        self._dirs: set[str] = set()
+        for folder in dirs:
+            self._add_dir(folder)
+        for path in self._files:
+            self._add_dir(str(PurePosixPath(path).parent))
+        self._base_dirs = frozenset(self._dirs)
+
+    def _add_dir(self, folder: str) -> None:
+        while folder not in ("", "."):
+            self._dirs.add(folder)
+            folder = str(PurePosixPath(folder).parent)
+
+    def _oserror(self, kind: type[OSError], code: int, rel: str) -> OSError:
+        return kind(code, os.strerror(code), f"{self.name}/{rel}")
+
+    def _check_parents(self, rel: str) -> None:
+        parent = PurePosixPath(rel).parent
+        while str(parent) not in ("", "."):
+            if str(parent) in self._files:
+                raise self._oserror(NotADirectoryError, errno.ENOTDIR, rel)
+            parent = parent.parent
+
+    def stat(self, path: str) -> Entry | None:
+        rel = normalize(path)
+        if rel == "" or rel in self._dirs:
+            return Entry("dir")
+        found = self._files.get(rel)
+        if found is None:
+            self._check_parents(rel)
+            return None
+        return Entry("file", found.size)
+
+    def _file(self, path: str) -> _File:
+        rel = normalize(path)
+        found = self._files.get(rel)
+        if found is None:
+            if rel == "" or rel in self._dirs:
+                raise self._oserror(IsADirectoryError, errno.EISDIR, rel)
+            self._check_parents(rel)
+            raise self._oserror(FileNotFoundError, errno.ENOENT, rel)
+        return found
+
+    def read_bytes(self, path: str) -> bytes:
+        return self._file(path).content()
+
+    def _writable(self, path: str) -> str:
+        rel = normalize(path)
+        if rel == "" or rel in self._dirs:
+            raise self._oserror(IsADirectoryError, errno.EISDIR, rel)
+        self._check_parents(rel)
+        self._add_dir(str(PurePosixPath(rel).parent))
+        return rel
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        rel = self._writable(path)
+        self._files[rel] = _File(None, 0, bytearray(), replaced=bytes(data))
+        self._deleted.discard(rel)
+
+    def append_bytes(self, path: str, data: bytes) -> None:
+        rel = self._writable(path)
+        found = self._files.get(rel)
+        if found is None:
+            found = self._files[rel] = _File(None, 0, bytearray(), replaced=b"")
+            self._deleted.discard(rel)
+        found.appended += data
+
+    def delete(self, path: str) -> None:
+        rel = normalize(path)
+        if self._files.pop(rel, None) is not None and rel in self._base_files:
+            self._deleted.add(rel)
+
+    def make_dir(self, path: str) -> None:
+        rel = normalize(path)
+        if rel in self._files:
+            raise self._oserror(FileExistsError, errno.EEXIST, rel)
+        self._check_parents(rel)
+        self._add_dir(rel)
+
+    def listdir(self, path: str) -> list[tuple[str, Entry]]:
+        rel = normalize(path)
+        if rel in self._files:
+            raise self._oserror(NotADirectoryError, errno.ENOTDIR, rel)
+        if rel != "" and rel not in self._dirs:
+            raise self._oserror(FileNotFoundError, errno.ENOENT, rel)
+        prefix = f"{rel}/" if rel else ""
+        found: dict[str, Entry] = {}
+        for folder in self._dirs:
+            if folder.startswith(prefix) and "/" not in folder[len(prefix):]:
+                found[folder[len(prefix):]] = Entry("dir")
+        for file, state in self._files.items():
+            if file.startswith(prefix) and "/" not in file[len(prefix):]:
+                found[file[len(prefix):]] = Entry("file", state.size)
+        return sorted(found.items())
+
+    def local_dir(self, path: str) -> Path | None:
+        """A copy of folder ``path`` on local disk, named by its content (made once per content and process's temp dir).
+
+        For the few readers that need real files: a researcher's custom skills, whose scripts are imported."""
+        rel = normalize(path)
+        prefix = f"{rel}/" if rel else ""
+        inside = sorted(p for p in self._files if p.startswith(prefix))
+        if not inside:
+            return None
+        digest = hashlib.sha256()
+        for file in inside:
+            data = self.read_bytes(file)
+            digest.update(f"{file[len(prefix):]}\0{len(data)}\0".encode())
+            digest.update(data)
+        target = Path(tempfile.gettempdir()) / "polis-workspace-files" / digest.hexdigest()[:32]
+        if not target.is_dir():
+            staging = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex}")
+            for file in inside:
+                atomic_write_bytes(staging / file[len(prefix):], self.read_bytes(file), durable=False)
+            try:
+                staging.rename(target)
+            except OSError:  # another task made it first: the content is the same
+                shutil.rmtree(staging, ignore_errors=True)
+        return target
+
+    def changes(self) -> WorkspaceChanges:
+        """What changed since the workspace was loaded."""
+        replaced: dict[str, bytes] = {}
+        appended: dict[str, bytes] = {}
+        for path, state in self._files.items():
+            if state.replaced is not None:
+                replaced[path] = state.replaced + bytes(state.appended)
+            elif state.appended:
+                appended[path] = bytes(state.appended)
+        return WorkspaceChanges(replaced, appended, tuple(sorted(self._deleted)), tuple(sorted(self._dirs - self._base_dirs)))
+
+
+# ---- on local disk ---------------------------------------------------------------------------
+
+class DirWorkspace(AgentWorkspace):
+    """A workspace that is a directory on local disk.
+
+    Args:
+        root: the workspace directory (its name is the workspace's name).
     """
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        super().__init__(self.root.name)
+        self._real = self.root.resolve()
 
     @property
     def config_file(self) -> Path:
         return self.root / "config.json"
 
     @property
-    def agent_file(self) -> Path:
-        return self.root / "AGENT.json"
-
-    @property
     def logs(self) -> Path:
         return self.root / ".runtime" / "logs"
 
-    def make_dirs(self) -> None:
-        for sub in _DIRS:
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
+    def _path(self, path: str) -> Path:
+        rel = normalize(path)
+        return self.root / rel if rel else self.root
 
-    def read_json(self, relative: str) -> Any:
-        """Read a JSON file of the workspace.
-
-        Raises:
-            WorkspaceError: missing or corrupt.
-        """
-        path = self.root / relative
+    def resolve(self, path: str) -> str:
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            real = self._path(path).resolve(strict=False)
+        except (OSError, RuntimeError):
+            raise WorkspaceError(f"{path!r} cannot be resolved (symlink loop)") from None
+        if not real.is_relative_to(self._real):
+            raise WorkspaceError(f"{path!r} leads outside the workspace through a symlink")
+        rel = real.relative_to(self._real).as_posix()
+        return "" if rel == "." else rel
+
+    def local_dir(self, path: str) -> Path | None:
+        target = self._path(path)
+        return target if target.is_dir() else None
+
+    def stat(self, path: str) -> Entry | None:
+        try:
+            info = os.lstat(self._path(path))
         except FileNotFoundError:
-            raise WorkspaceError(f"{path} does not exist") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise WorkspaceError(f"{path} is corrupt: {error}") from None
+            return None
+        if stat_module.S_ISLNK(info.st_mode):
+            # A symlink the runtime made (AGENT.json's swap) is followed; one out of the workspace is a link.
+            try:
+                if self.resolve(path):
+                    info = os.stat(self._path(path))
+                else:
+                    return Entry("link")
+            except (WorkspaceError, OSError):
+                return Entry("link")
+        if stat_module.S_ISDIR(info.st_mode):
+            return Entry("dir")
+        if stat_module.S_ISREG(info.st_mode):
+            return Entry("file", info.st_size)
+        return Entry("other")
 
-    def write_json(self, relative: str, value: Any) -> None:
-        # Atomic against a process crash (rename); no fsync: one per agent per tick costs more
-        # than the rest of the agent-step, and run-level files keep theirs.
-        atomic_write_json(self.root / relative, value, durable=False)
+    def read_bytes(self, path: str) -> bytes:
+        return self._path(path).read_bytes()
 
-    def swap_json(self, relative: str, value: Any) -> None:
-        """Rewrite a file that changes every step (``AGENT.json``) by symlink swap (see ``swap_write_json``)."""
-        swap_write_json(self.root / relative, value)
+    def write_bytes(self, path: str, data: bytes) -> None:
+        target = self._path(path)
+        parent = target.parent
+        while parent != self.root and not parent.exists():
+            parent = parent.parent
+        if not parent.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(target))
+        # Atomic against a process crash (rename); no fsync: one per agent per tick costs more than the rest of the step.
+        atomic_write_bytes(target, data, durable=False)
 
-    def append_jsonl(self, relative: str, records: list[dict[str, Any]]) -> None:
-        """Append records to a log (one write call, so a crash loses at most the tail line)."""
-        if not records:
-            return
-        path = self.root / relative
-        text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records)
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(text)
+    def swap_json(self, path: str, value: Any) -> None:
+        """Rewrite by symlink swap (see :func:`~engine.storage.atomic.swap_write_json`): far cheaper than a rename on ext4."""
+        swap_write_json(self._path(path), value)
+
+    def append_bytes(self, path: str, data: bytes) -> None:
+        target = self._path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "ab") as handle:
+            handle.write(data)
+
+    def delete(self, path: str) -> None:
+        self._path(path).unlink(missing_ok=True)
+
+    def make_dir(self, path: str) -> None:
+        self._path(path).mkdir(parents=True, exist_ok=True)
+
+    def listdir(self, path: str) -> list[tuple[str, Entry]]:
+        base = normalize(path)
+        rows = []
+        with os.scandir(self._path(base)) as entries:
+            for entry in entries:
+                child = f"{base}/{entry.name}" if base else entry.name
+                if entry.is_symlink():
+                    rows.append((entry.name, self.stat(child) or Entry("link")))
+                elif entry.is_dir(follow_symlinks=False):
+                    rows.append((entry.name, Entry("dir")))
+                elif entry.is_file(follow_symlinks=False):
+                    rows.append((entry.name, Entry("file", entry.stat(follow_symlinks=False).st_size)))
+                else:
+                    rows.append((entry.name, Entry("other")))
+        return sorted(rows)

@@ -38,7 +38,7 @@ from engine.agent.journal import StepJournal
 from engine.agent.memory.snapshot import episodes_offset, memory_snapshot
 from engine.agent.registry import resolve_agent
 from engine.agent.service_proxy import ServiceProxy
-from engine.agent.workspace import AgentWorkspace, workspace_path
+from engine.agent.workspace import DirWorkspace, workspace_path
 from engine.errors import BudgetExhaustedError, EnvUnavailableError, PolisError, RunError, StaleRunError
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
@@ -143,7 +143,7 @@ async def _step_one(
     episodes_from: int | None = None  #: where this step's episodes start (after any rollback)
     with recorder.span("agent.step", agent_id=agent_id, step=job.step) as span:
         try:
-            cls = resolve_agent(AgentWorkspace(ws).read_json("config.json")["type"])
+            cls = resolve_agent(DirWorkspace(ws).read_json("config.json")["type"])
             row["agent_type"] = cls.__name__
             journal = StepJournal(ws)
             through = journals_to_discard(job.step, job.snapshots_keep)  # earlier ticks are committed
@@ -164,7 +164,7 @@ async def _step_one(
                 agent = await cls.from_workspace(ws, proxy, budget=gate)
             else:
                 journal.begin(job.step)
-            episodes_from = episodes_offset(ws)
+            episodes_from = episodes_offset(DirWorkspace(ws))
             outcome = await agent.step(job.tick, job.t)
             row.update(status=outcome.status, tools_called=outcome.tools_called, summary=outcome.summary,
                        turns=outcome.turns, env_calls=outcome.env_calls, error=outcome.error)
@@ -201,7 +201,7 @@ async def _step_one(
 
 def _with_texts(ws: Path, step: int, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A committed step's call rows with the texts it kept for a retried batch."""
-    kept = AgentWorkspace(ws).read_json(_TEXTS)
+    kept = DirWorkspace(ws).read_json(_TEXTS)
     if kept.get("step") != step or len(kept.get("texts", ())) != len(calls):
         raise RunError(f"{ws / _TEXTS} does not hold the texts of step {step}'s {len(calls)} calls")
     return [{**call, "messages": messages, "reply": reply} for call, (messages, reply) in zip(calls, kept["texts"], strict=True)]
@@ -212,8 +212,8 @@ def _memory_row(ws: Path, job: BatchJob, agent_id: int, episodes_from: int | Non
 
     ``episodes_from`` None: the step failed before it began, so it added no episodes."""
     try:
-        offset = episodes_offset(ws) if episodes_from is None else episodes_from
-        return {"run": job.proxy.run_id, "step": job.step, "agent_id": agent_id, **memory_snapshot(ws, offset)}
+        offset = episodes_offset(DirWorkspace(ws)) if episodes_from is None else episodes_from
+        return {"run": job.proxy.run_id, "step": job.step, "agent_id": agent_id, **memory_snapshot(DirWorkspace(ws), offset)}
     except (OSError, ValueError):
         return None
 

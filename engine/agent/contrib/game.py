@@ -21,6 +21,7 @@ from engine.agent.contrib.prompts import GAME_ASK, GAME_ROUND
 from engine.agent.outcome import StepOutcome
 from engine.agent.service_proxy import ServiceProxy
 from engine.agent.tools import AgentTool
+from engine.agent.workspace import AgentWorkspace
 from engine.errors import SpecError
 from engine.llm.prompt import PromptTemplate
 
@@ -50,13 +51,13 @@ class GameAgent(AgentBase):
     game_config: BaseModel
     react_prompt: PromptTemplate
 
-    async def restore(self, workspace_path: Path, service_proxy: ServiceProxy, **kwargs: Any) -> None:
+    async def restore(self, workspace: AgentWorkspace | Path, service_proxy: ServiceProxy, **kwargs: Any) -> None:
         """Restore the base, then read ``config["game"]``.
 
         Raises:
             SpecError: an invalid ``config.game``.
         """
-        await super().restore(workspace_path, service_proxy, **kwargs)
+        await super().restore(workspace, service_proxy, **kwargs)
         try:
             self.game_config = self.game_config_model.model_validate(self.config.get("game") or {})
         except ValidationError as error:

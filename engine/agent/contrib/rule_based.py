@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from engine.agent.base import AgentBase
 from engine.agent.outcome import StepOutcome
 from engine.agent.service_proxy import ServiceProxy
+from engine.agent.workspace import AgentWorkspace
 from engine.errors import SpecError, ToolCallError
 from engine.format_template import check_format_template
 from engine.instruction_template import is_bare_template
@@ -107,13 +108,13 @@ def decide(config: RuleConfig, seen: list[Move], *, triggered: bool = False) -> 
 class RuleBasedAgent(AgentBase):
     """A deterministic, LLM-free player (tit-for-tat, grim trigger, threshold, always-C/D), for baselines."""
 
-    async def restore(self, workspace_path: Path, service_proxy: ServiceProxy, **kwargs: Any) -> None:
+    async def restore(self, workspace: AgentWorkspace | Path, service_proxy: ServiceProxy, **kwargs: Any) -> None:
         """Restore the base, then read ``config["rule"]``.
 
         Raises:
             SpecError: an invalid ``config.rule``.
         """
-        await super().restore(workspace_path, service_proxy, **kwargs)
+        await super().restore(workspace, service_proxy, **kwargs)
         try:
             self.rule = RuleConfig.model_validate(self.config.get("rule") or {})
         except ValidationError as error:

@@ -10,7 +10,6 @@ import json
 import re
 from collections.abc import Iterable
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -72,10 +71,6 @@ class EpisodeStore:
         self.workspace = workspace
         self.skipped = 0  #: unreadable lines seen by the last read (a torn tail after a crash)
 
-    @property
-    def path(self) -> Path:
-        return self.workspace.root / EPISODES_FILE
-
     def finish(
         self, memories: Iterable[EpisodeIn | dict[str, Any]] = (), *, t: datetime | None = None, step: int = 0
     ) -> list[Episode]:
@@ -94,17 +89,16 @@ class EpisodeStore:
             for m in memories
         ]
         if episodes:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             self.workspace.append_jsonl(EPISODES_FILE, [e.model_dump(mode="json") for e in episodes])
         return episodes
 
     def all(self) -> list[Episode]:
         """Every readable episode, oldest first."""
         self.skipped = 0
-        if not self.path.exists():
+        if not self.workspace.is_file(EPISODES_FILE):
             return []
         episodes = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
+        for line in self.workspace.read_text(EPISODES_FILE).splitlines():
             if not line.strip():
                 continue
             try:

@@ -9,7 +9,6 @@ size, so the bytes past the offset are exactly this step's episodes.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -17,23 +16,21 @@ from pydantic import ValidationError
 from engine.agent.memory.episodes import EPISODES_FILE, Episode
 from engine.agent.memory.thread import MEMORY_FILE
 from engine.agent.toolsets.todo import TODO_FILE
+from engine.agent.workspace import AgentWorkspace
 
 __all__ = ["episodes_offset", "memory_snapshot"]
 
 
-def episodes_offset(root: Path) -> int:
+def episodes_offset(workspace: AgentWorkspace) -> int:
     """The size of the workspace's episode file now (0: none yet), where the next step's episodes start."""
-    try:
-        return (Path(root) / EPISODES_FILE).stat().st_size
-    except FileNotFoundError:
-        return 0
+    return workspace.size(EPISODES_FILE)
 
 
-def memory_snapshot(root: Path, episodes_from: int) -> dict[str, Any]:
+def memory_snapshot(workspace: AgentWorkspace, episodes_from: int) -> dict[str, Any]:
     """The agent's memory as its workspace holds it now.
 
     Args:
-        root: the workspace.
+        workspace: the agent's workspace.
         episodes_from: :func:`episodes_offset` before the step.
 
     Returns:
@@ -43,22 +40,17 @@ def memory_snapshot(root: Path, episodes_from: int) -> dict[str, Any]:
         OSError: a file exists but cannot be read.
         ValueError: ``state/todo.json`` is not JSON.
     """
-    root = Path(root)
-    memory = root / MEMORY_FILE
-    todo = root / TODO_FILE
     return {
-        "memory": memory.read_text(encoding="utf-8") if memory.exists() else None,
-        "todo": json.loads(todo.read_text(encoding="utf-8")) if todo.exists() else None,
-        "episodes": _episodes_after(root / EPISODES_FILE, episodes_from),
+        "memory": workspace.read_text(MEMORY_FILE) if workspace.is_file(MEMORY_FILE) else None,
+        "todo": json.loads(workspace.read_bytes(TODO_FILE)) if workspace.is_file(TODO_FILE) else None,
+        "episodes": _episodes_after(workspace, episodes_from),
     }
 
 
-def _episodes_after(path: Path, offset: int) -> list[dict[str, Any]]:
-    if not path.exists():
+def _episodes_after(workspace: AgentWorkspace, offset: int) -> list[dict[str, Any]]:
+    if not workspace.is_file(EPISODES_FILE):
         return []
-    with open(path, "rb") as handle:
-        handle.seek(offset)
-        tail = handle.read().decode("utf-8", errors="replace")
+    tail = workspace.read_bytes(EPISODES_FILE)[offset:].decode("utf-8", errors="replace")
     episodes = []
     for line in tail.splitlines():
         if line.strip():

@@ -29,7 +29,6 @@ from engine.errors import LLMCallError, SpecError, StructuredOutputError
 from engine.llm.prompt import PromptTemplate
 from engine.llm.protocol import ChatModel
 from engine.llm.structured import complete_structured
-from engine.storage.atomic import atomic_write_text
 
 __all__ = [
     "COMPACTION_LOG",
@@ -114,8 +113,7 @@ class CompactionResult:
 
 def read_memory_summary(workspace: AgentWorkspace) -> str:
     """The text of ``AGENT_MEMORY.md`` ('' when nothing was compacted yet)."""
-    path = workspace.root / MEMORY_FILE
-    return path.read_text(encoding="utf-8") if path.exists() else ""
+    return workspace.read_text(MEMORY_FILE) if workspace.is_file(MEMORY_FILE) else ""
 
 
 def fit_paragraphs(text: str, limit: int) -> tuple[str, list[str]]:
@@ -248,7 +246,7 @@ class ThreadMemory:
             self._log(result)
             return result
         text, dropped = fit_paragraphs(answer.summary, self.memory_limit_chars)
-        atomic_write_text(self.workspace.root / MEMORY_FILE, text, durable=False)
+        self.workspace.write_text(MEMORY_FILE, text)
         self._turns = keep
         self._rewrite = True
         result = CompactionResult("ok", len(older), before, self.chars(), len(text), asked_to_fit, dropped, t=stamp)
@@ -257,37 +255,27 @@ class ThreadMemory:
 
     # ---- persistence ---------------------------------------------------------------------------
     def _read_session(self) -> dict[str, Any]:
-        if not (self.workspace.root / SESSION_FILE).exists():
+        if not self.workspace.exists(SESSION_FILE):
             return {}
         session = self.workspace.read_json(SESSION_FILE)
         return session if isinstance(session, dict) else {}
 
     def _log(self, result: CompactionResult) -> None:
-        (self.workspace.root / COMPACTION_LOG).parent.mkdir(parents=True, exist_ok=True)
         self.workspace.append_jsonl(COMPACTION_LOG, [asdict(result)])
 
     def _read_window(self) -> list[dict[str, Any]]:
-        path = self.workspace.root / WINDOW_FILE
-        if not path.exists():
-            return []
-        turns = []
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                turns.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a torn last line from a crash mid-append: that turn is lost, nothing else
-        return turns
+        # A torn last line from a crash mid-append is skipped: that turn is lost, nothing else.
+        return self.workspace.read_jsonl(WINDOW_FILE)
 
     def save(self) -> None:
         """Persist the window: append the new turns, or rewrite it after a compaction."""
         if self._rewrite:
             text = "".join(json.dumps(turn, ensure_ascii=False, default=str) + "\n" for turn in self._turns)
-            atomic_write_text(self.workspace.root / WINDOW_FILE, text, durable=False)
+            self.workspace.write_text(WINDOW_FILE, text)
             session = self._read_session()
             session["thread"] = {"window_file": WINDOW_FILE, "turns": len(self._turns)}
             self.workspace.write_json(SESSION_FILE, session)
         else:
-            (self.workspace.root / WINDOW_FILE).parent.mkdir(parents=True, exist_ok=True)
             self.workspace.append_jsonl(WINDOW_FILE, self._turns[self._persisted :])
         self._persisted = len(self._turns)
         self._rewrite = False

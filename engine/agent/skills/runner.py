@@ -35,7 +35,8 @@ from types import MappingProxyType, ModuleType
 from typing import Any, Literal
 
 from engine.agent.skills.model import SkillError, SkillInfo
-from engine.storage.atomic import atomic_write_text
+from engine.agent.workspace import AgentWorkspace
+from engine.errors import WorkspaceError
 
 __all__ = ["DEFAULT_TIMEOUT_S", "SkillContext", "SkillRun", "run_skill_function", "timed_out_scripts"]
 
@@ -60,7 +61,7 @@ class SkillContext:
         agent_id: the agent running the script.
         profile: the agent's profile (the script gets a read-only copy).
         now: the simulation time of the current step (``None`` before the first step).
-        workspace_root: the agent's workspace; state files live in ``state/``.
+        workspace: the agent's workspace; state files live in ``state/``.
         skill: the skill's catalog name.
         observations: this step's observations (given to hooks; empty for tool calls).
     """
@@ -71,22 +72,35 @@ class SkillContext:
         agent_id: int,
         profile: Mapping[str, Any],
         now: datetime | None,
-        workspace_root: Path,
+        workspace: AgentWorkspace,
         skill: str,
         observations: Iterable[str] = (),
     ) -> None:
         self.agent_id = agent_id
         self.profile: Mapping[str, Any] = MappingProxyType(copy.deepcopy(dict(profile)))
         self.now = now
-        self.workspace_root = Path(workspace_root)
+        self._workspace = workspace
         self.skill = skill
         self.observations: tuple[str, ...] = tuple(observations)
         self.logs: list[str] = []
 
-    def _state_file(self, name: str) -> Path:
+    def _state_file(self, name: str) -> str:
         if not isinstance(name, str) or not _STATE_NAME.match(name):
             raise SkillError(f"state name must be lowercase letters and '_' (got {name!r})")
-        return self.workspace_root / "state" / f"{name}.json"
+        return f"state/{name}.json"
+
+    def read_file(self, path: str) -> str | None:
+        """The text of a workspace file (None when it does not exist); scripts read, they never write files.
+
+        Raises:
+            SkillError: a path outside the workspace, or a file that is not UTF-8 text.
+        """
+        try:
+            return self._workspace.read_text(path)
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError, WorkspaceError) as error:
+            raise SkillError(f"{path} is unreadable: {error}") from None
 
     def read_state(self, name: str) -> dict[str, Any]:
         """``state/<name>.json`` as a dict (``{}`` when it does not exist yet).
@@ -96,7 +110,7 @@ class SkillContext:
         """
         path = self._state_file(name)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(self._workspace.read_bytes(path))
         except FileNotFoundError:
             return {}
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -122,7 +136,7 @@ class SkillContext:
             raise SkillError(f"state/{name}.json: data is not JSON: {error}") from None
         if len(text.encode("utf-8")) > _MAX_STATE_BYTES:
             raise SkillError(f"state/{name}.json would exceed {_MAX_STATE_BYTES} bytes")
-        atomic_write_text(path, text, durable=False)
+        self._workspace.write_text(path, text)
 
     def log(self, message: str) -> None:
         """Record a line in the skill run log (``.runtime/logs/skill_runs.jsonl``)."""

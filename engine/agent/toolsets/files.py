@@ -12,21 +12,19 @@ deadline, after a byte budget, or at the match limit.
 from __future__ import annotations
 
 import asyncio
-import os
+import io
 import re
-import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.agent.tools import AgentTool
-from engine.agent.workspace import AgentWorkspace
-from engine.errors import StorageError
+from engine.agent.workspace import AgentWorkspace, Entry
+from engine.errors import StorageError, WorkspaceError
 from engine.linear_regex import UnsupportedPatternError, compile_untrusted
-from engine.storage.atomic import atomic_write_bytes
 
 __all__ = ["RUNTIME_OWNED", "AppendArgs", "FileTools", "GrepArgs", "ListArgs", "ReadArgs", "WriteArgs"]
 
@@ -113,7 +111,7 @@ class FileTools:
         max_write_bytes: int = 256_000,
         protected: Iterable[str] = RUNTIME_OWNED,
     ) -> None:
-        self._root = workspace.root.resolve()
+        self._ws = workspace
         self.max_read_bytes = max_read_bytes
         self.max_write_bytes = max_write_bytes
         self._protected = tuple(p.strip("/").casefold() for p in protected)
@@ -149,8 +147,8 @@ class FileTools:
         """Nothing to persist: every write already went to the workspace."""
 
     # ---- paths -------------------------------------------------------------------------------
-    def _resolve(self, path: str, *, writing: bool = False) -> tuple[Path, str]:
-        """The real path inside the workspace, and its workspace-relative name; refuses anything else."""
+    def _resolve(self, path: str, *, writing: bool = False) -> str:
+        """The workspace-relative path ``path`` names (symlinks followed); refuses anything else."""
         if "\x00" in path:
             raise _Refused("the path contains a NUL byte")
         if "://" in path or path.lower().startswith("file:"):
@@ -162,33 +160,33 @@ class FileTools:
             raise _Refused(f"{path!r} is absolute; use a path relative to your workspace")
         if ".." in pure.parts:
             raise _Refused(f"{path!r}: '..' is not allowed; use a path relative to your workspace")
+        if "\\" in path:
+            raise _Refused(f"{path!r}: use '/' between folders")
         try:
-            resolved = (self._root / pure).resolve(strict=False)
-        except (OSError, RuntimeError):  # a symlink loop
-            raise _Refused(f"{path!r} cannot be resolved (symlink loop)") from None
-        if not resolved.is_relative_to(self._root):
-            raise _Refused(f"{path!r} leads outside your workspace through a symlink")
-        rel = resolved.relative_to(self._root).as_posix()
+            rel = self._ws.resolve(pure.as_posix()) or "."
+        except WorkspaceError as error:
+            if "loop" in str(error):
+                raise _Refused(f"{path!r} cannot be resolved (symlink loop)") from None
+            raise _Refused(f"{path!r} leads outside your workspace through a symlink") from None
         if writing:
             folded = rel.casefold()
             if any(folded == p or folded.startswith(p + "/") for p in self._protected):
                 raise _Refused(f"{rel} is maintained by the runtime and cannot be written")
             if path.endswith("/") or rel == ".":
                 raise _Refused(f"{path!r} names a directory; give a file path")
-        return resolved, rel
+        return rel
 
-    def _regular_file(self, target: Path, rel: str, *, missing_ok: bool = False) -> os.stat_result | None:
-        try:
-            info = os.stat(target)
-        except FileNotFoundError:
+    def _regular_file(self, rel: str, *, missing_ok: bool = False) -> Entry | None:
+        entry = self._ws.stat(rel)
+        if entry is None:
             if missing_ok:
                 return None
-            raise _Refused(f"{rel} does not exist (use list to see what is there)") from None
-        if stat.S_ISDIR(info.st_mode):
+            raise _Refused(f"{rel} does not exist (use list to see what is there)")
+        if entry.kind == "dir":
             raise _Refused(f"{rel} is a directory; use list")
-        if not stat.S_ISREG(info.st_mode):
+        if entry.kind != "file":
             raise _Refused(f"{rel} is not a regular file")
-        return info
+        return entry
 
     def _encode(self, content: str) -> bytes:
         if "\x00" in content:
@@ -200,20 +198,19 @@ class FileTools:
 
     # ---- tools -------------------------------------------------------------------------------
     def _read(self, args: ReadArgs) -> str:
-        target, rel = self._resolve(args.path)
-        info = self._regular_file(target, rel)
-        assert info is not None
+        rel = self._resolve(args.path)
+        entry = self._regular_file(rel)
+        assert entry is not None
         ranged = args.offset is not None or args.limit is not None
-        if not ranged and info.st_size > self.max_read_bytes:
-            raise _Refused(f"{rel} is {info.st_size} bytes, over the read limit of {self.max_read_bytes}; "
+        if not ranged and entry.size > self.max_read_bytes:
+            raise _Refused(f"{rel} is {entry.size} bytes, over the read limit of {self.max_read_bytes}; "
                            "read part of it with offset and limit (line numbers)")
         first = args.offset or 1
         last = first + args.limit - 1 if args.limit is not None else None
-        with open(target, "rb") as fh:
-            if b"\x00" in fh.read(_SNIFF_BYTES):
-                raise _Refused(f"{rel} is a binary file")
-            fh.seek(0)
-            chunks, lines, more = self._read_lines(fh, first, last, rel)
+        data = self._ws.read_bytes(rel)
+        if b"\x00" in data[:_SNIFF_BYTES]:
+            raise _Refused(f"{rel} is a binary file")
+        chunks, lines, more = self._read_lines(io.BytesIO(data), first, last, rel)
         if first > max(lines, 1):
             raise _Refused(f"offset {first} is past the end of {rel} ({lines} lines)")
         try:
@@ -246,48 +243,48 @@ class FileTools:
                                    f"{self.max_read_bytes} bytes; read fewer lines")
 
     def _write(self, args: WriteArgs) -> str:
-        target, rel = self._resolve(args.path, writing=True)
+        rel = self._resolve(args.path, writing=True)
         data = self._encode(args.content)
         if len(data) > self.max_write_bytes:
             raise _Refused(f"content is {len(data)} bytes, over the write limit of {self.max_write_bytes}")
-        self._regular_file(target, rel, missing_ok=True)
-        atomic_write_bytes(target, data, durable=False)
+        self._regular_file(rel, missing_ok=True)
+        self._ws.write_bytes(rel, data)
         return f"wrote {len(data)} bytes to {rel}"
 
     def _append(self, args: AppendArgs) -> str:
-        target, rel = self._resolve(args.path, writing=True)
+        rel = self._resolve(args.path, writing=True)
         data = self._encode(args.content)
-        info = self._regular_file(target, rel, missing_ok=True)
-        existing_size = info.st_size if info is not None else 0
+        entry = self._regular_file(rel, missing_ok=True)
+        existing_size = entry.size if entry is not None else 0
         if existing_size + len(data) > self.max_write_bytes:
             raise _Refused(f"{rel} would grow to {existing_size + len(data)} bytes, over the file limit of "
                            f"{self.max_write_bytes}; start a new file")
-        existing = target.read_bytes() if info is not None else b""
+        existing = self._ws.read_bytes(rel) if entry is not None else b""
         if b"\x00" in existing[:_SNIFF_BYTES]:
             raise _Refused(f"{rel} is a binary file")
         # Whole-file rewrite, so a crash leaves the old file or the new one, never half an append.
-        atomic_write_bytes(target, existing + data, durable=False)
+        self._ws.write_bytes(rel, existing + data)
         return f"appended {len(data)} bytes to {rel} (now {len(existing) + len(data)} bytes)"
 
     def _list(self, args: ListArgs) -> str:
-        target, rel = self._resolve(args.path or ".")
-        if not target.exists():
+        rel = self._resolve(args.path or ".")
+        entry = self._ws.stat(rel)
+        if entry is None:
             raise _Refused(f"{rel} does not exist")
-        if not target.is_dir():
+        if entry.kind != "dir":
             raise _Refused(f"{rel} is not a directory; use read")
         rows = []
-        with os.scandir(target) as entries:
-            for entry in sorted(entries, key=lambda e: e.name):
-                if _TEMP_FILE.match(entry.name):
-                    continue
-                if entry.is_symlink():  # never stat through it: the target may be outside
-                    rows.append(f"{entry.name}@ (symlink)")
-                elif entry.is_dir(follow_symlinks=False):
-                    rows.append(f"{entry.name}/")
-                elif entry.is_file(follow_symlinks=False):
-                    rows.append(f"{entry.name} ({entry.stat(follow_symlinks=False).st_size} bytes)")
-                else:
-                    rows.append(f"{entry.name} (special file)")
+        for name, child in self._ws.listdir(rel):
+            if _TEMP_FILE.match(name):
+                continue
+            if child.kind == "link":  # never stat through it: the target may be outside
+                rows.append(f"{name}@ (symlink)")
+            elif child.kind == "dir":
+                rows.append(f"{name}/")
+            elif child.kind == "file":
+                rows.append(f"{name} ({child.size} bytes)")
+            else:
+                rows.append(f"{name} (special file)")
         if not rows:
             return f"{rel}/ is empty"
         shown = rows[:_LIST_ENTRIES]
@@ -299,18 +296,19 @@ class FileTools:
             regex = compile_untrusted(args.pattern)
         except UnsupportedPatternError as error:
             raise _Refused(f"pattern {args.pattern!r}: {error}") from None
-        target, rel = self._resolve(args.path or ".")
-        if not target.exists():
+        rel = self._resolve(args.path or ".")
+        entry = self._ws.stat(rel)
+        if entry is None:
             raise _Refused(f"{rel} does not exist")
-        files = self._walk(target) if target.is_dir() else iter([target])
+        files = self._walk(rel) if entry.kind == "dir" else iter([rel])
         deadline = time.monotonic() + _GREP_SECONDS
         matches: list[str] = []
         skipped, scanned, note = 0, 0, ""
-        for seen, file in enumerate(files):
+        for seen, name in enumerate(files):
             if seen and time.monotonic() > deadline:  # many small or skipped files also take time
                 note = f"\n[stopped after {_GREP_SECONDS:g} s; results are incomplete, narrow the pattern or the path]"
                 break
-            text = self._grep_text(file)
+            text = self._grep_text(name)
             if text is None:
                 skipped += 1
                 continue
@@ -318,7 +316,6 @@ class FileTools:
             if scanned > _GREP_TOTAL_BYTES:
                 note = f"\n[stopped after reading {_GREP_TOTAL_BYTES} characters; results are incomplete, narrow the path]"
                 break
-            name = file.relative_to(self._root).as_posix()
             for number, line in enumerate(text.splitlines(), 1):
                 if regex.search(line[:_GREP_LINE_CHARS]):
                     matches.append(f"{name}:{number}: {line[:_SHOWN_LINE_CHARS]}")
@@ -336,25 +333,26 @@ class FileTools:
             return f"no matches for {args.pattern!r} in {rel}" + note
         return f"{len(matches)} matches:\n" + "\n".join(matches) + note
 
-    def _walk(self, top: Path) -> Iterator[Path]:
-        """Files under ``top``, sorted; hidden directories below ``top`` and symlinked directories are not entered."""
-        for directory, dirs, files in os.walk(top, followlinks=False):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            for name in sorted(files):
-                if not _TEMP_FILE.match(name):
-                    yield Path(directory) / name
+    def _walk(self, top: str) -> Iterator[str]:
+        """Files under ``top``, sorted; hidden folders below ``top`` and symlinked folders are not entered."""
+        base = "" if top == "." else top
+        for name, entry in self._ws.listdir(base):
+            child = f"{base}/{name}" if base else name
+            if entry.kind == "dir":
+                if not name.startswith("."):
+                    yield from self._walk(child)
+            elif not _TEMP_FILE.match(name):
+                yield child
 
-    def _grep_text(self, file: Path) -> str | None:
+    def _grep_text(self, name: str) -> str | None:
         """A file's text, or None when it leads outside, is not a small regular text file, or cannot be read."""
         try:
-            real = file.resolve(strict=True)
-            if not real.is_relative_to(self._root):
+            real = self._ws.resolve(name)
+            entry = self._ws.stat(real)
+            if entry is None or entry.kind != "file" or entry.size > _GREP_FILE_BYTES:
                 return None
-            info = os.stat(real)
-            if not stat.S_ISREG(info.st_mode) or info.st_size > _GREP_FILE_BYTES:
-                return None
-            data = real.read_bytes()
-        except (OSError, RuntimeError):
+            data = self._ws.read_bytes(real)
+        except (OSError, WorkspaceError):
             return None
         if b"\x00" in data[:_SNIFF_BYTES]:
             return None

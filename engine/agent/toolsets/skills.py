@@ -100,13 +100,13 @@ class SkillTools:
         self.timeout_s = timeout_s
         self.warnings: list[str] = []  #: broken skills skipped, overrides, vanished active skills
         self.skills: dict[str, SkillInfo] = discover_skills(
-            builtin_dir=builtin_dir, custom_dir=workspace.root / "custom" / "skills", env_dirs=env_skill_dirs,
+            builtin_dir=builtin_dir, custom_dir=workspace.local_dir("custom/skills"), env_dirs=env_skill_dirs,
             warnings=self.warnings,
         )
         self._active: list[str] = []
         self._dirty = False
         self._runs: list[dict[str, Any]] = []
-        if (workspace.root / STATE_FILE).exists():
+        if workspace.exists(STATE_FILE):
             saved = workspace.read_json(STATE_FILE).get("active", [])
             for name in saved:
                 if name in self.skills:
@@ -251,7 +251,7 @@ class SkillTools:
 
     def _context(self, name: str, observations: Iterable[str] = ()) -> SkillContext:
         return SkillContext(agent_id=self.agent_id, profile=self.profile, now=self.clock(),
-                            workspace_root=self.workspace.root, skill=name, observations=observations)
+                            workspace=self.workspace, skill=name, observations=observations)
 
     def _record(self, run: SkillRun, argv: list[str] | None) -> None:
         self._runs.append({"t": _iso(self.clock()), **run.record(argv)})

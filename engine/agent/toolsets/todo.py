@@ -10,7 +10,6 @@ step that dies half-way leaves the previous list.
 from __future__ import annotations
 
 import difflib
-import json
 import uuid
 from collections.abc import Callable
 from typing import Any, Literal
@@ -117,11 +116,11 @@ class TodoTools:
     def __init__(self, workspace: AgentWorkspace) -> None:
         self._ws = workspace
         self.state = TodoState()
-        if (workspace.root / TODO_FILE).exists():
+        if workspace.exists(TODO_FILE):
             try:
                 self.state = TodoState.model_validate(workspace.read_json(TODO_FILE))
             except ValidationError as error:
-                raise WorkspaceError(f"{workspace.root / TODO_FILE} is corrupt: {error}") from None
+                raise WorkspaceError(f"{workspace.name}/{TODO_FILE} is corrupt: {error}") from None
         self._to_archive: list[TodoItem] = []
         self._dirty = False
         self._tools = {
@@ -164,7 +163,6 @@ class TodoTools:
         """Append newly archived items to the archive, then write ``state/todo.json`` (both only if changed)."""
         if not self._dirty:
             return
-        (self._ws.root / "state").mkdir(parents=True, exist_ok=True)
         self._ws.append_jsonl(ARCHIVE_FILE, [item.model_dump() for item in self._to_archive])
         self._ws.write_json(TODO_FILE, self.state.model_dump())
         self._to_archive, self._dirty = [], False
@@ -218,7 +216,7 @@ class TodoTools:
         # A UUID derived from (workspace, sequence number): unique per agent and the same on every
         # rerun, so a run with a fixed seed replays identically (a random uuid4 would not).
         self.state.created += 1
-        item_id = uuid.uuid5(uuid.NAMESPACE_URL, f"polis-todo:{self._ws.root.name}:{self.state.created}")
+        item_id = uuid.uuid5(uuid.NAMESPACE_URL, f"polis-todo:{self._ws.name}:{self.state.created}")
         item = TodoItem(id=str(item_id), title=args.title, notes=args.notes or "")
         self.state.items.append(item)
         return self._changed(item, "added")
@@ -267,13 +265,5 @@ class TodoTools:
         return f"archived {len(done)} completed todos; {len(self.state.items)} active, {self.state.archived} archived"
 
     def _archived_ids(self) -> set[str]:
-        path = self._ws.root / ARCHIVE_FILE
-        if not path.exists():
-            return set()
-        ids = set()
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                ids.add(json.loads(line)["id"])
-            except (json.JSONDecodeError, KeyError, TypeError):
-                continue  # a torn last line from a crash mid-append; its item is archived again
-        return ids
+        # A torn last line from a crash mid-append is skipped; its item is archived again.
+        return {record["id"] for record in self._ws.read_jsonl(ARCHIVE_FILE) if isinstance(record, dict) and "id" in record}

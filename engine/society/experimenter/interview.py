@@ -15,7 +15,7 @@ from pathlib import Path
 from engine.agent.base import AgentBase
 from engine.agent.registry import resolve_agent
 from engine.agent.service_proxy import ServiceProxy
-from engine.agent.workspace import AgentWorkspace, workspace_path
+from engine.agent.workspace import DirWorkspace, workspace_path
 from engine.errors import WorkspaceError
 from engine.llm.budget import BudgetGate
 from engine.llm.meter import CallRecord
@@ -58,7 +58,7 @@ async def ask_agents(
     async def one(agent_id: int) -> tuple[int, str]:
         async with limit:
             path = paths[agent_id]
-            type_name = AgentWorkspace(path).read_json("config.json").get("type")
+            type_name = DirWorkspace(path).read_json("config.json").get("type")
             if not type_name:
                 raise WorkspaceError(f"{path / 'config.json'} names no agent type")
             agent_type: type[AgentBase] = resolve_agent(type_name)

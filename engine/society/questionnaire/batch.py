@@ -25,7 +25,7 @@ from distributed import Client
 from engine.agent.base import AgentBase
 from engine.agent.registry import resolve_agent
 from engine.agent.service_proxy import ServiceProxy
-from engine.agent.workspace import AgentWorkspace, workspace_path
+from engine.agent.workspace import DirWorkspace, workspace_path
 from engine.errors import BudgetExhaustedError, PolisError, RunError
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
@@ -119,7 +119,7 @@ async def _answer_one(
     with recorder.span("agent.questionnaire", agent_id=agent_id, questionnaire_id=q.questionnaire_id) as span:
         try:
             ws = workspace_path(job.agents_root or RunLayout(run_dir).agents, agent_id)
-            cls: type[AgentBase] = resolve_agent(AgentWorkspace(ws).read_json("config.json")["type"])
+            cls: type[AgentBase] = resolve_agent(DirWorkspace(ws).read_json("config.json")["type"])
             agent = await cls.from_workspace(ws, proxy, budget=gate)
             llm = agent._dispatcher  # the agent's metered model: its calls land in agent.meter.records
             assert llm is not None

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine.agent.journal import StepJournal
-from engine.agent.workspace import AgentWorkspace
+from engine.agent.workspace import AgentWorkspace, DirWorkspace
 from engine.errors import WorkspaceError
 from engine.storage.atomic import atomic_write_text
 
@@ -29,7 +29,7 @@ def _snapshot(root: Path) -> dict[str, object]:
 
 @pytest.fixture
 def ws(tmp_path: Path) -> AgentWorkspace:
-    ws = AgentWorkspace(tmp_path / "agent_0001")
+    ws = DirWorkspace(tmp_path / "agent_0001")
     ws.make_dirs()
     ws.write_json("config.json", {"id": 1})
     ws.swap_json("AGENT.json", {"id": 1, "step_count": 0})

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from engine.agent.memory.episodes import EPISODES_FILE, EpisodeIn, EpisodeStore, FinishWithMemories
 from engine.agent.tools import FinishArgs
-from engine.agent.workspace import AgentWorkspace
+from engine.agent.workspace import DirWorkspace
 from engine.llm.decision import build_decision_model
 
 T1 = datetime(2024, 1, 1, 9, 0)
@@ -20,7 +20,7 @@ T2 = datetime(2024, 1, 1, 10, 0)
 
 @pytest.fixture
 def store(tmp_path: Path) -> EpisodeStore:
-    workspace = AgentWorkspace(tmp_path / "agent_0001")
+    workspace = DirWorkspace(tmp_path / "agent_0001")
     workspace.make_dirs()
     return EpisodeStore(workspace)
 
@@ -89,7 +89,7 @@ def test_recent_returns_the_last_n_oldest_first(store: EpisodeStore) -> None:
 
 def test_a_torn_last_line_is_skipped_not_fatal(store: EpisodeStore) -> None:
     fill(store)
-    with open(store.path, "a", encoding="utf-8") as handle:
+    with open(store.workspace.root / EPISODES_FILE, "a", encoding="utf-8") as handle:
         handle.write('{"kind": "fact", "te')
 
     assert len(store.all()) == 4

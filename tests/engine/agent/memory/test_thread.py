@@ -18,7 +18,7 @@ from engine.agent.memory.thread import (
     ThreadMemory,
     fit_paragraphs,
 )
-from engine.agent.workspace import AgentWorkspace
+from engine.agent.workspace import AgentWorkspace, DirWorkspace
 from engine.errors import LLMCallError, SpecError
 from engine.llm.meter import Meter, MeteredModel
 from engine.llm.protocol import ChatResult
@@ -40,7 +40,7 @@ class FailingModel:
 
 @pytest.fixture
 def ws(tmp_path: Path) -> AgentWorkspace:
-    workspace = AgentWorkspace(tmp_path / "agent_0001")
+    workspace = DirWorkspace(tmp_path / "agent_0001")
     workspace.make_dirs()
     return workspace
 

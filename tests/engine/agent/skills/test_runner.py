@@ -13,6 +13,7 @@ import pytest
 
 from engine.agent.skills.model import SkillError, SkillInfo
 from engine.agent.skills.runner import SkillContext, run_skill_function, timed_out_scripts
+from engine.agent.workspace import DirWorkspace
 
 NOW = datetime(2024, 3, 4, 9, 30)
 
@@ -27,7 +28,7 @@ def skill_with(tmp_path: Path, code: str, name: str = "probe") -> SkillInfo:
 @pytest.fixture
 def ctx(tmp_path: Path) -> SkillContext:
     (tmp_path / "ws" / "state").mkdir(parents=True)
-    return SkillContext(agent_id=7, profile={"name": "Ada", "tags": ["x"]}, now=NOW, workspace_root=tmp_path / "ws", skill="probe")
+    return SkillContext(agent_id=7, profile={"name": "Ada", "tags": ["x"]}, now=NOW, workspace=DirWorkspace(tmp_path / "ws"), skill="probe")
 
 
 async def test_entrypoint_gets_argv_and_ctx_and_a_dict_comes_back_as_json(tmp_path: Path, ctx: SkillContext) -> None:
@@ -134,15 +135,15 @@ async def test_an_edited_script_is_reloaded(tmp_path: Path, ctx: SkillContext) -
     assert (await run_skill_function(skill, "entrypoint", ctx)).output == "version 2"
 
 
-def test_write_state_replaces_the_file_and_read_state_reads_it(ctx: SkillContext) -> None:
+def test_write_state_replaces_the_file_and_read_state_reads_it(ctx: SkillContext, tmp_path: Path) -> None:
     assert ctx.read_state("mood") == {}
 
     ctx.write_state("mood", {"label": "calm", "note": "平静"})
     ctx.write_state("mood", {"label": "content"})
 
     assert ctx.read_state("mood") == {"label": "content"}
-    assert json.loads((ctx.workspace_root / "state" / "mood.json").read_text(encoding="utf-8")) == {"label": "content"}
-    assert [p.name for p in (ctx.workspace_root / "state").iterdir()] == ["mood.json"]  # no temp files left
+    assert json.loads((tmp_path / "ws" / "state" / "mood.json").read_text(encoding="utf-8")) == {"label": "content"}
+    assert [p.name for p in (tmp_path / "ws" / "state").iterdir()] == ["mood.json"]  # no temp files left
 
 
 @pytest.mark.parametrize("name", ["Mood", "../config", "a-b", "mood.json", "state/x", "", "x1", "skills", "todo"])
@@ -159,8 +160,8 @@ def test_write_state_refuses_data_that_is_not_a_json_object(ctx: SkillContext) -
     assert ctx.read_state("mood") == {}
 
 
-def test_read_state_refuses_a_corrupt_file(ctx: SkillContext) -> None:
-    (ctx.workspace_root / "state" / "mood.json").write_text("{not json")
+def test_read_state_refuses_a_corrupt_file(ctx: SkillContext, tmp_path: Path) -> None:
+    (tmp_path / "ws" / "state" / "mood.json").write_text("{not json")
 
     with pytest.raises(SkillError, match="unreadable"):
         ctx.read_state("mood")
@@ -172,6 +173,6 @@ def test_the_profile_is_a_read_only_copy(ctx: SkillContext) -> None:
     ctx.profile["tags"].append("y")  # a nested value is the copy's, not the agent's
 
     profile = {"name": "Ada", "tags": ["x"]}
-    fresh = SkillContext(agent_id=1, profile=profile, now=None, workspace_root=ctx.workspace_root, skill="probe")
+    fresh = SkillContext(agent_id=1, profile=profile, now=None, workspace=ctx._workspace, skill="probe")
     fresh.profile["tags"].append("y")
     assert profile == {"name": "Ada", "tags": ["x"]}

@@ -20,7 +20,7 @@ from engine.agent.toolset import Toolset
 from engine.agent.toolsets import FileTools
 from engine.agent.toolsets import files as files_module
 from engine.agent.toolsets.files import RUNTIME_OWNED
-from engine.agent.workspace import AgentWorkspace, workspace_path
+from engine.agent.workspace import AgentWorkspace, DirWorkspace, workspace_path
 from engine.env.actor import EnvRouterConfig, build_router
 from engine.llm.client import LLMClient
 from engine.llm.decision import build_decision_model
@@ -42,7 +42,7 @@ def outside(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def ws(tmp_path: Path, outside: Path) -> AgentWorkspace:
-    workspace = AgentWorkspace(workspace_path(tmp_path / "agents", 1))
+    workspace = DirWorkspace(workspace_path(tmp_path / "agents", 1))
     workspace.make_dirs()
     workspace.write_json("config.json", {"id": 1, "profile": {}, "config": {}})
     return workspace

@@ -11,14 +11,14 @@ from engine.agent.memory.episodes import EpisodeStore
 from engine.agent.memory.thread import MEMORY_FILE
 from engine.agent.toolset import Toolset
 from engine.agent.toolsets.memory import MemoryTools
-from engine.agent.workspace import AgentWorkspace
+from engine.agent.workspace import AgentWorkspace, DirWorkspace
 
 T = datetime(2024, 1, 1, 9, 0)
 
 
 @pytest.fixture
 def ws(tmp_path: Path) -> AgentWorkspace:
-    workspace = AgentWorkspace(tmp_path / "agent_0001")
+    workspace = DirWorkspace(tmp_path / "agent_0001")
     workspace.make_dirs()
     EpisodeStore(workspace).finish([
         {"kind": "social", "text": "Had lunch with Bob", "importance": 4},
@@ -64,7 +64,7 @@ async def test_memory_read_summary_reads_agent_memory(ws: AgentWorkspace) -> Non
 
 
 async def test_an_empty_workspace_answers_plainly(tmp_path: Path) -> None:
-    workspace = AgentWorkspace(tmp_path / "agent_0002")
+    workspace = DirWorkspace(tmp_path / "agent_0002")
     workspace.make_dirs()
     tools = MemoryTools(workspace)
     assert await tools.dispatch("memory_recent", {"n": 5}, readonly=True) == "no memories yet"

@@ -16,7 +16,7 @@ from engine.agent.service_proxy import ServiceProxy
 from engine.agent.skills.discovery import env_skill_dirs_of
 from engine.agent.toolset import Toolset
 from engine.agent.toolsets.skills import SkillTools
-from engine.agent.workspace import AgentWorkspace
+from engine.agent.workspace import AgentWorkspace, DirWorkspace
 from engine.env.actor import EnvRouterConfig, build_router
 from engine.llm.client import LLMClient
 from engine.llm.meter import MeteredModel
@@ -47,7 +47,7 @@ def write_skill(root: Path, name: str, *, front: str = "", body: str = "", scrip
 
 @pytest.fixture
 def ws(tmp_path: Path) -> AgentWorkspace:
-    workspace = AgentWorkspace(tmp_path / "agents" / "agent_0001")
+    workspace = DirWorkspace(tmp_path / "agents" / "agent_0001")
     workspace.make_dirs()
     return workspace
 
@@ -348,7 +348,7 @@ async def test_daily_planning_follows_the_profile_and_the_weekday(ws: AgentWorks
     plan = json.loads(await student.execute("daily-planning", []))
     assert (plan["role"], plan["wake"], plan["items"][2]["activity"]) == ("student", "06:45", "classes")
 
-    other = AgentWorkspace(tmp_path / "agent_0002")
+    other = DirWorkspace(tmp_path / "agent_0002")
     other.make_dirs()
     weekend = tools_for(other, saturday, profile={"occupation": "nurse", "interests": "painting, choir"})
     weekend.activate("daily-planning")
@@ -390,7 +390,7 @@ async def test_emotion_appraisal_pre_step_updates_emotion_from_observations(ws: 
 async def test_emotion_appraisal_is_deterministic(ws: AgentWorkspace, tmp_path: Path) -> None:
     results = []
     for index in range(2):
-        workspace = AgentWorkspace(tmp_path / f"agent_{index}")
+        workspace = DirWorkspace(tmp_path / f"agent_{index}")
         workspace.make_dirs()
         tools = tools_for(workspace)
         tools.activate("emotion-appraisal")

@@ -15,7 +15,7 @@ from engine.agent.service_proxy import ServiceProxy
 from engine.agent.toolset import Toolset
 from engine.agent.toolsets import TodoTools
 from engine.agent.toolsets.todo import ARCHIVE_FILE, MAX_ACTIVE_TODOS, TODO_FILE
-from engine.agent.workspace import AgentWorkspace, workspace_path
+from engine.agent.workspace import AgentWorkspace, DirWorkspace, workspace_path
 from engine.env.actor import EnvRouterConfig, build_router
 from engine.errors import WorkspaceError
 from engine.llm.client import LLMClient
@@ -25,7 +25,7 @@ from engine.llm.scripted import ScriptedModel
 
 @pytest.fixture
 def ws(tmp_path: Path) -> AgentWorkspace:
-    workspace = AgentWorkspace(workspace_path(tmp_path / "agents", 1))
+    workspace = DirWorkspace(workspace_path(tmp_path / "agents", 1))
     workspace.make_dirs()
     return workspace
 

@@ -100,11 +100,11 @@ def update(state: dict[str, Any], text: str, now: Any) -> dict[str, Any]:
 
 def _thread_tail(ctx: Any) -> str:
     """The last user messages of the thread log (earlier steps' observations and tool results)."""
-    path = ctx.workspace_root / ".runtime" / "logs" / "thread_messages.jsonl"
-    if not path.is_file():
+    text = ctx.read_file(".runtime/logs/thread_messages.jsonl")
+    if text is None:
         return ""
     messages = []
-    for line in path.read_text(encoding="utf-8").splitlines()[-200:]:
+    for line in text.splitlines()[-200:]:
         if line.strip():
             record = json.loads(line)
             if record.get("role") == "user":
