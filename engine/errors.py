@@ -15,8 +15,13 @@
     │   └── EnvUnavailableError   the env actor cannot be reached (its worker died)
     ├── AgentError                the agent runtime
     │   └── WorkspaceError        a workspace that is missing, corrupt or escaped from
-    ├── StorageError              replay / trace storage
-    │   └── QueryError            a query the read-only surface refuses or DuckDB rejects
+    ├── StorageError              replay / trace storage, and the stores that hold them
+    │   ├── QueryError            a query the read-only surface refuses or DuckDB rejects
+    │   ├── PackCorruptError      a workspace pack that is truncated or fails a checksum
+    │   ├── StoreKeyError         a store key that is no relative '/'-path (empty, absolute, '..', backslash, NUL)
+    │   ├── StoreKeyNotFoundError a key the store does not hold (names the key and the store)
+    │   ├── StoreUrlError         a storage location of an unknown scheme, or whose fsspec package is not installed
+    │   └── StoreUnavailableError a store that fails its preflight probe (no bucket, no credentials, read-only)
     └── RunError                  the society / run lifecycle
         ├── RunLockedError        another live driver holds the run directory's lease
         ├── StaleRunError         a task of a driver session that no longer holds the run
@@ -39,6 +44,7 @@ __all__ = [
     "LLMError",
     "LLMRateLimitError",
     "OverBudgetError",
+    "PackCorruptError",
     "PolisError",
     "PopulationFileError",
     "PreflightError",
@@ -48,6 +54,10 @@ __all__ = [
     "SpecError",
     "StaleRunError",
     "StorageError",
+    "StoreKeyError",
+    "StoreKeyNotFoundError",
+    "StoreUnavailableError",
+    "StoreUrlError",
     "StructuredOutputError",
     "TaskStallError",
     "ToolCallError",
@@ -152,11 +162,46 @@ class WorkspaceError(AgentError):
 
 
 class StorageError(PolisError):
-    """Replay or trace storage."""
+    """Replay or trace storage, and the stores that hold them."""
 
 
 class QueryError(StorageError):
     """A query refused by the read-only surface or rejected by DuckDB."""
+
+
+class PackCorruptError(StorageError):
+    """A workspace pack that is truncated or fails a checksum (the message names it)."""
+
+
+class StoreKeyError(StorageError):
+    """A store key that is not a relative '/'-separated path: empty, absolute, with an empty, '.' or '..' segment,
+    a backslash or a NUL, or a segment named like a store's temp file (``.<name>.tmp-<hex>``)."""
+
+
+class StoreKeyNotFoundError(StorageError):
+    """A key the store does not hold.
+
+    Args:
+        key: the missing key.
+        url: the store's location, as :attr:`engine.storage.store.Store.url` gives it.
+    """
+
+    def __init__(self, key: str, url: str) -> None:
+        super().__init__(f"no key {key!r} in store {url}")
+        self.key = key
+        self.url = url
+
+    def __reduce__(self) -> tuple[type[StoreKeyNotFoundError], tuple[str, str]]:
+        # Rebuilt from its fields, not from the message: Dask pickles errors raised on workers.
+        return type(self), (self.key, self.url)
+
+
+class StoreUrlError(StorageError):
+    """A storage location that names an unknown scheme, or one whose fsspec implementation is not installed."""
+
+
+class StoreUnavailableError(StorageError):
+    """A store that fails its preflight probe (write, read back, delete): the message names the store and the cause."""
 
 
 class RunError(PolisError):

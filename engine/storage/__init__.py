@@ -1,4 +1,4 @@
-"""Replay storage: atomic files, dataset schemas and their catalog, Parquet shards, the DuckDB reader.
+"""Replay storage: the store interface, atomic files, dataset schemas and their catalog, Parquet shards, the DuckDB reader.
 
 Writers (batch tasks on Dask workers) use :class:`ReplayWriter`; readers (CLI, service) use
 :class:`ReplayReader`. The reader is imported lazily so that writing never loads DuckDB.
@@ -18,6 +18,7 @@ from engine.storage.atomic import (
 from engine.storage.catalog import Catalog, Column, ColumnType, DatasetKind, DatasetSchema
 from engine.storage.replay import ReplayWriter
 from engine.storage.shards import check_shard, shard_name
+from engine.storage.store import FsspecStore, LocalStore, MemoryStore, Store, check_store, open_store
 from engine.storage.text_table import format_table
 
 if TYPE_CHECKING:
@@ -29,14 +30,20 @@ __all__ = [
     "ColumnType",
     "DatasetKind",
     "DatasetSchema",
+    "FsspecStore",
+    "LocalStore",
+    "MemoryStore",
     "ReplayReader",
     "ReplayWriter",
+    "Store",
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
     "atomic_writer",
     "check_shard",
+    "check_store",
     "format_table",
+    "open_store",
     "read_json",
     "shard_name",
 ]

@@ -19,7 +19,8 @@ from engine.agent.memory.snapshot import episodes_offset, memory_snapshot
 from engine.agent.person import PersonAgent
 from engine.agent.service_proxy import ServiceProxy
 from engine.agent.toolsets import FileTools, TodoTools
-from engine.agent.workspace import AgentWorkspace, DirWorkspace, Entry, MemoryWorkspace, workspace_name
+from engine.agent.workspace import AgentWorkspace, DirWorkspace, Entry, workspace_name
+from engine.agent.workspace_in_memory import MemoryWorkspace
 from engine.env.actor import EnvRouterConfig, build_router
 from engine.errors import WorkspaceError
 from engine.llm.client import LLMClient
