@@ -278,6 +278,15 @@ def _sim_llm(args: argparse.Namespace) -> int:
     return 0
 
 
+def _workspace_export(args: argparse.Namespace) -> int:
+    from engine.society.fork.as_of import export_agent
+
+    written = export_agent(Path(args.run_dir), args.agent, Path(args.dest), at_step=args.at_step)
+    at = "as the run stands" if args.at_step is None else f"as tick {args.at_step} left it"
+    print(f"agent {args.agent} {at}: {written} bytes written to {args.dest}")
+    return 0
+
+
 def _spec_schema(args: argparse.Namespace) -> int:
     from engine.spec import spec_json_schema
 
@@ -345,6 +354,15 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
                      help="name this model in every reply, whatever was requested (as a provider serving a snapshot)")
     sim.add_argument("--fingerprint", default=None, metavar="FP", help="the replies' system_fingerprint (default sim-SEED)")
     sim.set_defaults(handler=_sim_llm)
+
+    workspace = sub.add_parser("workspace", help="an agent's workspace, whatever keeps it (packs or folders)")
+    export = workspace.add_subparsers(dest="workspace_command", required=True).add_parser(
+        "export", help="write one agent's workspace as a folder in AS2's layout")
+    export.add_argument("run_dir")
+    export.add_argument("agent", type=int, help="the agent's id")
+    export.add_argument("dest", help="a new (or empty) folder")
+    export.add_argument("--at-step", type=int, default=None, metavar="K", help="as kept tick K left it (default: as the run stands)")
+    export.set_defaults(handler=_workspace_export)
 
     schema = sub.add_parser("spec-schema", help="print the experiment spec's JSON Schema")
     schema.set_defaults(handler=_spec_schema)

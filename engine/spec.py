@@ -41,6 +41,7 @@ __all__ = [
     "RouterName",
     "RunStep",
     "SnapshotsSpec",
+    "StorageSpec",
     "StepSpec",
     "SweepSpec",
     "TranscriptsSpec",
@@ -189,6 +190,21 @@ class SnapshotsSpec(_Frozen):
     )
 
 
+class StorageSpec(_Frozen):
+    """Where the run keeps its agents' workspaces."""
+
+    workspaces: Literal["packed", "dir"] = Field(
+        "dir",
+        description="dir: one folder per agent (AS2's layout; each step journaled); packed: each tick's changes of a batch "
+        "of agents go into one pack, a few files per tick whatever the number of agents",
+    )
+    checkpoint_every: int = Field(
+        8, ge=1, le=1000,
+        description="packed: a file kept unchanged (or only appended to) is rewritten whole into a new pack once its "
+        "oldest part is this many transactions old, so reading an agent never needs more packs than this",
+    )
+
+
 class SweepSpec(_Frozen):
     """A parameter sweep: every combination of the grid's values, each run ``replications`` times.
 
@@ -235,6 +251,7 @@ class ExperimentSpec(_Frozen):
     budget: BudgetSpec | None = None
     transcripts: TranscriptsSpec = Field(default_factory=TranscriptsSpec)
     snapshots: SnapshotsSpec = Field(default_factory=SnapshotsSpec)
+    storage: StorageSpec = Field(default_factory=StorageSpec)
     max_error_rate: float = Field(
         0.05, ge=0, le=1,
         description="share of agent-steps ending in error (or llm_error) above which a run ends 'failed' "

@@ -11,14 +11,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.agent.workspace import DirWorkspace, workspace_path
+from engine.agent.workspace import AgentWorkspace
+from engine.errors import ForkError, WorkspaceError
+from engine.society.fork.as_of import agent_as_of
+from engine.society.workspaces.manifest import agent_workspace
 from engine.storage.query_limits import QueryLimits
 from engine.storage.reader import ReplayReader
 from engine.storage.run_layout import RunLayout
-from service.errors import AgentNotFoundError
-from service.schemas import AgentMemory
+from service.errors import AgentFileNotFoundError, AgentNotFoundError
+from service.schemas import AgentFile, AgentFiles, AgentMemory
 
-__all__ = ["read_agent"]
+__all__ = ["list_agent_files", "read_agent", "read_agent_file"]
 
 _ROWS = "SELECT step, memory, todo, episodes FROM agent_memory WHERE agent_id = $agent{until} ORDER BY step"
 
@@ -39,8 +42,8 @@ def read_agent(experiment_id: str, run_dir: Path, agent_id: int, step: int | Non
         WorkspaceError: the agent's ``config.json`` is corrupt.
         QueryError: the ``agent_memory`` shards cannot be read, or reading them ran past the limits.
     """
-    workspace = DirWorkspace(workspace_path(RunLayout(run_dir).agents, agent_id))
-    if not workspace.config_file.is_file():
+    workspace = agent_workspace(run_dir, agent_id)
+    if workspace is None:
         raise AgentNotFoundError(experiment_id, agent_id)
     config: dict[str, Any] = workspace.read_json("config.json")
     rows: list[dict[str, Any]] = []
@@ -61,3 +64,42 @@ def read_agent(experiment_id: str, run_dir: Path, agent_id: int, step: int | Non
         todo=json.loads(last["todo"]) if last and last["todo"] is not None else None,
         episodes=[episode for row in rows for episode in json.loads(row["episodes"] or "[]")],
     )
+
+
+def _workspace(experiment_id: str, run_dir: Path, agent_id: int, step: int | None) -> AgentWorkspace:
+    if agent_workspace(run_dir, agent_id) is None:
+        raise AgentNotFoundError(experiment_id, agent_id)
+    return agent_as_of(run_dir, agent_id, step)  # ForkError (409) when the tick is not kept
+
+
+def list_agent_files(experiment_id: str, run_dir: Path, agent_id: int, step: int | None) -> AgentFiles:
+    """Every file of the agent's workspace (packed or a folder), as the run stands or as kept tick ``step`` left it.
+
+    Raises:
+        AgentNotFoundError: the run has no such agent.
+        ForkError: ``step`` is a tick the run does not keep.
+        SpecError: ``step`` is after the run's committed ticks.
+    """
+    workspace = _workspace(experiment_id, run_dir, agent_id, step)
+    files = [AgentFile(path=path, size=workspace.size(path)) for path in workspace.files() if not path.startswith(_HIDDEN)]
+    return AgentFiles(experiment_id=experiment_id, agent_id=agent_id, step=step, files=files)
+
+
+def read_agent_file(experiment_id: str, run_dir: Path, agent_id: int, path: str, step: int | None) -> bytes:
+    """One file of the agent's workspace (see :func:`list_agent_files`).
+
+    Raises:
+        AgentNotFoundError: the run has no such agent.
+        AgentFileNotFoundError: no such file, or a path that leaves the workspace.
+    """
+    workspace = _workspace(experiment_id, run_dir, agent_id, step)
+    if path.startswith(_HIDDEN):
+        raise AgentFileNotFoundError(experiment_id, agent_id, path)
+    try:
+        return workspace.read_bytes(workspace.resolve(path))
+    except (OSError, WorkspaceError, ForkError):
+        raise AgentFileNotFoundError(experiment_id, agent_id, path) from None
+
+
+#: A folder run's step journals: runtime bookkeeping, not the agent's files.
+_HIDDEN = ".runtime/txn/"

@@ -27,6 +27,7 @@ from __future__ import annotations
 from engine.errors import ForkError, PolisError, QueryError, SpecError
 
 __all__ = [
+    "AgentFileNotFoundError",
     "AgentNotFoundError",
     "AuthConfigError",
     "CredentialNotGrantedError",
@@ -83,6 +84,20 @@ class DatasetNotFoundError(ServiceError):
         super().__init__(f"{message}: {reason}" if reason else message)
         self.experiment_id = experiment_id
         self.name = name
+
+
+class AgentFileNotFoundError(ServiceError):
+    """No such file in an agent's workspace (or a path that is not one).
+
+    Args:
+        experiment_id: the experiment.
+        agent_id: the agent.
+        path: the path asked for.
+    """
+
+    def __init__(self, experiment_id: str, agent_id: int, path: str) -> None:
+        super().__init__(f"agent {agent_id} of experiment {experiment_id!r} has no file {path!r}")
+        self.experiment_id, self.agent_id, self.path = experiment_id, agent_id, path
 
 
 class AgentNotFoundError(ServiceError):
@@ -167,6 +182,7 @@ _STATUS_CODES: tuple[tuple[type[Exception], int], ...] = (
     (ExperimentNotFoundError, 404),
     (DatasetNotFoundError, 404),
     (AgentNotFoundError, 404),
+    (AgentFileNotFoundError, 404),
     (NotAcceptableError, 406),
     (ExperimentNotRunningError, 409),
     (ExperimentBusyError, 409),

@@ -11,6 +11,8 @@ from engine.spec import BudgetSpec
 from service.registry import ExperimentRecord, ExperimentStatus, ForkedFrom
 
 __all__ = [
+    "AgentFile",
+    "AgentFiles",
     "AgentMemory",
     "ColumnInfo",
     "DatasetInfo",
@@ -145,6 +147,22 @@ class DatasetList(BaseModel):
 
     experiment_id: str
     datasets: list[DatasetInfo]
+
+
+class AgentFile(BaseModel):
+    """One file of an agent's workspace."""
+
+    path: str  #: relative to the workspace (``memory/episodes.jsonl``)
+    size: int  #: bytes
+
+
+class AgentFiles(BaseModel):
+    """Every file of an agent's workspace, as the run stands or as a kept tick left it."""
+
+    experiment_id: str
+    agent_id: int
+    step: int | None  #: the kept tick asked for (null: as the run stands)
+    files: list[AgentFile]
 
 
 class AgentMemory(BaseModel):

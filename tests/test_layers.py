@@ -101,8 +101,9 @@ def test_agents_and_env_do_not_import_the_society(layer: str):
     assert violations((layer,), ("engine.society", "engine.cli")) == []
 
 
-def test_no_module_is_over_400_lines():
-    long = {str(path.relative_to(ROOT)): n for path in sources(("engine", "service")) if (n := len(path.read_text().splitlines())) > 400}
+def test_no_module_is_over_600_lines():
+    # STYLE.md: split by concept, never to meet a line count; past ~600 lines a module is usually two concepts.
+    long = {str(path.relative_to(ROOT)): n for path in sources(("engine", "service")) if (n := len(path.read_text().splitlines())) > 600}
     assert long == {}
 
 

@@ -20,9 +20,7 @@ from typing import Any, TypeVar
 
 from distributed import Client
 
-from engine.agent.registry import resolve_agent
 from engine.agent.service_proxy import ServiceProxy
-from engine.agent.workspace import workspace_path
 from engine.errors import BudgetExhaustedError, EnvUnavailableError, RunError
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
@@ -36,12 +34,15 @@ from engine.society.experimenter.consult import consult_scope, run_helper
 from engine.society.experimenter.interview import ask_agents
 from engine.society.fanout import task_slots
 from engine.society.fork.as_of import AsOf, AsOfAgents, find_as_of, start_as_of_env
-from engine.society.history import TICK, KeptTicks, forget_journals
+from engine.society.history import TICK, KeptTicks
 from engine.society.planning import SocietyTotals, plan_batches, split_allowance
 from engine.society.questionnaire.batch import distribute_questionnaire
 from engine.society.status import SocietyStep, read_society_step, write_society, write_society_step
 from engine.society.transaction import commit, recover
 from engine.society.transcripts import TranscriptLedger, stage_router_calls
+from engine.society.workspaces.journaled import FolderAgents
+from engine.society.workspaces.manifest import PACKED, AgentSource, PackedAgents
+from engine.spec import StorageSpec
 from engine.storage.atomic import read_json
 from engine.storage.catalog import Catalog
 from engine.storage.run_layout import RunLayout
@@ -78,6 +79,7 @@ class AgentSociety:
             modules, LLM settings); it is written once, by the first :meth:`init`.
         transcript_bytes: the run's cap on transcript text (None: no ``transcripts`` dataset).
         snapshots_keep: the spec's ``snapshots.keep`` (:mod:`engine.society.history`).
+        storage: where the agents' workspaces are kept (a folder each, or packs).
     """
 
     def __init__(
@@ -99,6 +101,7 @@ class AgentSociety:
         info: dict[str, Any] | None = None,
         transcript_bytes: int | None = None,
         snapshots_keep: int | None = None,
+        storage: StorageSpec | None = None,
     ) -> None:
         self._specs = agent_specs
         self._info = info or {}
@@ -118,6 +121,9 @@ class AgentSociety:
         self.totals = SocietyTotals()
         self.env_recoveries = 0
         self.snapshots_keep, self._kept = snapshots_keep, KeptTicks(snapshots_keep)  # _kept: loaded by init
+        self.storage = storage or StorageSpec()
+        self._agents_at: PackedAgents | FolderAgents = (PackedAgents(self._run_dir) if self.storage.workspaces == PACKED
+                                                         else FolderAgents(self._run_dir, snapshots_keep))
 
     @classmethod
     async def from_workspace(cls, run_dir: Path, **options: Any) -> AgentSociety:
@@ -180,11 +186,9 @@ class AgentSociety:
         for schema in (ACTIONS, AGENT_MEMORY, LLM_CALLS, TRANSCRIPTS, SOCIETY_QUERIES, *self._env.replay_datasets()):
             catalog.register(schema)
         self._kept.load(self._run_dir, self._status.txn)
-        root = RunLayout(self._run_dir).agents
-        for spec in self._specs:
-            ws = workspace_path(root, int(spec["id"]))
-            if not (ws / "config.json").exists():
-                resolve_agent(spec["type"]).create(ws, agent_id=int(spec["id"]), profile=spec["profile"], config=spec["config"])
+        # A fresh packed run (or one stopped while creating them) creates its agents' packs; a dir run, missing folders.
+        self._status.workspaces = await asyncio.to_thread(self._agents_at.open, self._status.workspaces, self._specs,
+                                                          txn=self._status.txn, batch_size=self._batch_size)
         await self._env.start(self._status.env_snapshot, split_allowance(self._budget, self.usage, 1)[0] if self._budget else None)
         self.set_status(RunStatus.RUNNING)
 
@@ -193,7 +197,7 @@ class AgentSociety:
 
     async def forget_journals(self) -> None:
         """Drop the agents' step journals of committed ticks that ``snapshots_keep`` does not keep."""
-        await asyncio.to_thread(forget_journals, self._run_dir, self.agent_ids, self.step_count, self.snapshots_keep)
+        await asyncio.to_thread(self._agents_at.forget, self.agent_ids, self.step_count)
 
     async def __aenter__(self) -> AgentSociety:
         await self.init()
@@ -273,10 +277,10 @@ class AgentSociety:
         allowances = await self._share_budget(len(batches))
         texts = self.transcripts.open(len(batches))
         proxy = self.proxy
-        results = await self._run_batches(
-            [BatchJob(ids, step, i, tick, t_end, proxy, allowances[i], txn, attempt, self._session, texts[i], self.snapshots_keep)
-             for i, ids in enumerate(batches)]
-        )
+        jobs = [BatchJob(ids, step, i, tick, t_end, proxy, allowances[i], txn, attempt, self._session, texts[i], self.snapshots_keep,
+                         self._agents_at.packs_of(ids), self.storage.checkpoint_every)
+                for i, ids in enumerate(batches)]
+        results = await self._run_batches(jobs)
         stopped = sum(r.budget_stopped for r in results)
         router_calls, refused = await self._stage_router_calls(step, txn, "tick")
         if stopped or refused:
@@ -287,6 +291,9 @@ class AgentSociety:
         self._status.current_time = t_end
         self._status.step_count = step
         self._status.agent_steps_done += sum(r.agents for r in results)
+        by_batch = {r.batch: r for r in results}
+        self._status.workspaces = self._agents_at.stage(txn, ((by_batch[j.batch].pack, j.agent_ids, by_batch[j.batch].pack_reads)
+                                                              for j in jobs))
         self._commit(staged, env_snapshot=env["snapshot"], kind=TICK)
         return results
 
@@ -336,7 +343,7 @@ class AgentSociety:
                 self._client, questionnaire, ids, proxy=self.proxy, txn=txn, step_count=self.step_count, step_index=index,
                 t=at.t if at is not None else self.current_time, batch_size=self._batch_size, max_workers=self._max_workers,
                 budget=self.remaining_budget(), session=self._session, on_batch=lambda result: self.usage.add(result.usage),
-                transcripts=self.transcripts, agents_root=await asyncio.to_thread(as_of.materialize, ids) if as_of is not None else None, as_of_step=as_of_step,
+                transcripts=self.transcripts, agents=await self._agents(ids, as_of), as_of_step=as_of_step,
             )
         self._commit([str(p) for p in staged], step_index=step_index)
         return response
@@ -353,9 +360,15 @@ class AgentSociety:
                          budget: BudgetGate | None = None, as_of: AsOfAgents | None = None) -> dict[int, str]:
         """Interview chosen agents in this process (read-only: their workspaces are not changed).
         ``records`` collects their LLM calls; ``budget`` charges them; ``as_of``: as a kept tick left them."""
-        root = await asyncio.to_thread(as_of.materialize, agent_ids) if as_of is not None else None
         t = as_of.at.t if as_of is not None else self.current_time
-        return await ask_agents(self._run_dir, self.proxy, list(agent_ids), question, t, records=records, budget=budget, agents_root=root)
+        return await ask_agents(self._run_dir, self.proxy, list(agent_ids), question, t, records=records, budget=budget,
+                                agents=await self._agents(list(agent_ids), as_of))
+
+    async def _agents(self, agent_ids: list[int], as_of: AsOfAgents | None) -> AgentSource | None:
+        """Where readers find the agents: copies of a kept tick, the run's packs, or (None) its folders."""
+        if as_of is not None:
+            return AgentSource(folders=await asyncio.to_thread(as_of.materialize, agent_ids))
+        return self._agents_at.source(agent_ids)
 
     async def ask(self, question: str, *, step_index: int | None = None, as_of_step: int | None = None) -> str:
         """Answer a question about the simulation (the plan-and-execute helper; read-only); as tick K left it with ``as_of_step`` K."""

@@ -26,6 +26,7 @@ class SocietyStep:
     error: str | None = None
     txn: int = 0  #: transactions committed (ticks and non-run top-level steps)
     env_snapshot: str | None = None  #: the env state snapshot the last committed transaction wrote
+    workspaces: str | None = None  #: packed runs: the workspace manifest the last committed transaction wrote
     updated_at: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -1,8 +1,8 @@
 """Committing and recovering society transactions (one per tick or non-run top-level step).
 
 A transaction's effects are staged while it runs: replay and trace shards as ``*.staged-<txn>``
-files, the env state as snapshot ``env/_snapshots/txn_<txn>``, agent workspaces under their step
-journals. :func:`commit` makes it durable in one atomic write of ``SOCIETY_STEP.json`` (the commit
+files, the env state as snapshot ``env/_snapshots/txn_<txn>``, agent workspaces in packs that the
+transaction's workspace manifest names (or, on ``dir`` runs, under their step journals). :func:`commit` makes it durable in one atomic write of ``SOCIETY_STEP.json`` (the commit
 point) and then publishes the staged files; :func:`recover` repairs a run directory after a crash,
 so a transaction is either committed everywhere or re-run from the state before it.
 """
@@ -16,6 +16,7 @@ from pathlib import Path
 from engine.failpoints import failpoint
 from engine.society.history import History
 from engine.society.status import SocietyStep, write_society_step
+from engine.society.workspaces.manifest import drop_uncommitted, run_store
 from engine.storage.run_layout import RunLayout
 from engine.storage.staging import commit_staged, recover_staged
 
@@ -46,7 +47,8 @@ def recover(run_dir: Path, status: SocietyStep) -> tuple[int, int]:
     Returns:
         ``(files committed, files deleted)``.
     """
-    return recover_staged(staged_roots(run_dir), status.txn)
+    committed, deleted = recover_staged(staged_roots(run_dir), status.txn)
+    return committed, deleted + drop_uncommitted(run_store(run_dir), status.txn)
 
 
 def _prune_snapshots(run_dir: Path, keep: str | None, kept: Collection[str]) -> None:

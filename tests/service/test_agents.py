@@ -85,3 +85,39 @@ def test_an_unknown_agent_and_another_owners_experiment_are_404(
     other = http.get(f"/experiments/{experiment['id']}/agents/1", headers={"Authorization": f"Bearer {tokens['b']}"})
     assert other.status_code == 404 and "not found" in other.json()["detail"]
     assert http.get(f"/experiments/{experiment['id']}/agents/1", params={"step": -1}).status_code == 422
+
+
+@pytest.fixture(scope="module")
+def packed(http: httpx.Client) -> dict[str, Any]:
+    spec = {"name": "agents-packed", "seed": 2, "storage": {"workspaces": "packed"},
+            "population": [{"count": 3, "profile_template": {"name": "P{i}", "age": 40}, "config": CONFIG}],
+            "environment": {"modules": [{"type": "MessagingSpace"}]},
+            "steps": [{"type": "run", "num_steps": 3, "tick": 600}]}
+    response = http.post("/experiments", json=spec)
+    assert response.status_code == 201, response.text
+    body = wait_until_final(http, response.json()["id"])
+    assert body["status"] == "completed", body
+    return body
+
+
+@pytest.mark.parametrize("which", ["experiment", "packed"])
+def test_an_agents_files_are_listed_and_read_as_the_run_stands_and_as_a_kept_tick(
+    http: httpx.Client, which: str, request: pytest.FixtureRequest
+) -> None:
+    """The same answers whether the run keeps its workspaces in packs or in a folder per agent."""
+    experiment = request.getfixturevalue(which)
+    base = f"/experiments/{experiment['id']}/agents/1/files"
+    listing = http.get(base)
+    assert listing.status_code == 200, listing.text
+    files = {f["path"]: f["size"] for f in listing.json()["files"]}
+    assert {"config.json", "AGENT.json", ".runtime/logs/thread_messages.jsonl"} <= set(files)
+    assert not any(path.startswith(".runtime/txn/") for path in files)
+    agent = http.get(f"{base}/AGENT.json")
+    assert agent.status_code == 200 and json.loads(agent.content)["step_count"] == 3 and len(agent.content) == files["AGENT.json"]
+    at_1 = http.get(f"{base}/AGENT.json", params={"step": 1})
+    assert at_1.status_code == 200 and json.loads(at_1.content)["step_count"] == 1
+    assert http.get(base, params={"step": 1}).json()["step"] == 1
+    for missing in ("nope.txt", "..%2F..%2FSOCIETY.json", "%2Fetc%2Fpasswd", "state"):  # encoded: httpx would fold a plain ..
+        assert http.get(f"{base}/{missing}").status_code == 404, missing
+    assert http.get(f"/experiments/{experiment['id']}/agents/99/files").status_code == 404
+    assert http.get(base, params={"step": 9}).status_code == 422  # after the run's ticks

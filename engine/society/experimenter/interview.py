@@ -15,10 +15,10 @@ from pathlib import Path
 from engine.agent.base import AgentBase
 from engine.agent.registry import resolve_agent
 from engine.agent.service_proxy import ServiceProxy
-from engine.agent.workspace import DirWorkspace, workspace_path
 from engine.errors import WorkspaceError
 from engine.llm.budget import BudgetGate
 from engine.llm.meter import CallRecord
+from engine.society.workspaces.manifest import AgentSource
 from engine.storage.run_layout import RunLayout
 
 __all__ = ["ask_agents"]
@@ -26,7 +26,7 @@ __all__ = ["ask_agents"]
 
 async def ask_agents(
     run_dir: Path, proxy: ServiceProxy, agent_ids: list[int], question: str, t: datetime, *, max_concurrency: int = 8,
-    records: list[CallRecord] | None = None, budget: BudgetGate | None = None, agents_root: Path | None = None,
+    records: list[CallRecord] | None = None, budget: BudgetGate | None = None, agents: AgentSource | None = None,
 ) -> dict[int, str]:
     """Ask each agent ``question`` at simulated time ``t``; returns each agent's answer by id.
 
@@ -42,31 +42,32 @@ async def ask_agents(
         max_concurrency: agents reasoning at once.
         records: when given, every LLM call the agents make is appended here (for ``llm_calls``).
         budget: the run's remaining budget; the agents' calls count against it.
-        agents_root: where the workspaces are (None: ``run_dir/agents``; an as-of ask's copies).
+        agents: where the workspaces are (None: ``run_dir/agents``; the run's packs, or an as-of ask's copies).
 
     Raises:
         WorkspaceError: an agent without a workspace (checked before anyone is asked), or a corrupt one.
         SpecError: a workspace naming an unknown agent type.
     """
-    root = agents_root or RunLayout(run_dir).agents
-    paths = {agent_id: workspace_path(root, agent_id) for agent_id in dict.fromkeys(agent_ids)}
-    missing = [agent_id for agent_id, path in paths.items() if not (path / "config.json").exists()]
+    source = agents or AgentSource(folders=RunLayout(run_dir).agents)
+    opened = {agent_id: source.opener()(agent_id) for agent_id in dict.fromkeys(agent_ids)}
+    missing = [agent_id for agent_id, ws in opened.items() if ws is None]
     if missing:
-        raise WorkspaceError(f"no workspace for agents {missing} under {root}")
+        raise WorkspaceError(f"no workspace for agents {missing} under {source.where}")
     limit = asyncio.Semaphore(max_concurrency)
 
     async def one(agent_id: int) -> tuple[int, str]:
         async with limit:
-            path = paths[agent_id]
-            type_name = DirWorkspace(path).read_json("config.json").get("type")
+            ws = opened[agent_id]
+            assert ws is not None  # checked above
+            type_name = ws.read_json("config.json").get("type")
             if not type_name:
-                raise WorkspaceError(f"{path / 'config.json'} names no agent type")
+                raise WorkspaceError(f"{ws.name}/config.json names no agent type")
             agent_type: type[AgentBase] = resolve_agent(type_name)
-            agent = await agent_type.from_workspace(path, proxy, budget=budget)
+            agent = await agent_type.from_workspace(ws, proxy, budget=budget)
             try:
                 return agent_id, await agent.ask(question, readonly=True, t=t)
             finally:
                 if records is not None:
                     records.extend(agent.meter.records)
 
-    return dict(await asyncio.gather(*(one(agent_id) for agent_id in paths)))
+    return dict(await asyncio.gather(*(one(agent_id) for agent_id in opened)))

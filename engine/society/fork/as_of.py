@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import tempfile
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -26,11 +27,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from engine.agent.workspace import workspace_path
-from engine.errors import RunError, SpecError
+from engine.agent.packed import PackedWorkspaces, export_workspace
+from engine.agent.workspace import AgentWorkspace, DirWorkspace, workspace_path
+from engine.agent.workspace_in_memory import MemoryWorkspace
+from engine.errors import ForkError, RunError, SpecError
 from engine.society.fork.materialize import copy_env_as_of, kept_tick, link_tree
 from engine.society.fork.workspaces import copy_workspace_as_of
-from engine.society.status import SocietyStep
+from engine.society.status import SocietyStep, read_society_step
+from engine.society.workspaces.manifest import agent_workspace, export_as_of, read_manifest, run_store
 from engine.spec import AskStep, ExperimentSpec, QuestionnaireStep, RunStep, StepSpec, parse_spec
 from engine.storage.atomic import read_json
 from engine.storage.run_layout import RunLayout
@@ -38,7 +42,7 @@ from engine.storage.run_layout import RunLayout
 if TYPE_CHECKING:
     from engine.society.env_host import EnvHost
 
-__all__ = ["AsOf", "AsOfAgents", "check_as_of_kept", "check_as_of_steps", "find_as_of", "start_as_of_env"]
+__all__ = ["AsOf", "AsOfAgents", "check_as_of_kept", "agent_as_of", "check_as_of_steps", "export_agent", "find_as_of", "start_as_of_env"]
 
 
 def check_as_of_steps(steps: Sequence[StepSpec], *, ticks_before: int = 0, first_index: int = 0) -> None:
@@ -72,6 +76,7 @@ class AsOf:
     txn: int  #: the transaction that committed it (0 for ``K = 0``)
     ticks_done: int  #: the run's committed ticks when the step reads it
     env_snapshot: str | None = None  #: the env snapshot tick ``K`` committed (None for ``K = 0``)
+    workspaces: str | None = None  #: packed runs: the workspace manifest of tick ``K``
 
 
 def find_as_of(run_dir: Path, step: int, *, ticks_done: int, through_txn: int, agent_ids: Iterable[int],
@@ -103,7 +108,7 @@ def find_as_of(run_dir: Path, step: int, *, ticks_done: int, through_txn: int, a
     record = kept_tick(run_dir, step, start_time=start_time, through_txn=through_txn,
                        ticks_done=ticks_done, agent_ids=agent_ids)
     t, txn, snapshot = record.status.current_time, record.txn, record.status.env_snapshot
-    return AsOf(step, t, txn, ticks_done, snapshot)
+    return AsOf(step, t, txn, ticks_done, snapshot, record.status.workspaces)
 
 
 def check_as_of_kept(spec: ExperimentSpec, run_dir: Path, status: SocietyStep) -> None:
@@ -140,6 +145,7 @@ class AsOfAgents:
 
     def __init__(self, run_dir: Path, at: AsOf, txn: int) -> None:
         self.at = at
+        self._run_dir = run_dir
         self._source = RunLayout(run_dir).agents
         self._scratch = RunLayout(run_dir).scratch
         self.root = RunLayout(run_dir).as_of_agents(txn, uuid.uuid4().hex[:12])
@@ -151,11 +157,15 @@ class AsOfAgents:
         Raises:
             ForkError: an agent's tick is not kept.
         """
-        for agent_id in dict.fromkeys(agent_ids):
-            if agent_id not in self._made:
+        wanted = [a for a in dict.fromkeys(agent_ids) if a not in self._made]
+        if self.at.workspaces is not None:
+            store = run_store(self._run_dir)
+            export_as_of(store, read_manifest(store, self.at.workspaces), wanted, self.root)
+        else:
+            for agent_id in wanted:
                 copy_workspace_as_of(workspace_path(self._source, agent_id), workspace_path(self.root, agent_id),
                                      self.at.step, self.at.ticks_done)
-                self._made.add(agent_id)
+        self._made.update(wanted)
         return self.root
 
     def materialize_env(self, run_dir: Path) -> Path:
@@ -189,3 +199,46 @@ async def start_as_of_env(host: EnvHost, as_of: AsOfAgents, run_dir: Path) -> En
     temporary = host.scratch(scratch, f"as-of-{as_of.at.step}")
     await temporary.start(as_of.at.env_snapshot)
     return temporary
+
+
+def agent_as_of(run_dir: Path, agent_id: int, at_step: int | None = None) -> AgentWorkspace:
+    """One agent's workspace, as the run stands or as kept tick ``at_step`` left it (packed or folder run alike), to read.
+
+    Raises:
+        RunError: ``run_dir`` holds no run.
+        SpecError: ``at_step`` after the run's committed ticks.
+        ForkError: the tick is not kept (``snapshots.keep``), or the run has no such agent.
+    """
+    status = read_society_step(run_dir)
+    if status is None:
+        raise RunError(f"{run_dir} holds no run (no SOCIETY_STEP.json)")
+    if at_step is None:
+        workspace = agent_workspace(run_dir, agent_id)
+        if workspace is None:
+            raise ForkError(f"{run_dir} has no agent {agent_id}")
+        return workspace
+    at = find_as_of(run_dir, at_step, ticks_done=status.step_count, through_txn=status.txn, agent_ids=[agent_id])
+    if at.workspaces is not None:
+        store = run_store(run_dir)
+        where = read_manifest(store, at.workspaces).where()
+        if agent_id not in where:
+            raise ForkError(f"{run_dir} has no agent {agent_id} at tick {at_step}")
+        return PackedWorkspaces(store).load(agent_id, where[agent_id])
+    with tempfile.TemporaryDirectory() as scratch:  # a folder run keeps tick K in step journals: copy, then hold in memory
+        copy = workspace_path(Path(scratch), agent_id)
+        copy_workspace_as_of(workspace_path(RunLayout(run_dir).agents, agent_id), copy, at_step, status.step_count)
+        folder = DirWorkspace(copy)
+        return MemoryWorkspace(folder.name, {path: folder.read_bytes(path) for path in folder.files()}, list(folder.dirs()))
+
+
+def export_agent(run_dir: Path, agent_id: int, dest: Path, *, at_step: int | None = None) -> int:
+    """Write one agent's workspace (see :func:`agent_as_of`) into ``dest`` as a folder in AS2's layout; returns the bytes.
+
+    Raises:
+        RunError: ``run_dir`` holds no run, or ``dest`` is not empty.
+        SpecError: ``at_step`` after the run's committed ticks.
+        ForkError: the tick is not kept (``snapshots.keep``), or the run has no such agent.
+    """
+    if dest.exists() and any(dest.iterdir()):
+        raise RunError(f"{dest} is not empty: a workspace is exported into a new folder")
+    return export_workspace(agent_as_of(run_dir, agent_id, at_step), dest)

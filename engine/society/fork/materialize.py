@@ -31,6 +31,7 @@ from engine.society.fork.workspaces import copy_workspace_as_of, workspace_kept
 from engine.society.history import TICK, History, TxnRecord
 from engine.society.lease import lease_is_live, read_lease
 from engine.society.status import SocietyStep, read_society_step, write_society_step
+from engine.society.workspaces.manifest import PACKED, manifest_key, read_manifest, run_store
 from engine.spec import ExperimentSpec, parse_spec
 from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.catalog import RUN_COLUMN
@@ -107,14 +108,24 @@ def kept_tick(run_dir: Path, step: int, *, start_time: datetime | None, through_
         ForkError: the run keeps no history record of the tick, its env snapshot or an agent's journal
             (``snapshots.keep``).
     """
+    store = run_store(run_dir)
     if step == 0:
         assert start_time is not None, "tick 0 is the run's start: give its start time"
-        record = TxnRecord(0, TICK, SocietyStep(current_time=start_time), ())
+        created = manifest_key(0) if store.exists(manifest_key(0)) else None  # packed runs: the agents as created
+        record = TxnRecord(0, TICK, SocietyStep(current_time=start_time, workspaces=created), ())
     else:
         record = History(run_dir).tick(step, through_txn)
     snapshot = record.status.env_snapshot
     if snapshot is not None and not (RunLayout(run_dir).env_snapshots / snapshot).is_dir():
         raise ForkError(f"{run_dir}: the env snapshot of tick {step} ({snapshot}) is not kept; raise snapshots.keep")
+    if record.status.workspaces is not None:
+        manifest = read_manifest(store, record.status.workspaces)
+        gone = [pack for pack in manifest.reads if not store.exists(pack)]
+        listed = manifest.where()
+        missing = [a for a in dict.fromkeys(agent_ids) if a not in listed]
+        if gone or missing:
+            raise ForkError(f"{run_dir}: tick {step} is not kept: packs {gone[:3]} are gone, agents {missing[:10]} unlisted")
+        return record
     root = RunLayout(run_dir).agents
     missing = [a for a in dict.fromkeys(agent_ids) if not workspace_kept(workspace_path(root, a), step, ticks_done)]
     if missing:
@@ -152,7 +163,16 @@ def materialize_fork(point: ForkPoint, fork: ForkSpec, run_dir: Path) -> ForkRep
             shutil.copy2(name, target.root / name.relative_to(source.root))
     copy_env_as_of(source, target, point.record.status.env_snapshot)
     copied = 0
-    for agent_id in point.agent_ids:
+    workspaces = point.record.status.workspaces
+    if (workspaces is not None) != (fork.spec.storage.workspaces == PACKED):
+        raise ForkError(f"the parent keeps its workspaces {'in packs' if workspaces else 'in folders'}; a fork keeps them "
+                        "the same way (storage.workspaces cannot change)")
+    if workspaces is not None:  # packs never change: link them, and the manifest that lists them
+        parent_store = run_store(point.parent)
+        for key in (workspaces, *read_manifest(parent_store, workspaces).reads):
+            _link(point.parent / key, run_dir / key)
+            copied += parent_store.size(key)
+    for agent_id in point.agent_ids if workspaces is None else ():
         copied += copy_workspace_as_of(workspace_path(source.agents, agent_id), workspace_path(target.agents, agent_id),
                                        point.at_step, point.ticks_done)
     lineage = {"parent": str(point.parent.resolve()), "at_step": point.at_step, "txn": point.record.txn,

@@ -25,8 +25,8 @@ from distributed import Client
 from engine.agent.base import AgentBase
 from engine.agent.registry import resolve_agent
 from engine.agent.service_proxy import ServiceProxy
-from engine.agent.workspace import DirWorkspace, workspace_path
-from engine.errors import BudgetExhaustedError, PolisError, RunError
+from engine.agent.workspace import AgentWorkspace
+from engine.errors import BudgetExhaustedError, PolisError, RunError, WorkspaceError
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.meter import serving_agent
@@ -38,6 +38,7 @@ from engine.society.questionnaire.ask import Persona, answer_questionnaire
 from engine.society.questionnaire.items import Questionnaire, QuestionnaireAnswer, QuestionnaireResponse, failed_answers
 from engine.society.run.dashboard import QUESTIONNAIRE, task_key
 from engine.society.transcripts import TranscriptLedger, TranscriptTally, call_rows, write_call_shards
+from engine.society.workspaces.manifest import AgentSource
 from engine.storage.atomic import atomic_write_json
 from engine.storage.catalog import Catalog
 from engine.storage.run_layout import RunLayout
@@ -72,7 +73,7 @@ class QuestionnaireJob:
     allowance: Allowance | None = None  #: this batch's share of the remaining budget
     session: str | None = None  #: the driver's lease session; a task of an older session writes nothing
     text_allowance: int | None = None  #: transcript text bytes this batch may keep; None: no transcripts
-    agents_root: Path | None = None  #: where the workspaces are read (None: the run's ``agents/``)
+    agents: AgentSource | None = None  #: where the workspaces are read (None: the run's ``agents/``)
     as_of_step: int | None = None  #: the kept tick those workspaces show (None: the run as it is)
 
 
@@ -104,7 +105,8 @@ def _persona(agent: AgentBase, t: datetime) -> Persona:
 
 
 async def _answer_one(
-    agent_id: int, job: QuestionnaireJob, proxy: ServiceProxy, recorder: TraceRecorder, gate: BudgetGate | None
+    agent_id: int, job: QuestionnaireJob, proxy: ServiceProxy, recorder: TraceRecorder, gate: BudgetGate | None,
+    open_workspace: Callable[[int], AgentWorkspace | None],
 ) -> tuple[list[QuestionnaireAnswer] | None, AgentBase | None]:
     """One agent's answers (None: the budget stopped it); a broken agent fails all its questions, saying why.
 
@@ -118,8 +120,10 @@ async def _answer_one(
     answers: list[QuestionnaireAnswer] | None = None
     with recorder.span("agent.questionnaire", agent_id=agent_id, questionnaire_id=q.questionnaire_id) as span:
         try:
-            ws = workspace_path(job.agents_root or RunLayout(run_dir).agents, agent_id)
-            cls: type[AgentBase] = resolve_agent(DirWorkspace(ws).read_json("config.json")["type"])
+            ws = open_workspace(agent_id)
+            if ws is None:
+                raise WorkspaceError(f"the workspace of agent {agent_id} does not exist")
+            cls: type[AgentBase] = resolve_agent(ws.read_json("config.json")["type"])
             agent = await cls.from_workspace(ws, proxy, budget=gate)
             llm = agent._dispatcher  # the agent's metered model: its calls land in agent.meter.records
             assert llm is not None
@@ -169,7 +173,9 @@ async def questionnaire_agent_batch(job: QuestionnaireJob) -> QuestionnaireBatch
     assert proxy.trace is not None and proxy.replay is not None
     recorder = proxy.trace.recorder
     gate = BudgetGate(job.allowance) if job.allowance is not None else None
-    results = await asyncio.gather(*(_answer_one(a, job, proxy, recorder, gate) for a in job.agent_ids))
+    assert job.proxy.run_dir is not None
+    open_workspace = (job.agents or AgentSource(folders=RunLayout(job.proxy.run_dir).agents)).opener()
+    results = await asyncio.gather(*(_answer_one(a, job, proxy, recorder, gate, open_workspace) for a in job.agent_ids))
     answers = [answer for agent_answers, _ in results if agent_answers is not None for answer in agent_answers]
     meters = [agent.meter for _, agent in results if agent is not None]
     records = [r for m in meters for r in m.records]
@@ -221,7 +227,7 @@ async def distribute_questionnaire(
     on_batch: Callable[[QuestionnaireBatchResult], None] | None = None,
     session: str | None = None,
     transcripts: TranscriptLedger | None = None,
-    agents_root: Path | None = None,
+    agents: AgentSource | None = None,
     as_of_step: int | None = None,
 ) -> tuple[QuestionnaireResponse, list[Path]]:
     """Put ``questionnaire`` to ``agent_ids`` in batch futures (:func:`~engine.society.planning.plan_batches`), at most ``max_workers`` at once.
@@ -243,8 +249,8 @@ async def distribute_questionnaire(
         transcripts: the run's transcript account: the questionnaire opens its transaction there,
             sharing what is left of the cap evenly over the batches, and adds what each wrote
             (None: no transcripts).
-        agents_root: where the agents' workspaces are read (None: the run's ``agents/``); an
-            ``as_of_step`` questionnaire points it at copies of a kept tick (:mod:`engine.society.fork.as_of`).
+        agents: where the agents' workspaces are read (None: the run's ``agents/``): the run's packs, or,
+            for an ``as_of_step`` questionnaire, copies of a kept tick (:mod:`engine.society.fork.as_of`).
         as_of_step: the tick those copies show, recorded in every answer row (None: the run as it is).
 
     Returns:
@@ -275,7 +281,7 @@ async def distribute_questionnaire(
 
     jobs = [
         QuestionnaireJob(questionnaire, ids, i, txn, step_count, step_index, t, proxy, shares[i], session, texts[i],
-                         agents_root, as_of_step)
+                         agents, as_of_step)
         for i, ids in enumerate(batches)
     ]
     results = sorted(

@@ -284,7 +284,7 @@ async def run_experiment(
                     "llm": clients, "client": client, "run_id": run_id, "batch_size": spec.batch_size,
                     "max_workers": spec.max_workers, "budget": _budget(spec), "on_batch": on_batch,
                     "session": lease.session, "transcript_bytes": _transcript_cap(spec),
-                    "snapshots_keep": spec.snapshots.keep,
+                    "snapshots_keep": spec.snapshots.keep, "storage": spec.storage,
                     "info": {
                         "name": spec.name, "spec_hash": spec.spec_hash(), "spec": spec.model_dump(mode="json"),
                         "env_modules": [m.model_dump(mode="json") for m in spec.environment.modules],

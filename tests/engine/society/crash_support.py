@@ -12,13 +12,14 @@ from typing import Any
 
 import yaml
 
+from engine.society.workspaces.manifest import agent_workspace
 from engine.storage.reader import ReplayReader
 
 AGENTS = 6
 QUESTIONS = 2
 
 
-def crash_spec(*, ticks_after: int = 1, ticks_before: int = 2, seed: int = 11) -> dict[str, Any]:
+def crash_spec(*, ticks_after: int = 1, ticks_before: int = 2, seed: int = 11, storage: str = "dir") -> dict[str, Any]:
     """6 people messaging, ticks, a questionnaire, more ticks: every kind of transaction."""
     return {
         "name": "crash",
@@ -41,6 +42,7 @@ def crash_spec(*, ticks_after: int = 1, ticks_before: int = 2, seed: int = 11) -
         ],
         "batch_size": 2,
         "max_workers": 1,
+        "storage": {"workspaces": storage},
     }
 
 
@@ -91,13 +93,14 @@ def final_state(run: Path) -> dict[str, Any]:
             for name in reader.datasets() if name.startswith("env_messaging")
         }
     workspaces = {}
-    for ws in sorted((run / "agents").iterdir()):
-        files = {}
-        for name in ("AGENT.json", "AGENT_MEMORY.md", "memory/episodes.jsonl", ".runtime/logs/thread_messages.jsonl",
-                     ".runtime/logs/tool_calls.jsonl", "state/todo.json"):
-            path = ws / name
-            files[name] = path.read_text(encoding="utf-8") if path.exists() else None
-        workspaces[ws.name] = files
+    for spec in json.loads((run / "SOCIETY.json").read_text())["agent_specs"]:
+        ws = agent_workspace(run, int(spec["id"]))  # packed or a folder: read the same way
+        assert ws is not None, spec["id"]
+        workspaces[ws.name] = {
+            name: ws.read_text(name) if ws.is_file(name) else None
+            for name in ("AGENT.json", "AGENT_MEMORY.md", "memory/episodes.jsonl", ".runtime/logs/thread_messages.jsonl",
+                         ".runtime/logs/tool_calls.jsonl", "state/todo.json")
+        }
     status = json.loads((run / "SOCIETY_STEP.json").read_text())
     snapshot = run / "env" / "_snapshots" / status["env_snapshot"]
     # The template cache's hit counters are not env state: a tick re-run after a crash finds the code

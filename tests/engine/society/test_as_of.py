@@ -25,6 +25,7 @@ from engine.society.experimenter.interview import ask_agents
 from engine.society.fork.as_of import AsOfAgents, check_as_of_steps, find_as_of
 from engine.society.run.extend import extend_spec, load_steps
 from engine.society.run.runner import run_experiment
+from engine.society.workspaces.manifest import AgentSource
 from engine.spec import ExperimentSpec, StepSpec, parse_spec
 from engine.storage.reader import ReplayReader
 from engine.storage.run_layout import RunLayout
@@ -271,7 +272,7 @@ async def test_agents_interviewed_as_of_tick_k_are_given_their_state_of_tick_k(d
     then: list[CallRecord] = []
     now: list[CallRecord] = []
     with AsOfAgents(run, at, txn=99) as agents:
-        await ask_agents(run, proxy, [0], "How was your day?", at.t, records=then, agents_root=agents.materialize([0]))
+        await ask_agents(run, proxy, [0], "How was your day?", at.t, records=then, agents=AgentSource(folders=agents.materialize([0])))
     await ask_agents(run, proxy, [0], "How was your day?", at.t, records=now)
     assert _hashes(run) == before and not RunLayout(run).scratch.exists()
     with ReplayReader(run) as reader:
