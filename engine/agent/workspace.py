@@ -23,7 +23,7 @@ import stat as stat_module
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Literal
 
 from engine.errors import WorkspaceError
@@ -77,11 +77,11 @@ def normalize(path: str) -> str:
     """
     if "\x00" in path or "\\" in path:
         raise WorkspaceError(f"{path!r} is not a workspace path")
-    pure = PurePosixPath(path)
-    if pure.is_absolute() or ".." in pure.parts:
+    # Plain string work, as PurePosixPath would fold it: called for every file operation of every agent.
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    if path.startswith("/") or ".." in parts:
         raise WorkspaceError(f"{path!r} is not a path inside the workspace")
-    text = pure.as_posix()
-    return "" if text == "." else text
+    return "/".join(parts)
 
 
 class AgentWorkspace(ABC):

@@ -12,9 +12,9 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from engine.agent.workspace import AgentWorkspace, Entry, normalize
 from engine.errors import WorkspaceError
@@ -88,23 +88,23 @@ class MemoryWorkspace(AgentWorkspace):
         for folder in dirs:
             self._add_dir(folder)
         for path in self._files:
-            self._add_dir(str(PurePosixPath(path).parent))
+            self._add_dir(_parent(path))
         self._base_dirs = frozenset(self._dirs)
 
     def _add_dir(self, folder: str) -> None:
         while folder not in ("", "."):
             self._dirs.add(folder)
-            folder = str(PurePosixPath(folder).parent)
+            folder = _parent(folder)
 
     def _oserror(self, kind: type[OSError], code: int, rel: str) -> OSError:
         return kind(code, os.strerror(code), f"{self.name}/{rel}")
 
     def _check_parents(self, rel: str) -> None:
-        parent = PurePosixPath(rel).parent
-        while str(parent) not in ("", "."):
-            if str(parent) in self._files:
+        parent = _parent(rel)
+        while parent:
+            if parent in self._files:
                 raise self._oserror(NotADirectoryError, errno.ENOTDIR, rel)
-            parent = parent.parent
+            parent = _parent(parent)
 
     def stat(self, path: str) -> Entry | None:
         rel = normalize(path)
@@ -134,7 +134,7 @@ class MemoryWorkspace(AgentWorkspace):
         if rel == "" or rel in self._dirs:
             raise self._oserror(IsADirectoryError, errno.EISDIR, rel)
         self._check_parents(rel)
-        self._add_dir(str(PurePosixPath(rel).parent))
+        self._add_dir(_parent(rel))
         return rel
 
     def write_bytes(self, path: str, data: bytes) -> None:
@@ -178,6 +178,14 @@ class MemoryWorkspace(AgentWorkspace):
                 found[file[len(prefix):]] = Entry("file", state.size)
         return sorted(found.items())
 
+    def files(self, path: str = "") -> Iterator[str]:
+        prefix = f"{normalize(path)}/" if normalize(path) else ""
+        yield from sorted((p for p in self._files if p.startswith(prefix)), key=_depth_first)
+
+    def dirs(self, path: str = "") -> Iterator[str]:
+        prefix = f"{normalize(path)}/" if normalize(path) else ""
+        yield from sorted((d for d in self._dirs if d.startswith(prefix)), key=_depth_first)
+
     def local_dir(self, path: str) -> Path | None:
         """A copy of folder ``path`` on local disk, named by its content (made once per content and process's temp dir).
 
@@ -213,3 +221,13 @@ class MemoryWorkspace(AgentWorkspace):
             elif state.appended:
                 appended[path] = bytes(state.appended)
         return WorkspaceChanges(replaced, appended, tuple(sorted(self._deleted)), tuple(sorted(self._dirs - self._base_dirs)))
+
+
+def _parent(path: str) -> str:
+    """``a/b`` for ``a/b/c``; ``""`` at the top."""
+    return path.rpartition("/")[0]
+
+
+def _depth_first(path: str) -> list[str]:
+    """Sort key: the order :meth:`AgentWorkspace.files` walks a folder tree in (names sorted within each folder)."""
+    return path.split("/")

@@ -35,7 +35,7 @@ from engine.errors import ToolCallError
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.client import LLMClient
-from engine.llm.dispatcher import caller_model
+from engine.llm.dispatcher import caller_model, flush_response_caches
 from engine.llm.meter import CallRecord, Meter, serving_agent
 from engine.spec import DEFAULT_ROUTER, RouterName
 from engine.storage.atomic import atomic_write_json, read_json
@@ -296,6 +296,7 @@ class EnvRouterActor:
             trace = write_trace_shard(RunLayout(self.config.run_dir).trace, shard_name(step, "env"), self._trace.drain(), txn=txn)
             staged += [str(trace)] if trace else []
             failpoint("env_step", step=step)
+        await asyncio.to_thread(flush_response_caches)  # the router's answers are on disk before the tick commits
         return {"counts": counts, "staged": staged, "snapshot": await self.snapshot(txn)}
 
     async def snapshot(self, txn: int) -> str | None:

@@ -1,21 +1,39 @@
-"""Response cache: answers stored on disk by request key, so a rerun with the same seed costs nothing.
+"""Response cache: answers stored by request key, so a rerun with the same seed costs nothing.
 
-One JSON file per answer (``<dir>/<key[:2]>/<key>.json``, written atomically), so several worker
-processes can share one cache directory without coordination.
+Answers are kept in packs (:mod:`engine.storage.packs`), never one file per call: each process
+buffers the answers it learns and writes them as one pack, named uniquely, when
+:func:`~engine.llm.dispatcher.flush_response_caches` runs (at the end of every batch task, env step
+and driver commit) or the buffer fills. So several worker processes share one cache directory
+without coordination, and a committed transaction's answers are on disk before its commit. A
+cache directory of an older Polis (one JSON file per answer, ``<key[:2]>/<key>.json``) is still read.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+import time
+import uuid
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from engine.errors import StorageError
 from engine.llm.protocol import ChatModel, ChatResult
 from engine.llm.request_key import request_key
-from engine.storage.atomic import atomic_write_json
+from engine.storage.packs import PackReader, PackWriter
+from engine.storage.store import LocalStore
 
 __all__ = ["CachedModel", "ResponseCache"]
+
+_SUFFIX = ".llmpack"
+_FLUSH_AT = 2048  #: answers buffered before a pack is written without waiting for a flush
+_SETTLED_NS = 100_000_000  #: a directory mtime older than this is trusted to have seen every pack renamed in by then
+
+
+def _bucket(key: str) -> int:
+    """The pack 'agent' a key is filed under: 256 buckets, so reading one answer decompresses ~1/256 of a pack."""
+    return int(key[:2], 16)
 
 
 class ResponseCache:
@@ -27,27 +45,100 @@ class ResponseCache:
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
+        self.store = LocalStore(self.directory)
         self.hits = 0
         self.misses = 0
+        self._pending: dict[str, bytes] = {}
+        self._index: dict[str, str] = {}  #: key -> the pack holding it
+        self._readers: dict[str, PackReader] = {}
+        self._scanned: int | None = None  #: the directory's mtime when it was last scanned
+        self._lock = threading.Lock()
 
-    def _path(self, key: str) -> Path:
-        return self.directory / key[:2] / f"{key}.json"
+    def _stamp(self) -> int | None:
+        """The directory's mtime: it changes whenever a pack is renamed into it, by any process."""
+        try:
+            return self.directory.stat().st_mtime_ns
+        except FileNotFoundError:
+            return None
+
+    def _scan(self) -> None:
+        """Index packs not seen yet (written by this or another process), if any was added since the last scan."""
+        stamp = self._stamp()
+        if stamp is None or stamp == self._scanned:
+            return
+        # A directory's mtime ticks coarsely (a few ms): a pack renamed in within the same tick as the one just
+        # seen leaves it unchanged, so a recent stamp is not trusted, and the next miss lists again.
+        self._scanned = stamp if time.time_ns() - stamp > _SETTLED_NS else None
+        try:
+            names = [k for k in self.store.list_dir("")[0] if k.endswith(_SUFFIX) and k not in self._readers]
+        except StorageError:
+            return
+        for name in names:
+            try:
+                reader = PackReader(self.store, name, keep_frames=False)
+            except StorageError:
+                continue  # a torn pack of a killed writer: its answers are misses
+            self._readers[name] = reader
+            for bucket in reader.agent_ids():
+                for key in reader.tree(bucket).files:
+                    self._index.setdefault(key, name)
+
+    def _read(self, key: str) -> bytes | None:
+        with self._lock:
+            if key in self._pending:
+                return self._pending[key]
+            if key not in self._index:
+                self._scan()  # one stat per miss; a listing only when another pack arrived
+            name = self._index.get(key)
+        if name is not None:
+            reader = self._readers[name]
+            (segment,) = reader.tree(_bucket(key)).files[key]
+            return reader.frame(_bucket(key))[segment.start:segment.start + segment.length]
+        legacy = self.directory / key[:2] / f"{key}.json"
+        try:
+            return legacy.read_bytes()
+        except FileNotFoundError:
+            return None
 
     def get(self, key: str) -> ChatResult | None:
         try:
-            data = json.loads(self._path(key).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            self.misses += 1
-            return None
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            # A torn or foreign file is a miss; the next answer overwrites it atomically.
+            data = self._read(key)
+            result = ChatResult(**json.loads(data)) if data is not None else None
+        except (StorageError, ValueError, TypeError):  # a corrupt pack or a foreign file: a miss, never an invented answer
+            result = None
+        if result is None:
             self.misses += 1
             return None
         self.hits += 1
-        return ChatResult(**data)
+        return result
 
     def put(self, key: str, result: ChatResult) -> None:
-        atomic_write_json(self._path(key), asdict(replace(result, cached=False)), durable=False)
+        data = json.dumps(asdict(replace(result, cached=False)), default=str, ensure_ascii=False).encode("utf-8")
+        with self._lock:
+            self._pending[key] = data
+            full = len(self._pending) >= _FLUSH_AT
+        if full:
+            self.flush()
+
+    def flush(self) -> int:
+        """Write the buffered answers as one pack; returns how many."""
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        if not pending:
+            return 0
+        name = f"{uuid.uuid4().hex}{_SUFFIX}"
+        writer = PackWriter(name, 0)
+        buckets: dict[int, dict[str, list[Any]]] = {}
+        for key, data in pending.items():
+            buckets.setdefault(_bucket(key), {})[key] = [data]
+        for bucket, files in sorted(buckets.items()):
+            writer.add(bucket, files, [])
+        writer.write(self.store)
+        with self._lock:
+            self._readers[name] = PackReader(self.store, name, keep_frames=False)
+            for key in pending:
+                self._index[key] = name
+        return len(pending)
 
 
 class CachedModel:

@@ -35,7 +35,7 @@ from engine.llm.timeout import TimeoutModel
 from engine.llm.traced import TracedModel
 from engine.trace import TraceRecorder
 
-__all__ = ["caller_model", "dispatcher_stats", "get_chat_model", "limiter_for"]
+__all__ = ["caller_model", "dispatcher_stats", "flush_response_caches", "get_chat_model", "limiter_for"]
 
 _MODELS: dict[str, ChatModel] = {}
 _BUILDS: Counter[str] = Counter()
@@ -122,6 +122,14 @@ def _secret(client: LLMClient) -> str | None:
         key = resolve_api_key(client)
         return key if key != NO_KEY else None
     return None
+
+
+def flush_response_caches() -> int:
+    """Write what this process's response caches hold in memory (see :mod:`engine.llm.cache`); returns how many answers.
+
+    Called where a transaction's work in a process ends (a batch task, the env step, the driver's commit), so
+    that every answer a committed transaction used is on disk before the commit."""
+    return sum(model.cache.flush() for model in list(_MODELS.values()) if isinstance(model, CachedModel))
 
 
 def limiter_for(client: LLMClient) -> AdaptiveSemaphore | None:

@@ -29,7 +29,7 @@ from engine.agent.packed import DEFAULT_CHECKPOINT_EVERY, PackedWorkspaces
 from engine.agent.service_proxy import ServiceProxy
 from engine.errors import EnvUnavailableError, PolisError, RunError, StaleRunError
 from engine.llm.budget import Allowance, BudgetGate, Usage
-from engine.llm.dispatcher import dispatcher_stats
+from engine.llm.dispatcher import dispatcher_stats, flush_response_caches
 from engine.society.datasets import ACTIONS, AGENT_MEMORY
 from engine.society.fanout import fan_out
 from engine.society.lease import check_session
@@ -135,6 +135,7 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
     calls = [call for r in done for call in r["calls"]]
     fresh_calls = [call for r in done if not r.get("replayed") for call in r["calls"]]
     part = shard_name(job.step, job.batch)
+    await asyncio.to_thread(flush_response_caches)  # the answers this batch used are on disk before its tick commits
     check_session(run_dir, job.session)
     pack, reads = await asyncio.to_thread(write_batch_pack, job, packed, results) if packed is not None else (None, ())
     writer = proxy.replay.in_txn(job.txn)

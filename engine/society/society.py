@@ -25,6 +25,7 @@ from engine.errors import BudgetExhaustedError, EnvUnavailableError, RunError
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.client import LLMClient
+from engine.llm.dispatcher import flush_response_caches
 from engine.llm.meter import CallRecord
 from engine.run_status import RunStatus
 from engine.society.batch import BatchJob, BatchResult, run_tick_batches
@@ -233,6 +234,7 @@ class AgentSociety:
         if step_index is not None:
             self._status.completed_steps = step_index + 1
         self.transcripts.commit()
+        flush_response_caches()  # answers the driver's own calls (helper, interviews) used
         status = self._stamp()
         commit(self._run_dir, status, staged, kind=kind, keep_snapshots=self._kept.protected(status, kind))
 

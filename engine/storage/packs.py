@@ -131,14 +131,16 @@ class PackReader:
     Args:
         store: where the pack is.
         name: its key.
+        keep_frames: keep each frame once read (a batch reads an agent's frame for several files); False
+            decompresses on every read (the response cache reads each answer about once).
 
     Raises:
         PackCorruptError: the pack is truncated, or its footer or index does not check out.
         StorageError: the store could not read it (a missing pack is ``StoreKeyNotFoundError``).
     """
 
-    def __init__(self, store: Store, name: str) -> None:
-        self.store, self.name = store, name
+    def __init__(self, store: Store, name: str, *, keep_frames: bool = True) -> None:
+        self.store, self.name, self.keep_frames = store, name, keep_frames
         size = store.size(name)
         if size < len(_MAGIC) + _FOOTER.size:
             raise PackCorruptError(f"pack {name} is truncated ({size} bytes)")
@@ -186,5 +188,6 @@ class PackReader:
                 raise PackCorruptError(f"pack {self.name}: agent {agent_id}'s frame cannot be read: {error}") from None
             if len(found) != raw_length:
                 raise PackCorruptError(f"pack {self.name}: agent {agent_id}'s frame holds {len(found)} bytes, not {raw_length}")
-            self._frames[agent_id] = found
+            if self.keep_frames:
+                self._frames[agent_id] = found
         return found

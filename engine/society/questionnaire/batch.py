@@ -29,6 +29,7 @@ from engine.agent.workspace import AgentWorkspace
 from engine.errors import BudgetExhaustedError, PolisError, RunError, WorkspaceError
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
+from engine.llm.dispatcher import flush_response_caches
 from engine.llm.meter import serving_agent
 from engine.society.datasets import LLM_CALLS, QUESTIONNAIRE_ANSWERS, TRANSCRIPTS
 from engine.society.fanout import fan_out, task_slots
@@ -181,6 +182,7 @@ async def questionnaire_agent_batch(job: QuestionnaireJob) -> QuestionnaireBatch
     records = [r for m in meters for r in m.records]
     calls = call_rows(records, run=job.proxy.run_id, step=job.step_count, scope=f"q{job.step_index:03d}")
     part = _shard(job)
+    await asyncio.to_thread(flush_response_caches)  # the answers this batch used are on disk before the commit
     check_session(run_dir, job.session)
     writer = proxy.replay.in_txn(job.txn)
     call_paths, transcripts = write_call_shards(writer, part, calls, job.text_allowance)

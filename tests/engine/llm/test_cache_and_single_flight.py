@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 
 import pytest
 
 from engine.errors import LLMCallError
 from engine.llm.cache import CachedModel, ResponseCache
 from engine.llm.protocol import ChatResult
+from engine.llm.request_key import request_key
 from engine.llm.single_flight import SingleFlightModel
 
 
@@ -73,6 +75,7 @@ async def test_cache_serves_a_rerun_without_calling_the_provider(tmp_path):
     provider = CountingModel(delay=0)
     cold = CachedModel(provider, ResponseCache(tmp_path), model="m", seed=7)
     first = await cold.complete(MSG, response_format={"type": "json_object"})
+    assert cold.cache.flush() == 1  # what a batch task does before it returns
 
     warm = CachedModel(provider, ResponseCache(tmp_path), model="m", seed=7)  # e.g. another process
     again = await warm.complete(MSG, response_format={"type": "json_object"})
@@ -86,7 +89,9 @@ async def test_cache_serves_a_rerun_without_calling_the_provider(tmp_path):
 async def test_cache_key_covers_model_request_seed_and_options(tmp_path, change):
     provider = CountingModel(delay=0)
     base = {"model": "m", "seed": 7, "options": {"temperature": 0}}
-    await CachedModel(provider, ResponseCache(tmp_path), **base).complete(MSG)
+    first = CachedModel(provider, ResponseCache(tmp_path), **base)
+    await first.complete(MSG)
+    first.cache.flush()
     other = dict(base)
     fmt = None
     if change == "seed":
@@ -108,7 +113,7 @@ async def test_a_failed_call_is_not_cached(tmp_path):
         with pytest.raises(LLMCallError):
             await model.complete(MSG)
     assert provider.calls == 2
-    assert not list(tmp_path.rglob("*.json"))
+    assert model.cache.flush() == 0 and not list(tmp_path.rglob("*"))
 
 
 async def test_a_cached_answer_keeps_the_served_model_and_fingerprint_the_provider_returned(tmp_path):
@@ -118,7 +123,9 @@ async def test_a_cached_answer_keeps_the_served_model_and_fingerprint_the_provid
             return ChatResult(text="a", model="m", served_model="m-2026-01", system_fingerprint="fp_1")
 
     provider = Snapshot()
-    first = await CachedModel(provider, ResponseCache(tmp_path), model="m", seed=1).complete(MSG)
+    cold = CachedModel(provider, ResponseCache(tmp_path), model="m", seed=1)
+    first = await cold.complete(MSG)
+    cold.cache.flush()
     again = await CachedModel(provider, ResponseCache(tmp_path), model="m", seed=1).complete(MSG)
 
     assert provider.calls == 1 and again.cached and not first.cached
@@ -137,3 +144,39 @@ async def test_a_failure_whose_callers_were_all_cancelled_is_not_logged_as_never
     del caller
     gc.collect()  # a task's unretrieved exception is reported when the task is freed
     assert not [context for context in reported if "never retrieved" in context.get("message", "")]
+
+
+async def test_answers_go_into_one_pack_per_flush_not_a_file_per_call(tmp_path):
+    provider = CountingModel(delay=0)
+    cold = CachedModel(provider, ResponseCache(tmp_path), model="m", seed=3)
+    for i in range(300):
+        await cold.complete([{"role": "user", "content": f"q{i}"}])
+    assert cold.cache.get(request_key("m", 3, [{"role": "user", "content": "q7"}])) is not None  # still in memory
+    assert cold.cache.flush() == 300
+    assert [p.suffix for p in tmp_path.iterdir()] == [".llmpack"]
+    warm = CachedModel(provider, ResponseCache(tmp_path), model="m", seed=3)
+    answers = [await warm.complete([{"role": "user", "content": f"q{i}"}]) for i in range(300)]
+    assert provider.calls == 300 and all(a.cached for a in answers) and warm.cache.hits == 300
+
+
+async def test_a_corrupt_cache_pack_is_a_miss_never_an_invented_answer(tmp_path):
+    provider = CountingModel(delay=0)
+    cold = CachedModel(provider, ResponseCache(tmp_path), model="m", seed=3)
+    await cold.complete(MSG)
+    cold.cache.flush()
+    (pack,) = tmp_path.iterdir()
+    data = bytearray(pack.read_bytes())
+    data[12] ^= 0xFF  # inside the only answer's frame
+    pack.write_bytes(bytes(data))
+    again = await CachedModel(provider, ResponseCache(tmp_path), model="m", seed=3).complete(MSG)
+    assert provider.calls == 2 and not again.cached
+
+
+async def test_a_cache_written_one_file_per_answer_is_still_read(tmp_path):
+    key = request_key("m", 1, MSG)
+    legacy = tmp_path / key[:2] / f"{key}.json"
+    legacy.parent.mkdir()
+    legacy.write_text(json.dumps({"text": "old answer", "model": "m"}))
+    provider = CountingModel(delay=0)
+    hit = await CachedModel(provider, ResponseCache(tmp_path), model="m", seed=1).complete(MSG)
+    assert provider.calls == 0 and hit.cached and hit.text == "old answer"
