@@ -123,7 +123,7 @@ class AgentSociety:
         self.env_recoveries = 0
         self.snapshots_keep, self._kept = snapshots_keep, KeptTicks(snapshots_keep)  # _kept: loaded by init
         self.storage = storage or StorageSpec()
-        self._agents_at: PackedAgents | FolderAgents = (PackedAgents(self._run_dir) if self.storage.workspaces == PACKED
+        self._agents_at: PackedAgents | FolderAgents = (PackedAgents(self._run_dir, snapshots_keep) if self.storage.workspaces == PACKED
                                                          else FolderAgents(self._run_dir, snapshots_keep))
 
     @classmethod

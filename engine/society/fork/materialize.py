@@ -124,7 +124,8 @@ def kept_tick(run_dir: Path, step: int, *, start_time: datetime | None, through_
         listed = manifest.where()
         missing = [a for a in dict.fromkeys(agent_ids) if a not in listed]
         if gone or missing:
-            raise ForkError(f"{run_dir}: tick {step} is not kept: packs {gone[:3]} are gone, agents {missing[:10]} unlisted")
+            raise ForkError(f"{run_dir}: tick {step} is not kept (packs {gone[:3]} are gone, agents {missing[:10]} unlisted); "
+                            "raise snapshots.keep")
         return record
     root = RunLayout(run_dir).agents
     missing = [a for a in dict.fromkeys(agent_ids) if not workspace_kept(workspace_path(root, a), step, ticks_done)]

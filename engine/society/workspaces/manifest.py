@@ -22,6 +22,7 @@ from engine.agent.registry import resolve_agent
 from engine.agent.workspace import AgentWorkspace, DirWorkspace, workspace_path
 from engine.agent.workspace_in_memory import MemoryWorkspace
 from engine.errors import ForkError, RunError, StoreKeyNotFoundError
+from engine.society.history import TICK, History, kept_from
 from engine.society.status import read_society_step
 from engine.storage.packs import PackWriter
 from engine.storage.run_layout import RunLayout
@@ -167,10 +168,11 @@ class PackedAgents:
 
     Args:
         run_dir: the run directory.
+        snapshots_keep: the spec's ``snapshots.keep``: past ticks whose packs stay (None: every tick's).
     """
 
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = run_dir
+    def __init__(self, run_dir: Path, snapshots_keep: int | None = None) -> None:
+        self.run_dir, self.snapshots_keep = run_dir, snapshots_keep
         self.store = run_store(run_dir)
         self.manifest: WorkspaceManifest | None = None
 
@@ -192,7 +194,20 @@ class PackedAgents:
         return AgentSource(run_dir=self.run_dir, packs=self.packs_of(agent_ids))
 
     def forget(self, agent_ids: Iterable[int], step_count: int) -> None:
-        """At a run's end: nothing yet (every pack a committed tick reads stays; see the closing note of issue 32)."""
+        """At a run's end: delete the packs that no tick ``snapshots.keep`` keeps reads from (its manifests stay, small)."""
+        if self.snapshots_keep is None or self.manifest is None:
+            return
+        oldest = kept_from(step_count, self.snapshots_keep)
+        current = self.manifest
+        kept = [read_manifest(self.store, r.status.workspaces) for r in History(self.run_dir).records(current.txn)
+                if r.kind == TICK and r.step >= oldest and r.status.workspaces is not None and r.txn != current.txn]
+        if oldest == 0 and self.store.exists(manifest_key(0)):
+            kept.append(read_manifest(self.store, manifest_key(0)))  # tick 0: the agents as created
+        wanted = {pack for m in (*kept, current) for pack in m.reads}
+        for key in self.store.list_prefix(f"{_PACKS}/"):
+            if key.endswith(".pack") and key not in wanted and _txn_of(key) <= current.txn:
+                self.store.delete(key)
+                self.store.delete(key + ".started")
 
     def stage(self, txn: int, batches: Iterable[tuple[str | None, tuple[int, ...], tuple[str, ...]]]) -> str:
         """Write transaction ``txn``'s manifest from its batches' ``(pack, agent ids, packs read)``; returns its key.

@@ -8,7 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from engine.agent.workspace import DirWorkspace, workspace_path
+from engine.errors import ForkError
 from engine.society.fork.run import fork_experiment
 from engine.society.run.runner import run_experiment
 from engine.society.workspaces.manifest import export_as_of, read_manifest, run_store
@@ -88,3 +91,23 @@ async def test_an_as_of_questionnaire_on_a_packed_run_answers_as_on_a_folder_run
                                                     "questionnaire_answers ORDER BY agent_id")
     assert len(answers["packed"]) == AGENTS and all(a["as_of_step"] == 1 and a["parse_success"] for a in answers["packed"])
     assert answers["packed"] == answers["dir"]
+
+
+async def test_a_packed_run_keeps_only_the_packs_its_kept_ticks_read(dask_client, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    kept = spec("packed", snapshots={"keep": 1}, steps=[{"type": "run", "num_steps": 4, "tick": 3600}])
+    kept["storage"]["checkpoint_every"] = 2
+    summary = await run_experiment(parse_spec(kept), run, dask_client)
+    assert summary.status == "completed", summary.error
+    store = run_store(run)
+    status = json.loads((run / "SOCIETY_STEP.json").read_text())
+    last = read_manifest(store, status["workspaces"])
+    tick_3 = read_manifest(store, "workspaces/txn_000003.json")
+    assert all(store.exists(pack) for pack in (*last.reads, *tick_3.reads))
+    left = {str(p.relative_to(run)) for p in (run / "packs").rglob("*.pack")}
+    assert left == set(last.reads) | set(tick_3.reads)
+    assert not any(p.startswith("packs/txn_000001/") for p in left)  # tick 1's packs: read by no kept tick
+    with pytest.raises(ForkError, match="tick 2.* not kept.*snapshots.keep"):
+        await fork_experiment(run, 2, tmp_path / "too-old", dask_client)
+    made, forked = await fork_experiment(run, 3, tmp_path / "at-3", dask_client)
+    assert forked.status == "completed" and made.agents == AGENTS
