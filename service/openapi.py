@@ -50,6 +50,8 @@ ROUTE_ERRORS: dict[str, tuple[int, ...]] = {
     "GET /experiments/{experiment_id}/datasets": (401, 404),
     "GET /experiments/{experiment_id}/datasets/{name}.parquet": (401, 404),
     "GET /experiments/{experiment_id}/agents/{agent_id}": (401, 404, 422),
+    "GET /experiments/{experiment_id}/agents/{agent_id}/files": (401, 404, 409, 422),
+    "GET /experiments/{experiment_id}/agents/{agent_id}/files/{path}": (401, 404, 409, 422),
     "GET /experiments/{experiment_id}/report": (401, 404),
     "GET /experiments/{experiment_id}/report/data": (401, 404),
 }
@@ -61,7 +63,8 @@ _ERRORS: dict[int, tuple[str, Any]] = {
     401: ("No bearer token, or an unknown one", "this service needs 'Authorization: Bearer <token>' (in a browser: sign in at /login)"),
     404: ("No such experiment, dataset or agent, or an experiment of another owner", f"experiment {_ID!r} not found"),
     406: ("The Accept header names no representation this route has", "cannot answer Accept: image/png"),
-    409: ("The experiment's status does not allow this (cancel a finished one; delete, resume, steps or fork on a live one)",
+    409: ("The experiment's status does not allow this (cancel a finished one; delete, resume, steps or fork on a live one), "
+          "or a tick it no longer keeps",
           f"cannot delete experiment {_ID!r}: it is running; cancel it first"),
     413: ("The request body is over the size limit", "the request body is over the limit of 1048576 bytes"),
     415: ("The body is neither application/json nor application/yaml",
