@@ -35,7 +35,7 @@ from engine.errors import ToolCallError
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.client import LLMClient
-from engine.llm.dispatcher import caller_model, flush_response_caches
+from engine.llm.dispatcher import caller_model, flush_response_caches, refresh_response_caches
 from engine.llm.meter import CallRecord, Meter, serving_agent
 from engine.spec import DEFAULT_ROUTER, RouterName
 from engine.storage.atomic import atomic_write_json, read_json
@@ -297,6 +297,7 @@ class EnvRouterActor:
             staged += [str(trace)] if trace else []
             failpoint("env_step", step=step)
         await asyncio.to_thread(flush_response_caches)  # the router's answers are on disk before the tick commits
+        refresh_response_caches()  # and next tick's first miss looks for the packs the batches wrote
         return {"counts": counts, "staged": staged, "snapshot": await self.snapshot(txn)}
 
     async def snapshot(self, txn: int) -> str | None:

@@ -29,6 +29,9 @@ __all__ = ["CachedModel", "ResponseCache"]
 _SUFFIX = ".llmpack"
 _FLUSH_AT = 2048  #: answers buffered before a pack is written without waiting for a flush
 _SETTLED_NS = 100_000_000  #: a directory mtime older than this is trusted to have seen every pack renamed in by then
+#: A miss lists the directory again at most this often: in a busy run every batch adds a pack, and misses are
+#: the rule (a cache pays off on a rerun, resume or fork, whose packs are all there at the first miss).
+_RESCAN_S = 2.0
 
 
 def _bucket(key: str) -> int:
@@ -52,6 +55,7 @@ class ResponseCache:
         self._index: dict[str, str] = {}  #: key -> the pack holding it
         self._readers: dict[str, PackReader] = {}
         self._scanned: int | None = None  #: the directory's mtime when it was last scanned
+        self._scanned_at = -_RESCAN_S  #: time.monotonic() of the last listing
         self._lock = threading.Lock()
 
     def _stamp(self) -> int | None:
@@ -63,9 +67,12 @@ class ResponseCache:
 
     def _scan(self) -> None:
         """Index packs not seen yet (written by this or another process), if any was added since the last scan."""
+        if time.monotonic() - self._scanned_at < _RESCAN_S:
+            return
         stamp = self._stamp()
         if stamp is None or stamp == self._scanned:
             return
+        self._scanned_at = time.monotonic()
         # A directory's mtime ticks coarsely (a few ms): a pack renamed in within the same tick as the one just
         # seen leaves it unchanged, so a recent stamp is not trusted, and the next miss lists again.
         self._scanned = stamp if time.time_ns() - stamp > _SETTLED_NS else None
@@ -88,7 +95,7 @@ class ResponseCache:
             if key in self._pending:
                 return self._pending[key]
             if key not in self._index:
-                self._scan()  # one stat per miss; a listing only when another pack arrived
+                self._scan()  # a listing only when another pack arrived, at most every _RESCAN_S
             name = self._index.get(key)
         if name is not None:
             reader = self._readers[name]
@@ -119,6 +126,10 @@ class ResponseCache:
             full = len(self._pending) >= _FLUSH_AT
         if full:
             self.flush()
+
+    def refresh(self) -> None:
+        """Let the next miss list the directory again (a batch task starts: another run may have left packs)."""
+        self._scanned_at = -_RESCAN_S
 
     def flush(self) -> int:
         """Write the buffered answers as one pack; returns how many."""

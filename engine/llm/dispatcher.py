@@ -35,7 +35,7 @@ from engine.llm.timeout import TimeoutModel
 from engine.llm.traced import TracedModel
 from engine.trace import TraceRecorder
 
-__all__ = ["caller_model", "dispatcher_stats", "flush_response_caches", "get_chat_model", "limiter_for"]
+__all__ = ["caller_model", "dispatcher_stats", "flush_response_caches", "get_chat_model", "limiter_for", "refresh_response_caches"]
 
 _MODELS: dict[str, ChatModel] = {}
 _BUILDS: Counter[str] = Counter()
@@ -130,6 +130,13 @@ def flush_response_caches() -> int:
     Called where a transaction's work in a process ends (a batch task, the env step, the driver's commit), so
     that every answer a committed transaction used is on disk before the commit."""
     return sum(model.cache.flush() for model in list(_MODELS.values()) if isinstance(model, CachedModel))
+
+
+def refresh_response_caches() -> None:
+    """Let this process's response caches look for packs other processes wrote (at the start of a batch task)."""
+    for model in list(_MODELS.values()):
+        if isinstance(model, CachedModel):
+            model.cache.refresh()
 
 
 def limiter_for(client: LLMClient) -> AdaptiveSemaphore | None:

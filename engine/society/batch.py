@@ -29,7 +29,7 @@ from engine.agent.packed import DEFAULT_CHECKPOINT_EVERY, PackedWorkspaces
 from engine.agent.service_proxy import ServiceProxy
 from engine.errors import EnvUnavailableError, PolisError, RunError, StaleRunError
 from engine.llm.budget import Allowance, BudgetGate, Usage
-from engine.llm.dispatcher import dispatcher_stats, flush_response_caches
+from engine.llm.dispatcher import dispatcher_stats, flush_response_caches, refresh_response_caches
 from engine.society.datasets import ACTIONS, AGENT_MEMORY
 from engine.society.fanout import fan_out
 from engine.society.lease import check_session
@@ -116,6 +116,7 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
     assert proxy.trace is not None and proxy.replay is not None
     recorder = proxy.trace.recorder
     gate = BudgetGate(job.allowance) if job.allowance is not None else None
+    refresh_response_caches()
     packed = PackedWorkspaces(run_store(run_dir), checkpoint_every=job.checkpoint_every) if job.packs is not None else None
     abort: PolisError | None = None
     retried = False

@@ -29,7 +29,7 @@ from engine.agent.workspace import AgentWorkspace
 from engine.errors import BudgetExhaustedError, PolisError, RunError, WorkspaceError
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
-from engine.llm.dispatcher import flush_response_caches
+from engine.llm.dispatcher import flush_response_caches, refresh_response_caches
 from engine.llm.meter import serving_agent
 from engine.society.datasets import LLM_CALLS, QUESTIONNAIRE_ANSWERS, TRANSCRIPTS
 from engine.society.fanout import fan_out, task_slots
@@ -174,6 +174,7 @@ async def questionnaire_agent_batch(job: QuestionnaireJob) -> QuestionnaireBatch
     assert proxy.trace is not None and proxy.replay is not None
     recorder = proxy.trace.recorder
     gate = BudgetGate(job.allowance) if job.allowance is not None else None
+    refresh_response_caches()
     assert job.proxy.run_dir is not None
     open_workspace = (job.agents or AgentSource(folders=RunLayout(job.proxy.run_dir).agents)).opener()
     results = await asyncio.gather(*(_answer_one(a, job, proxy, recorder, gate, open_workspace) for a in job.agent_ids))

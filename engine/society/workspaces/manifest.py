@@ -175,19 +175,20 @@ class PackedAgents:
         self.run_dir, self.snapshots_keep = run_dir, snapshots_keep
         self.store = run_store(run_dir)
         self.manifest: WorkspaceManifest | None = None
+        self._where: dict[int, str] = {}  #: the manifest's where(), built once per manifest (every batch asks)
 
     def open(self, committed: str | None, specs: list[dict[str, Any]], *, txn: int, batch_size: int) -> str:
         """Load the committed manifest, or (``committed`` None: a fresh run) create every agent; returns its key."""
         if committed is None:
             committed = write_manifest(self.store, create_packed_agents(self.store, specs, txn=txn, batch_size=batch_size))
         self.manifest = read_manifest(self.store, committed)
+        self._where = self.manifest.where()
         return committed
 
     def packs_of(self, agent_ids: Iterable[int]) -> dict[int, str]:
         """The pack holding each of ``agent_ids`` (those the manifest lists)."""
         assert self.manifest is not None, "open() first"
-        where = self.manifest.where()
-        return {a: where[a] for a in agent_ids if a in where}
+        return {a: self._where[a] for a in agent_ids if a in self._where}
 
     def source(self, agent_ids: Iterable[int]) -> AgentSource:
         """Where readers find ``agent_ids`` as the last commit left them."""
@@ -223,6 +224,7 @@ class PackedAgents:
             packs[pack] = ids
             reads.update(read)
         self.manifest = WorkspaceManifest(txn, packs, tuple(sorted(reads)))
+        self._where = self.manifest.where()
         return write_manifest(self.store, self.manifest)
 
 
