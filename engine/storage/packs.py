@@ -33,6 +33,8 @@ _MAGIC = b"POLISPK1"
 _END = b"POLISEND"
 _FOOTER = struct.Struct("<QQI8s")
 _LEVEL = 3  # zlib level: ~3x on the agents' JSON, at a fraction of level 6's CPU
+#: A pack up to this size is read whole at its first frame (one read, not one per agent); larger ones by range.
+_WHOLE_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,8 @@ class PackReader:
 
     def __init__(self, store: Store, name: str, *, keep_frames: bool = True) -> None:
         self.store, self.name, self.keep_frames = store, name, keep_frames
-        size = store.size(name)
+        self._body: bytes | None = None  #: the whole pack, once a frame is read from a small one
+        size = self._size = store.size(name)
         if size < len(_MAGIC) + _FOOTER.size:
             raise PackCorruptError(f"pack {name} is truncated ({size} bytes)")
         offset, length, crc, end = _FOOTER.unpack(store.get_range(name, size - _FOOTER.size, _FOOTER.size))
@@ -179,7 +182,14 @@ class PackReader:
         found = self._frames.get(agent_id)
         if found is None:
             offset, length, raw_length, crc = self._agents[str(agent_id)]["frame"]
-            stored = self.store.get_range(self.name, offset, length) if length else b""
+            if self._body is None and self.keep_frames and self._size <= _WHOLE_BYTES:
+                self._body = self.store.get(self.name)
+            if not length:
+                stored = b""
+            elif self._body is not None:
+                stored = self._body[offset:offset + length]
+            else:
+                stored = self.store.get_range(self.name, offset, length)
             if len(stored) != length or zlib.crc32(stored) != crc:
                 raise PackCorruptError(f"pack {self.name}: agent {agent_id}'s frame fails its checksum")
             try:
