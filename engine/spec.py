@@ -194,9 +194,9 @@ class StorageSpec(_Frozen):
     """Where the run keeps its agents' workspaces."""
 
     workspaces: Literal["packed", "dir"] = Field(
-        "dir",
-        description="dir: one folder per agent (AS2's layout; each step journaled); packed: each tick's changes of a batch "
-        "of agents go into one pack, a few files per tick whatever the number of agents",
+        "packed",
+        description="packed: each tick's changes of a batch of agents go into one pack, a few files per tick whatever the "
+        "number of agents; dir: one folder per agent (AS2's layout, each step journaled), for small runs and inspection",
     )
     checkpoint_every: int = Field(
         8, ge=1, le=1000,

@@ -80,7 +80,7 @@ class AgentSociety:
             modules, LLM settings); it is written once, by the first :meth:`init`.
         transcript_bytes: the run's cap on transcript text (None: no ``transcripts`` dataset).
         snapshots_keep: the spec's ``snapshots.keep`` (:mod:`engine.society.history`).
-        storage: where the agents' workspaces are kept (a folder each, or packs).
+        storage: where the agents' workspaces are kept (packs, the default, or a folder each).
     """
 
     def __init__(

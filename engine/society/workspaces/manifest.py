@@ -1,4 +1,4 @@
-"""A run's agent workspaces in packs (the spec's ``storage.workspaces: packed``; ``dir`` is the default for now).
+"""A run's agent workspaces in packs (the spec's ``storage.workspaces: packed``, the default).
 
 Every tick each batch writes one pack (:mod:`engine.agent.packed`) holding all of its agents; the
 driver then writes a *workspace manifest*, ``workspaces/txn_<n>.json``, naming the pack that holds
