@@ -41,5 +41,5 @@ def test_the_progress_line_ends_on_budget_exhausted_when_a_tiny_budget_runs_out(
     layout = RunLayout(tmp_path / "run")
     assert f"replay: {layout.replay}" in stdout
     for path in (layout.society_file, layout.society_step_file, layout.lease_file, layout.replay, layout.trace,
-                 layout.agents, layout.env_snapshots, layout.llm_cache):
+                 layout.root / "packs", layout.root / "workspaces", layout.env_snapshots, layout.llm_cache):
         assert path.exists(), path

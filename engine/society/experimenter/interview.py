@@ -19,7 +19,6 @@ from engine.errors import WorkspaceError
 from engine.llm.budget import BudgetGate
 from engine.llm.meter import CallRecord
 from engine.society.workspaces.manifest import AgentSource
-from engine.storage.run_layout import RunLayout
 
 __all__ = ["ask_agents"]
 
@@ -42,13 +41,13 @@ async def ask_agents(
         max_concurrency: agents reasoning at once.
         records: when given, every LLM call the agents make is appended here (for ``llm_calls``).
         budget: the run's remaining budget; the agents' calls count against it.
-        agents: where the workspaces are (None: ``run_dir/agents``; the run's packs, or an as-of ask's copies).
+        agents: where the workspaces are (None: the run's own, packed or in folders; or an as-of ask's copies).
 
     Raises:
         WorkspaceError: an agent without a workspace (checked before anyone is asked), or a corrupt one.
         SpecError: a workspace naming an unknown agent type.
     """
-    source = agents or AgentSource(folders=RunLayout(run_dir).agents)
+    source = agents or AgentSource.of_run(run_dir)
     opened = {agent_id: source.opener()(agent_id) for agent_id in dict.fromkeys(agent_ids)}
     missing = [agent_id for agent_id, ws in opened.items() if ws is None]
     if missing:

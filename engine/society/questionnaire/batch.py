@@ -176,7 +176,7 @@ async def questionnaire_agent_batch(job: QuestionnaireJob) -> QuestionnaireBatch
     gate = BudgetGate(job.allowance) if job.allowance is not None else None
     refresh_response_caches()
     assert job.proxy.run_dir is not None
-    open_workspace = (job.agents or AgentSource(folders=RunLayout(job.proxy.run_dir).agents)).opener()
+    open_workspace = (job.agents or AgentSource.of_run(job.proxy.run_dir)).opener()
     results = await asyncio.gather(*(_answer_one(a, job, proxy, recorder, gate, open_workspace) for a in job.agent_ids))
     answers = [answer for agent_answers, _ in results if agent_answers is not None for answer in agent_answers]
     meters = [agent.meter for _, agent in results if agent is not None]

@@ -158,6 +158,14 @@ class AgentSource:
 
         return folder
 
+    @classmethod
+    def of_run(cls, run_dir: Path) -> AgentSource:
+        """A run's agents as its last commit left them, in packs or in folders (``SOCIETY_STEP.json`` tells)."""
+        status = read_society_step(run_dir)
+        if status is not None and status.workspaces is not None:
+            return cls(run_dir=run_dir, packs=read_manifest(run_store(run_dir), status.workspaces).where())
+        return cls(folders=RunLayout(run_dir).agents)
+
     @property
     def where(self) -> str:
         return str(self.run_dir if self.packs is not None else self.folders)
@@ -233,11 +241,7 @@ def agent_workspace(run_dir: Path, agent_id: int) -> AgentWorkspace | None:
 
     For reading only: nothing is written back.
     """
-    status = read_society_step(run_dir)
-    if status is not None and status.workspaces is not None:
-        packs = {a: p for a, p in read_manifest(run_store(run_dir), status.workspaces).where().items() if a == agent_id}
-        return AgentSource(run_dir=run_dir, packs=packs).opener()(agent_id)
-    return AgentSource(folders=RunLayout(run_dir).agents).opener()(agent_id)
+    return AgentSource.of_run(run_dir).opener()(agent_id)
 
 
 def export_as_of(store: Store, manifest: WorkspaceManifest, agent_ids: Iterable[int], agents_root: Path) -> int:

@@ -9,6 +9,7 @@ import signal
 from datetime import datetime
 from pathlib import Path
 
+import pytest
 from distributed import Client, LocalCluster
 
 from engine.agent.person import PersonAgent
@@ -17,6 +18,7 @@ from engine.env.actor import EnvRouterConfig, build_router
 from engine.llm.client import LLMClient
 from engine.society.run.dashboard import ENV_ROUTER, key_kind
 from engine.society.run.runner import run_experiment
+from engine.society.workspaces.manifest import agent_workspace
 from engine.spec import parse_spec
 
 T1 = datetime(2026, 1, 1, 9)
@@ -50,19 +52,20 @@ async def test_a_skill_activated_in_tick_1_is_active_in_tick_2_on_another_worker
     assert active1 == active2 == ("daily-planning",)
 
 
-async def test_killing_a_worker_mid_step_leaves_every_workspace_readable(tmp_path):
+@pytest.mark.parametrize("storage", ["packed", "dir"])
+async def test_killing_a_worker_mid_step_leaves_every_workspace_readable(storage, tmp_path):
     spec = parse_spec({
         "name": "kill",
         "population": [{"count": 60, "profile_template": {"name": "P{i}"}, "config": {"max_react_turns": 3}}],
         "steps": [{"type": "run", "num_steps": 30, "tick": 600}],
         "batch_size": 10,
+        "storage": {"workspaces": storage},
     })
     cluster = await LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                                  dashboard_address="127.0.0.1:0", asynchronous=True)
     client = await Client(cluster, asynchronous=True)
     try:
         run = asyncio.ensure_future(run_experiment(spec, tmp_path / "run", client))
-        agents = tmp_path / "run" / "agents"
         for _ in range(400):  # wait until agents have stepped at least once
             await asyncio.sleep(0.05)
             if (tmp_path / "run" / "replay" / "actions").exists():
@@ -79,13 +82,11 @@ async def test_killing_a_worker_mid_step_leaves_every_workspace_readable(tmp_pat
 
     # Whatever the run's fate (Dask retries the lost batches elsewhere), no workspace is torn.
     assert summary.status in ("completed", "failed")
-    workspaces = sorted(agents.iterdir())
-    assert len(workspaces) == 60
-    for ws in workspaces:
-        config = json.loads((ws / "config.json").read_text())
-        snapshot = json.loads((ws / "AGENT.json").read_text())
-        assert config["id"] == snapshot["id"]
-        for log in (ws / ".runtime" / "logs").glob("*.jsonl"):
-            lines = log.read_text().splitlines()
-            for line in lines[:-1]:  # only a crash's last line may be torn
+    for agent_id in range(60):
+        ws = agent_workspace(tmp_path / "run", agent_id)  # the committed state, packed or a folder
+        assert ws is not None, agent_id
+        assert ws.read_json("config.json")["id"] == ws.read_json("AGENT.json")["id"] == agent_id
+        for log in (p for p in ws.files(".runtime/logs") if p.endswith(".jsonl")):
+            lines = ws.read_text(log).splitlines()
+            for line in lines[:-1] if storage == "dir" else lines:  # only a folder's last line may be torn by a crash
                 json.loads(line)

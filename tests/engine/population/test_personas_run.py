@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from engine.society.run.runner import run_experiment
+from engine.society.workspaces.manifest import agent_workspace
 from engine.spec import load_spec
 from engine.storage.reader import ReplayReader
 from engine.storage.run_layout import RunLayout
@@ -26,7 +27,8 @@ async def test_the_persona_example_makes_one_action_per_persona_per_step(dask_cl
     # Each agent's workspace holds the profile of one distinct row of the table, with the listed columns only.
     with (EXAMPLES / "personas.csv").open(newline="") as handle:
         table = {row["name"]: row for row in csv.DictReader(handle)}
-    profiles = [json.loads(p.read_text())["profile"] for p in sorted(RunLayout(run).agents.glob("*/config.json"))]
+    ids = [spec["id"] for spec in json.loads(RunLayout(run).society_file.read_text())["agent_specs"]]
+    profiles = [agent_workspace(run, i).read_json("config.json")["profile"] for i in ids]  # type: ignore[union-attr]
     assert len(profiles) == 16 and len({p["name"] for p in profiles}) == 16
     for profile in profiles:
         row = table[profile["name"]]

@@ -226,7 +226,7 @@ async def test_the_as_of_copies_go_when_the_step_fails(dask_client, tmp_path: Pa
     assert (at.step, at.txn) == (AS_OF, AS_OF + 1)  # tick 1, the questionnaire, tick 2
     with pytest.raises(RuntimeError, match="the step failed"), AsOfAgents(run, at, txn=99) as agents:
         root = agents.materialize([0, 2])
-        assert sorted(p.name for p in root.iterdir()) == sorted(p.name for p in RunLayout(run).agents.iterdir())[::2]
+        assert sorted(p.name for p in root.iterdir()) == ["agent_0000", "agent_0002"]
         raise RuntimeError("the step failed")
     assert not RunLayout(run).scratch.exists()
 

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
 
-from engine.agent.workspace import workspace_path
 from engine.llm.sim import SimLLM
 from engine.llm.sim.background import serving
 from engine.society.run.runner import run_experiment
+from engine.society.workspaces.manifest import agent_workspace
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 
@@ -42,9 +41,9 @@ def ask_env_calls(run: Path, step_t: dict[int, str]) -> list[dict]:
     """Every ask_env the agents made, from their tool logs: agent, step, instruction, result."""
     calls = []
     for agent_id in range(AGENTS):
-        log = workspace_path(run / "agents", agent_id) / ".runtime" / "logs" / "tool_calls.jsonl"
-        for line in log.read_text().splitlines() if log.exists() else []:
-            entry = json.loads(line)
+        workspace = agent_workspace(run, agent_id)  # packed or a folder
+        assert workspace is not None
+        for entry in workspace.read_jsonl(".runtime/logs/tool_calls.jsonl"):
             if entry["tool"] == "ask_env":
                 step = next(s for s, t in step_t.items() if t == entry["t"])
                 calls.append({"agent": agent_id, "step": step, **entry})

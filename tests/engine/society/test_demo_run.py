@@ -10,6 +10,7 @@ import pytest
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
 from engine.society.run.runner import run_experiment
+from engine.society.workspaces.manifest import agent_workspace
 from engine.spec import load_spec
 from engine.storage.reader import ReplayReader
 
@@ -43,7 +44,7 @@ async def test_demo_yields_one_action_row_per_agent_per_tick(demo_spec, dask_cli
         assert {"agent.step", "llm.completion", "env.ask"} <= spans
     run = tmp_path / "run"
     assert (run / "SOCIETY.json").exists() and (run / "SOCIETY_STEP.json").exists()
-    assert (run / "agents" / "agent_0000" / "AGENT.json").exists()
+    assert agent_workspace(run, 0).is_file("AGENT.json")  # type: ignore[union-attr]  # in a pack (the default)
     status = json.loads((run / "SOCIETY_STEP.json").read_text())
     assert status["txn"] == 3 and status["env_snapshot"] == "txn_000003"
     assert (run / "env" / "_snapshots" / "txn_000003" / "MessagingSpace" / "state" / "ENV_STATE.json").exists()
@@ -51,9 +52,9 @@ async def test_demo_yields_one_action_row_per_agent_per_tick(demo_spec, dask_cli
     assert sorted(p.name for p in (run / "env" / "_snapshots").iterdir()) == ["txn_000001", "txn_000002", "txn_000003"]
     assert sorted(p.name for p in (run / "history").iterdir()) == ["txn_000001.json", "txn_000002.json", "txn_000003.json"]
     assert not list(run.rglob("*.staged-*"))
-    # and the journal of each tick (the state the tick before it left) stays, hard links to unchanged files
-    journals = sorted(p.name for p in run.glob("agents/agent_0000/.runtime/txn/*.json"))
-    assert journals == ["step_000001.json", "step_000002.json", "step_000003.json"]
+    # and the workspace manifest of each tick, and of the agents as created, names their packs
+    assert sorted(p.name for p in (run / "workspaces").iterdir()) == [f"txn_00000{i}.json" for i in range(4)]
+    assert status["workspaces"] == "workspaces/txn_000003.json"
 
 
 async def test_env_router_lives_inside_a_dask_actor_on_a_worker(dask_client, tmp_path):

@@ -91,7 +91,8 @@ async def test_a_fork_with_an_intervention_at_tick_2_differs_from_its_parent_onl
 
 
 async def test_only_kept_ticks_can_be_forked(dask_client, tmp_path: Path) -> None:
-    summary = await run_experiment(parse_spec(fork_parent_spec(keep=1)), tmp_path / "parent", dask_client)
+    # A folder per agent, whose step journals are what keeps a tick (packed runs: tests/engine/society/test_packed_runs.py).
+    summary = await run_experiment(parse_spec({**fork_parent_spec(keep=1), "storage": {"workspaces": "dir"}}), tmp_path / "parent", dask_client)
     assert summary.status == "completed", summary.error
     parent = tmp_path / "parent"
     assert sorted(p.name for p in (parent / "env" / "_snapshots").iterdir()) == ["txn_000003", "txn_000004"]
