@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["filesystem", "positive", "run_root"]
+__all__ = ["disk_usage", "filesystem", "positive", "run_root"]
 
 
 def positive(text: str) -> int:
@@ -27,6 +27,16 @@ def positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
+
+
+def disk_usage(root: Path) -> tuple[int, int]:
+    """Files and allocated bytes (blocks, as ``du`` counts them) under ``root``."""
+    files = size = 0
+    for directory, _, names in os.walk(root):
+        for name in names:
+            files += 1
+            size += os.lstat(os.path.join(directory, name)).st_blocks * 512
+    return files, size
 
 
 def filesystem(path: Path) -> str:

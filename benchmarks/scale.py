@@ -27,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # rundirs, when run as a script
 
-from rundirs import filesystem, positive, run_root  # noqa: E402
+from rundirs import disk_usage, filesystem, positive, run_root  # noqa: E402
 
 from engine.society.run.cluster import open_client  # noqa: E402
 from engine.society.run.runner import run_experiment  # noqa: E402
@@ -49,16 +49,6 @@ def spec(agents: int, ticks: int, storage: str) -> dict[str, Any]:
     }
 
 
-def usage(root: Path) -> tuple[int, int]:
-    """Files and allocated bytes under ``root``."""
-    files = size = 0
-    for directory, _, names in os.walk(root):
-        for name in names:
-            files += 1
-            size += os.lstat(os.path.join(directory, name)).st_blocks * 512
-    return files, size
-
-
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -72,7 +62,7 @@ async def one_run(client: Any, agents: int, ticks: int, storage: str, run_dir: P
     started = time.perf_counter()
     summary = await run_experiment(parse_spec(spec(agents, ticks, storage)), run_dir, client)
     assert summary.status == "completed", summary.error
-    files, size = usage(run_dir)
+    files, size = disk_usage(run_dir)
     warm = min(summary.tick_seconds[1:]) if len(summary.tick_seconds) > 1 else summary.tick_seconds[0]
     figures = {"warm_s": warm, "steps_per_s": agents / warm, "files_per_agent_tick": files / (agents * ticks),
                "bytes_per_agent_tick": size / (agents * ticks), "seconds": time.perf_counter() - started,

@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import resource
+import sys
 import tempfile
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # rundirs, when run as a script
+
+from rundirs import disk_usage  # noqa: E402
 
 from engine.agent.packed import PackedWorkspaces
 from engine.agent.person import PersonAgent
@@ -34,16 +38,6 @@ from engine.storage.store import LocalStore
 
 T0 = datetime(2024, 1, 1, 8)
 CONFIG = {"max_react_turns": 1, "tools": ["finish"]}
-
-
-def usage(root: Path) -> tuple[int, int]:
-    """Files and bytes on disk (allocated blocks) under ``root``."""
-    files = size = 0
-    for directory, _, names in os.walk(root):
-        for name in names:
-            files += 1
-            size += os.lstat(os.path.join(directory, name)).st_blocks * 512
-    return files, size
 
 
 def profile(i: int) -> dict[str, object]:
@@ -83,7 +77,7 @@ async def main(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     create_packed(store, args.agents, args.batch)
     seconds = time.perf_counter() - started
-    files, size = usage(base / "created")
+    files, size = disk_usage(base / "created")
     print(f"create {args.agents} agents, packed: {args.agents / seconds:,.0f} agents/s; "
           f"{files} files ({files / args.agents:.4f} per agent), {size / args.agents:,.0f} bytes per agent")
 
@@ -93,7 +87,7 @@ async def main(args: argparse.Namespace) -> None:
     dir_root = base / "dir"
     for agent_id in range(n):
         PersonAgent.create(DirWorkspace(dir_root / workspace_name(agent_id)), agent_id=agent_id, profile=profile(agent_id), config=CONFIG)
-    before = {"packed": usage(base / "packed"), "dir": usage(dir_root)}
+    before = {"packed": disk_usage(base / "packed"), "dir": disk_usage(dir_root)}
     ticks: dict[str, list[float]] = {"packed": [], "dir": []}
     for tick in range(1, args.ticks + 1):
         t = T0 + timedelta(minutes=tick)
@@ -116,13 +110,13 @@ async def main(args: argparse.Namespace) -> None:
             ticks[kind].append(time.perf_counter() - started)
     agent_ticks = n * args.ticks
     for kind, root in (("packed", base / "packed"), ("dir", dir_root)):
-        files, size = usage(root)
+        files, size = disk_usage(root)
         warm = min(ticks[kind][1:] or ticks[kind])
         print(f"{kind:>6}: {n} agents x {args.ticks} ticks, warm tick {warm:.2f} s ({n / warm:,.0f} agent-steps/s); "
               f"files per agent-tick {(files - before[kind][0]) / agent_ticks:.4f}, "
               f"bytes per agent-tick {(size - before[kind][1]) / agent_ticks:,.0f}")
     print(f"warm tick ratio packed/dir: {min(ticks['packed'][1:] or ticks['packed']) / min(ticks['dir'][1:] or ticks['dir']):.2f}")
-    print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB")
+    print(f"peak RSS of this process: {resource.getrdisk_usage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB")
 
 
 if __name__ == "__main__":
