@@ -14,6 +14,7 @@ import json
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ __all__ = ["CachedModel", "ResponseCache"]
 
 _SUFFIX = ".llmpack"
 _FLUSH_AT = 2048  #: answers buffered before a pack is written without waiting for a flush
+_READERS = 16  #: packs whose parsed index stays in memory (a rerun reads its hits pack by pack)
 _SETTLED_NS = 100_000_000  #: a directory mtime older than this is trusted to have seen every pack renamed in by then
 #: A miss lists the directory again at most this often: in a busy run every batch adds a pack, and misses are
 #: the rule (a cache pays off on a rerun, resume or fork, whose packs are all there at the first miss).
@@ -52,8 +54,12 @@ class ResponseCache:
         self.hits = 0
         self.misses = 0
         self._pending: dict[str, bytes] = {}
-        self._index: dict[str, str] = {}  #: key -> the pack holding it
-        self._readers: dict[str, PackReader] = {}
+        # key -> the pack holding it: strings only, which the garbage collector never traverses. A run's
+        # workers index every answer of the run; keeping each pack's parsed index instead made every full
+        # collection walk millions of objects (a 100,000-agent run's ticks slowed from tick to tick).
+        self._index: dict[str, str] = {}
+        self._seen: set[str] = set()  #: packs indexed
+        self._readers: OrderedDict[str, PackReader] = OrderedDict()  #: the few packs read last
         self._scanned: int | None = None  #: the directory's mtime when it was last scanned
         self._scanned_at = -_RESCAN_S  #: time.monotonic() of the last listing
         self._lock = threading.Lock()
@@ -77,7 +83,7 @@ class ResponseCache:
         # seen leaves it unchanged, so a recent stamp is not trusted, and the next miss lists again.
         self._scanned = stamp if time.time_ns() - stamp > _SETTLED_NS else None
         try:
-            names = [k for k in self.store.list_dir("")[0] if k.endswith(_SUFFIX) and k not in self._readers]
+            names = [k for k in self.store.list_dir("")[0] if k.endswith(_SUFFIX) and k not in self._seen]
         except StorageError:
             return
         for name in names:
@@ -85,10 +91,9 @@ class ResponseCache:
                 reader = PackReader(self.store, name, keep_frames=False)
             except StorageError:
                 continue  # a torn pack of a killed writer: its answers are misses
-            self._readers[name] = reader
-            for bucket in reader.agent_ids():
-                for key in reader.tree(bucket).files:
-                    self._index.setdefault(key, name)
+            self._seen.add(name)
+            for key in reader.keys():
+                self._index.setdefault(key, name)
 
     def _read(self, key: str) -> bytes | None:
         with self._lock:
@@ -98,7 +103,7 @@ class ResponseCache:
                 self._scan()  # a listing only when another pack arrived, at most every _RESCAN_S
             name = self._index.get(key)
         if name is not None:
-            reader = self._readers[name]
+            reader = self._reader(name)
             (segment,) = reader.tree(_bucket(key)).files[key]
             return reader.frame(_bucket(key))[segment.start:segment.start + segment.length]
         legacy = self.directory / key[:2] / f"{key}.json"
@@ -106,6 +111,17 @@ class ResponseCache:
             return legacy.read_bytes()
         except FileNotFoundError:
             return None
+
+    def _reader(self, name: str) -> PackReader:
+        with self._lock:
+            reader = self._readers.pop(name, None)
+        if reader is None:
+            reader = PackReader(self.store, name, keep_frames=False)
+        with self._lock:
+            self._readers[name] = reader
+            while len(self._readers) > _READERS:
+                self._readers.popitem(last=False)
+        return reader
 
     def get(self, key: str) -> ChatResult | None:
         try:
@@ -146,7 +162,7 @@ class ResponseCache:
             writer.add(bucket, files, [])
         writer.write(self.store)
         with self._lock:
-            self._readers[name] = PackReader(self.store, name, keep_frames=False)
+            self._seen.add(name)
             for key in pending:
                 self._index[key] = name
         return len(pending)

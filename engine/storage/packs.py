@@ -88,6 +88,7 @@ class PackWriter:
         Returns:
             The agent's tree as the pack records it.
         """
+        folders = tuple(sorted(set(dirs)))  # once: ``dirs`` may be a generator
         if str(agent_id) in self._agents:
             raise ValueError(f"agent {agent_id} is in pack {self.name} already")
         raw = bytearray()
@@ -107,9 +108,9 @@ class PackWriter:
         self._agents[str(agent_id)] = {
             "frame": [offset, len(stored), len(raw), zlib.crc32(stored)],
             "files": {path: [s.to_json() for s in segments] for path, segments in sorted(tree.items())},
-            "dirs": sorted(set(dirs)),
+            "dirs": list(folders),
         }
-        return Tree(tree, tuple(sorted(set(dirs))))
+        return Tree(tree, folders)
 
     def __len__(self) -> int:
         return len(self._agents)
@@ -163,6 +164,10 @@ class PackReader:
 
     def agent_ids(self) -> list[int]:
         return sorted(int(a) for a in self._agents)
+
+    def keys(self) -> list[str]:
+        """Every file path of every agent's tree (one list, so a caller can index a pack without building trees)."""
+        return [path for entry in self._agents.values() for path in entry["files"]]
 
     def __contains__(self, agent_id: int) -> bool:
         return str(agent_id) in self._agents
