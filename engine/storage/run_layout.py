@@ -7,7 +7,9 @@
     <run_dir>/LEASE.json             the driver's lease
     <run_dir>/replay/<dataset>/*.parquet
     <run_dir>/trace/*.jsonl
-    <run_dir>/agents/                one workspace per agent
+    <run_dir>/packs/txn_<n>/*.pack   packed runs: one pack of agent workspaces per batch and transaction
+    <run_dir>/workspaces/txn_<n>.json   packed runs: the workspace manifest a commit names
+    <run_dir>/agents/                ``dir`` runs: one workspace folder per agent
     <run_dir>/artifacts/             questionnaire, ask and intervene results
     <run_dir>/env/                   env module workspaces, _snapshots/, _codegen_cache/, _world_description.json
     <run_dir>/inputs/                files a spec may name (city_file, ...)
@@ -24,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["MANIFEST_FILE", "REPLAY_DIR", "TRACE_DIR", "RunLayout"]
+__all__ = ["MANIFEST_FILE", "PACKS_DIR", "REPLAY_DIR", "TRACE_DIR", "WORKSPACES_DIR", "RunLayout"]
 
 #: The replay datasets' directory name (also in the reader's sweep path patterns).
 REPLAY_DIR = "replay"
@@ -32,6 +34,10 @@ REPLAY_DIR = "replay"
 MANIFEST_FILE = "MANIFEST.json"
 #: The trace shards' directory name.
 TRACE_DIR = "trace"
+#: Packed runs: the agents' workspace packs (store keys ``packs/txn_<n>/...``).
+PACKS_DIR = "packs"
+#: Packed runs: the workspace manifests (store keys ``workspaces/txn_<n>.json``).
+WORKSPACES_DIR = "workspaces"
 
 
 @dataclass(frozen=True)

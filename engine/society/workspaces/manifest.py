@@ -19,13 +19,13 @@ from typing import Any
 
 from engine.agent.packed import PackedWorkspaces, export_workspace
 from engine.agent.registry import resolve_agent
-from engine.agent.workspace import AgentWorkspace, DirWorkspace, workspace_path
+from engine.agent.workspace import AgentWorkspace, DirWorkspace, workspace_name, workspace_path
 from engine.agent.workspace_in_memory import MemoryWorkspace
 from engine.errors import ForkError, RunError, StoreKeyNotFoundError
 from engine.society.history import TICK, History, kept_from
 from engine.society.status import read_society_step
 from engine.storage.packs import PackWriter
-from engine.storage.run_layout import RunLayout
+from engine.storage.run_layout import PACKS_DIR, WORKSPACES_DIR, RunLayout
 from engine.storage.store import LocalStore, Store
 
 __all__ = [
@@ -45,8 +45,7 @@ __all__ = [
 ]
 
 PACKED = "packed"  #: ``storage.workspaces`` of packed runs (the other is ``dir``)
-_PACKS = "packs"
-_MANIFESTS = "workspaces"
+_PACKS, _MANIFESTS = PACKS_DIR, WORKSPACES_DIR
 
 
 def run_store(run_dir: Path) -> Store:
@@ -120,7 +119,7 @@ def create_packed_agents(store: Store, specs: Iterable[dict[str, Any]], *, txn: 
         ids = []
         for spec in specs[first:first + batch_size]:
             agent_id = int(spec["id"])
-            ws = MemoryWorkspace(f"agent_{agent_id:04d}")
+            ws = MemoryWorkspace(workspace_name(agent_id))
             resolve_agent(spec["type"]).create(ws, agent_id=agent_id, profile=spec["profile"], config=spec["config"])
             packed.pack(writer, agent_id, ws)
             ids.append(agent_id)
