@@ -75,8 +75,8 @@ class PackedWorkspaces:
         files: dict[str, list[Segment | bytes]] = {}
         for path in workspace.files():
             kept = base.files.get(path) if base is not None and changes is not None and path not in changes.replaced else None
-            if kept is not None and all(s.txn > oldest for s in kept):
-                files[path] = [*kept, changes.appended.get(path, b"")] if changes is not None else list(kept)
+            if kept is not None and changes is not None and all(s.txn > oldest for s in kept):
+                files[path] = [*kept, changes.appended.get(path, b"")]
             else:
                 files[path] = [workspace.read_bytes(path)]
         tree = writer.add(agent_id, files, workspace.dirs())

@@ -239,10 +239,6 @@ class DirWorkspace(AgentWorkspace):
         self._real = self.root.resolve()
 
     @property
-    def config_file(self) -> Path:
-        return self.root / "config.json"
-
-    @property
     def logs(self) -> Path:
         return self.root / ".runtime" / "logs"
 

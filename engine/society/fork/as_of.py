@@ -27,14 +27,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from engine.agent.packed import PackedWorkspaces, export_workspace
+from engine.agent.packed import export_workspace
 from engine.agent.workspace import AgentWorkspace, DirWorkspace, workspace_path
 from engine.agent.workspace_in_memory import MemoryWorkspace
 from engine.errors import ForkError, RunError, SpecError
 from engine.society.fork.materialize import copy_env_as_of, kept_tick, link_tree
 from engine.society.fork.workspaces import copy_workspace_as_of
 from engine.society.status import SocietyStep, read_society_step
-from engine.society.workspaces.manifest import agent_workspace, export_as_of, read_manifest, run_store
+from engine.society.workspaces.manifest import AgentSource, export_as_of, read_manifest, run_store
 from engine.spec import AskStep, ExperimentSpec, QuestionnaireStep, RunStep, StepSpec, parse_spec
 from engine.storage.atomic import read_json
 from engine.storage.run_layout import RunLayout
@@ -42,7 +42,7 @@ from engine.storage.run_layout import RunLayout
 if TYPE_CHECKING:
     from engine.society.env_host import EnvHost
 
-__all__ = ["AsOf", "AsOfAgents", "check_as_of_kept", "agent_as_of", "check_as_of_steps", "export_agent", "find_as_of", "start_as_of_env"]
+__all__ = ["AsOf", "AsOfAgents", "agent_as_of", "check_as_of_kept", "check_as_of_steps", "export_agent", "find_as_of", "start_as_of_env"]
 
 
 def check_as_of_steps(steps: Sequence[StepSpec], *, ticks_before: int = 0, first_index: int = 0) -> None:
@@ -213,22 +213,20 @@ def agent_as_of(run_dir: Path, agent_id: int, at_step: int | None = None) -> Age
     if status is None:
         raise RunError(f"{run_dir} holds no run (no SOCIETY_STEP.json)")
     if at_step is None:
-        workspace = agent_workspace(run_dir, agent_id)
-        if workspace is None:
-            raise ForkError(f"{run_dir} has no agent {agent_id}")
-        return workspace
-    at = find_as_of(run_dir, at_step, ticks_done=status.step_count, through_txn=status.txn, agent_ids=[agent_id])
-    if at.workspaces is not None:
-        store = run_store(run_dir)
-        where = read_manifest(store, at.workspaces).where()
-        if agent_id not in where:
-            raise ForkError(f"{run_dir} has no agent {agent_id} at tick {at_step}")
-        return PackedWorkspaces(store).load(agent_id, where[agent_id])
-    with tempfile.TemporaryDirectory() as scratch:  # a folder run keeps tick K in step journals: copy, then hold in memory
-        copy = workspace_path(Path(scratch), agent_id)
-        copy_workspace_as_of(workspace_path(RunLayout(run_dir).agents, agent_id), copy, at_step, status.step_count)
-        folder = DirWorkspace(copy)
-        return MemoryWorkspace(folder.name, {path: folder.read_bytes(path) for path in folder.files()}, list(folder.dirs()))
+        source = AgentSource.of_run(run_dir)
+    else:
+        at = find_as_of(run_dir, at_step, ticks_done=status.step_count, through_txn=status.txn, agent_ids=[agent_id])
+        if at.workspaces is None:  # a folder run keeps tick K in step journals: copy, then hold in memory
+            with tempfile.TemporaryDirectory() as scratch:
+                copy = workspace_path(Path(scratch), agent_id)
+                copy_workspace_as_of(workspace_path(RunLayout(run_dir).agents, agent_id), copy, at_step, status.step_count)
+                folder = DirWorkspace(copy)
+                return MemoryWorkspace(folder.name, {path: folder.read_bytes(path) for path in folder.files()}, list(folder.dirs()))
+        source = AgentSource(run_dir=run_dir, packs=read_manifest(run_store(run_dir), at.workspaces).where())
+    workspace = source.opener()(agent_id)
+    if workspace is None:
+        raise ForkError(f"{run_dir} has no agent {agent_id}" + ("" if at_step is None else f" at tick {at_step}"))
+    return workspace
 
 
 def export_agent(run_dir: Path, agent_id: int, dest: Path, *, at_step: int | None = None) -> int:

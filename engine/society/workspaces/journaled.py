@@ -4,12 +4,9 @@ Exactly once per (agent, step): before an agent steps, a :class:`StepJournal` re
 An agent that already committed this step *in this attempt of the tick* (Dask retried the task after
 its worker died; the env actor still holds the agent's queued updates) re-emits its recorded rows.
 Any other journalled agent (died mid-step, or the tick is being re-run on restored env state) is
-rolled back to the journal and its queued env updates are dropped before it steps again. Shards are
-staged in the tick's transaction and appear only when the society commits it.
+rolled back to the journal and its queued env updates are dropped before it steps again.
 
-Beside ``actions`` and ``llm_calls`` a batch writes ``transcripts`` (the calls' text, up to the batch's
-share of the run's cap) and ``agent_memory`` (each agent's memory at the end of its step). The
-replay record of a step keeps its call rows without their text; the text waits in the workspace's
+The replay record of a step keeps its call rows without their text; the text waits in the workspace's
 ``.runtime/logs/step_texts.json`` (the last step's only, so it does not pile up), to be re-emitted
 with the record by a retried batch.
 """
@@ -48,6 +45,7 @@ __all__ = ["FolderAgents", "step_journaled_agent"]
 
 #: Where an agent-step's call texts wait for a retried batch (see the module docstring).
 _TEXTS = ".runtime/logs/step_texts.json"
+
 
 async def _undo_failed_step(agent_id: int, job: BatchJob, agents_root: Path) -> None:
     journal = StepJournal(workspace_path(agents_root, agent_id))

@@ -41,11 +41,11 @@ __all__ = [
     "pack_key",
     "read_manifest",
     "run_store",
+    "started_key",
     "write_manifest",
 ]
 
 PACKED = "packed"  #: ``storage.workspaces`` of packed runs (the other is ``dir``)
-_PACKS, _MANIFESTS = PACKS_DIR, WORKSPACES_DIR
 
 
 def run_store(run_dir: Path) -> Store:
@@ -55,11 +55,16 @@ def run_store(run_dir: Path) -> Store:
 
 def pack_key(txn: int, batch: int, token: str) -> str:
     """The key of batch ``batch``'s pack in transaction ``txn`` (``token``: unique per attempt)."""
-    return f"{_PACKS}/txn_{txn:06d}/b{batch:05d}-{token}.pack"
+    return f"{PACKS_DIR}/txn_{txn:06d}/b{batch:05d}-{token}.pack"
+
+
+def started_key(pack: str) -> str:
+    """The marker a batch leaves beside its pack when it starts (a second start is a retry)."""
+    return f"{pack}.started"
 
 
 def manifest_key(txn: int) -> str:
-    return f"{_MANIFESTS}/txn_{txn:06d}.json"
+    return f"{WORKSPACES_DIR}/txn_{txn:06d}.json"
 
 
 def _ranges(ids: Sequence[int]) -> list[list[int]]:
@@ -187,8 +192,10 @@ class PackedAgents:
     def open(self, committed: str | None, specs: list[dict[str, Any]], *, txn: int, batch_size: int) -> str:
         """Load the committed manifest, or (``committed`` None: a fresh run) create every agent; returns its key."""
         if committed is None:
-            committed = write_manifest(self.store, create_packed_agents(self.store, specs, txn=txn, batch_size=batch_size))
-        self.manifest = read_manifest(self.store, committed)
+            self.manifest = create_packed_agents(self.store, specs, txn=txn, batch_size=batch_size)
+            committed = write_manifest(self.store, self.manifest)
+        else:
+            self.manifest = read_manifest(self.store, committed)
         self._where = self.manifest.where()
         return committed
 
@@ -212,10 +219,10 @@ class PackedAgents:
         if oldest == 0 and self.store.exists(manifest_key(0)):
             kept.append(read_manifest(self.store, manifest_key(0)))  # tick 0: the agents as created
         wanted = {pack for m in (*kept, current) for pack in m.reads}
-        for key in self.store.list_prefix(f"{_PACKS}/"):
+        for key in self.store.list_prefix(f"{PACKS_DIR}/"):
             if key.endswith(".pack") and key not in wanted and _txn_of(key) <= current.txn:
                 self.store.delete(key)
-                self.store.delete(key + ".started")
+                self.store.delete(started_key(key))
 
     def stage(self, txn: int, batches: Iterable[tuple[str | None, tuple[int, ...], tuple[str, ...]]]) -> str:
         """Write transaction ``txn``'s manifest from its batches' ``(pack, agent ids, packs read)``; returns its key.
@@ -261,7 +268,7 @@ def drop_uncommitted(store: Store, committed_txn: int) -> int:
     """Delete the packs, markers and manifests of transactions after ``committed_txn`` (attempts that never
     committed: nothing reads them); returns how many objects went."""
     removed = 0
-    for prefix in (f"{_PACKS}/", f"{_MANIFESTS}/"):
+    for prefix in (f"{PACKS_DIR}/", f"{WORKSPACES_DIR}/"):
         for key in store.list_prefix(prefix):
             if _txn_of(key) > committed_txn:
                 store.delete(key)

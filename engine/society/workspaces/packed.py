@@ -26,7 +26,7 @@ from engine.llm.budget import BudgetGate
 from engine.llm.meter import serving_agent
 from engine.society.transcripts import TEXT_KEYS, call_rows
 from engine.society.workspaces.common import ISOLATED, memory_row, usage_columns
-from engine.society.workspaces.manifest import pack_key
+from engine.society.workspaces.manifest import pack_key, started_key
 from engine.storage.packs import PackWriter
 from engine.trace import TraceRecorder
 
@@ -42,7 +42,7 @@ def _pack_name(job: BatchJob) -> str:
 
 async def begin_packed_batch(job: BatchJob, packed: PackedWorkspaces) -> bool:
     """Mark the batch started; on a second start drop what the lost attempt queued in the env. True: a retry."""
-    if packed.store.set_if_absent(_pack_name(job) + ".started", b""):
+    if packed.store.set_if_absent(started_key(_pack_name(job)), b""):
         return False
     for agent_id in job.agent_ids:
         await job.proxy.env.discard_pending(agent_id)
