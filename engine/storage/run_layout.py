@@ -23,10 +23,34 @@ A sweep root holds one such directory per cell (:mod:`engine.storage.sweep_layou
 
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["MANIFEST_FILE", "PACKS_DIR", "REPLAY_DIR", "TRACE_DIR", "WORKSPACES_DIR", "RunLayout"]
+from engine.storage.store import LocalStore, Store, open_store
+
+__all__ = [
+    "ARTIFACTS_DIR",
+    "HISTORY_DIR",
+    "LEASE_FILE",
+    "MANIFEST_FILE",
+    "PACKS_DIR",
+    "REPLAY_DIR",
+    "SOCIETY_FILE",
+    "SOCIETY_STEP_FILE",
+    "TRACE_DIR",
+    "WORKSPACES_DIR",
+    "RunLayout",
+    "RunLocation",
+    "artifact_key",
+    "history_key",
+    "is_url",
+    "run_store",
+]
+
+#: Where a run is: a local path, or a URL of an fsspec filesystem (``s3://bucket/prefix``, ``memory://run``).
+RunLocation = str | os.PathLike[str]
 
 #: The replay datasets' directory name (also in the reader's sweep path patterns).
 REPLAY_DIR = "replay"
@@ -38,6 +62,55 @@ TRACE_DIR = "trace"
 PACKS_DIR = "packs"
 #: Packed runs: the workspace manifests (store keys ``workspaces/txn_<n>.json``).
 WORKSPACES_DIR = "workspaces"
+#: Written once: specs, env module types and kwargs, spec hash.
+SOCIETY_FILE = "SOCIETY.json"
+#: Where the run stands, rewritten by every commit (the commit point).
+SOCIETY_STEP_FILE = "SOCIETY_STEP.json"
+#: Which driver holds the run.
+LEASE_FILE = "LEASE.json"
+#: One record per committed transaction (``history/txn_<n>.json``).
+HISTORY_DIR = "history"
+#: Results of questionnaire, ask and intervene steps.
+ARTIFACTS_DIR = "artifacts"
+
+
+def history_key(txn: int) -> str:
+    """The store key of transaction ``txn``'s history record."""
+    return f"{HISTORY_DIR}/txn_{txn:06d}.json"
+
+
+def artifact_key(name: str) -> str:
+    """The store key of the artifact ``name`` (e.g. ``questionnaire-002-mood.json``)."""
+    return f"{ARTIFACTS_DIR}/{name}"
+
+
+def is_url(location: RunLocation | Store) -> bool:
+    """Whether ``location`` is a URL with a scheme other than ``file`` (a run not on local disk)."""
+    return isinstance(location, str) and "://" in location and not location.lower().startswith("file://")
+
+
+def run_store(location: RunLocation | Store) -> Store:
+    """The store of the run at ``location``: every run document, shard, pack and history record is a key of it.
+
+    A local path is a :class:`~engine.storage.store.LocalStore` that fsyncs each value (a committed tick survives a
+    machine crash); a URL opens the fsspec store it names (one per URL and process: opening an s3fs filesystem costs
+    more than the reads that follow). A store is returned as it is.
+
+    Raises:
+        StoreUrlError: the URL's scheme is unknown or its package is not installed.
+    """
+    if isinstance(location, Store):
+        return location
+    if is_url(location):
+        return _url_store(str(location))
+    local = open_store(location).local_root  # a path or a file:// URL
+    assert local is not None
+    return LocalStore(local, durable=True)
+
+
+@functools.lru_cache(maxsize=64)
+def _url_store(url: str) -> Store:
+    return open_store(url)
 
 
 @dataclass(frozen=True)
@@ -56,12 +129,12 @@ class RunLayout:
     @property
     def society_file(self) -> Path:
         """``SOCIETY.json``: written once (specs, env module types and kwargs, spec hash)."""
-        return self.root / "SOCIETY.json"
+        return self.root / SOCIETY_FILE
 
     @property
     def society_step_file(self) -> Path:
         """``SOCIETY_STEP.json``: where the run stands, rewritten by every commit."""
-        return self.root / "SOCIETY_STEP.json"
+        return self.root / SOCIETY_STEP_FILE
 
     @property
     def manifest_file(self) -> Path:
@@ -71,7 +144,7 @@ class RunLayout:
     @property
     def lease_file(self) -> Path:
         """``LEASE.json``: which driver holds the run."""
-        return self.root / "LEASE.json"
+        return self.root / LEASE_FILE
 
     @property
     def replay(self) -> Path:
@@ -91,7 +164,7 @@ class RunLayout:
     @property
     def artifacts(self) -> Path:
         """Results of questionnaire, ask and intervene steps (JSON)."""
-        return self.root / "artifacts"
+        return self.root / ARTIFACTS_DIR
 
     @property
     def env(self) -> Path:
@@ -121,7 +194,7 @@ class RunLayout:
     @property
     def history(self) -> Path:
         """One record per committed transaction: the status it committed and the files it published."""
-        return self.root / "history"
+        return self.root / HISTORY_DIR
 
     @property
     def scratch(self) -> Path:

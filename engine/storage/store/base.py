@@ -8,10 +8,12 @@ exists while it holds a key. The helpers below are the one place these rules are
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import Any
 
-from engine.errors import StoreKeyError
+from engine.errors import StorageError, StoreKeyError, StoreKeyNotFoundError
 
 __all__ = ["Store", "check_key", "check_prefix", "check_range", "describe_error", "dir_prefix", "is_temp_name", "redact_url"]
 
@@ -164,6 +166,43 @@ class Store(ABC):
         for key in keys:
             self.delete(key)
         return len(keys)
+
+    def move(self, source: str, target: str) -> bool:
+        """Put ``source``'s value under ``target`` and delete ``source``; return False when ``source`` is missing.
+
+        Idempotent, so a roll-forward after a crash may repeat it: once moved, a second call finds no ``source``. A
+        local disk renames; an object store, which has no rename, copies and then deletes (a reader sees ``target``
+        whole or not at all either way).
+        """
+        try:
+            value = self.get(source)
+        except StoreKeyNotFoundError:
+            return False
+        self.set(target, value)
+        self.delete(source)
+        return True
+
+    def get_json(self, key: str, default: Any = StoreKeyNotFoundError) -> Any:
+        """Return the decoded JSON value of ``key``, or ``default`` when the store holds no ``key`` (if given).
+
+        Raises:
+            StoreKeyNotFoundError: the store holds no ``key`` and no ``default`` was given.
+            StorageError: the value is not valid UTF-8 JSON; the message names the key and the store.
+        """
+        try:
+            raw = self.get(key)
+        except StoreKeyNotFoundError:
+            if default is StoreKeyNotFoundError:
+                raise
+            return default
+        try:
+            return json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise StorageError(f"{key} in {self.url} is not valid JSON: {exc}") from exc
+
+    def set_json(self, key: str, value: Any, *, indent: int | None = None) -> None:
+        """Write ``value`` as JSON under ``key`` (values JSON cannot encode as ``str(value)``; non-ASCII text kept)."""
+        self.set(key, json.dumps(value, indent=indent, default=str, ensure_ascii=False).encode("utf-8"))
 
     @abstractmethod
     def child(self, prefix: str) -> Store:

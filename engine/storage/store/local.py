@@ -115,6 +115,16 @@ class LocalStore(Store):
                 tmp.unlink(missing_ok=True)
         return True
 
+    def move(self, source: str, target: str) -> bool:
+        path, destination = self._path(source), self._path(target)
+        with self._os_errors("move", path):
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.replace(path, destination)
+            except FileNotFoundError:
+                return False
+        return True
+
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()
 
