@@ -173,11 +173,12 @@ def _reference_run(args: argparse.Namespace, run_dir: Path, settings: Any, optio
     home, write ``pid.json`` now, and return what records the end (``pid.json``, the reference's outputs); else None."""
     from engine.reference import ReferenceSettings
     from engine.reference.outputs import PID_FILE, write_pid_file, write_reference_outputs
+    from engine.society.status import has_society_step
     from engine.storage.run_layout import RunLayout
 
     if args.config is None and not (run_dir / PID_FILE).exists():
         return None
-    if not args.resume and RunLayout(run_dir).society_step_file.exists():
+    if not args.resume and has_society_step(run_dir):
         return None  # the runner refuses the directory; its pid.json belongs to the run already there
     ref = ReferenceSettings()
     options.update(llm_limits=ref.limiter_config(settings), template_cache_dir=ref.template_cache_dir(settings))
@@ -198,9 +199,8 @@ def _reference_run(args: argparse.Namespace, run_dir: Path, settings: Any, optio
 
 def _status(args: argparse.Namespace) -> int:
     from engine.society.lease import effective_status, read_lease
-    from engine.society.status import read_society_step
+    from engine.society.status import read_society, read_society_step
     from engine.storage.atomic import read_json
-    from engine.storage.run_layout import RunLayout
     from engine.storage.sweep_layout import SWEEP_FILE
 
     run_dir = Path(args.run_dir)
@@ -217,7 +217,7 @@ def _status(args: argparse.Namespace) -> int:
     print(f"status: {effective_status(run_dir)}" + (f" (last written: {status.status})" if status.status != effective_status(run_dir) else ""))
     print(f"ticks: {status.step_count}  top-level steps done: {status.completed_steps}  transactions: {status.txn}")
     print(f"simulated time: {status.current_time.isoformat()}")
-    fork = (read_json(RunLayout(run_dir).society_file, default=None) or {}).get("fork")
+    fork = (read_society(run_dir) or {}).get("fork")
     if fork:
         print(f"forked from: {fork['parent']} at tick {fork['at_step']}")
     if status.error:
@@ -228,12 +228,12 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _stored_spec(run_dir: Path):
+    from engine.society.status import read_society
     from engine.spec import parse_spec
     from engine.storage.atomic import read_json
-    from engine.storage.run_layout import RunLayout
     from engine.storage.sweep_layout import SWEEP_FILE
 
-    stored = read_json(RunLayout(run_dir).society_file, default=None) or read_json(run_dir / SWEEP_FILE, default=None)
+    stored = read_society(run_dir) or read_json(run_dir / SWEEP_FILE, default=None)
     if stored is None:
         raise SpecError(f"{run_dir} holds no run to resume (no SOCIETY.json or {SWEEP_FILE})")
     return parse_spec(stored["spec"])

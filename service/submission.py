@@ -34,8 +34,8 @@ from engine.society.run.dashboard import cluster_dashboard, experiment_page
 from engine.society.run.extend import extend_spec
 from engine.society.run.runner import RunSummary
 from engine.society.run.sweep import run_spec
+from engine.society.status import has_society_step
 from engine.spec import BudgetSpec, ExperimentSpec, parse_spec
-from engine.storage.run_layout import RunLayout
 from engine.storage.sweep_layout import SWEEP_FILE
 from service.auth import LOCAL_ADMIN, Principal
 from service.errors import ExperimentBusyError, ExperimentNotFoundError, ExperimentNotRunningError, SpecRejectedError
@@ -97,7 +97,7 @@ def make_fork(parent: Path, at_step: int, spec: ExperimentSpec, run_dir: Path) -
         OSError: the copy failed (e.g. the disk is full).
     """
     point = find_fork_point(parent, at_step)
-    if run_dir.exists() and not RunLayout(run_dir).society_step_file.exists():
+    if run_dir.exists() and not has_society_step(run_dir):
         shutil.rmtree(run_dir)
     # The spec is the one check_fork made against this parent; only the parent's future can have changed since.
     materialize_fork(point, ForkSpec(spec, at_step, completed_steps_at(spec, at_step)), run_dir)
@@ -359,7 +359,7 @@ def _holds_run(run_dir: Path, spec: ExperimentSpec) -> bool:
     """Whether ``run_dir`` holds a run (or sweep) of ``spec``'s kind that a resume can continue."""
     if spec.sweep is not None:
         return (run_dir / SWEEP_FILE).exists()
-    return RunLayout(run_dir).society_step_file.exists()
+    return has_society_step(run_dir)
 
 
 def _summary_fields(summary: RunSummary) -> dict[str, Any]:

@@ -13,9 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
+import tempfile
 import traceback
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -41,8 +40,17 @@ from engine.spec import DEFAULT_ROUTER, RouterName
 from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.catalog import RUN_COLUMN, Catalog
 from engine.storage.replay import ReplayWriter
-from engine.storage.run_layout import RunLayout
+from engine.storage.run_layout import (
+    ENV_SNAPSHOT_DONE,
+    REPLAY_DIR,
+    RunLayout,
+    RunLocation,
+    env_snapshot_prefix,
+    is_url,
+    run_store,
+)
 from engine.storage.shards import shard_name
+from engine.storage.store import get_tree, put_tree
 from engine.trace import SpanRef, TraceRecorder, write_trace_shard
 
 __all__ = ["CACHE_LEDGER", "EnvRouterActor", "EnvRouterConfig", "build_router", "snapshot_name", "template_cache_dir"]
@@ -60,14 +68,6 @@ def snapshot_name(txn: int) -> str:
     return f"txn_{txn:06d}"
 
 
-def _publish_dir(temp: Path, final: Path) -> None:
-    """Replace ``final`` by ``temp`` (a re-run of the same transaction overwrites its snapshot)."""
-    if final.exists():
-        shutil.rmtree(final)
-    temp.mkdir(parents=True, exist_ok=True)  # a module-less router writes nothing
-    os.replace(temp, final)
-
-
 @dataclass(frozen=True)
 class EnvRouterConfig:
     """Everything needed to build the router on whichever worker hosts the actor."""
@@ -76,7 +76,7 @@ class EnvRouterConfig:
     router: RouterName = DEFAULT_ROUTER
     max_steps: int = 3
     coder: LLMClient = field(default_factory=lambda: LLMClient(role="coder"))
-    run_dir: Path | None = None
+    run_dir: RunLocation | None = None
     cache_similarity: float = 0.85  #: codegen only
     embedder: str = "sim"  #: codegen only
     #: codegen only: the template cache's directory, shared across runs (``$POLIS_HOME/codegen_cache``,
@@ -91,11 +91,12 @@ class EnvRouterConfig:
 def template_cache_dir(config: EnvRouterConfig) -> Path | None:
     """Where the CodeGen template cache lives: the shared directory when configured; else beside the
     coder's response cache when that one is shared (lies outside the run: a rerun replaying an earlier
-    run's answers replays the code generated from them too); else ``<run_dir>/env/_codegen_cache``."""
+    run's answers replays the code generated from them too); else ``<run_dir>/env/_codegen_cache`` for a run on
+    local disk, and None (no template cache) for a run in object storage."""
     if config.template_cache_dir is not None:
         return Path(config.template_cache_dir)
     responses = Path(config.coder.cache_dir) if config.coder.cache_dir is not None else None
-    run_dir = Path(config.run_dir) if config.run_dir is not None else None
+    run_dir = Path(config.run_dir) if config.run_dir is not None and not is_url(config.run_dir) else None
     if responses is not None and (run_dir is None or not responses.resolve().is_relative_to(run_dir.resolve())):
         return responses / "codegen_cache"
     return RunLayout(run_dir).codegen_cache if run_dir is not None else None
@@ -125,8 +126,16 @@ def build_router(config: EnvRouterConfig, *, trace: TraceRecorder | None = None,
         }
     router = ROUTERS[config.router](modules, llm, meter=meter, max_steps=config.max_steps, **options)
     if config.run_dir is not None:
-        router.bind_env_workspaces(RunLayout(config.run_dir).env, [t for t, _ in config.modules])
+        router.bind_env_workspaces(_env_root(config.run_dir), [t for t, _ in config.modules])
     return router
+
+
+def _env_root(run_dir: RunLocation) -> Path:
+    """Where the env modules keep their live state: the run's ``env/`` on local disk; for a run in object storage, a
+    scratch folder of this process (what a tick commits is the snapshot, in the store)."""
+    if is_url(run_dir):
+        return Path(tempfile.mkdtemp(prefix="polis-env-"))
+    return RunLayout(Path(run_dir)).env
 
 
 def _tool_call(request: EnvRequest, result: str, *, ok: bool) -> tuple[ToolCall, ...]:
@@ -145,16 +154,12 @@ class EnvRouterActor:
         #: the router's share of each transaction's budget (the driver renews it: :meth:`open_budget`)
         self._budget = BudgetGate(Allowance())
         self.router = build_router(config, trace=self._trace, budget=self._budget)
-        self._replay = ReplayWriter(RunLayout(config.run_dir).replay) if config.run_dir else None
+        self._replay = ReplayWriter(config.run_dir) if config.run_dir is not None else None
         self.requests_served = 0
         self.batches_served = 0
         #: per-step cache rows and run totals (codegen only)
         self._ledger = CacheLedger(self.router.get_cache_stats()) if isinstance(self.router, CodeGenRouter) else None
         self._world: WorldDescription | None = None  #: the run's world description, once known
-
-    def _snapshots(self) -> Path:
-        assert self.config.run_dir is not None, "snapshots need a run directory"
-        return RunLayout(self.config.run_dir).env_snapshots
 
     async def init(self, start_t: datetime, agent_ids: list[int], snapshot: str | None = None,
                    allowance: Allowance | None = None) -> dict[str, Any]:
@@ -163,16 +168,22 @@ class EnvRouterActor:
         The world description's LLM call (once per run) is charged to ``allowance`` (None: unlimited).
         """
         self._budget.renew(allowance or Allowance())
-        restored = await self.router.init(start_t, agent_ids, snapshot=self._snapshots() / snapshot if snapshot else None)
+        with tempfile.TemporaryDirectory(prefix="polis-snapshot-") as scratch:
+            folder = Path(scratch) / "snapshot"
+            if snapshot:
+                assert self.config.run_dir is not None, "snapshots need a run"
+                await asyncio.to_thread(get_tree, run_store(self.config.run_dir), env_snapshot_prefix(snapshot), folder)
+            restored = await self.router.init(start_t, agent_ids, snapshot=folder if snapshot else None)
+            ledger = read_json(folder / CACHE_LEDGER, default={}) if snapshot else None
         if self.config.run_dir is not None:
-            catalog = Catalog(RunLayout(self.config.run_dir).replay)
+            catalog = Catalog(run_store(self.config.run_dir).child(REPLAY_DIR))
             catalog.register(ENV_TOOL_CALLS)
             catalog.register(ENV_METRICS)
-        if self._ledger is not None and self.config.run_dir is not None:
-            Catalog(RunLayout(self.config.run_dir).replay).register(CODEGEN_CACHE)
-            if snapshot:
-                # The cache file itself reloaded when the router was built; its counts come from the snapshot.
-                self._ledger.restore(read_json(self._snapshots() / snapshot / CACHE_LEDGER, default={}))
+            if self._ledger is not None:
+                catalog.register(CODEGEN_CACHE)
+        if self._ledger is not None and ledger is not None:
+            # The cache file itself reloaded when the router was built; its counts come from the snapshot.
+            self._ledger.restore(ledger)
         return {
             "restored": restored,
             "world_description": await self._world_description(),
@@ -182,9 +193,9 @@ class EnvRouterActor:
     async def _world_description(self) -> str:
         """The run's world description: this actor's, else the run directory's, else the LLM's (once per run)."""
         if self._world is None:
-            path = RunLayout(self.config.run_dir).world_description if self.config.run_dir is not None else None
+            run = run_store(self.config.run_dir) if self.config.run_dir is not None else None
             with self._trace.span("env.world_description") as span:
-                self._world = await load_or_describe(path, self.router.env_modules, self.router.llm)
+                self._world = await load_or_describe(run, self.router.env_modules, self.router.llm)
                 span.set(source=self._world.source, error=self._world.error)
             self.router.set_world_description(self._world.text)
         return self._world.text
@@ -262,7 +273,7 @@ class EnvRouterActor:
         holds one step's calls at most.
 
         Returns:
-            ``{"counts": rows per dataset, "staged": staged paths, "snapshot": snapshot name}``.
+            ``{"counts": rows per dataset, "staged": staged keys, "snapshot": snapshot name}``.
 
         Raises:
             EnvMetricError: a module reported an undeclared metric or a value that is not a finite number.
@@ -273,45 +284,56 @@ class EnvRouterActor:
         counts: dict[str, int] = {}
         staged: list[str] = []
         if self._replay is not None and self.config.run_dir is not None:
-            writer = ReplayWriter(self._replay.replay_dir, txn=txn)
+            writer = self._replay.in_txn(txn)
             schemas = {s.name: s for s in module_datasets(type(m) for m in self.router.env_modules)}
             for module in self.router.env_modules:
                 for name, rows in module.replay_rows(step, t).items():
                     # A module's rows do not know the run: the run column is stamped here, for every module.
                     stamped = [{**row, RUN_COLUMN.name: run} for row in rows]
-                    path = writer.write_shard(schemas[name], shard_name(step, f"env-{module.name}"), stamped)
-                    staged += [str(path)] if path else []
+                    key = writer.write_shard(schemas[name], shard_name(step, f"env-{module.name}"), stamped)
+                    staged += [key] if key else []
                     counts[name] = counts.get(name, 0) + len(rows)
             metrics = metric_rows(run, step, t, self.router.env_modules)
-            path = writer.write_shard(ENV_METRICS, shard_name(step, "env-metrics"), metrics)
-            staged += [str(path)] if path else []
+            key = writer.write_shard(ENV_METRICS, shard_name(step, "env-metrics"), metrics)
+            staged += [key] if key else []
             counts[ENV_METRICS.name] = len(metrics)
-            path = writer.write_shard(ENV_TOOL_CALLS, shard_name(step, "env"), calls)
-            staged += [str(path)] if path else []
+            key = writer.write_shard(ENV_TOOL_CALLS, shard_name(step, "env"), calls)
+            staged += [key] if key else []
             counts[ENV_TOOL_CALLS.name] = len(calls)
             if cache_row is not None:
-                path = writer.write_shard(CODEGEN_CACHE, shard_name(step, "env-router"), [cache_row])
-                staged += [str(path)] if path else []
+                key = writer.write_shard(CODEGEN_CACHE, shard_name(step, "env-router"), [cache_row])
+                staged += [key] if key else []
                 counts[CODEGEN_CACHE.name] = 1
-            trace = write_trace_shard(RunLayout(self.config.run_dir).trace, shard_name(step, "env"), self._trace.drain(), txn=txn)
-            staged += [str(trace)] if trace else []
+            trace = write_trace_shard(self.config.run_dir, shard_name(step, "env"), self._trace.drain(), txn=txn)
+            staged += [trace] if trace else []
             failpoint("env_step", step=step)
         await asyncio.to_thread(flush_response_caches)  # the router's answers are on disk before the tick commits
         refresh_response_caches()  # and next tick's first miss looks for the packs the batches wrote
         return {"counts": counts, "staged": staged, "snapshot": await self.snapshot(txn)}
 
     async def snapshot(self, txn: int) -> str | None:
-        """Write every module's state as snapshot ``txn_<txn>`` (published by one directory rename)."""
+        """Write every module's state as snapshot ``txn_<txn>``: the run's keys ``env/_snapshots/txn_<txn>/...``.
+
+        The modules write a scratch folder, which then replaces the keys of the snapshot (a re-run of the same
+        transaction overwrites its snapshot). Until the transaction commits, no reader looks at them.
+        """
         if self.config.run_dir is None:
             return None
         name = snapshot_name(txn)
-        final = self._snapshots() / name
-        temp = self._snapshots() / f".{name}.tmp-{uuid.uuid4().hex}"
-        await self.router.to_workspaces(temp)
-        if self._ledger is not None:
-            await asyncio.to_thread(atomic_write_json, temp / CACHE_LEDGER, self._ledger.dump())
-        await asyncio.to_thread(_publish_dir, temp, final)
+        with tempfile.TemporaryDirectory(prefix="polis-snapshot-") as scratch:
+            folder = Path(scratch) / name
+            folder.mkdir()  # a module-less router writes nothing
+            await self.router.to_workspaces(folder)
+            if self._ledger is not None:
+                await asyncio.to_thread(atomic_write_json, folder / CACHE_LEDGER, self._ledger.dump())
+            await asyncio.to_thread(self._publish_snapshot, name, folder)
         return name
+
+    def _publish_snapshot(self, name: str, folder: Path) -> None:
+        assert self.config.run_dir is not None
+        store, prefix = run_store(self.config.run_dir), env_snapshot_prefix(name)
+        files = put_tree(store, prefix, folder)
+        store.set_json(prefix + ENV_SNAPSHOT_DONE, {"files": files})  # last: the snapshot is whole
 
     async def settle(self) -> int:
         """Apply queued updates now (after an intervention), without advancing time."""

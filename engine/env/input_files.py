@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import SpecError
-from engine.storage.run_layout import RunLayout
+from engine.storage.run_layout import RunLayout, RunLocation, is_url
 
 __all__ = ["MAX_INPUT_BYTES", "InputRoots", "current_input_roots", "input_roots", "resolve_input_file"]
 
@@ -42,9 +42,9 @@ class InputRoots:
     dirs: tuple[Path, ...] = ()  #: in lookup order: the run's inputs first, then the allow-list
 
     @classmethod
-    def for_run(cls, run_dir: Path | None, allowed: tuple[Path, ...] = ()) -> InputRoots:
-        """``<run_dir>/inputs`` (when there is a run directory) followed by ``allowed``."""
-        own = (RunLayout(run_dir).inputs,) if run_dir is not None else ()
+    def for_run(cls, run_dir: RunLocation | None, allowed: tuple[Path, ...] = ()) -> InputRoots:
+        """``<run_dir>/inputs`` (when there is a run directory on local disk) followed by ``allowed``."""
+        own = (RunLayout(Path(run_dir)).inputs,) if run_dir is not None and not is_url(run_dir) else ()
         return cls((*own, *(Path(d) for d in allowed)))
 
 

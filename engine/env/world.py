@@ -14,7 +14,6 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from engine.env.base import EnvBase
@@ -22,7 +21,8 @@ from engine.env.prompts import WORLD_DESCRIPTION
 from engine.env.tool import ToolInfo
 from engine.errors import LLMError
 from engine.llm.protocol import ChatModel
-from engine.storage.atomic import atomic_write_json, read_json
+from engine.storage.run_layout import WORLD_DESCRIPTION_FILE
+from engine.storage.store import Store
 
 __all__ = ["WorldDescription", "describe_world", "listing_description", "load_or_describe", "tool_listing"]
 
@@ -115,19 +115,19 @@ async def describe_world(modules: Sequence[EnvBase], llm: ChatModel | None) -> W
     return WorldDescription(text, "llm", digest, WORLD_DESCRIPTION.id)
 
 
-async def load_or_describe(path: Path | None, modules: Sequence[EnvBase], llm: ChatModel | None) -> WorldDescription:
-    """The description cached at ``path`` when it describes these tools; else a new one, cached there.
+async def load_or_describe(run: Store | None, modules: Sequence[EnvBase], llm: ChatModel | None) -> WorldDescription:
+    """The description the run keeps when it describes these tools; else a new one, kept there.
 
     Args:
-        path: the run's cache file (:attr:`RunLayout.world_description`); None keeps nothing.
+        run: the run's store (the description is its key ``env/_world_description.json``); None keeps nothing.
         modules: the run's env modules.
         llm: the routing model (metered), or None.
     """
-    if path is not None:
-        saved = read_json(path, default=None)
+    if run is not None:
+        saved = run.get_json(WORLD_DESCRIPTION_FILE, None)
         if saved is not None and saved.get("listing_hash") == _listing_hash(tool_listing(modules)):
             return WorldDescription.load(saved)
     described = await describe_world(modules, llm)
-    if path is not None:
-        atomic_write_json(path, described.dump(), indent=2)
+    if run is not None:
+        run.set_json(WORLD_DESCRIPTION_FILE, described.dump(), indent=2)
     return described

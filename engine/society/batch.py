@@ -21,6 +21,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distributed import Client
@@ -36,9 +37,8 @@ from engine.society.lease import check_session
 from engine.society.run.dashboard import AGENTS, task_key
 from engine.society.transcripts import TranscriptTally, write_call_shards
 from engine.society.workspaces.journaled import step_journaled_agent
-from engine.society.workspaces.manifest import run_store
 from engine.society.workspaces.packed import begin_packed_batch, step_packed_agent, write_batch_pack
-from engine.storage.run_layout import RunLayout
+from engine.storage.run_layout import RunLayout, run_store
 from engine.storage.shards import shard_name
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ class BatchResult:
     duration_s: float
     worker_pid: int
     dispatcher_builds: int
-    staged: tuple[str, ...] = ()  #: staged shard paths the society commits with the tick
+    staged: tuple[str, ...] = ()  #: staged shard keys the society commits with the tick
     rolled_back: int = 0  #: agents put back to their journal before stepping again
     transcripts: TranscriptTally = TranscriptTally()  #: what the batch wrote to ``transcripts``
     pack: str | None = None  #: packed runs: the pack holding the batch's agents after the tick
@@ -124,7 +124,7 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
         retried = packed is not None and await begin_packed_batch(job, packed)
         # The env actor lost, or the run taken over by a newer driver: cancel the batch's other agents.
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(step_journaled_agent(a, job, proxy, RunLayout(run_dir).agents, recorder, gate) if packed is None
+            tasks = [group.create_task(step_journaled_agent(a, job, proxy, RunLayout(Path(run_dir)).agents, recorder, gate) if packed is None
                                        else step_packed_agent(a, job, proxy, packed, recorder, gate)) for a in job.agent_ids]
     except BaseExceptionGroup as errors:
         abort = _batch_abort(errors)
@@ -166,7 +166,7 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
         duration_s=time.perf_counter() - started,
         worker_pid=os.getpid(),
         dispatcher_builds=dispatcher_stats()["builds"],
-        staged=tuple(str(p) for p in written if p is not None),
+        staged=tuple(k for k in written if k is not None),
         rolled_back=len(job.agent_ids) if retried else sum(1 for r in done if r.get("rolled_back")),
         transcripts=transcripts,
         pack=pack,

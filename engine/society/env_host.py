@@ -26,7 +26,7 @@ from engine.errors import EnvUnavailableError
 from engine.llm.budget import Allowance
 from engine.society.run.dashboard import ENV_ROUTER, task_key
 from engine.storage.catalog import DatasetSchema
-from engine.storage.run_layout import RunLayout
+from engine.storage.run_layout import RunLayout, is_url
 
 __all__ = ["EnvHost"]
 
@@ -112,13 +112,14 @@ class EnvHost:
         self.release()
         return await self.start(snapshot)
 
-    def scratch(self, run_dir: Path, name: str) -> EnvHost:
+    def scratch(self, run_dir: Path | str, name: str) -> EnvHost:
         """Another host of the same env working in ``run_dir`` (a scratch copy of the run's; key suffix
         ``name``): the template cache the run keeps in its own ``env/`` is read from the copy too."""
         cache = template_cache_dir(self._config)
         run = self._config.run_dir
-        if cache is not None and run is not None and cache.resolve().is_relative_to(Path(run).resolve()):
-            cache = RunLayout(run_dir).codegen_cache
+        if (cache is not None and run is not None and not is_url(run) and not is_url(run_dir)
+                and cache.resolve().is_relative_to(Path(run).resolve())):
+            cache = RunLayout(Path(run_dir)).codegen_cache
         config = replace(self._config, run_dir=run_dir, template_cache_dir=cache)
         return EnvHost(self._client, config, start_t=self._start_t, agent_ids=self._agent_ids, run_id=f"{self._run_id}-{name}")
 

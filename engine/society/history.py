@@ -13,8 +13,6 @@ What the records point at is kept under the spec's ``snapshots.keep``: the agent
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,8 +21,7 @@ from engine.agent.journal import StepJournal
 from engine.agent.workspace import workspace_path
 from engine.errors import ForkError
 from engine.society.status import SocietyStep, society_step_from_json
-from engine.storage.atomic import atomic_write_json
-from engine.storage.run_layout import RunLayout
+from engine.storage.run_layout import HISTORY_DIR, RunLayout, RunLocation, history_key, run_store
 from engine.storage.staging import staged_txn
 
 __all__ = ["TICK", "History", "KeptTicks", "TxnRecord", "forget_journals", "journals_to_discard", "kept_from"]
@@ -39,7 +36,7 @@ class TxnRecord:
     txn: int
     kind: str  #: ``tick`` or ``step``
     status: SocietyStep  #: the status it committed
-    files: tuple[str, ...]  #: published files, relative to the run directory
+    files: tuple[str, ...]  #: published keys of the run's store
 
     @property
     def step(self) -> int:
@@ -61,36 +58,30 @@ def journals_to_discard(step: int, keep: int | None) -> int | None:
 
 
 class History:
-    """The ``history/`` folder of one run directory."""
+    """The ``history/`` records of one run."""
 
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = Path(run_dir)
-        self.root = RunLayout(self.run_dir).history
+    def __init__(self, run_dir: RunLocation) -> None:
+        self.run_dir = run_dir
+        self.store = run_store(run_dir)
 
-    def path(self, txn: int) -> Path:
-        """Where transaction ``txn``'s record is."""
-        return self.root / f"txn_{txn:06d}.json"
-
-    def record(self, status: SocietyStep, kind: str, staged: Iterable[str | Path]) -> None:
-        """Record transaction ``status.txn`` before it commits (``staged``: the files it will publish)."""
+    def record(self, status: SocietyStep, kind: str, staged: Iterable[str]) -> None:
+        """Record transaction ``status.txn`` before it commits (``staged``: the keys it will publish)."""
         files = []
-        for path in staged:
-            parsed = staged_txn(Path(path))
-            final = parsed[0] if parsed else Path(path)
-            files.append(os.path.relpath(final, self.run_dir))
-        atomic_write_json(self.path(status.txn), {"txn": status.txn, "kind": kind, "status": asdict(status), "files": sorted(files)},
-                          durable=False)
+        for key in staged:
+            parsed = staged_txn(key)
+            files.append(parsed[0] if parsed else key)
+        self.store.set_json(history_key(status.txn), {"txn": status.txn, "kind": kind, "status": asdict(status), "files": sorted(files)})
 
     def records(self, through_txn: int) -> list[TxnRecord]:
         """Every committed transaction's record up to ``through_txn``, oldest first."""
         found: list[TxnRecord] = []
-        if not self.root.is_dir():
-            return found
-        for path in sorted(self.root.glob("txn_*.json")):
-            txn = int(path.stem[4:])
+        for name in self.store.list_dir(HISTORY_DIR)[0]:
+            if not (name.startswith("txn_") and name.endswith(".json")):
+                continue
+            txn = int(name[4:-5])
             if txn > through_txn:
                 continue
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = self.store.get_json(f"{HISTORY_DIR}/{name}")
             found.append(TxnRecord(txn, data["kind"], society_step_from_json(data["status"]), tuple(data["files"])))
         return found
 
@@ -124,7 +115,7 @@ class KeptTicks:
         self.keep = keep
         self._snapshots: dict[int, str] = {}
 
-    def load(self, run_dir: Path, txn: int) -> None:
+    def load(self, run_dir: RunLocation, txn: int) -> None:
         """Read the ticks committed so far from the history."""
         self._snapshots = {r.step: r.status.env_snapshot for r in History(run_dir).records(txn)
                            if r.kind == TICK and r.status.env_snapshot is not None}

@@ -14,24 +14,24 @@ import os
 import socket
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from engine.errors import RunLockedError, StaleRunError
 from engine.run_status import RunStatus
 from engine.society.status import read_society_step
-from engine.storage.atomic import atomic_write_json, read_json
-from engine.storage.run_layout import RunLayout
+from engine.storage.run_layout import LEASE_FILE, RunLocation, run_store
 
 __all__ = ["RunLease", "check_session", "effective_status", "lease_is_live", "read_lease"]
 
 
 
-def read_lease(run_dir: Path) -> dict[str, Any] | None:
-    return read_json(RunLayout(run_dir).lease_file, default=None)
+def read_lease(run_dir: RunLocation) -> dict[str, Any] | None:
+    """The run's lease, or None when no driver ever held it."""
+    lease: dict[str, Any] | None = run_store(run_dir).get_json(LEASE_FILE, None)
+    return lease
 
 
-def check_session(run_dir: Path, session: str | None) -> None:
+def check_session(run_dir: RunLocation, session: str | None) -> None:
     """Refuse to write for a driver session that no longer holds the run (a stale task on a remote
     worker outliving its cancelled run must not write into the run that resumed it).
 
@@ -63,10 +63,10 @@ def lease_is_live(lease: dict[str, Any] | None, now: float | None = None) -> boo
     return lease.get("host") != socket.gethostname() or _pid_exists(int(lease.get("pid", -1)))
 
 
-def effective_status(run_dir: Path) -> RunStatus | None:
+def effective_status(run_dir: RunLocation) -> RunStatus | None:
     """The run's status as a reader should report it: ``running`` only while the lease is live,
     ``crashed`` when the status file says running but no live driver holds the run."""
-    status = read_society_step(Path(run_dir))
+    status = read_society_step(run_dir)
     if status is None:
         return None
     if status.status == RunStatus.RUNNING and not lease_is_live(read_lease(run_dir)):
@@ -81,8 +81,8 @@ class RunLease:
         RunLockedError: on entry, when another live driver holds the lease.
     """
 
-    def __init__(self, run_dir: Path, *, ttl_s: float = 10.0, interval_s: float = 2.0) -> None:
-        self.path = RunLayout(run_dir).lease_file
+    def __init__(self, run_dir: RunLocation, *, ttl_s: float = 10.0, interval_s: float = 2.0) -> None:
+        self.store = run_store(run_dir)
         self.session = uuid.uuid4().hex  #: batch tasks carry it and refuse to write once it changed
         self.ttl_s = ttl_s
         self.interval_s = interval_s
@@ -90,10 +90,10 @@ class RunLease:
 
     def _write(self, released: bool = False) -> None:
         now = time.time()
-        atomic_write_json(self.path, {
+        self.store.set_json(LEASE_FILE, {
             "pid": os.getpid(), "host": socket.gethostname(), "session": self.session, "renewed_at": now,
             "expires_at": now + self.ttl_s, "released": released,
-        }, durable=False)
+        })
 
     async def _renew(self) -> None:
         while True:
@@ -101,13 +101,12 @@ class RunLease:
             await asyncio.to_thread(self._write)
 
     async def __aenter__(self) -> RunLease:
-        current = read_json(self.path, default=None)
+        current = self.store.get_json(LEASE_FILE, None)
         if lease_is_live(current) and not (current["pid"] == os.getpid() and current["host"] == socket.gethostname()):
             raise RunLockedError(
-                f"{self.path.parent} is being run by pid {current['pid']} on {current['host']} "
+                f"{self.store.url} is being run by pid {current['pid']} on {current['host']} "
                 f"(lease renewed {time.time() - current['renewed_at']:.0f} s ago); stop it first"
             )
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._write()
         self._task = asyncio.create_task(self._renew())
         return self

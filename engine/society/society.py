@@ -38,15 +38,14 @@ from engine.society.fork.as_of import AsOf, AsOfAgents, find_as_of, start_as_of_
 from engine.society.history import TICK, KeptTicks
 from engine.society.planning import SocietyTotals, plan_batches, split_allowance
 from engine.society.questionnaire.batch import distribute_questionnaire
-from engine.society.status import SocietyStep, read_society_step, write_society, write_society_step
+from engine.society.status import SocietyStep, read_society, read_society_step, write_society, write_society_step
 from engine.society.transaction import commit, recover
 from engine.society.transcripts import TranscriptLedger, stage_router_calls
 from engine.society.workspaces.journaled import FolderAgents
 from engine.society.workspaces.manifest import PACKED, AgentSource, PackedAgents
 from engine.spec import StorageSpec
-from engine.storage.atomic import read_json
 from engine.storage.catalog import Catalog
-from engine.storage.run_layout import RunLayout
+from engine.storage.run_layout import REPLAY_DIR, RunLocation, as_location, run_store
 from engine.trace import write_tick_span
 
 __all__ = ["AgentSociety", "SocietyTotals", "plan_batches", "split_allowance"]
@@ -90,7 +89,7 @@ class AgentSociety:
         env: EnvHost,
         llm: dict[str, LLMClient],
         start_t: datetime,
-        run_dir: Path,
+        run_dir: RunLocation,
         client: Client,
         run_id: str,
         batch_size: int = 256,
@@ -108,7 +107,7 @@ class AgentSociety:
         self._info = info or {}
         self._session = session
         self._env, self._llm = env, llm
-        self._run_dir = Path(run_dir)
+        self._run_dir = as_location(run_dir)
         self._client = client
         self.run_id = run_id
         self._batch_size = batch_size
@@ -124,10 +123,10 @@ class AgentSociety:
         self.snapshots_keep, self._kept = snapshots_keep, KeptTicks(snapshots_keep)  # _kept: loaded by init
         self.storage = storage or StorageSpec()
         self._agents_at: PackedAgents | FolderAgents = (PackedAgents(self._run_dir, snapshots_keep) if self.storage.workspaces == PACKED
-                                                         else FolderAgents(self._run_dir, snapshots_keep))
+                                                         else FolderAgents(Path(self._run_dir), snapshots_keep))
 
     @classmethod
-    async def from_workspace(cls, run_dir: Path, **options: Any) -> AgentSociety:
+    async def from_workspace(cls, run_dir: RunLocation, **options: Any) -> AgentSociety:
         """Rebuild a society to resume the run in ``run_dir`` (``options`` as for the constructor,
         without ``agent_specs``, ``start_t`` and ``status``). Staged files of the transaction that was
         running when the run stopped are deleted; committed ones are published.
@@ -135,8 +134,8 @@ class AgentSociety:
         Raises:
             RunError: ``run_dir`` holds no run.
         """
-        run_dir = Path(run_dir)
-        stored = read_json(RunLayout(run_dir).society_file, default=None)
+        run_dir = as_location(run_dir)
+        stored = read_society(run_dir)
         status = read_society_step(run_dir)
         if stored is None or status is None:
             raise RunError(f"{run_dir} holds no run to resume (SOCIETY.json / SOCIETY_STEP.json missing)")
@@ -170,7 +169,7 @@ class AgentSociety:
         return [dict(s) for s in self._specs]
 
     @property
-    def run_dir(self) -> Path:
+    def run_dir(self) -> Path | str:
         return self._run_dir
 
     @property
@@ -183,7 +182,7 @@ class AgentSociety:
         """Write ``SOCIETY.json`` (once), create every agent workspace (skipping ones that exist), start
         the env actor from the last committed snapshot, and mark the run running."""
         write_society(self._run_dir, {**self._info, "agent_specs": self._specs})
-        catalog = Catalog(RunLayout(self._run_dir).replay)
+        catalog = Catalog(run_store(self._run_dir).child(REPLAY_DIR))
         for schema in (ACTIONS, AGENT_MEMORY, LLM_CALLS, TRANSCRIPTS, SOCIETY_QUERIES, *self._env.replay_datasets()):
             catalog.register(schema)
         self._kept.load(self._run_dir, self._status.txn)
@@ -263,7 +262,7 @@ class AgentSociety:
         started, started_unix_ms = time.perf_counter(), time.time() * 1000
         results = await self._with_env_recovery(lambda: self._tick(tick))
         self.totals.tick_seconds.append(time.perf_counter() - started)  # recoveries included
-        write_tick_span(RunLayout(self._run_dir).trace, self._status.step_count, started_unix_ms, self.totals.tick_seconds[-1])
+        write_tick_span(self._run_dir, self._status.step_count, started_unix_ms, self.totals.tick_seconds[-1])
         return results
 
     async def run(self, num_steps: int, tick: int) -> None:
@@ -347,7 +346,7 @@ class AgentSociety:
                 budget=self.remaining_budget(), session=self._session, on_batch=lambda result: self.usage.add(result.usage),
                 transcripts=self.transcripts, agents=await self._agents(ids, as_of), as_of_step=as_of_step,
             )
-        self._commit([str(p) for p in staged], step_index=step_index)
+        self._commit(staged, step_index=step_index)
         return response
 
     def _as_of(self, as_of_step: int | None, agent_ids: list[int], step_index: int) -> AsOf | None:
@@ -369,7 +368,7 @@ class AgentSociety:
     async def _agents(self, agent_ids: list[int], as_of: AsOfAgents | None) -> AgentSource | None:
         """Where readers find the agents: copies of a kept tick, the run's packs, or (None) its folders."""
         if as_of is not None:
-            return AgentSource(folders=await asyncio.to_thread(as_of.materialize, agent_ids))
+            return await asyncio.to_thread(as_of.source, agent_ids)
         return self._agents_at.source(agent_ids)
 
     async def ask(self, question: str, *, step_index: int | None = None, as_of_step: int | None = None) -> str:
@@ -386,7 +385,7 @@ class AgentSociety:
         async def attempt() -> Any:
             txn = self._status.txn + 1
             with AsOfAgents(self._run_dir, at, txn) if at is not None else contextlib.nullcontext() as as_of:
-                env = await start_as_of_env(self._env, as_of, self._run_dir) if as_of is not None else self._env
+                env = await start_as_of_env(self._env, as_of) if as_of is not None else self._env
                 try:  # an as-of ask reads a second env actor, the env as the tick left it
                     (allowance,) = await self._share_budget(1, env)
                     result, staged, usage = await run_helper(self, kind, text, txn=txn, step_index=step_index,

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from engine.run_status import RunStatus
-from engine.storage.atomic import atomic_write_json, read_json
-from engine.storage.run_layout import RunLayout
+from engine.storage.run_layout import SOCIETY_FILE, SOCIETY_STEP_FILE, RunLocation, run_store
+from engine.storage.store import Store
 
-__all__ = ["SocietyStep", "read_society_step", "society_step_from_json", "write_society", "write_society_step"]
+__all__ = ["SocietyStep", "has_society_step", "read_society", "read_society_step", "society_step_from_json", "write_society", "write_society_step"]
 
 
 @dataclass
@@ -31,19 +30,32 @@ class SocietyStep:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def write_society(run_dir: Path, content: dict[str, Any]) -> None:
+def write_society(run_dir: RunLocation | Store, content: dict[str, Any]) -> None:
     """Write ``SOCIETY.json`` once (immutable: specs, env module types and kwargs, spec hash)."""
-    path = RunLayout(run_dir).society_file
-    if not path.exists():
-        atomic_write_json(path, content, indent=2)
+    store = run_store(run_dir)
+    if not store.exists(SOCIETY_FILE):
+        store.set_json(SOCIETY_FILE, content, indent=2)
 
 
-def write_society_step(run_dir: Path, step: SocietyStep) -> None:
-    atomic_write_json(RunLayout(run_dir).society_step_file, asdict(step), indent=2)
+def read_society(run_dir: RunLocation | Store) -> dict[str, Any] | None:
+    """``SOCIETY.json``, or None before a run wrote it."""
+    found: dict[str, Any] | None = run_store(run_dir).get_json(SOCIETY_FILE, None)
+    return found
 
 
-def read_society_step(run_dir: Path) -> SocietyStep | None:
-    data = read_json(RunLayout(run_dir).society_step_file, default=None)
+def has_society_step(run_dir: RunLocation | Store) -> bool:
+    """Whether the run committed a transaction (``SOCIETY_STEP.json`` exists)."""
+    return run_store(run_dir).exists(SOCIETY_STEP_FILE)
+
+
+def write_society_step(run_dir: RunLocation | Store, step: SocietyStep) -> None:
+    """Write ``SOCIETY_STEP.json``: the commit point of transaction ``step.txn``."""
+    run_store(run_dir).set_json(SOCIETY_STEP_FILE, asdict(step), indent=2)
+
+
+def read_society_step(run_dir: RunLocation | Store) -> SocietyStep | None:
+    """Where the run stands, or None before its first commit."""
+    data = run_store(run_dir).get_json(SOCIETY_STEP_FILE, None)
     return None if data is None else society_step_from_json(data)
 
 

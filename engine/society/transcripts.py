@@ -21,14 +21,13 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from engine.llm.budget import Usage
 from engine.llm.meter import CallRecord
 from engine.society.datasets import LLM_CALLS, TRANSCRIPTS
 from engine.storage.replay import ReplayWriter
-from engine.storage.run_layout import RunLayout
+from engine.storage.run_layout import RunLocation
 from engine.storage.shards import shard_name
 
 __all__ = [
@@ -133,7 +132,7 @@ def transcript_rows(calls: Sequence[dict[str, Any]], allowance: int) -> tuple[li
 
 def write_call_shards(
     writer: ReplayWriter, part: str, calls: Sequence[dict[str, Any]], allowance: int | None
-) -> tuple[list[Path], TranscriptTally]:
+) -> tuple[list[str], TranscriptTally]:
     """Write shard ``part`` of ``llm_calls`` and, unless transcripts are off, of ``transcripts``.
 
     Args:
@@ -143,7 +142,7 @@ def write_call_shards(
         allowance: the text bytes this writer may keep; None: transcripts are off.
 
     Returns:
-        The paths written (staged) and what went into ``transcripts``.
+        The keys written (staged) and what went into ``transcripts``.
     """
     written = [writer.write_shard(LLM_CALLS, part, [{k: v for k, v in c.items() if k not in TEXT_KEYS} for c in calls])]
     tally = TranscriptTally()
@@ -207,13 +206,13 @@ class TranscriptLedger:
 
 
 def stage_router_calls(
-    records: Iterable[CallRecord], run_dir: Path, run_id: str, *, step: int, txn: int, scope: str, ledger: TranscriptLedger
+    records: Iterable[CallRecord], run_dir: RunLocation, run_id: str, *, step: int, txn: int, scope: str, ledger: TranscriptLedger
 ) -> tuple[list[str], Usage]:
     """Stage the env router's call records the driver drained in transaction ``txn``; their text gets
-    what the transaction's other writers left of the cap. Returns the staged paths and the calls'
+    what the transaction's other writers left of the cap. Returns the staged keys and the calls'
     provider usage."""
     calls = call_rows(records, run=run_id, step=step, scope=scope)
-    writer = ReplayWriter(RunLayout(run_dir).replay, txn=txn)
-    paths, tally = write_call_shards(writer, shard_name(step, f"router-{txn:06d}"), calls, ledger.left())
+    writer = ReplayWriter(run_dir, txn=txn)
+    keys, tally = write_call_shards(writer, shard_name(step, f"router-{txn:06d}"), calls, ledger.left())
     ledger.add(tally)
-    return [str(p) for p in paths], Usage.of_calls(calls)
+    return keys, Usage.of_calls(calls)

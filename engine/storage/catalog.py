@@ -12,6 +12,8 @@ import datetime as dt
 import fcntl
 import json
 import numbers
+import random
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -20,7 +22,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from engine.errors import StorageError
-from engine.storage.atomic import atomic_write_json, read_json
+from engine.storage.store import LocalStore, Store
 
 __all__ = [
     "RESERVED_NAMES", "RUN_COLUMN", "SCHEMA_FILE", "Catalog", "Column", "ColumnType", "DatasetKind", "DatasetSchema", "with_run",
@@ -197,26 +199,41 @@ def with_run(schema: DatasetSchema) -> DatasetSchema:
 
 
 class Catalog:
-    """The datasets of one run, kept in ``<replay_dir>/_schema.json``.
+    """The datasets of one run, kept in ``_schema.json`` of its replay directory.
+
+    :meth:`register` is a read-modify-write of that one document. On a store with a local directory (a path, a
+    :class:`~engine.storage.store.LocalStore`) it runs under an exclusive ``fcntl`` lock (``.schema.lock``), so
+    concurrent writers never lose each other's entries. An object store has no such lock (nor a compare-and-swap
+    the :class:`~engine.storage.store.Store` interface offers): there each writer re-reads the catalog after its
+    write and writes again while an entry it wrote, or had read, is missing, which repairs a write that crossed
+    another's. It cannot repair an entry written and checked entirely between another writer's read and that
+    writer's write (a few milliseconds); the last writer then drops it. Register a run's datasets from one process
+    (its driver) where that matters.
 
     Args:
-        replay_dir: the run's ``replay`` directory.
+        replay: the run's ``replay`` directory (a local path), or its store, e.g.
+            ``run_store(location).child("replay")``.
     """
 
-    def __init__(self, replay_dir: Path) -> None:
-        self.replay_dir = Path(replay_dir)
-        self.path = self.replay_dir / SCHEMA_FILE
+    def __init__(self, replay: Path | Store) -> None:
+        #: Where ``_schema.json`` lives: the replay directory's store.
+        self.store: Store = replay if isinstance(replay, Store) else LocalStore(replay, durable=True)
+
+    @property
+    def location(self) -> str:
+        """The catalog document as a path or URL, for messages."""
+        return f"{self.store.url.rstrip('/')}/{SCHEMA_FILE}"
 
     def load(self) -> dict[str, DatasetSchema]:
         """Return every registered dataset by name (empty if nothing is registered yet).
 
         Raises:
-            StorageError: the catalog file is unreadable or malformed.
+            StorageError: the catalog is unreadable or malformed.
         """
-        doc = read_json(self.path, default={"datasets": {}})
+        doc = self.store.get_json(SCHEMA_FILE, default={"datasets": {}})
         datasets = doc.get("datasets") if isinstance(doc, dict) else None
         if not isinstance(datasets, dict):
-            raise StorageError(f"{self.path} has no 'datasets' object")
+            raise StorageError(f"{self.location} has no 'datasets' object")
         return {name: DatasetSchema.from_catalog_entry(name, entry) for name, entry in datasets.items()}
 
     def register(self, schema: DatasetSchema) -> None:
@@ -233,29 +250,83 @@ class Catalog:
         Raises:
             StorageError: a different schema is already registered under the same name and ``schema``
                 does not just add columns to it (no column is dropped, retyped or moved, the kind
-                stays), or the catalog cannot be read or written.
+                stays), the catalog cannot be read or written, or (a store without a local directory)
+                other writers kept replacing the catalog through every round of write and check.
         """
-        with self._locked():
-            current = self.load()
-            existing = current.get(schema.name)
-            if existing == schema:
+        root = self.store.local_root
+        if root is not None:
+            with _locked(root):
+                self._merge(schema, {})
+            return
+        kept: dict[str, DatasetSchema] = {}
+        for attempt in range(_REGISTER_TRIES):
+            if attempt:
+                time.sleep(random.uniform(0.02, 0.2))  # let the crossing writer finish before trying again
+            written = self._merge(schema, kept)
+            if written is None:
                 return
+            # No lock here: another writer's read-modify-write may have crossed ours. Whatever we wrote (our entry,
+            # and the ones we read) must still be there, else it is written again.
+            current = self.load()
+            kept = {name: s for name, s in written.items() if not _covers(current.get(name), s)}
+            if not kept:
+                return
+        raise StorageError(
+            f"cannot register dataset {schema.name!r} in {self.location}: other writers kept replacing the catalog"
+        )
+
+    def _merge(self, schema: DatasetSchema, kept: dict[str, DatasetSchema]) -> dict[str, DatasetSchema] | None:
+        """Read the catalog, add ``schema`` and the ``kept`` entries a crossing writer dropped, and write it.
+
+        Returns:
+            The datasets written, or None when the catalog had them all already (nothing is written).
+
+        Raises:
+            StorageError: ``schema`` conflicts with the registered one, or a read or write failed.
+        """
+        current = self.load()
+        changed = False
+        for name, entry in kept.items():
+            if not _covers(current.get(name), entry):
+                current[name] = entry  # dropped, or replaced by the version it grew from
+                changed = True
+        existing = current.get(schema.name)
+        if existing != schema:
             if existing is not None and not _grows(existing, schema):
                 raise StorageError(_conflict_message(existing, schema))
             current[schema.name] = schema
-            doc = {"datasets": {name: s.catalog_entry() for name, s in sorted(current.items())}}
-            atomic_write_json(self.path, doc, indent=2)
+            changed = True
+        if not changed:
+            return None
+        doc = {"datasets": {name: s.catalog_entry() for name, s in sorted(current.items())}}
+        self.store.set_json(SCHEMA_FILE, doc, indent=2)
+        return current
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        # Read-modify-write: an exclusive lock keeps two processes from losing each other's entry.
-        self.replay_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.replay_dir / ".schema.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+
+#: Rounds of write-and-check :meth:`Catalog.register` makes on a store without a local directory.
+_REGISTER_TRIES = 5
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """Hold the exclusive lock of the catalog in ``directory`` (made if missing)."""
+    # Read-modify-write: an exclusive lock keeps two processes from losing each other's entry.
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        lock = open(directory / ".schema.lock", "a")
+    except OSError as exc:
+        raise StorageError(f"cannot lock the catalog in {directory}: {exc}") from exc
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _covers(current: DatasetSchema | None, wanted: DatasetSchema) -> bool:
+    """The registered ``current`` entry keeps ``wanted``: it is ``wanted``, or a schema grown from it."""
+    return current is not None and (current == wanted or _grows(wanted, current))
 
 
 def _grows(old: DatasetSchema, new: DatasetSchema) -> bool:

@@ -1,9 +1,10 @@
 """The read-only SQL surface over a run: DuckDB views over replay shards and trace spans.
 
 One in-memory DuckDB connection gets a view per catalogued dataset and a ``spans`` view, then is
-locked down: file access only under the run's ``replay`` and ``trace`` directories, no changes to
-that configuration, and :meth:`ReplayReader.query` accepts only a single SELECT statement (the
-lock alone would still allow ``COPY ... TO`` into the replay directory and ``ATTACH``), checked by
+locked down: file access only under the run's ``replay`` and ``trace`` directories (or prefixes), no
+changes to that configuration, no extension loaded or installed, and :meth:`ReplayReader.query`
+accepts only a single SELECT statement (the lock alone would still allow ``COPY ... TO`` into the
+replay directory and ``ATTACH``), checked by
 :func:`~engine.storage.sql_guard.check_read_only_select`, which also refuses the functions that run
 SQL text of their own (``query()``) or show the server's configuration, environment or secrets.
 
@@ -20,13 +21,22 @@ since each view globs at query time. A dataset's view has the catalog's columns 
 shards are unioned by column name, so a column that older shards lack (a run resumed by a newer
 engine that added it) reads as NULL in their rows.
 
+A run on object storage (``s3://bucket/prefix``, or ``memory://name`` within this process) is read
+through its store's fsspec filesystem, registered with the connection (DuckDB's ``httpfs`` extension
+is never loaded). DuckDB applies ``allowed_directories`` to a registered filesystem as to local disk:
+once external access is off, every path a query names, a glob pattern and each file it expands to,
+must start with an allowed entry as a string (the URL with its scheme), and a path holding ``..`` or
+``//`` is refused outright; so a query reaches only the run's ``<url>/replay/`` and ``<url>/trace/``,
+not another prefix of the same bucket. The views use the filesystem's own spelling of the URL
+(``memory:///name``), the one its glob results come back in.
+
 A sweep root (``SWEEP.json``, see :mod:`engine.storage.sweep_layout`) reads as one run: each
 dataset, and ``spans``, is a view over every cell's files with leading columns ``cell``,
 ``replication``, ``seed`` and one ``param_<path>`` per grid key, and a ``cells`` table holds one
 row per cell (its statuses as of opening). File access is allowed only under the cells' ``replay``
 and ``trace`` directories. The cell comes from each file's path, never from hive partitioning,
 which DuckDB would also apply to any ``key=value`` directory above the run and let it override
-a real column.
+a real column. Sweep roots are read from local disk only.
 """
 
 from __future__ import annotations
@@ -38,14 +48,23 @@ from types import TracebackType
 from typing import Any
 
 import duckdb
+import fsspec
 import pyarrow as pa
 
 from engine.errors import QueryError, StorageError
 from engine.storage.catalog import Catalog, DatasetSchema
 from engine.storage.query_limits import QueryLimits
-from engine.storage.run_layout import REPLAY_DIR, TRACE_DIR, RunLayout
+from engine.storage.run_layout import REPLAY_DIR, TRACE_DIR, RunLayout, RunLocation, run_store
 from engine.storage.sql_guard import check_read_only_select
-from engine.storage.sweep_layout import SWEEP_COLUMNS, SweepManifest, cells_table, param_column, read_sweep_manifest
+from engine.storage.store import FsspecStore, LocalStore, Store
+from engine.storage.sweep_layout import (
+    SWEEP_COLUMNS,
+    SWEEP_FILE,
+    SweepManifest,
+    cells_table,
+    param_column,
+    read_sweep_manifest,
+)
 from engine.storage.text_table import format_table
 
 __all__ = ["SPAN_COLUMNS", "CappedResult", "QueryLimits", "ReplayReader", "format_table"]
@@ -141,10 +160,23 @@ def _sweep_schemas(sweep: SweepManifest) -> dict[str, DatasetSchema]:
     return schemas
 
 
-def _has_files(directory: Path, suffix: str) -> bool:
-    return directory.is_dir() and any(
-        p.name.endswith(suffix) and not p.name.startswith(".") for p in directory.iterdir()
-    )
+def _has_files(store: Store, prefix: str, suffix: str) -> bool:
+    """Whether the directory ``prefix`` of ``store`` holds a file named ``*<suffix>`` (hidden ones aside)."""
+    files, _ = store.list_dir(prefix)
+    return any(name.endswith(suffix) and not name.startswith(".") for name in files)
+
+
+def _fsspec_root(store: FsspecStore) -> tuple[fsspec.AbstractFileSystem, str]:
+    """The filesystem of ``store`` and its root URL as DuckDB sees the files (the filesystem's own spelling).
+
+    Raises:
+        StorageError: the store is a whole filesystem (``s3://``), not a run in it.
+    """
+    # FsspecStore keeps both private; its url is redacted for messages, while DuckDB needs the real one.
+    fs, root = store._fs, store._root
+    if not root:
+        raise StorageError(f"cannot open the replay of {store.url}: a run's URL names a bucket (and a prefix in it)")
+    return fs, str(fs.unstrip_protocol(root)).rstrip("/")
 
 
 class ReplayReader:
@@ -153,36 +185,74 @@ class ReplayReader:
     Use as a context manager, or call :meth:`close`. Queries may run from several threads.
 
     Args:
-        run_dir: the run directory holding ``replay/`` and ``trace/``, or a sweep root (``SWEEP.json``).
+        run_dir: the run: its directory (holding ``replay/`` and ``trace/``), a sweep root (``SWEEP.json``), a
+            URL of its store (``s3://bucket/prefix``; ``memory://name`` within this process), or the store itself
+            (a :class:`~engine.storage.store.LocalStore` or :class:`~engine.storage.store.FsspecStore`).
         limits: memory, threads and time for each query (``EngineSettings.query_limits()``);
             the defaults (1GB, 2 threads, 30 s) suit callers that have no settings.
 
     Raises:
         StorageError: the catalog or sweep manifest is malformed, a sweep's dataset has a column
-            the sweep views add, or DuckDB could not set up the views.
+            the sweep views add, DuckDB could not set up the views, or a run on object storage cannot be
+            reached, holds nothing, or is a sweep root (those are read from local disk only); the message
+            names the run's path or URL. A bad URL raises :class:`~engine.errors.StoreUrlError`.
     """
 
-    def __init__(self, run_dir: Path, limits: QueryLimits | None = None) -> None:
+    def __init__(self, run_dir: RunLocation | Store, limits: QueryLimits | None = None) -> None:
         self.limits = limits if limits is not None else QueryLimits()
-        self.run_dir = Path(run_dir).resolve()
-        self.replay_dir = RunLayout(self.run_dir).replay
-        self.trace_dir = RunLayout(self.run_dir).trace
-        #: The sweep manifest when ``run_dir`` is a sweep root, else None.
-        self.sweep = read_sweep_manifest(self.run_dir)
-        self._schemas = Catalog(self.replay_dir).load() if self.sweep is None else _sweep_schemas(self.sweep)
         self._lock = threading.Lock()
-        self._con: duckdb.DuckDBPyConnection | None = duckdb.connect(":memory:")
+        self._con: duckdb.DuckDBPyConnection | None = None
+        store = run_store(run_dir)
+        local = store.local_root
+        fs: fsspec.AbstractFileSystem | None = None
+        #: The run's directory on local disk; None for a run on object storage.
+        self.run_dir: Path | None = local.resolve() if local is not None else None
+        if self.run_dir is not None:
+            #: The run's store (of its directory, for a local run).
+            self.store: Store = LocalStore(self.run_dir)
+            self._root = str(self.run_dir)
+            #: The run's path or URL, for messages (never with credentials).
+            self.location = self._root
+            #: The sweep manifest when ``run_dir`` is a sweep root, else None.
+            self.sweep = read_sweep_manifest(self.run_dir)
+        else:
+            if not isinstance(store, FsspecStore):
+                raise StorageError(f"cannot read {store.url} with DuckDB: it reads runs on local disk or an fsspec filesystem")
+            self.store, self.location, self.sweep = store, store.url, None
+            fs, self._root = _fsspec_root(store)
+            self._check_remote_run()
+        self._schemas = Catalog(self.store.child(REPLAY_DIR)).load() if self.sweep is None else _sweep_schemas(self.sweep)
+        self._con = duckdb.connect(":memory:")
         try:
+            if fs is not None:
+                self._con.register_filesystem(fs)
             self._setup(self._con)
         except duckdb.Error as exc:
             self.close()
-            raise StorageError(f"cannot open the replay of {self.run_dir}: {exc}") from exc
+            raise StorageError(f"cannot open the replay of {self.location}: {exc}") from exc
         except StorageError:
             self.close()
             raise
 
+    def _check_remote_run(self) -> None:
+        """Refuse a run on object storage that cannot be listed, holds nothing, or is a sweep root."""
+        try:
+            files, dirs = self.store.list_dir("")
+        except StorageError as exc:
+            raise StorageError(f"cannot open the replay of {self.location}: {exc}") from exc
+        if not files and not dirs:
+            raise StorageError(
+                f"cannot open the replay of {self.location}: nothing is stored there (a wrong bucket or prefix?)"
+            )
+        if SWEEP_FILE in files:
+            raise StorageError(f"{self.location} is a sweep root: sweeps can be read from local disk only")
+
     def _setup(self, con: duckdb.DuckDBPyConnection) -> None:
+        # No extension may load, not even while the views bind (an s3:// path would otherwise fetch httpfs).
+        con.execute("SET autoinstall_known_extensions = false")
+        con.execute("SET autoload_known_extensions = false")
         readable = self._run_views(con) if self.sweep is None else self._sweep_views(con, self.sweep)
+        # The trailing "/" matters: DuckDB compares strings, and ".../replay" would allow ".../replay_old/" too.
         allowed = ", ".join(_literal(f"{d}/") for d in readable)
         # Order matters (RUNTIME_NOTES): allow-list first, then cut external access, then lock.
         # An empty temp_directory keeps DuckDB from adding its spill directory to the allow-list
@@ -192,25 +262,23 @@ class ReplayReader:
         con.execute(f"SET threads = {int(self.limits.threads)}")
         con.execute(f"SET allowed_directories = [{allowed}]")
         con.execute("SET enable_external_access = false")
-        con.execute("SET autoinstall_known_extensions = false")
-        con.execute("SET autoload_known_extensions = false")
         con.execute("SET lock_configuration = true")
 
-    def _run_views(self, con: duckdb.DuckDBPyConnection) -> list[Path]:
+    def _run_views(self, con: duckdb.DuckDBPyConnection) -> list[str]:
+        replay, trace = f"{self._root}/{REPLAY_DIR}", f"{self._root}/{TRACE_DIR}"
         for name, schema in sorted(self._schemas.items()):
-            directory = self.replay_dir / name
-            if _has_files(directory, ".parquet"):
-                source = _source("replay", [str(directory / "*.parquet")])
+            if _has_files(self.store, f"{REPLAY_DIR}/{name}", ".parquet"):
+                source = _source("replay", [f"{replay}/{name}/*.parquet"])
                 con.execute(f"CREATE VIEW {_ident(name)} AS {_catalogued(schema, source)}")
             else:
                 con.execute(_empty_view_sql(name, {c.name: _DUCKDB_TYPES[c.type] for c in schema.columns}))
-        if _has_files(self.trace_dir, ".jsonl"):
-            con.execute(f"CREATE VIEW spans AS SELECT * FROM {_source('trace', [str(self.trace_dir / '*.jsonl')])}")
+        if _has_files(self.store, TRACE_DIR, ".jsonl"):
+            con.execute(f"CREATE VIEW spans AS SELECT * FROM {_source('trace', [f'{trace}/*.jsonl'])}")
         else:
             con.execute(_empty_view_sql("spans", SPAN_COLUMNS))
-        return [self.replay_dir, self.trace_dir]
+        return [replay, trace]
 
-    def _sweep_views(self, con: duckdb.DuckDBPyConnection, sweep: SweepManifest) -> list[Path]:
+    def _sweep_views(self, con: duckdb.DuckDBPyConnection, sweep: SweepManifest) -> list[str]:
         added = [*SWEEP_COLUMNS, *(param_column(p) for p in sweep.params)]
         taken = {c.lower() for c in added} | {_FILE_COLUMN}
         if "cells" in self._schemas:
@@ -224,9 +292,9 @@ class ReplayReader:
             clash = sorted(c for c in columns if c.lower() in taken)
             if clash:
                 raise StorageError(f"{name!r} has column(s) {clash} that a sweep view adds itself; it cannot be read as a sweep")
-            layouts = [RunLayout(sweep.cell_dir(c.index)) for c in sweep.cells]
-            dirs = [layout.trace if kind == "trace" else layout.replay / name for layout in layouts]
-            globs = [str(d / f"*{suffix}") for d in dirs if _has_files(d, suffix)]
+            cells = [LocalStore(sweep.cell_dir(c.index)) for c in sweep.cells]
+            prefix = TRACE_DIR if kind == "trace" else f"{REPLAY_DIR}/{name}"
+            globs = [f"{cell.local_root}/{prefix}/*{suffix}" for cell in cells if _has_files(cell, prefix, suffix)]
             if not globs:
                 nulls = ", ".join(f"CAST(NULL AS {t}) AS {_ident(c)}" for c, t in columns.items())
                 con.execute(f"CREATE VIEW {_ident(name)} AS SELECT {picked}, {nulls} FROM cells AS c WHERE false")
@@ -243,7 +311,7 @@ class ReplayReader:
         for name, schema in sorted(self._schemas.items()):
             view(name, {c.name: _DUCKDB_TYPES[c.type] for c in schema.columns}, "replay", ".parquet", schema)
         view("spans", SPAN_COLUMNS, "trace", ".jsonl")
-        return [d for c in sweep.cells for d in (RunLayout(sweep.cell_dir(c.index)).replay, RunLayout(sweep.cell_dir(c.index)).trace)]
+        return [str(d) for c in sweep.cells for d in (RunLayout(sweep.cell_dir(c.index)).replay, RunLayout(sweep.cell_dir(c.index)).trace)]
 
     def __enter__(self) -> ReplayReader:
         return self

@@ -32,21 +32,33 @@ from engine.storage.store import LocalStore, Store, open_store
 
 __all__ = [
     "ARTIFACTS_DIR",
+    "ENV_SNAPSHOTS_DIR",
+    "ENV_SNAPSHOT_DONE",
     "HISTORY_DIR",
+    "INPUTS_DIR",
+    "LLM_CACHE_DIR",
     "LEASE_FILE",
     "MANIFEST_FILE",
     "PACKS_DIR",
     "REPLAY_DIR",
     "SOCIETY_FILE",
     "SOCIETY_STEP_FILE",
+    "STAGED_PREFIXES",
     "TRACE_DIR",
+    "WORLD_DESCRIPTION_FILE",
     "WORKSPACES_DIR",
     "RunLayout",
     "RunLocation",
     "artifact_key",
+    "as_of_scratch",
+    "env_snapshot_kept",
+    "env_snapshot_prefix",
+    "as_location",
     "history_key",
     "is_url",
+    "replay_key",
     "run_store",
+    "trace_key",
 ]
 
 #: Where a run is: a local path, or a URL of an fsspec filesystem (``s3://bucket/prefix``, ``memory://run``).
@@ -72,6 +84,48 @@ LEASE_FILE = "LEASE.json"
 HISTORY_DIR = "history"
 #: Results of questionnaire, ask and intervene steps.
 ARTIFACTS_DIR = "artifacts"
+#: The default LLM response cache.
+LLM_CACHE_DIR = "llm_cache"
+#: Files a spec may name (``city_file``, ...).
+INPUTS_DIR = "inputs"
+
+
+#: The world description the LLM wrote for the run, once (:mod:`engine.env.world`).
+WORLD_DESCRIPTION_FILE = "env/_world_description.json"
+#: Committed env state snapshots, one folder per transaction (``env/_snapshots/txn_<n>/...``).
+ENV_SNAPSHOTS_DIR = "env/_snapshots"
+#: Written last into each env snapshot: the snapshot is whole.
+ENV_SNAPSHOT_DONE = "_complete.json"
+#: Where a transaction's staged keys can be (:mod:`engine.storage.staging`).
+STAGED_PREFIXES = (f"{REPLAY_DIR}/", f"{TRACE_DIR}/", f"{ARTIFACTS_DIR}/")
+
+
+def replay_key(dataset: str, shard: str) -> str:
+    """The store key of replay shard ``shard`` of ``dataset``."""
+    return f"{REPLAY_DIR}/{dataset}/{shard}.parquet"
+
+
+def trace_key(shard: str) -> str:
+    """The store key of trace shard ``shard``."""
+    return f"{TRACE_DIR}/{shard}.jsonl"
+
+
+def env_snapshot_prefix(name: str) -> str:
+    """The prefix of env snapshot ``name``'s keys (``env/_snapshots/txn_<n>/``)."""
+    return f"{ENV_SNAPSHOTS_DIR}/{name}/"
+
+
+def env_snapshot_kept(store: Store, name: str) -> bool:
+    """Whether the run keeps env snapshot ``name`` whole (its last key written; a run of an older engine: its folder)."""
+    prefix = env_snapshot_prefix(name)
+    if store.exists(prefix + ENV_SNAPSHOT_DONE):
+        return True
+    return store.local_root is not None and (store.local_root / prefix).is_dir()
+
+
+def as_of_scratch(txn: int, token: str) -> str:
+    """The prefix (no trailing "/") of the scratch of an ``as_of_step`` step of transaction ``txn`` (``token``: unique)."""
+    return f"scratch/as_of-{txn:06d}-{token}"
 
 
 def history_key(txn: int) -> str:
@@ -87,6 +141,11 @@ def artifact_key(name: str) -> str:
 def is_url(location: RunLocation | Store) -> bool:
     """Whether ``location`` is a URL with a scheme other than ``file`` (a run not on local disk)."""
     return isinstance(location, str) and "://" in location and not location.lower().startswith("file://")
+
+
+def as_location(location: RunLocation) -> Path | str:
+    """``location`` as a run is kept: a URL as its string (a ``Path`` would fold its ``//``), anything else a Path."""
+    return str(location) if is_url(location) else Path(location)
 
 
 def run_store(location: RunLocation | Store) -> Store:
@@ -174,7 +233,7 @@ class RunLayout:
     @property
     def env_snapshots(self) -> Path:
         """Committed env state snapshots, one directory per transaction."""
-        return self.env / "_snapshots"
+        return self.root / ENV_SNAPSHOTS_DIR
 
     @property
     def codegen_cache(self) -> Path:
@@ -184,12 +243,12 @@ class RunLayout:
     @property
     def world_description(self) -> Path:
         """The world description the LLM wrote for the run, once (:mod:`engine.env.world`)."""
-        return self.env / "_world_description.json"
+        return self.root / WORLD_DESCRIPTION_FILE
 
     @property
     def inputs(self) -> Path:
         """Files a spec may name (``MobilitySpace.city_file``, ...)."""
-        return self.root / "inputs"
+        return self.root / INPUTS_DIR
 
     @property
     def history(self) -> Path:
@@ -203,17 +262,12 @@ class RunLayout:
 
     def as_of_agents(self, txn: int, token: str) -> Path:
         """The agents' workspaces as an ``as_of_step`` step of transaction ``txn`` reads them (``token``: unique)."""
-        return self.scratch / f"as_of-{txn:06d}-{token}" / "agents"
+        return self.root / as_of_scratch(txn, token) / "agents"
 
     @property
     def llm_cache(self) -> Path:
         """The default LLM response cache."""
-        return self.root / "llm_cache"
-
-    @property
-    def staged_roots(self) -> tuple[Path, ...]:
-        """Where a transaction's staged files can be (replay, trace and artifacts)."""
-        return (self.replay, self.trace, self.artifacts)
+        return self.root / LLM_CACHE_DIR
 
     def artifact(self, name: str) -> Path:
         """The artifact file ``name`` (e.g. ``questionnaire-002-mood.json``)."""

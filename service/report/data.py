@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import StorageError
+from engine.society.status import read_society
 from engine.storage.atomic import read_json
 from engine.storage.query_limits import QueryLimits
 from engine.storage.reader import ReplayReader
-from engine.storage.run_layout import MANIFEST_FILE, RunLayout
+from engine.storage.run_layout import MANIFEST_FILE, SOCIETY_STEP_FILE, RunLayout, run_store
 from engine.storage.sweep_layout import SWEEP_FILE, SweepManifest
 from service.report.series import ANSWERS_SQL, ENV_METRICS_SQL, FAMILIES, Panel, answer_panels, env_panels, panels_of
 
@@ -229,8 +230,8 @@ def load_report(run_dir: Path, limits: QueryLimits | None = None, extra: dict[st
         sweep = reader.sweep
         cell = "cell" if sweep is not None else "0"
         if sweep is None:
-            society = read_json(RunLayout(run_dir).society_file, default={}) or {}
-            status = read_json(RunLayout(run_dir).society_step_file, default={}) or {}
+            society = read_society(run_dir) or {}
+            status = run_store(run_dir).get_json(SOCIETY_STEP_FILE, None) or {}
             cells: tuple[dict[str, Any], ...] = ()
             labels = None
         else:

@@ -10,8 +10,8 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.errors import SpecError
+from engine.society.status import has_society_step
 from engine.spec import ExperimentSpec
-from engine.storage.run_layout import RunLayout
 from service.auth import Caller
 from service.errors import ExperimentBusyError, SpecRejectedError
 from service.intake import Intake
@@ -76,7 +76,7 @@ async def fork_experiment(
         raise ExperimentBusyError(parent.id, parent.status, "fork")
     if parent.spec.get("sweep") is not None:
         raise SpecRejectedError("a sweep cannot be forked (not supported yet); submit one of its cells as a run and fork that")
-    if not RunLayout(parent.run_dir).society_step_file.exists():
+    if not has_society_step(parent.run_dir):
         raise SpecRejectedError("the experiment's run never started, so it has no tick to fork from")
     run_dirs = [record.run_dir for record in state.registry.records() if record.owner == caller.owner]
     # Off the event loop: planning reads the parent's history and workspaces' journals, the quota walks the disk.

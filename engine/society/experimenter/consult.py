@@ -16,11 +16,10 @@ from engine.llm.meter import CallRecord, Meter
 from engine.society.datasets import SOCIETY_QUERIES
 from engine.society.experimenter.helper import AgentSocietyHelper, HelperResult
 from engine.society.transcripts import call_rows, write_call_shards
-from engine.storage.atomic import atomic_write_text
 from engine.storage.replay import ReplayWriter
-from engine.storage.run_layout import RunLayout
+from engine.storage.run_layout import artifact_key, run_store
 from engine.storage.shards import shard_name
-from engine.storage.staging import staged_path
+from engine.storage.staging import staged_key
 
 if TYPE_CHECKING:
     from engine.society.env_host import EnvHost
@@ -91,14 +90,14 @@ async def run_helper(
 
     run_dir = society.run_dir
     part = shard_name(society.step_count, f"{kind}-{index:03d}")
-    writer = ReplayWriter(RunLayout(run_dir).replay, txn=txn)
+    writer = ReplayWriter(run_dir, txn=txn)
     row = {"run": society.run_id, "step_index": index, "step": society.step_count,
            "as_of_step": as_of.at.step if as_of is not None else None, **result.to_row()}
     calls = call_rows(meter.records, run=society.run_id, step=society.step_count, scope=consult_scope(kind, society, step_index))
     (text_allowance,) = society.transcripts.open(1)
-    call_paths, transcripts = write_call_shards(writer, part, calls, text_allowance)
+    call_keys, transcripts = write_call_shards(writer, part, calls, text_allowance)
     society.transcripts.add(transcripts)
-    written = [writer.write_shard(SOCIETY_QUERIES, part, [row]), *call_paths]
-    artifact = staged_path(RunLayout(run_dir).artifact(f"{kind}-{index:03d}.json"), txn)
-    atomic_write_text(artifact, result.to_json())
-    return result, [str(p) for p in [*written, artifact] if p is not None], Usage.of_calls(calls)
+    written = [writer.write_shard(SOCIETY_QUERIES, part, [row]), *call_keys]
+    artifact = staged_key(artifact_key(f"{kind}-{index:03d}.json"), txn)
+    run_store(run_dir).set(artifact, result.to_json().encode("utf-8"))
+    return result, [k for k in [*written, artifact] if k is not None], Usage.of_calls(calls)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
-from pathlib import Path
 
 from engine.agent.base import AgentBase
 from engine.agent.registry import resolve_agent
@@ -19,12 +18,13 @@ from engine.errors import WorkspaceError
 from engine.llm.budget import BudgetGate
 from engine.llm.meter import CallRecord
 from engine.society.workspaces.manifest import AgentSource
+from engine.storage.run_layout import RunLocation
 
 __all__ = ["ask_agents"]
 
 
 async def ask_agents(
-    run_dir: Path, proxy: ServiceProxy, agent_ids: list[int], question: str, t: datetime, *, max_concurrency: int = 8,
+    run_dir: RunLocation, proxy: ServiceProxy, agent_ids: list[int], question: str, t: datetime, *, max_concurrency: int = 8,
     records: list[CallRecord] | None = None, budget: BudgetGate | None = None, agents: AgentSource | None = None,
 ) -> dict[int, str]:
     """Ask each agent ``question`` at simulated time ``t``; returns each agent's answer by id.

@@ -1,13 +1,14 @@
-"""Interviews as of a kept tick: the agents' workspaces as tick ``K`` left them, copied into a scratch folder.
+"""Interviews as of a kept tick: the agents' workspaces as tick ``K`` left them.
 
-A questionnaire or ask step with ``as_of_step: K`` puts its questions to copies of the agents made
-here (:func:`~engine.society.fork.workspaces.copy_workspace_as_of`), under
-``<run_dir>/scratch/as_of-<txn>-<token>/agents/`` (inside the run directory, so every worker sees
-them). The copies go when the step ends, also when it fails. Nothing stored is written: the step's
+A questionnaire or ask step with ``as_of_step: K`` puts its questions to the agents as tick ``K`` left
+them. On a packed run they are read from the packs tick ``K``'s workspace manifest lists, with no copy;
+on a ``dir`` run they are copies made here (:func:`~engine.society.fork.workspaces.copy_workspace_as_of`)
+under ``<run_dir>/scratch/as_of-<txn>-<token>/agents/`` (inside the run directory, so every worker sees
+them). Scratch goes when the step ends, also when it fails. Nothing stored is written: the step's
 own rows and artifact are staged in its transaction like any questionnaire's or ask's. An ask step
 also reads the environment as of ``K``: a second env actor (:func:`start_as_of_env`) restores tick
-``K``'s snapshot into a copy of ``env/`` beside the agents' copies and serves the helper; its router
-calls are the step's own rows.
+``K``'s snapshot from a copy of ``env/`` under the same scratch prefix of the run's store and serves the
+helper; its router calls are the step's own rows.
 
 Refusals: ``K`` after the ticks committed before the step is a :class:`~engine.errors.SpecError`
 (path ``steps.<i>.as_of_step``); a tick the run no longer keeps (``snapshots.keep``) is a
@@ -31,13 +32,13 @@ from engine.agent.packed import export_workspace
 from engine.agent.workspace import AgentWorkspace, DirWorkspace, workspace_path
 from engine.agent.workspace_in_memory import MemoryWorkspace
 from engine.errors import ForkError, RunError, SpecError
-from engine.society.fork.materialize import copy_env_as_of, kept_tick, link_tree
+from engine.society.fork.materialize import copy_env_as_of, kept_tick
 from engine.society.fork.workspaces import copy_workspace_as_of
-from engine.society.status import SocietyStep, read_society_step
-from engine.society.workspaces.manifest import AgentSource, export_as_of, read_manifest, run_store
+from engine.society.status import SocietyStep, read_society, read_society_step
+from engine.society.workspaces.manifest import AgentSource, read_manifest
 from engine.spec import AskStep, ExperimentSpec, QuestionnaireStep, RunStep, StepSpec, parse_spec
-from engine.storage.atomic import read_json
-from engine.storage.run_layout import RunLayout
+from engine.storage.run_layout import INPUTS_DIR, RunLayout, RunLocation, as_location, as_of_scratch, run_store
+from engine.storage.store import copy_keys
 
 if TYPE_CHECKING:
     from engine.society.env_host import EnvHost
@@ -79,7 +80,7 @@ class AsOf:
     workspaces: str | None = None  #: packed runs: the workspace manifest of tick ``K``
 
 
-def find_as_of(run_dir: Path, step: int, *, ticks_done: int, through_txn: int, agent_ids: Iterable[int],
+def find_as_of(run_dir: RunLocation, step: int, *, ticks_done: int, through_txn: int, agent_ids: Iterable[int],
                step_index: int | None = None) -> AsOf:
     """Tick ``step`` of the run in ``run_dir``, checked to be kept for ``agent_ids``.
 
@@ -101,7 +102,7 @@ def find_as_of(run_dir: Path, step: int, *, ticks_done: int, through_txn: int, a
                         path=f"steps.{step_index}.as_of_step" if step_index is not None else "as_of_step")
     start_time = None
     if step == 0:  # the run before its first transaction: its start time is the spec's
-        stored = read_json(RunLayout(run_dir).society_file, default=None)
+        stored = read_society(run_dir)
         if stored is None:
             raise RunError(f"{run_dir} holds no run (no SOCIETY.json)")
         start_time = parse_spec(stored["spec"]).start_time
@@ -111,7 +112,7 @@ def find_as_of(run_dir: Path, step: int, *, ticks_done: int, through_txn: int, a
     return AsOf(step, t, txn, ticks_done, snapshot, record.status.workspaces)
 
 
-def check_as_of_kept(spec: ExperimentSpec, run_dir: Path, status: SocietyStep) -> None:
+def check_as_of_kept(spec: ExperimentSpec, run_dir: RunLocation, status: SocietyStep) -> None:
     """Check, before a stored run is resumed, that every pending ``as_of_step`` on ticks it has
     committed reads a tick it keeps (so a refused extension leaves the run as it was).
 
@@ -137,51 +138,61 @@ def check_as_of_kept(spec: ExperimentSpec, run_dir: Path, status: SocietyStep) -
 
 
 class AsOfAgents:
-    """Copies of agents' workspaces as tick ``at.step`` left them, made on demand, removed on exit.
+    """The agents (and, for an ask, the env) as tick ``at.step`` left them, for one step; scratch removed on exit.
 
-    Use as ``with AsOfAgents(run_dir, at, txn) as agents: agents.materialize(ids)``; ``agents.root``
-    then stands in for ``RunLayout(run_dir).agents``.
+    Use as ``with AsOfAgents(run_dir, at, txn) as agents: agents.source(ids)``.
     """
 
-    def __init__(self, run_dir: Path, at: AsOf, txn: int) -> None:
+    def __init__(self, run_dir: RunLocation, at: AsOf, txn: int) -> None:
         self.at = at
-        self._run_dir = run_dir
-        self._source = RunLayout(run_dir).agents
-        self._scratch = RunLayout(run_dir).scratch
-        self.root = RunLayout(run_dir).as_of_agents(txn, uuid.uuid4().hex[:12])
+        self._run_dir = as_location(run_dir)
+        self._txn, self._token = txn, uuid.uuid4().hex[:12]
         self._made: set[int] = set()
 
-    def materialize(self, agent_ids: Iterable[int]) -> Path:
-        """Copy the agents not copied yet; returns :attr:`root`.
+    @property
+    def _scratch(self) -> Path | str:
+        """This step's scratch: the run directory of the as-of env actor, the parent of the agents' copies."""
+        if isinstance(self._run_dir, str):
+            return f"{self._run_dir.rstrip('/')}/{as_of_scratch(self._txn, self._token)}"
+        return RunLayout(self._run_dir).as_of_agents(self._txn, self._token).parent
+
+    def source(self, agent_ids: Iterable[int]) -> AgentSource:
+        """Where the step reads ``agent_ids``: tick ``K``'s packs, or (``dir`` runs) copies made now.
 
         Raises:
             ForkError: an agent's tick is not kept.
         """
-        wanted = [a for a in dict.fromkeys(agent_ids) if a not in self._made]
         if self.at.workspaces is not None:
-            store = run_store(self._run_dir)
-            export_as_of(store, read_manifest(store, self.at.workspaces), wanted, self.root)
-        else:
-            for agent_id in wanted:
-                copy_workspace_as_of(workspace_path(self._source, agent_id), workspace_path(self.root, agent_id),
-                                     self.at.step, self.at.ticks_done)
-        self._made.update(wanted)
-        return self.root
+            return AgentSource(run_dir=self._run_dir, packs=read_manifest(run_store(self._run_dir), self.at.workspaces).where())
+        return AgentSource(folders=self._copy_folders(agent_ids))
 
-    def materialize_env(self, run_dir: Path) -> Path:
-        """Copy the run's ``env/`` as tick ``at.step`` left it (its snapshot only) and link its ``inputs/``
-        beside the agents' copies; returns that scratch folder, the run directory of an as-of env actor."""
-        scratch = self.root.parent
-        copy_env_as_of(RunLayout(run_dir), RunLayout(scratch), self.at.env_snapshot)
-        link_tree(RunLayout(run_dir).inputs, RunLayout(scratch).inputs)
+    def _copy_folders(self, agent_ids: Iterable[int]) -> Path:
+        layout = RunLayout(Path(self._run_dir))  # dir runs are on local disk
+        root, source = layout.as_of_agents(self._txn, self._token), layout.agents
+        for agent_id in [a for a in dict.fromkeys(agent_ids) if a not in self._made]:
+            copy_workspace_as_of(workspace_path(source, agent_id), workspace_path(root, agent_id), self.at.step, self.at.ticks_done)
+            self._made.add(agent_id)
+        return root
+
+    def materialize_env(self) -> Path | str:
+        """Copy the run's ``env/`` as tick ``at.step`` left it (its snapshot only) and its ``inputs/`` into this
+        step's scratch; returns the scratch, the run directory of an as-of env actor."""
+        scratch = self._scratch
+        source, target = run_store(self._run_dir), run_store(scratch)
+        copy_env_as_of(source, target, self.at.env_snapshot)
+        copy_keys(source, target, source.list_prefix(INPUTS_DIR + "/"))
         return scratch
 
     def close(self) -> None:
-        """Remove the copies (and ``scratch/`` once it is empty)."""
-        shutil.rmtree(self.root.parent, ignore_errors=True)
+        """Remove this step's scratch (and ``scratch/`` once it is empty)."""
+        scratch = self._scratch
+        if isinstance(scratch, str):
+            run_store(self._run_dir).delete_prefix(as_of_scratch(self._txn, self._token) + "/")
+            return
+        shutil.rmtree(scratch, ignore_errors=True)
         try:
-            self._scratch.rmdir()
-        except OSError:  # another step's copies are there, or it is gone already
+            scratch.parent.rmdir()
+        except OSError:  # another step's scratch is there, or it is gone already
             pass
 
     def __enter__(self) -> AsOfAgents:
@@ -191,17 +202,17 @@ class AsOfAgents:
         self.close()
 
 
-async def start_as_of_env(host: EnvHost, as_of: AsOfAgents, run_dir: Path) -> EnvHost:
+async def start_as_of_env(host: EnvHost, as_of: AsOfAgents) -> EnvHost:
     """A second env actor, the run's env as tick ``as_of.at.step`` left it, working in a scratch copy
     (:meth:`AsOfAgents.materialize_env`) so that nothing of the run's own ``env/`` changes. The
     caller releases it."""
-    scratch = await asyncio.to_thread(as_of.materialize_env, run_dir)
+    scratch = await asyncio.to_thread(as_of.materialize_env)
     temporary = host.scratch(scratch, f"as-of-{as_of.at.step}")
     await temporary.start(as_of.at.env_snapshot)
     return temporary
 
 
-def agent_as_of(run_dir: Path, agent_id: int, at_step: int | None = None) -> AgentWorkspace:
+def agent_as_of(run_dir: RunLocation, agent_id: int, at_step: int | None = None) -> AgentWorkspace:
     """One agent's workspace, as the run stands or as kept tick ``at_step`` left it (packed or folder run alike), to read.
 
     Raises:
@@ -219,7 +230,7 @@ def agent_as_of(run_dir: Path, agent_id: int, at_step: int | None = None) -> Age
         if at.workspaces is None:  # a folder run keeps tick K in step journals: copy, then hold in memory
             with tempfile.TemporaryDirectory() as scratch:
                 copy = workspace_path(Path(scratch), agent_id)
-                copy_workspace_as_of(workspace_path(RunLayout(run_dir).agents, agent_id), copy, at_step, status.step_count)
+                copy_workspace_as_of(workspace_path(RunLayout(Path(run_dir)).agents, agent_id), copy, at_step, status.step_count)
                 folder = DirWorkspace(copy)
                 return MemoryWorkspace(folder.name, {path: folder.read_bytes(path) for path in folder.files()}, list(folder.dirs()))
         source = AgentSource(run_dir=run_dir, packs=read_manifest(run_store(run_dir), at.workspaces).where())
@@ -229,7 +240,7 @@ def agent_as_of(run_dir: Path, agent_id: int, at_step: int | None = None) -> Age
     return workspace
 
 
-def export_agent(run_dir: Path, agent_id: int, dest: Path, *, at_step: int | None = None) -> int:
+def export_agent(run_dir: RunLocation, agent_id: int, dest: Path, *, at_step: int | None = None) -> int:
     """Write one agent's workspace (see :func:`agent_as_of`) into ``dest`` as a folder in AS2's layout; returns the bytes.
 
     Raises:

@@ -17,7 +17,6 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from distributed import Client
@@ -40,18 +39,17 @@ from engine.society.questionnaire.items import Questionnaire, QuestionnaireAnswe
 from engine.society.run.dashboard import QUESTIONNAIRE, task_key
 from engine.society.transcripts import TranscriptLedger, TranscriptTally, call_rows, write_call_shards
 from engine.society.workspaces.manifest import AgentSource
-from engine.storage.atomic import atomic_write_json
 from engine.storage.catalog import Catalog
-from engine.storage.run_layout import RunLayout
+from engine.storage.run_layout import REPLAY_DIR, artifact_key, run_store
 from engine.storage.shards import shard_name
-from engine.storage.staging import staged_path
+from engine.storage.staging import staged_key
 from engine.trace import TraceRecorder
 
 __all__ = [
     "QuestionnaireBatchResult",
     "QuestionnaireJob",
     "answer_rows",
-    "artifact_path",
+    "questionnaire_artifact",
     "distribute_questionnaire",
     "questionnaire_agent_batch",
 ]
@@ -84,7 +82,7 @@ class QuestionnaireBatchResult:
 
     batch: int
     answers: list[QuestionnaireAnswer]
-    paths: list[Path]  #: staged files to commit with the transaction
+    staged: list[str]  #: staged keys to commit with the transaction
     llm_calls: int
     input_tokens: int
     output_tokens: int
@@ -186,17 +184,17 @@ async def questionnaire_agent_batch(job: QuestionnaireJob) -> QuestionnaireBatch
     await asyncio.to_thread(flush_response_caches)  # the answers this batch used are on disk before the commit
     check_session(run_dir, job.session)
     writer = proxy.replay.in_txn(job.txn)
-    call_paths, transcripts = write_call_shards(writer, part, calls, job.text_allowance)
+    call_keys, transcripts = write_call_shards(writer, part, calls, job.text_allowance)
     written = [
         writer.write_shard(QUESTIONNAIRE_ANSWERS, part, answer_rows(job, answers)),
-        *call_paths,
+        *call_keys,
         proxy.trace.write(part, txn=job.txn),
     ]
     failpoint("questionnaire", step_index=job.step_index)
     return QuestionnaireBatchResult(
         batch=job.batch,
         answers=answers,
-        paths=[p for p in written if p is not None],
+        staged=[k for k in written if k is not None],
         llm_calls=sum(m.calls for m in meters),
         input_tokens=sum(m.input_tokens for m in meters),
         output_tokens=sum(m.output_tokens for m in meters),
@@ -208,10 +206,10 @@ async def questionnaire_agent_batch(job: QuestionnaireJob) -> QuestionnaireBatch
     )
 
 
-def artifact_path(run_dir: Path, step_index: int, questionnaire_id: str) -> Path:
-    """Where the whole response of a questionnaire step lands once committed."""
+def questionnaire_artifact(step_index: int, questionnaire_id: str) -> str:
+    """The run's key where the whole response of a questionnaire step lands once committed."""
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", questionnaire_id).lstrip(".") or "_"
-    return RunLayout(run_dir).artifact(f"questionnaire-{step_index:03d}-{safe}.json")
+    return artifact_key(f"questionnaire-{step_index:03d}-{safe}.json")
 
 
 async def distribute_questionnaire(
@@ -232,7 +230,7 @@ async def distribute_questionnaire(
     transcripts: TranscriptLedger | None = None,
     agents: AgentSource | None = None,
     as_of_step: int | None = None,
-) -> tuple[QuestionnaireResponse, list[Path]]:
+) -> tuple[QuestionnaireResponse, list[str]]:
     """Put ``questionnaire`` to ``agent_ids`` in batch futures (:func:`~engine.society.planning.plan_batches`), at most ``max_workers`` at once.
 
     Args:
@@ -257,7 +255,7 @@ async def distribute_questionnaire(
         as_of_step: the tick those copies show, recorded in every answer row (None: the run as it is).
 
     Returns:
-        The merged response (answers in agent order) and every staged path (shards and the
+        The merged response (answers in agent order) and every staged key (shards and the
         ``artifacts/questionnaire-<step_index>-<id>.json`` response), for ``commit_staged``.
 
     Raises:
@@ -269,7 +267,7 @@ async def distribute_questionnaire(
     run_dir = proxy.run_dir
     if run_dir is None:
         raise RunError("a questionnaire needs a run directory (ServiceProxy.run_dir)")
-    catalog = Catalog(RunLayout(run_dir).replay)
+    catalog = Catalog(run_store(run_dir).child(REPLAY_DIR))
     for schema in (QUESTIONNAIRE_ANSWERS, LLM_CALLS, TRANSCRIPTS):
         catalog.register(schema)
     batches = plan_batches(list(agent_ids), batch_size, await task_slots(client, max_workers))
@@ -307,9 +305,9 @@ async def distribute_questionnaire(
         output_tokens=sum(r.output_tokens for r in results),
         usage=usage,
     )
-    artifact = staged_path(artifact_path(run_dir, step_index, questionnaire.questionnaire_id), txn)
-    atomic_write_json(artifact, response.model_dump(mode="json"), indent=2)
-    return response, [p for r in results for p in r.paths] + [artifact]
+    artifact = staged_key(questionnaire_artifact(step_index, questionnaire.questionnaire_id), txn)
+    run_store(run_dir).set_json(artifact, response.model_dump(mode="json"), indent=2)
+    return response, [k for r in results for k in r.staged] + [artifact]
 
 
 def _submit(client: Client, job: QuestionnaireJob) -> Any:

@@ -20,9 +20,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from engine.errors import RunError, SpecError
 from engine.society.fork.as_of import check_as_of_steps
+from engine.society.status import read_society
 from engine.spec import ExperimentSpec, QuestionnaireStep, RunStep, StepSpec, format_validation_error, read_document
-from engine.storage.atomic import atomic_write_json, read_json
-from engine.storage.run_layout import RunLayout
+from engine.storage.run_layout import SOCIETY_FILE, run_store
 
 __all__ = ["extend_spec", "is_extension", "load_steps", "record_spec"]
 
@@ -79,11 +79,10 @@ def record_spec(run_dir: Path, spec: ExperimentSpec) -> None:
     Raises:
         RunError: ``run_dir`` holds no run.
     """
-    path = RunLayout(run_dir).society_file
-    stored: dict[str, Any] | None = read_json(path, default=None)
+    stored = read_society(run_dir)
     if stored is None:
-        raise RunError(f"{run_dir} holds no run (no {path.name})")
-    atomic_write_json(path, {**stored, "spec": spec.model_dump(mode="json"), "spec_hash": spec.spec_hash()}, indent=2)
+        raise RunError(f"{run_dir} holds no run (no {SOCIETY_FILE})")
+    run_store(run_dir).set_json(SOCIETY_FILE, {**stored, "spec": spec.model_dump(mode="json"), "spec_hash": spec.spec_hash()}, indent=2)
 
 
 def load_steps(path: str | Path) -> list[StepSpec]:

@@ -19,10 +19,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from engine.society.status import read_society
 from engine.spec import ExperimentSpec
 from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.reader import ReplayReader
-from engine.storage.run_layout import MANIFEST_FILE, RunLayout
+from engine.storage.run_layout import MANIFEST_FILE
 
 __all__ = [
     "KEY_PACKAGES",
@@ -147,7 +148,7 @@ def write_run_manifest(run_dir: Path, spec: ExperimentSpec) -> list[str]:
         "spec_hash": spec.spec_hash(),
         "seed": spec.seed,
         "models": served_models(run_dir),
-        "fork": (read_json(RunLayout(run_dir).society_file, default=None) or {}).get("fork"),  #: a fork's lineage, else None
+        "fork": (read_society(run_dir) or {}).get("fork"),  #: a fork's lineage, else None
     }
     atomic_write_json(run_dir / MANIFEST_FILE, manifest, indent=2)
     return served_changes(previous, manifest)

@@ -35,9 +35,8 @@ from engine.society.run.manifest import write_run_manifest
 from engine.society.run.outcome import RunTally, judge, read_run_tally
 from engine.society.run.preflight import preflight
 from engine.society.society import AgentSociety
-from engine.society.status import SocietyStep, read_society_step
+from engine.society.status import SocietyStep, has_society_step, read_society, read_society_step
 from engine.spec import AskStep, ExperimentSpec, InterveneStep, QuestionnaireStep, RunStep, parse_spec
-from engine.storage.atomic import read_json
 from engine.storage.run_layout import RunLayout
 
 __all__ = ["RunProgress", "RunSummary", "run_experiment"]
@@ -108,7 +107,7 @@ def _resume_state(spec: ExperimentSpec, run_dir: Path, force: bool) -> tuple[Soc
         RunError: nothing to resume in ``run_dir``.
         SpecError: the spec changed (other than its budget, or by appended steps) and ``force`` is off.
     """
-    stored = read_json(RunLayout(run_dir).society_file, default=None)
+    stored = read_society(run_dir)
     status = read_society_step(run_dir)
     if stored is None or status is None:
         raise RunError(f"{run_dir} holds no run to resume (SOCIETY.json / SOCIETY_STEP.json missing)")
@@ -235,7 +234,7 @@ async def run_experiment(
         state, extends = _resume_state(spec, run_dir, force) if resume else (None, False)
         if state is not None:
             check_as_of_kept(spec, run_dir, state)
-        if state is None and RunLayout(run_dir).society_step_file.exists():
+        if state is None and has_society_step(run_dir):
             raise RunError(f"{run_dir} already holds a run; resume it (--resume) or choose another run directory")
         if state is not None and is_finished(state.status) and state.completed_steps >= len(spec.steps):
             progress.update(ticks=state.step_count, agent_steps=state.agent_steps_done)

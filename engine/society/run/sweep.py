@@ -24,9 +24,9 @@ from engine.run_status import RunStatus, is_finished
 from engine.society.run.dashboard import experiment_span
 from engine.society.run.manifest import sweep_manifest
 from engine.society.run.runner import RunSummary, run_experiment
+from engine.society.status import has_society_step
 from engine.spec import ExperimentSpec
 from engine.storage.atomic import atomic_write_json, read_json
-from engine.storage.run_layout import RunLayout
 from engine.storage.sweep_layout import CELLS_DIR, SWEEP_FILE, cell_dir, param_column
 from engine.sweep import SweepCell, expand_sweep
 
@@ -135,7 +135,7 @@ async def run_sweep(
         if is_finished(manifest["cells"][cell.index]["status"]):
             return _done(cell, root, manifest["cells"][cell.index])
         report = None if on_progress is None else (lambda progress: on_progress(cell, progress))
-        started_before = RunLayout(cell.run_dir(root)).society_step_file.exists()
+        started_before = has_society_step(cell.run_dir(root))
         async with gate:
             record(cell, status=RunStatus.RUNNING)
             started = time.perf_counter()

@@ -25,8 +25,8 @@ from engine.errors import ForkError, RunError, StoreKeyNotFoundError
 from engine.society.history import TICK, History, kept_from
 from engine.society.status import read_society_step
 from engine.storage.packs import PackWriter
-from engine.storage.run_layout import PACKS_DIR, WORKSPACES_DIR, RunLayout
-from engine.storage.store import LocalStore, Store
+from engine.storage.run_layout import PACKS_DIR, WORKSPACES_DIR, RunLayout, RunLocation, run_store
+from engine.storage.store import Store
 
 __all__ = [
     "PACKED",
@@ -40,17 +40,11 @@ __all__ = [
     "manifest_key",
     "pack_key",
     "read_manifest",
-    "run_store",
     "started_key",
     "write_manifest",
 ]
 
 PACKED = "packed"  #: ``storage.workspaces`` of packed runs (the other is ``dir``)
-
-
-def run_store(run_dir: Path) -> Store:
-    """The store of a run directory (packs and workspace manifests live under it)."""
-    return LocalStore(run_dir)
 
 
 def pack_key(txn: int, batch: int, token: str) -> str:
@@ -144,7 +138,7 @@ class AgentSource:
     """
 
     folders: Path | None = None
-    run_dir: Path | None = None
+    run_dir: RunLocation | None = None
     packs: Mapping[int, str] | None = None
 
     def opener(self) -> Callable[[int], AgentWorkspace | None]:
@@ -163,12 +157,12 @@ class AgentSource:
         return folder
 
     @classmethod
-    def of_run(cls, run_dir: Path) -> AgentSource:
+    def of_run(cls, run_dir: RunLocation) -> AgentSource:
         """A run's agents as its last commit left them, in packs or in folders (``SOCIETY_STEP.json`` tells)."""
         status = read_society_step(run_dir)
         if status is not None and status.workspaces is not None:
             return cls(run_dir=run_dir, packs=read_manifest(run_store(run_dir), status.workspaces).where())
-        return cls(folders=RunLayout(run_dir).agents)
+        return cls(folders=RunLayout(Path(run_dir)).agents)
 
     @property
     def where(self) -> str:
@@ -183,7 +177,7 @@ class PackedAgents:
         snapshots_keep: the spec's ``snapshots.keep``: past ticks whose packs stay (None: every tick's).
     """
 
-    def __init__(self, run_dir: Path, snapshots_keep: int | None = None) -> None:
+    def __init__(self, run_dir: RunLocation, snapshots_keep: int | None = None) -> None:
         self.run_dir, self.snapshots_keep = run_dir, snapshots_keep
         self.store = run_store(run_dir)
         self.manifest: WorkspaceManifest | None = None
@@ -242,7 +236,7 @@ class PackedAgents:
         return write_manifest(self.store, self.manifest)
 
 
-def agent_workspace(run_dir: Path, agent_id: int) -> AgentWorkspace | None:
+def agent_workspace(run_dir: RunLocation, agent_id: int) -> AgentWorkspace | None:
     """One agent's workspace as the run's last commit left it, packed or in a folder (None: no such agent).
 
     For reading only: nothing is written back.

@@ -13,6 +13,7 @@ Object stores have no rename, so :meth:`Store.set` is one whole-object write. :f
     memory.py        MemoryStore: a dict of this process
     fsspec_store.py  FsspecStore: any fsspec filesystem (s3://, memory://)
     location.py      open_store (a path or URL to a store), check_store (the preflight probe)
+    tree.py          put_tree / get_tree: a local folder in and out of the keys under a prefix; copy_keys
 """
 
 from __future__ import annotations
@@ -22,5 +23,17 @@ from engine.storage.store.fsspec_store import FsspecStore
 from engine.storage.store.local import LocalStore
 from engine.storage.store.location import SUPPORTED_SCHEMES, check_store, open_store
 from engine.storage.store.memory import MemoryStore
+from engine.storage.store.tree import copy_keys, get_tree, put_tree
 
-__all__ = ["SUPPORTED_SCHEMES", "FsspecStore", "LocalStore", "MemoryStore", "Store", "check_store", "open_store"]
+__all__ = [
+    "SUPPORTED_SCHEMES",
+    "FsspecStore",
+    "LocalStore",
+    "MemoryStore",
+    "Store",
+    "check_store",
+    "copy_keys",
+    "get_tree",
+    "open_store",
+    "put_tree",
+]

@@ -15,7 +15,7 @@ from engine.trace.handle import TraceHandle
 
 async def agent_on(env: ScriptedEnv, root: Path, *, trace: TraceRecorder | None = None, **config) -> PersonAgent:
     PersonAgent.create(root / "agent_0007", agent_id=7, profile={"name": "P7"}, config=config)
-    handle = TraceHandle(root / "trace", trace) if trace is not None else None
+    handle = TraceHandle(root, trace) if trace is not None else None
     return await PersonAgent.from_workspace(
         root / "agent_0007", ServiceProxy(env=env, llm={"default": LLMClient(model="sim/test")}, trace=handle))
 

@@ -26,8 +26,8 @@ def _proxy(run_dir: Path | None) -> ServiceProxy:
 
 def test_a_proxy_with_a_run_directory_has_trace_and_replay_handles_under_it(tmp_path: Path) -> None:
     proxy = _proxy(tmp_path)
-    assert proxy.trace == TraceHandle(tmp_path / "trace")
-    assert isinstance(proxy.replay, ReplayWriter) and proxy.replay.replay_dir == tmp_path / "replay"
+    assert proxy.trace == TraceHandle(tmp_path)
+    assert isinstance(proxy.replay, ReplayWriter) and proxy.replay.run == tmp_path
     assert proxy.replay.in_txn(4).txn == 4 and proxy.replay.txn is None
     assert _proxy(None).trace is None and _proxy(None).replay is None
 
@@ -40,7 +40,7 @@ def test_a_pickled_proxy_carries_the_directories_and_none_of_the_spans(tmp_path:
     for dumps in (pickle.dumps, cloudpickle.dumps):
         copy: ServiceProxy = pickle.loads(dumps(proxy))
         assert copy.trace is not None and copy.replay is not None
-        assert copy.trace.trace_dir == tmp_path / "trace" and copy.replay.replay_dir == tmp_path / "replay"
+        assert copy.trace.run == tmp_path and copy.replay.run == tmp_path
         assert copy.trace.recorder.spans() == [] and copy.trace.recorder is not proxy.trace.recorder
     assert [s.name for s in proxy.trace.recorder.spans()] == ["driver.work"]
 
@@ -51,9 +51,9 @@ def test_each_task_records_and_writes_its_own_spans(tmp_path: Path) -> None:
     assert first.trace is not None and second.trace is not None
     with first.trace.recorder.span("batch.a"):
         pass
-    path = first.trace.write("step_000001-part_0000", txn=1)
-    assert path == tmp_path / "trace" / "step_000001-part_0000.jsonl.staged-000001"
-    assert [s.name for s in read_trace_shard(path)] == ["batch.a"]
+    key = first.trace.write("step_000001-part_0000", txn=1)
+    assert key == "trace/step_000001-part_0000.jsonl.staged-000001"
+    assert [s.name for s in read_trace_shard(tmp_path, key)] == ["batch.a"]
     assert first.trace.recorder.spans() == []  # written spans are forgotten
     assert second.trace.write("step_000001-part_0001", txn=1) is None  # it recorded nothing
     assert TraceHandle().write("step_000001-part_0002") is None  # no directory: nothing is written

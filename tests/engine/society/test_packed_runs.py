@@ -14,9 +14,10 @@ from engine.agent.workspace import DirWorkspace, workspace_path
 from engine.errors import ForkError
 from engine.society.fork.run import fork_experiment
 from engine.society.run.runner import run_experiment
-from engine.society.workspaces.manifest import export_as_of, read_manifest, run_store
+from engine.society.workspaces.manifest import export_as_of, read_manifest
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
+from engine.storage.run_layout import run_store
 from tests.engine.society.crash_support import final_state
 from tests.engine.society.fork.fork_support import AGENTS, fork_parent_spec
 

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from engine.errors import StorageError
 from engine.storage.catalog import RUN_COLUMN, SCHEMA_FILE, Catalog, Column, DatasetSchema, with_run
+from engine.storage.store import LocalStore, MemoryStore
 
 
 @pytest.fixture
@@ -185,3 +186,83 @@ def test_malformed_catalog_is_a_storage_error(tmp_path: Path) -> None:
     (tmp_path / SCHEMA_FILE).write_text("[]")
     with pytest.raises(StorageError, match="no 'datasets'"):
         Catalog(tmp_path).load()
+
+
+# --- the catalog on a store ---
+
+
+def test_catalog_on_a_memory_store_registers_without_a_lock(schema: DatasetSchema) -> None:
+    store = MemoryStore()
+    catalog = Catalog(store.child("replay"))
+    assert catalog.load() == {}
+    catalog.register(schema)
+    catalog.register(schema.model_copy())
+    assert store.list_prefix("") == ["replay/_schema.json"]  # no lock file on a store without a local directory
+    assert catalog.load() == {"agent_state": schema}
+    assert json.loads(store.get("replay/_schema.json"))["datasets"]["agent_state"] == schema.catalog_entry()
+    with pytest.raises(StorageError, match="only gain columns"):
+        catalog.register(schema.model_copy(update={"columns": schema.columns[:2]}))
+    store.set("replay/_schema.json", b"[]")
+    with pytest.raises(StorageError, match=r"replay/_schema.json has no 'datasets'"):
+        catalog.load()
+
+
+def test_a_path_and_a_local_store_are_the_same_locked_catalog(tmp_path: Path, schema: DatasetSchema) -> None:
+    Catalog(LocalStore(tmp_path)).register(schema)
+    assert (tmp_path / ".schema.lock").exists()
+    assert Catalog(tmp_path).load() == {"agent_state": schema}
+    assert Catalog(tmp_path).location == str(tmp_path / SCHEMA_FILE)
+
+
+class CrossingStore(MemoryStore):
+    """A memory store where another writer's stale catalog lands right after each of our first ``times`` writes of it."""
+
+    def __init__(self, stale: dict[str, DatasetSchema], times: int) -> None:
+        super().__init__()
+        self.stale = json.dumps({"datasets": {n: s.catalog_entry() for n, s in stale.items()}}).encode()
+        self.left = times
+        self.writes = 0
+
+    def set(self, key: str, value: bytes) -> None:
+        super().set(key, value)
+        if key == SCHEMA_FILE:
+            self.writes += 1
+            if self.left:
+                self.left -= 1
+                super().set(key, self.stale)
+
+
+OTHER = DatasetSchema(name="other", kind="env", columns=(Column(name="x", type="int64"),))
+ENV = DatasetSchema(name="env_events", kind="env", columns=(Column(name="step", type="int64"),))
+
+
+def test_register_on_an_object_store_rewrites_an_entry_a_crossing_writer_dropped(schema: DatasetSchema) -> None:
+    # The other writer read the catalog with ENV only and added OTHER; its write lands after ours.
+    store = CrossingStore({"env_events": ENV, "other": OTHER}, times=1)
+    MemoryStore.set(store, SCHEMA_FILE, json.dumps({"datasets": {"env_events": ENV.catalog_entry()}}).encode())
+    Catalog(store).register(schema)
+    assert Catalog(store).load() == {"agent_state": schema, "env_events": ENV, "other": OTHER}
+    assert store.writes == 2
+
+
+def test_register_on_an_object_store_restores_entries_it_had_read(schema: DatasetSchema) -> None:
+    # The other writer read an empty catalog: its write drops ENV, which we read, as well as our own entry.
+    store = CrossingStore({"other": OTHER}, times=2)
+    MemoryStore.set(store, SCHEMA_FILE, json.dumps({"datasets": {"env_events": ENV.catalog_entry()}}).encode())
+    Catalog(store).register(schema)
+    assert Catalog(store).load() == {"agent_state": schema, "env_events": ENV, "other": OTHER}
+    assert store.writes == 3
+
+
+def test_register_on_an_object_store_keeps_a_grown_schema_over_a_stale_one(schema: DatasetSchema) -> None:
+    store = CrossingStore({"agent_state": schema}, times=1)
+    Catalog(store).register(schema)
+    grown = with_run(schema)
+    Catalog(store).register(grown)  # the first write of it is replaced by the schema it grew from, then restored
+    assert Catalog(store).load() == {"agent_state": grown}
+
+
+def test_register_on_an_object_store_gives_up_when_writers_keep_crossing(schema: DatasetSchema) -> None:
+    store = CrossingStore({"other": OTHER}, times=100)
+    with pytest.raises(StorageError, match="cannot register dataset 'agent_state' in .*other writers kept replacing"):
+        Catalog(store).register(schema)

@@ -53,7 +53,7 @@ def run_dir(tmp_path: Path) -> Path:
     catalog = Catalog(replay)
     catalog.register(AGENT)
     catalog.register(ENV)
-    writer = ReplayWriter(replay)
+    writer = ReplayWriter(tmp_path)
     for step in (0, 1):
         writer.write_shard(AGENT, shard_name(step, 0), _rows(step, 0, 3))
         writer.write_shard(AGENT, shard_name(step, 1), _rows(step, 1, 2))
@@ -74,7 +74,7 @@ def test_shards_of_two_batches_and_two_steps_read_as_one_view(reader: ReplayRead
 
 
 def test_rewritten_shard_does_not_duplicate_rows(run_dir: Path) -> None:
-    ReplayWriter(run_dir / "replay").write_shard(AGENT, shard_name(1, 1), _rows(1, 1, 2))
+    ReplayWriter(run_dir).write_shard(AGENT, shard_name(1, 1), _rows(1, 1, 2))
     with ReplayReader(run_dir) as reader:
         assert reader.count("agent_state") == 10
 
@@ -89,7 +89,7 @@ def test_leftover_temp_file_is_ignored(run_dir: Path) -> None:
 
 
 def test_shards_written_after_opening_are_visible(run_dir: Path, reader: ReplayReader) -> None:
-    ReplayWriter(run_dir / "replay").write_shard(AGENT, shard_name(2, 0), _rows(2, 0, 4))
+    ReplayWriter(run_dir).write_shard(AGENT, shard_name(2, 0), _rows(2, 0, 4))
     assert reader.count("agent_state") == 14
 
 
@@ -105,7 +105,7 @@ def test_later_shard_with_extra_column_is_unioned_by_name(run_dir: Path) -> None
     # A shard with a column its catalog entry lacks still reads: after the catalog's columns, null in older shards.
     evolved = AGENT.model_copy(update={"columns": (*AGENT.columns, Column(name="score", type="float64"))})
     rows = [{**r, "score": 0.5} for r in _rows(2, 0, 1)]
-    ReplayWriter(run_dir / "replay").write_shard(evolved, shard_name(2, 0), rows)
+    ReplayWriter(run_dir).write_shard(evolved, shard_name(2, 0), rows)
     with ReplayReader(run_dir) as reader:
         table = reader.query("SELECT count(score) AS scored, count(*) AS n FROM agent_state")
         assert table.to_pylist() == [{"scored": 1, "n": 11}]
@@ -116,7 +116,7 @@ def test_a_run_resumed_by_an_engine_that_added_run_reads_old_shards_with_null_ru
     Catalog(run_dir / "replay").register(grown)  # the resumed run's driver registers the grown schema
     with ReplayReader(run_dir) as reader:  # before its first shard: the column is there, null in every row
         before = reader.query("SELECT * FROM agent_state")
-    ReplayWriter(run_dir / "replay").write_shard(grown, shard_name(2, 0), [{**r, "run": "new-abc123"} for r in _rows(2, 0, 2)])
+    ReplayWriter(run_dir).write_shard(grown, shard_name(2, 0), [{**r, "run": "new-abc123"} for r in _rows(2, 0, 2)])
     with ReplayReader(run_dir) as reader:
         after = reader.query("SELECT * FROM agent_state")
         runs = reader.query("SELECT step, run, count(*) AS n FROM agent_state GROUP BY ALL ORDER BY step").to_pylist()
@@ -201,10 +201,10 @@ def test_spans_view_reads_trace_shards(run_dir: Path) -> None:
             pass
         with rec.span("batch", batch=1, labels={"x": [1, 2]}):
             pass
-    write_trace_shard(run_dir / "trace", shard_name(0, "driver"), rec.drain())
+    write_trace_shard(run_dir, shard_name(0, "driver"), rec.drain())
     with pytest.raises(ValueError), rec.span("env.tool", trace_id=tick.trace_id):
         raise ValueError("bad tool call")
-    write_trace_shard(run_dir / "trace", shard_name(0, 0), rec.drain())
+    write_trace_shard(run_dir, shard_name(0, 0), rec.drain())
     temp_path_for(run_dir / "trace" / "x.jsonl").write_text("{broken")
     with ReplayReader(run_dir) as reader:
         children = reader.query(

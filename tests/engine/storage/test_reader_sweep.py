@@ -46,12 +46,12 @@ def sweep_root(tmp_path: Path) -> Path:
         Catalog(replay).register(CALLS)
         Catalog(replay).register(EVENTS)
         for step in range(1, rows + 1):
-            ReplayWriter(replay).write_shard(CALLS, shard_name(step, 0), [{"run": f"run-{index}", "step": step}])
+            ReplayWriter(cell_dir(root, index)).write_shard(CALLS, shard_name(step, 0), [{"run": f"run-{index}", "step": step}])
         recorder = TraceRecorder()
         for _ in range(index):
             with recorder.span("agent.step"):
                 pass
-        write_trace_shard(cell_dir(root, index) / "trace", shard_name(1, "driver"), recorder.drain())
+        write_trace_shard(cell_dir(root, index), shard_name(1, "driver"), recorder.drain())
     (cell_dir(root, 0) / "SOCIETY.json").write_text(json.dumps({"secret": "not for SQL"}))
     return root
 
@@ -86,10 +86,10 @@ def test_dataset_without_shards_and_spans_get_the_cell_columns_too(sweep_root):
 
 
 def test_a_cell_whose_dataset_gained_run_reads_beside_cells_whose_shards_lack_it(sweep_root):
-    ReplayWriter(cell_dir(sweep_root, 0) / "replay").write_shard(EVENTS, shard_name(1, 0), [{"event": "old"}])
+    ReplayWriter(cell_dir(sweep_root, 0)).write_shard(EVENTS, shard_name(1, 0), [{"event": "old"}])
     grown = with_run(EVENTS)  # cell 1 was resumed by an engine that stamps run on every dataset
     Catalog(cell_dir(sweep_root, 1) / "replay").register(grown)
-    ReplayWriter(cell_dir(sweep_root, 1) / "replay").write_shard(grown, shard_name(1, 0), [{"run": "run-1", "event": "new"}])
+    ReplayWriter(cell_dir(sweep_root, 1)).write_shard(grown, shard_name(1, 0), [{"run": "run-1", "event": "new"}])
     with ReplayReader(sweep_root) as reader:
         table = reader.query("SELECT * EXCLUDE (param_llm_default_options_temperature, param_population_0_count) "
                              "FROM events ORDER BY cell")
@@ -121,7 +121,7 @@ def test_dataset_column_named_like_a_sweep_column_is_refused(tmp_path):
 def test_single_run_under_a_key_value_directory_gains_no_partition_columns(tmp_path):
     run = tmp_path / "run=abc"
     Catalog(run / "replay").register(CALLS)
-    ReplayWriter(run / "replay").write_shard(CALLS, shard_name(1, 0), [{"run": "mine", "step": 1}])
+    ReplayWriter(run).write_shard(CALLS, shard_name(1, 0), [{"run": "mine", "step": 1}])
 
     with ReplayReader(run) as reader:
         assert reader.sweep is None

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.storage.run_layout import RunLayout
+from engine.errors import StoreUrlError
+from engine.storage.run_layout import STAGED_PREFIXES, RunLayout, as_location, is_url, run_store
+from engine.storage.store import FsspecStore, LocalStore, MemoryStore
 
 ROOT = Path(__file__).resolve().parents[3]
 LAYOUT_MODULE = ROOT / "engine" / "storage" / "run_layout.py"
@@ -63,13 +65,32 @@ def test_no_run_dir_path_part_is_spelled_outside_run_layout():
 
 def test_every_path_is_under_the_run_directory_and_distinct(tmp_path):
     layout = RunLayout(tmp_path)
-    paths = [getattr(layout, name) for name, value in vars(RunLayout).items() if isinstance(value, property) and name != "staged_roots"]
+    paths = [getattr(layout, name) for name, value in vars(RunLayout).items() if isinstance(value, property)]
     assert all(p.is_relative_to(tmp_path) and p != tmp_path for p in paths)
     assert len(set(paths)) == len(paths)
-    assert set(layout.staged_roots) <= set(paths)
+    assert {tmp_path / prefix.rstrip("/") for prefix in STAGED_PREFIXES} <= set(paths)
     assert layout.artifact("ask-001.json").parent == layout.artifacts
 
 
 def test_a_string_root_is_a_path(tmp_path):
     assert RunLayout(str(tmp_path)) == RunLayout(tmp_path)
     assert RunLayout(str(tmp_path)).replay == tmp_path / "replay"
+
+
+def test_a_run_location_is_a_path_or_a_url(tmp_path):
+    assert is_url("s3://bucket/runs/r1") and is_url("memory://r1")
+    assert not is_url(tmp_path) and not is_url(str(tmp_path)) and not is_url(f"file://{tmp_path}")
+    assert as_location("s3://bucket/runs/r1") == "s3://bucket/runs/r1"  # a Path would fold the '//'
+    assert as_location(str(tmp_path)) == tmp_path
+
+
+def test_run_store_opens_the_store_a_location_names(tmp_path):
+    local = run_store(tmp_path)
+    assert isinstance(local, LocalStore) and local.local_root == tmp_path
+    assert run_store(f"file://{tmp_path}").local_root == tmp_path
+    assert isinstance(run_store("memory://polis-layout-test"), FsspecStore)
+    assert run_store("memory://polis-layout-test") is run_store("memory://polis-layout-test")  # one per URL and process
+    fake = MemoryStore()
+    assert run_store(fake) is fake
+    with pytest.raises(StoreUrlError, match="nosuch://x"):
+        run_store("nosuch://x")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import StorageError
+from engine.storage.store import MemoryStore
 from engine.trace import Span, TraceRecorder, read_trace_shard, write_trace_shard
 
 
@@ -23,21 +24,24 @@ def _spans(n: int) -> list[Span]:
 
 def test_write_trace_shard_writes_one_json_line_per_span(tmp_path: Path) -> None:
     spans = _spans(3)
-    path = write_trace_shard(tmp_path / "trace", "step_000001-part_0000", spans)
-    assert path == tmp_path / "trace" / "step_000001-part_0000.jsonl"
-    lines = path.read_text().splitlines()
+    key = write_trace_shard(tmp_path, "step_000001-part_0000", spans)
+    assert key == "trace/step_000001-part_0000.jsonl"
+    lines = (tmp_path / key).read_text().splitlines()
     assert len(lines) == 3
     first = json.loads(lines[0])
     assert first["name"] == "agent" and first["attrs"] == {"i": 0, "when": "/x"}
-    assert [s.span_id for s in read_trace_shard(path)] == [s.span_id for s in spans]
+    assert [s.span_id for s in read_trace_shard(tmp_path, key)] == [s.span_id for s in spans]
 
 
 def test_rewriting_a_trace_shard_replaces_it(tmp_path: Path) -> None:
-    write_trace_shard(tmp_path, "s", _spans(3))
-    path = write_trace_shard(tmp_path, "s", _spans(1))
-    assert path is not None
-    assert len(read_trace_shard(path)) == 1
-    assert [p.name for p in tmp_path.iterdir()] == ["s.jsonl"]
+    store = MemoryStore()
+    write_trace_shard(store, "s", _spans(3))
+    key = write_trace_shard(store, "s", _spans(1), txn=None)
+    assert key is not None
+    assert len(read_trace_shard(store, key)) == 1
+    assert store.list_prefix("") == ["trace/s.jsonl"]
+    staged = write_trace_shard(store, "s", _spans(2), txn=5)
+    assert staged == "trace/s.jsonl.staged-000005" and len(read_trace_shard(store, staged)) == 2
 
 
 def test_empty_spans_write_nothing_and_bad_names_are_rejected(tmp_path: Path) -> None:
@@ -61,10 +65,10 @@ def test_trace_and_replay_writers_do_not_import_duckdb() -> None:
 def test_write_tick_span_writes_one_tick_span_per_step_and_a_rerun_replaces_it(tmp_path: Path) -> None:
     from engine.trace import write_tick_span
 
-    first = write_tick_span(tmp_path / "trace", 3, 1_700_000_000_000.0, 1.5, agents=20)
-    again = write_tick_span(tmp_path / "trace", 3, 1_700_000_001_000.0, 0.25, agents=20)
-    assert first == again == tmp_path / "trace" / "step_000003-part_tick.jsonl"
-    (span,) = read_trace_shard(again)
+    first = write_tick_span(tmp_path, 3, 1_700_000_000_000.0, 1.5, agents=20)
+    again = write_tick_span(tmp_path, 3, 1_700_000_001_000.0, 0.25, agents=20)
+    assert first == again == "trace/step_000003-part_tick.jsonl"
+    (span,) = read_trace_shard(tmp_path, again)
     assert (span.name, span.parent_id, span.status) == ("tick", None, "ok")
     assert span.duration_ms == 250.0 and span.start_unix_ms == 1_700_000_001_000.0
     assert span.attrs == {"step": 3, "agents": 20}
