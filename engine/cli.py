@@ -14,11 +14,12 @@ from engine.cli_output import dashboard_line, local_models_line, print_summary, 
 from engine.errors import PolisError, SpecError
 from engine.run_status import RunStatus
 from engine.spec import BudgetSpec
+from engine.storage.run_layout import resolve_location, run_name
 
 __all__ = ["build_parser", "main", "run_command", "with_max_calls"]
 
 
-def _load_run_spec(args: argparse.Namespace, run_dir: Path):
+def _load_run_spec(args: argparse.Namespace, run_dir: Path | str):
     from engine.spec import load_spec
 
     if (args.config is None) != (args.steps is None):
@@ -28,7 +29,7 @@ def _load_run_spec(args: argparse.Namespace, run_dir: Path):
             raise SpecError("give either a SPEC or --config/--steps, not both")
         from engine.reference import ReferenceSettings, load_reference
 
-        return ReferenceSettings().apply(load_reference(args.config, args.steps, name=run_dir.name))
+        return ReferenceSettings().apply(load_reference(args.config, args.steps, name=run_name(run_dir)))
     if args.spec is None and not args.resume:
         raise SpecError("give a SPEC (or --config and --steps), or --resume to continue the run in --run-dir")
     spec = load_spec(args.spec) if args.spec else _stored_spec(run_dir)
@@ -78,7 +79,7 @@ async def _run(args: argparse.Namespace) -> int:
         args.run_dir, args.resume = args.resume, True
     if args.run_dir is None:
         raise SpecError("give --run-dir (or --resume RUN_DIR)")
-    run_dir = Path(args.run_dir).resolve()
+    run_dir = resolve_location(args.run_dir)
     spec = _load_run_spec(args, run_dir)
     if args.batch_size:
         spec = spec.model_copy(update={"batch_size": args.batch_size})
@@ -97,7 +98,7 @@ async def _run(args: argparse.Namespace) -> int:
     _stop_on_signals(current)
     try:
         async with open_client(settings.scheduler, **settings.cluster_options()) as client:
-            experiment_id = run_dir.name  # the run's span and the name its task keys carry
+            experiment_id = run_name(run_dir)  # the run's span and the name its task keys carry
             print(await dashboard_line(client, experiment_id), file=sys.stderr)
             if line := local_models_line(spec, client):
                 print(line, file=sys.stderr)
@@ -108,6 +109,8 @@ async def _run(args: argparse.Namespace) -> int:
             if spec.sweep is not None:
                 from engine.society.run.sweep import run_sweep
 
+                if isinstance(run_dir, str):
+                    raise SpecError(f"sweep: a sweep's root is a local directory for now, not {run_dir}")
                 sweep = await run_sweep(spec, run_dir, client, experiment_id=experiment_id, **options)
                 return print_sweep(sweep, run_dir)
             summary = await run_experiment(spec, run_dir, client, on_progress=progress_printer(),
@@ -146,9 +149,10 @@ async def _fork(args: argparse.Namespace) -> int:
             patch["batch_size"] = args.batch_size
         if args.max_calls is not None:
             patch["budget"] = {**(patch.get("budget") or {}), "max_calls": args.max_calls}
-    plan_fork(Path(args.fork_from), args.at_step, patch)  # a bad patch or tick is refused before a cluster starts
+    parent = resolve_location(args.fork_from)
+    plan_fork(parent, args.at_step, patch)  # a bad patch or tick is refused before a cluster starts
     settings = EngineSettings()
-    run_dir = Path(args.run_dir).resolve()
+    run_dir = resolve_location(args.run_dir)
     options = {"llm_limits": settings.limiter_config(), "template_cache_dir": settings.template_cache_dir,
                "input_dirs": settings.input_dirs, "llm_cache_dir": Path(args.llm_cache).resolve() if args.llm_cache else None}
     current = asyncio.current_task()
@@ -156,9 +160,9 @@ async def _fork(args: argparse.Namespace) -> int:
     _stop_on_signals(current)
     try:
         async with open_client(settings.scheduler, **settings.cluster_options()) as client:
-            print(await dashboard_line(client, run_dir.name), file=sys.stderr)
-            made, summary = await fork_experiment(Path(args.fork_from).resolve(), args.at_step, run_dir, client, patch=patch,
-                                                  on_progress=progress_printer(), experiment_id=run_dir.name, **options)
+            print(await dashboard_line(client, run_name(run_dir)), file=sys.stderr)
+            made, summary = await fork_experiment(parent, args.at_step, run_dir, client, patch=patch,
+                                                  on_progress=progress_printer(), experiment_id=run_name(run_dir), **options)
     except asyncio.CancelledError:
         print(f"status: {RunStatus.CANCELLED}")
         print(f"resume with: polis run --resume {run_dir}")
@@ -168,7 +172,7 @@ async def _fork(args: argparse.Namespace) -> int:
     return print_summary(summary)
 
 
-def _reference_run(args: argparse.Namespace, run_dir: Path, settings: Any, options: dict[str, Any]) -> Any:
+def _reference_run(args: argparse.Namespace, run_dir: Path | str, settings: Any, options: dict[str, Any]) -> Any:
     """For a run from the reference's files (or resuming one): apply its ``AGENTSOCIETY_*`` limits and
     home, write ``pid.json`` now, and return what records the end (``pid.json``, the reference's outputs); else None."""
     from engine.reference import ReferenceSettings
@@ -176,6 +180,10 @@ def _reference_run(args: argparse.Namespace, run_dir: Path, settings: Any, optio
     from engine.society.status import has_society_step
     from engine.storage.run_layout import RunLayout
 
+    if isinstance(run_dir, str):
+        if args.config is not None:
+            raise SpecError(f"a run from the reference's files is kept in a local directory, not {run_dir}")
+        return None
     if args.config is None and not (run_dir / PID_FILE).exists():
         return None
     if not args.resume and has_society_step(run_dir):
@@ -203,8 +211,8 @@ def _status(args: argparse.Namespace) -> int:
     from engine.storage.atomic import read_json
     from engine.storage.sweep_layout import SWEEP_FILE
 
-    run_dir = Path(args.run_dir)
-    sweep = read_json(run_dir / SWEEP_FILE, default=None)
+    run_dir = resolve_location(args.run_dir)
+    sweep = read_json(run_dir / SWEEP_FILE, default=None) if isinstance(run_dir, Path) else None
     if sweep is not None:
         for cell in sweep["cells"]:
             live = effective_status(run_dir / cell["run_dir"]) or RunStatus.PENDING
@@ -227,13 +235,13 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stored_spec(run_dir: Path):
+def _stored_spec(run_dir: Path | str):
     from engine.society.status import read_society
     from engine.spec import parse_spec
     from engine.storage.atomic import read_json
     from engine.storage.sweep_layout import SWEEP_FILE
 
-    stored = read_society(run_dir) or read_json(run_dir / SWEEP_FILE, default=None)
+    stored = read_society(run_dir) or (read_json(run_dir / SWEEP_FILE, default=None) if isinstance(run_dir, Path) else None)
     if stored is None:
         raise SpecError(f"{run_dir} holds no run to resume (no SOCIETY.json or {SWEEP_FILE})")
     return parse_spec(stored["spec"])
@@ -257,7 +265,7 @@ def _query(args: argparse.Namespace) -> int:
     from engine.settings import EngineSettings
     from engine.storage.reader import ReplayReader, format_table
 
-    with ReplayReader(Path(args.run_dir), EngineSettings().query_limits()) as reader:
+    with ReplayReader(resolve_location(args.run_dir), EngineSettings().query_limits()) as reader:
         if not args.sql:
             for name in reader.datasets():
                 print(f"{name}: {reader.count(name)} rows")
@@ -281,7 +289,7 @@ def _sim_llm(args: argparse.Namespace) -> int:
 def _workspace_export(args: argparse.Namespace) -> int:
     from engine.society.fork.as_of import export_agent
 
-    written = export_agent(Path(args.run_dir), args.agent, Path(args.dest), at_step=args.at_step)
+    written = export_agent(resolve_location(args.run_dir), args.agent, Path(args.dest), at_step=args.at_step)
     at = "as the run stands" if args.at_step is None else f"as tick {args.at_step} left it"
     print(f"agent {args.agent} {at}: {written} bytes written to {args.dest}")
     return 0

@@ -102,13 +102,16 @@ def template_cache_dir(config: EnvRouterConfig) -> Path | None:
     return RunLayout(run_dir).codegen_cache if run_dir is not None else None
 
 
-def build_router(config: EnvRouterConfig, *, trace: TraceRecorder | None = None, budget: BudgetGate | None = None) -> RouterBase:
+def build_router(config: EnvRouterConfig, *, trace: TraceRecorder | None = None, budget: BudgetGate | None = None,
+                 env_root: Path | None = None) -> RouterBase:
     """Construct modules and the router (no Dask involved; tests use this directly).
 
     Args:
         config: what to build.
         trace: where the coder's ``llm.completion`` spans go; None: no spans.
         budget: the gate the coder's calls are charged to; None: unlimited.
+        env_root: where the modules keep their live state; default the run's ``env/`` (a run on local disk), or no
+            folder (a run in object storage: what a tick commits is its snapshot, in the store).
     """
     # Files a spec names (city_file, ...) resolve only under the run's inputs and the allow-list.
     with input_roots(InputRoots.for_run(config.run_dir, tuple(config.input_dirs))):
@@ -125,17 +128,11 @@ def build_router(config: EnvRouterConfig, *, trace: TraceRecorder | None = None,
             "seed": config.coder.seed,
         }
     router = ROUTERS[config.router](modules, llm, meter=meter, max_steps=config.max_steps, **options)
-    if config.run_dir is not None:
-        router.bind_env_workspaces(_env_root(config.run_dir), [t for t, _ in config.modules])
+    if env_root is None and config.run_dir is not None and not is_url(config.run_dir):
+        env_root = RunLayout(Path(config.run_dir)).env
+    if env_root is not None:
+        router.bind_env_workspaces(env_root, [t for t, _ in config.modules])
     return router
-
-
-def _env_root(run_dir: RunLocation) -> Path:
-    """Where the env modules keep their live state: the run's ``env/`` on local disk; for a run in object storage, a
-    scratch folder of this process (what a tick commits is the snapshot, in the store)."""
-    if is_url(run_dir):
-        return Path(tempfile.mkdtemp(prefix="polis-env-"))
-    return RunLayout(Path(run_dir)).env
 
 
 def _tool_call(request: EnvRequest, result: str, *, ok: bool) -> tuple[ToolCall, ...]:
@@ -153,7 +150,10 @@ class EnvRouterActor:
         self._trace = TraceRecorder()
         #: the router's share of each transaction's budget (the driver renews it: :meth:`open_budget`)
         self._budget = BudgetGate(Allowance())
-        self.router = build_router(config, trace=self._trace, budget=self._budget)
+        # A run in object storage: the modules' live state in a scratch folder of this process, removed on close.
+        self._scratch = tempfile.TemporaryDirectory(prefix="polis-env-") if config.run_dir is not None and is_url(config.run_dir) else None
+        self.router = build_router(config, trace=self._trace, budget=self._budget,
+                                   env_root=Path(self._scratch.name) if self._scratch is not None else None)
         self._replay = ReplayWriter(config.run_dir) if config.run_dir is not None else None
         self.requests_served = 0
         self.batches_served = 0
@@ -365,3 +365,5 @@ class EnvRouterActor:
 
     async def close(self) -> None:
         await self.router.close()
+        if self._scratch is not None:
+            self._scratch.cleanup()

@@ -3,27 +3,28 @@
 Answers are kept in packs (:mod:`engine.storage.packs`), never one file per call: each process
 buffers the answers it learns and writes them as one pack, named uniquely, when
 :func:`~engine.llm.dispatcher.flush_response_caches` runs (at the end of every batch task, env step
-and driver commit) or the buffer fills. So several worker processes share one cache directory
-without coordination, and a committed transaction's answers are on disk before its commit. A
-cache directory of an older Polis (one JSON file per answer, ``<key[:2]>/<key>.json``) is still read.
+and driver commit) or the buffer fills. So several worker processes share one cache (a directory, or a
+prefix of an object store) without coordination, and a committed transaction's answers are stored
+before its commit. A cache directory of an older Polis (one JSON file per answer,
+``<key[:2]>/<key>.json``) is still read.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import uuid
 from collections import OrderedDict
 from dataclasses import asdict, replace
-from pathlib import Path
 from typing import Any
 
-from engine.errors import StorageError
+from engine.errors import StorageError, StoreKeyNotFoundError
 from engine.llm.protocol import ChatModel, ChatResult
 from engine.llm.request_key import request_key
 from engine.storage.packs import PackReader, PackWriter
-from engine.storage.store import LocalStore
+from engine.storage.store import open_store
 
 __all__ = ["CachedModel", "ResponseCache"]
 
@@ -42,15 +43,14 @@ def _bucket(key: str) -> int:
 
 
 class ResponseCache:
-    """A directory of cached answers.
+    """A store of cached answers.
 
     Args:
-        directory: where answers live (created on first write).
+        location: where answers live: a directory (created on first write) or a URL (``s3://bucket/cache``).
     """
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = Path(directory)
-        self.store = LocalStore(self.directory)
+    def __init__(self, location: str | os.PathLike[str]) -> None:
+        self.store = open_store(location)
         self.hits = 0
         self.misses = 0
         self._pending: dict[str, bytes] = {}
@@ -65,9 +65,13 @@ class ResponseCache:
         self._lock = threading.Lock()
 
     def _stamp(self) -> int | None:
-        """The directory's mtime: it changes whenever a pack is renamed into it, by any process."""
+        """The directory's mtime: it changes whenever a pack is renamed into it, by any process. An object store has
+        none: a fresh value, so that a miss lists again (at most every ``_RESCAN_S``)."""
+        root = self.store.local_root
+        if root is None:
+            return time.time_ns()
         try:
-            return self.directory.stat().st_mtime_ns
+            return root.stat().st_mtime_ns
         except FileNotFoundError:
             return None
 
@@ -106,10 +110,11 @@ class ResponseCache:
             reader = self._reader(name)
             (segment,) = reader.tree(_bucket(key)).files[key]
             return reader.frame(_bucket(key))[segment.start:segment.start + segment.length]
-        legacy = self.directory / key[:2] / f"{key}.json"
+        if self.store.local_root is None:
+            return None
         try:
-            return legacy.read_bytes()
-        except FileNotFoundError:
+            return self.store.get(f"{key[:2]}/{key}.json")  # an older Polis's one file per answer (on disk only)
+        except StoreKeyNotFoundError:
             return None
 
     def _reader(self, name: str) -> PackReader:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import Counter
-from pathlib import Path
 
 from engine.errors import LLMCallError
 from engine.llm.api_key import NO_KEY, resolve_api_key
@@ -70,7 +69,7 @@ def _compose(client: LLMClient) -> ChatModel:
     built = _build(client) if client.price is None else PricedModel(_build(client), client.price)
     model: ChatModel = SingleFlightModel(built, model=client.model, seed=client.seed, options=client.options)
     if client.cache_dir is not None:
-        cache = ResponseCache(Path(client.cache_dir))
+        cache = ResponseCache(client.cache_dir)
         model = CachedModel(model, cache, model=client.model, seed=client.seed, options=client.options)
     return model
 

@@ -57,6 +57,9 @@ __all__ = [
     "history_key",
     "is_url",
     "replay_key",
+    "resolve_location",
+    "run_child",
+    "run_name",
     "run_store",
     "trace_key",
 ]
@@ -146,6 +149,23 @@ def is_url(location: RunLocation | Store) -> bool:
 def as_location(location: RunLocation) -> Path | str:
     """``location`` as a run is kept: a URL as its string (a ``Path`` would fold its ``//``), anything else a Path."""
     return str(location) if is_url(location) else Path(location)
+
+
+def resolve_location(location: RunLocation) -> Path | str:
+    """A location a user typed, made absolute: a URL as it is, a path resolved against the working directory."""
+    where = as_location(location)
+    return where if isinstance(where, str) else where.resolve()
+
+
+def run_child(location: RunLocation, name: str) -> Path | str:
+    """The location of ``name`` inside the run at ``location`` (``<run>/llm_cache``), a path or a URL like it."""
+    where = as_location(location)
+    return f"{where.rstrip('/')}/{name}" if isinstance(where, str) else where / name
+
+
+def run_name(location: RunLocation) -> str:
+    """The run's own name: the last part of its path or URL."""
+    return str(location).rstrip("/").rpartition("/")[2]
 
 
 def run_store(location: RunLocation | Store) -> Store:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from pathlib import Path
 from typing import Any
 
 from engine.storage.run_layout import RunLocation, run_store, trace_key

@@ -19,7 +19,7 @@ NOTES = DatasetSchema(name="notes", kind="agent", columns=(Column(name="step", t
 def run_dir(tmp_path: Path) -> Path:
     replay = tmp_path / "replay"
     Catalog(replay).register(NOTES)
-    ReplayWriter(replay).write_shard(NOTES, shard_name(1, 0), [{"step": 1, "text": "x" * 1000} for _ in range(3000)])
+    ReplayWriter(tmp_path).write_shard(NOTES, shard_name(1, 0), [{"step": 1, "text": "x" * 1000} for _ in range(3000)])
     return tmp_path
 
 

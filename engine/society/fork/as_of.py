@@ -150,7 +150,7 @@ class AsOfAgents:
         self._made: set[int] = set()
 
     @property
-    def _scratch(self) -> Path | str:
+    def scratch(self) -> Path | str:
         """This step's scratch: the run directory of the as-of env actor, the parent of the agents' copies."""
         if isinstance(self._run_dir, str):
             return f"{self._run_dir.rstrip('/')}/{as_of_scratch(self._txn, self._token)}"
@@ -177,7 +177,7 @@ class AsOfAgents:
     def materialize_env(self) -> Path | str:
         """Copy the run's ``env/`` as tick ``at.step`` left it (its snapshot only) and its ``inputs/`` into this
         step's scratch; returns the scratch, the run directory of an as-of env actor."""
-        scratch = self._scratch
+        scratch = self.scratch
         source, target = run_store(self._run_dir), run_store(scratch)
         copy_env_as_of(source, target, self.at.env_snapshot)
         copy_keys(source, target, source.list_prefix(INPUTS_DIR + "/"))
@@ -185,7 +185,7 @@ class AsOfAgents:
 
     def close(self) -> None:
         """Remove this step's scratch (and ``scratch/`` once it is empty)."""
-        scratch = self._scratch
+        scratch = self.scratch
         if isinstance(scratch, str):
             run_store(self._run_dir).delete_prefix(as_of_scratch(self._txn, self._token) + "/")
             return

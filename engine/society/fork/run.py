@@ -10,6 +10,7 @@ from engine.errors import SpecError
 from engine.society.fork.materialize import ForkReport, materialize_fork, plan_fork
 from engine.society.run.runner import RunSummary, run_experiment
 from engine.spec import read_document
+from engine.storage.run_layout import RunLocation
 
 __all__ = ["fork_experiment", "load_patch"]
 
@@ -26,7 +27,7 @@ def load_patch(path: str | Path) -> dict[str, Any]:
     return data
 
 
-async def fork_experiment(parent: Path, at_step: int, run_dir: Path, client: Any, *, patch: dict[str, Any] | None = None,
+async def fork_experiment(parent: RunLocation, at_step: int, run_dir: RunLocation, client: Any, *, patch: dict[str, Any] | None = None,
                           **options: Any) -> tuple[ForkReport, RunSummary]:
     """Fork ``parent`` at its committed tick ``at_step`` into ``run_dir`` and run the fork's remaining steps.
 
@@ -37,7 +38,7 @@ async def fork_experiment(parent: Path, at_step: int, run_dir: Path, client: Any
         ForkError: the tick is not kept, the parent is running, or ``run_dir`` holds something.
         StorageError: the parent's replay cannot be read (the fork's lineage names its run ids).
     """
-    point, fork = await asyncio.to_thread(plan_fork, Path(parent), at_step, patch)
-    report = await asyncio.to_thread(materialize_fork, point, fork, Path(run_dir))
-    summary = await run_experiment(fork.spec, Path(run_dir), client, resume=True, **options)
+    point, fork = await asyncio.to_thread(plan_fork, parent, at_step, patch)
+    report = await asyncio.to_thread(materialize_fork, point, fork, run_dir)
+    summary = await run_experiment(fork.spec, report.run_dir, client, resume=True, **options)
     return report, summary

@@ -22,7 +22,7 @@ from engine.errors import RunError, SpecError
 from engine.society.fork.as_of import check_as_of_steps
 from engine.society.status import read_society
 from engine.spec import ExperimentSpec, QuestionnaireStep, RunStep, StepSpec, format_validation_error, read_document
-from engine.storage.run_layout import SOCIETY_FILE, run_store
+from engine.storage.run_layout import SOCIETY_FILE, RunLocation, run_store
 
 __all__ = ["extend_spec", "is_extension", "load_steps", "record_spec"]
 
@@ -73,7 +73,7 @@ def is_extension(before: ExperimentSpec, after: ExperimentSpec) -> bool:
     return before.model_copy(update=bare) == after.model_copy(update=bare)
 
 
-def record_spec(run_dir: Path, spec: ExperimentSpec) -> None:
+def record_spec(run_dir: RunLocation, spec: ExperimentSpec) -> None:
     """Make ``spec`` the one ``SOCIETY.json`` records (its hash too); the agents and env stay as stored.
 
     Raises:

@@ -21,9 +21,9 @@ from typing import Any
 
 from engine.society.status import read_society
 from engine.spec import ExperimentSpec
-from engine.storage.atomic import atomic_write_json, read_json
+from engine.storage.atomic import atomic_write_json
 from engine.storage.reader import ReplayReader
-from engine.storage.run_layout import MANIFEST_FILE
+from engine.storage.run_layout import MANIFEST_FILE, RunLocation, run_store
 
 __all__ = [
     "KEY_PACKAGES",
@@ -76,7 +76,7 @@ def environment() -> dict[str, Any]:
     }
 
 
-def served_models(run_dir: Path) -> dict[str, dict[str, Any]]:
+def served_models(run_dir: RunLocation) -> dict[str, dict[str, Any]]:
     """Per requested model: its answered calls, and the counts per served id and per fingerprint.
 
     Args:
@@ -86,7 +86,7 @@ def served_models(run_dir: Path) -> dict[str, dict[str, Any]]:
         ``{requested: {"calls": n, "cached": n, "served": {id: n}, "fingerprints": {fp: n}}}``; a
         call whose reply named no model or fingerprint counts under ``"null"``.
     """
-    with ReplayReader(Path(run_dir)) as reader:
+    with ReplayReader(run_dir) as reader:
         if "llm_calls" not in reader.datasets():
             return {}
         names = {column.name for column in reader.schema("llm_calls").columns}
@@ -108,9 +108,10 @@ def served_models(run_dir: Path) -> dict[str, dict[str, Any]]:
     return models
 
 
-def read_manifest(directory: Path) -> dict[str, Any] | None:
+def read_manifest(directory: RunLocation) -> dict[str, Any] | None:
     """The manifest in ``directory`` (None: it has none)."""
-    return read_json(Path(directory) / MANIFEST_FILE, default=None)
+    found: dict[str, Any] | None = run_store(directory).get_json(MANIFEST_FILE, None)
+    return found
 
 
 def served_changes(previous: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:
@@ -134,14 +135,13 @@ def served_changes(previous: dict[str, Any] | None, current: dict[str, Any]) -> 
     return lines
 
 
-def write_run_manifest(run_dir: Path, spec: ExperimentSpec) -> list[str]:
+def write_run_manifest(run_dir: RunLocation, spec: ExperimentSpec) -> list[str]:
     """Write ``run_dir/MANIFEST.json`` from the run's committed calls; return :func:`served_changes` lines.
 
     Args:
         run_dir: the run directory.
         spec: the spec the run ran (a sweep cell's: its seed is the cell's).
     """
-    run_dir = Path(run_dir)
     previous = read_manifest(run_dir)
     manifest = {
         **environment(),
@@ -150,7 +150,7 @@ def write_run_manifest(run_dir: Path, spec: ExperimentSpec) -> list[str]:
         "models": served_models(run_dir),
         "fork": (read_society(run_dir) or {}).get("fork"),  #: a fork's lineage, else None
     }
-    atomic_write_json(run_dir / MANIFEST_FILE, manifest, indent=2)
+    run_store(run_dir).set_json(MANIFEST_FILE, manifest, indent=2)
     return served_changes(previous, manifest)
 
 

@@ -11,11 +11,11 @@ committed replay with DuckDB.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from engine.run_status import RunStatus
 from engine.storage.query_limits import QueryLimits
 from engine.storage.reader import ReplayReader
+from engine.storage.run_layout import RunLocation
 
 __all__ = ["RunTally", "Verdict", "judge", "read_run_tally"]
 
@@ -68,9 +68,9 @@ def judge(tally: RunTally, *, expected_agent_steps: int, max_error_rate: float) 
     return Verdict(RunStatus.COMPLETED_WITH_ERRORS, summary)
 
 
-def read_run_tally(run_dir: Path) -> RunTally:
+def read_run_tally(run_dir: RunLocation) -> RunTally:
     """Count the committed action rows, their errors, the LLM calls and the transcripts of ``run_dir``."""
-    with ReplayReader(Path(run_dir), limits=_TALLY_LIMITS) as reader:
+    with ReplayReader(run_dir, limits=_TALLY_LIMITS) as reader:
         names = set(reader.datasets())
         rows = steps = errors = 0
         first: str | None = None

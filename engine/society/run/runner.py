@@ -37,7 +37,8 @@ from engine.society.run.preflight import preflight
 from engine.society.society import AgentSociety
 from engine.society.status import SocietyStep, has_society_step, read_society, read_society_step
 from engine.spec import AskStep, ExperimentSpec, InterveneStep, QuestionnaireStep, RunStep, parse_spec
-from engine.storage.run_layout import RunLayout
+from engine.storage.run_layout import LLM_CACHE_DIR, RunLocation, as_location, is_url, run_child, run_name, run_store
+from engine.storage.store import check_store
 
 __all__ = ["RunProgress", "RunSummary", "run_experiment"]
 
@@ -50,7 +51,7 @@ _ERROR_STATUSES = ("error", "llm_error")
 @dataclass(frozen=True)
 class RunSummary:
     status: RunStatus
-    run_dir: Path
+    run_dir: Path | str
     ticks_done: int
     agent_steps: int
     llm_calls: int
@@ -88,7 +89,7 @@ def _transcript_cap(spec: ExperimentSpec) -> int | None:
     return spec.transcripts.max_bytes if spec.transcripts.enabled else None
 
 
-def _clients(spec: ExperimentSpec, cache_dir: Path | None, limits: LimiterConfig | None) -> dict[str, LLMClient]:
+def _clients(spec: ExperimentSpec, cache_dir: RunLocation | None, limits: LimiterConfig | None) -> dict[str, LLMClient]:
     extra: dict[str, Any] = {"seed": spec.seed, "cache_dir": str(cache_dir) if cache_dir else None}
     if limits is not None:
         extra["limits"] = limits
@@ -99,7 +100,7 @@ def _clients(spec: ExperimentSpec, cache_dir: Path | None, limits: LimiterConfig
     }
 
 
-def _resume_state(spec: ExperimentSpec, run_dir: Path, force: bool) -> tuple[SocietyStep, bool]:
+def _resume_state(spec: ExperimentSpec, run_dir: Path | str, force: bool) -> tuple[SocietyStep, bool]:
     """Where a run stands, after checking that ``spec`` is the one it was started with, and whether
     ``spec`` extends it with new non-run steps (:mod:`engine.society.run.extend`).
 
@@ -155,7 +156,7 @@ async def _run_steps(spec: ExperimentSpec, society: AgentSociety, on_tick: Calla
 
 async def run_experiment(
     spec: ExperimentSpec,
-    run_dir: Path,
+    run_dir: RunLocation,
     client: Client,
     *,
     on_progress: Callable[[RunProgress], None] | None = None,
@@ -171,7 +172,8 @@ async def run_experiment(
 
     Args:
         spec: the experiment.
-        run_dir: where everything lands.
+        run_dir: where everything lands: a directory, or a URL of object storage (``s3://bucket/runs/r1``; the
+            credentials and endpoint come from the standard AWS environment of the driver and of every worker).
         client: an asynchronous distributed Client.
         on_progress: called on every batch and tick.
         resume: continue the run in ``run_dir`` from its last committed transaction.
@@ -192,7 +194,7 @@ async def run_experiment(
             resumes from its last committed transaction).
     """
     started = time.perf_counter()
-    run_dir = Path(run_dir)
+    run_dir = as_location(run_dir)
     agents = spec.all_agents()
     ticks_total = spec.total_ticks()
     steps_total = ticks_total * len(agents)
@@ -231,6 +233,8 @@ async def run_experiment(
         for agent in agents:
             resolve_agent(agent.type)
         check_as_of_steps(spec.steps)
+        if is_url(run_dir):  # a missing bucket or credential fails here, naming the URL, before anything is written
+            await asyncio.to_thread(check_store, run_store(run_dir))
         state, extends = _resume_state(spec, run_dir, force) if resume else (None, False)
         if state is not None:
             check_as_of_kept(spec, run_dir, state)
@@ -248,12 +252,13 @@ async def run_experiment(
             progress.update(ticks=state.step_count, agent_steps=state.agent_steps_done)
             with contextlib.suppress(StorageError, OSError):  # a run stopped before its first commit has no replay
                 before = await asyncio.to_thread(read_run_tally, run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        with experiment_span(experiment_id or run_dir.name):  # every task of the run joins it
+        if isinstance(run_dir, Path):
+            run_dir.mkdir(parents=True, exist_ok=True)
+        with experiment_span(experiment_id or run_name(run_dir)):  # every task of the run joins it
             async with RunLease(run_dir) as lease:
                 if extends:  # under the lease: a later resume, or another extension, starts from this spec
                     record_spec(run_dir, spec)
-                clients = _clients(spec, llm_cache_dir or RunLayout(run_dir).llm_cache, llm_limits)
+                clients = _clients(spec, llm_cache_dir or run_child(run_dir, LLM_CACHE_DIR), llm_limits)
                 if any(is_local(c) for c in clients.values()):
                     # local/<name>: start the offline model's server for this run (blocking start-up in a thread),
                     # bound to the driver's address toward the scheduler so that every worker can reach it.

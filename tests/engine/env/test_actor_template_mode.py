@@ -4,6 +4,7 @@ step, and its counts and file survive an actor rebuilt from a snapshot."""
 from __future__ import annotations
 
 import asyncio
+import io
 from datetime import datetime
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from engine.env.actor import EnvRouterActor, EnvRouterConfig
 from engine.env.proxy import EnvRouterProxy
 from engine.env.requests import EnvRequest
 from engine.storage.catalog import Catalog
+from engine.storage.run_layout import run_store
 
 START = datetime(2026, 1, 1, 8)
 SEND = "send a message to agent {agent} saying '{text}'"
@@ -72,9 +74,9 @@ async def test_a_plain_router_serves_template_asks_and_reports_no_cache(dask_cli
     assert len(statuses) == 1 and "codegen_cache" not in usage and "codegen_cache" not in result["counts"]
 
 
-def _row(staged: list[str]) -> dict:
-    [path] = [p for p in staged if "/codegen_cache/" in p]
-    return pq.read_table(path).to_pylist()[0]
+def _row(run: Path, staged: list[str]) -> dict:
+    [key] = [k for k in staged if "/codegen_cache/" in k]
+    return pq.read_table(io.BytesIO(run_store(run).get(key))).to_pylist()[0]
 
 
 async def test_a_rebuilt_actor_continues_the_counts_and_reuses_the_cache_file(tmp_path):
@@ -83,7 +85,7 @@ async def test_a_rebuilt_actor_continues_the_counts_and_reuses_the_cache_file(tm
     for sender in (1, 2):
         await first.ask_many([EnvRequest("ask", sender, SEND, template_mode=True, variables={"agent": 5, "text": "hi"})])
     step1 = await first.step(1, 600, START, 1, "run-1")
-    assert (_row(step1["staged"])["requests"], _row(step1["staged"])["generations"]) == (2, 1)
+    assert (_row(tmp_path, step1["staged"])["requests"], _row(tmp_path, step1["staged"])["generations"]) == (2, 1)
 
     # The worker holding the actor dies; the society starts a new one from the committed snapshot.
     second = EnvRouterActor(codegen_config(tmp_path))
@@ -94,7 +96,7 @@ async def test_a_rebuilt_actor_continues_the_counts_and_reuses_the_cache_file(tm
 
     # a hit on the reloaded file; the world description too came from the run's file: no call at all
     assert reply.status == "success" and second.router.meter.calls == 0
-    row = _row(step2["staged"])
+    row = _row(tmp_path, step2["staged"])
     assert (row["step"], row["requests"], row["hits_exact"], row["misses"], row["generations"]) == (2, 1, 1, 0, 0)
     assert row["hit_rate"] == pytest.approx(2 / 3)
     assert (await second.usage())["codegen_cache"]["requests"] == 3

@@ -17,6 +17,7 @@ from engine.env.requests import EnvRequest
 from engine.errors import StorageError
 from engine.storage.catalog import RUN_COLUMN, Catalog, Column, DatasetSchema
 from engine.storage.reader import ReplayReader
+from engine.storage.run_layout import run_store
 from engine.storage.staging import commit_staged
 
 START = datetime(2026, 1, 1, 8)
@@ -57,7 +58,7 @@ async def test_the_actor_stamps_each_module_row_with_the_run_id_of_its_step(tmp_
     for step, run in ((1, "first-aaaaaa"), (2, "second-bbbbbb")):  # a resumed run: another driver, another id
         await actor.ask_many([EnvRequest("call_tool", 1, "send_message", arguments=send)])
         result = await actor.step(step, 600, START + timedelta(minutes=10 * step), step, run)
-        commit_staged(Path(p) for p in result["staged"])
+        commit_staged(run_store(tmp_path), result["staged"])
     with ReplayReader(tmp_path) as reader:
         names = [s.name for s in MessagingSpace.replay_datasets()]
         runs = {name: reader.query(f"SELECT step, run FROM {name} ORDER BY step").to_pylist() for name in names}

@@ -13,6 +13,7 @@ from engine.env.requests import EnvRequest
 from engine.env.tool_calls import ENV_TOOL_CALLS, RESULT_CHARS, summarize_result
 from engine.storage.catalog import Catalog
 from engine.storage.reader import ReplayReader
+from engine.storage.run_layout import run_store
 from engine.storage.staging import commit_staged
 from engine.trace import new_trace_id
 
@@ -34,7 +35,7 @@ async def _actor(run_dir: Path) -> EnvRouterActor:
 
 async def _step(actor: EnvRouterActor, step: int) -> dict:
     result = await actor.step(step, 600, START + timedelta(minutes=10 * step), step, "run-1")
-    commit_staged(Path(p) for p in result["staged"])  # what the society's commit does after its commit point
+    commit_staged(run_store(actor.config.run_dir), result["staged"])  # what the society's commit does after its commit point
     return result
 
 

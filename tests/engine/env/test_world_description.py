@@ -20,7 +20,8 @@ from engine.llm.scripted import ScriptedModel
 from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
-from engine.storage.run_layout import RunLayout
+from engine.storage.run_layout import WORLD_DESCRIPTION_FILE, RunLayout
+from engine.storage.store import MemoryStore
 
 START = datetime(2026, 1, 1, 8, 0)
 WORLD_ROWS = "SELECT caller, status, count(*) AS n FROM llm_calls WHERE prompt_name = 'env.world_description' GROUP BY ALL"
@@ -67,11 +68,11 @@ async def test_a_failed_call_falls_back_to_the_listing_and_says_so() -> None:
 
 
 async def test_the_cached_file_is_reused_for_the_same_tools_only(tmp_path: Path) -> None:
-    path = tmp_path / "world.json"
-    first = await load_or_describe(path, modules(), ScriptedModel(["A town of letters and weather."]))
-    assert json.loads(path.read_text())["source"] == "llm"
-    assert await load_or_describe(path, modules(), FailingModel()) == first  # no call: the model would fail
-    other = await load_or_describe(path, [MessagingSpace()], ScriptedModel(["Only letters here."]))
+    run = MemoryStore()
+    first = await load_or_describe(run, modules(), ScriptedModel(["A town of letters and weather."]))
+    assert run.get_json(WORLD_DESCRIPTION_FILE)["source"] == "llm"
+    assert await load_or_describe(run, modules(), FailingModel()) == first  # no call: the model would fail
+    other = await load_or_describe(run, [MessagingSpace()], ScriptedModel(["Only letters here."]))
     assert other.text == "Only letters here."
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -14,6 +13,7 @@ import yaml
 
 from engine.society.workspaces.manifest import agent_workspace
 from engine.storage.reader import ReplayReader
+from engine.storage.run_layout import ENV_SNAPSHOT_DONE, SOCIETY_FILE, SOCIETY_STEP_FILE, env_snapshot_prefix, run_store
 
 AGENTS = 6
 QUESTIONS = 2
@@ -78,7 +78,7 @@ def kill_group(pgid: int) -> None:
         pass
 
 
-def final_state(run: Path) -> dict[str, Any]:
+def final_state(run: Path | str) -> dict[str, Any]:
     """What a run ends with: replay rows (minus timings and run ids), workspaces, env state."""
     with ReplayReader(run) as reader:
         actions = reader.query(
@@ -92,8 +92,9 @@ def final_state(run: Path) -> dict[str, Any]:
             name: reader.query(f"SELECT * EXCLUDE (run) FROM {name} ORDER BY ALL").to_pylist()
             for name in reader.datasets() if name.startswith("env_messaging")
         }
+    store = run_store(run)
     workspaces = {}
-    for spec in json.loads((run / "SOCIETY.json").read_text())["agent_specs"]:
+    for spec in store.get_json(SOCIETY_FILE)["agent_specs"]:
         ws = agent_workspace(run, int(spec["id"]))  # packed or a folder: read the same way
         assert ws is not None, spec["id"]
         workspaces[ws.name] = {
@@ -101,11 +102,11 @@ def final_state(run: Path) -> dict[str, Any]:
             for name in ("AGENT.json", "AGENT_MEMORY.md", "memory/episodes.jsonl", ".runtime/logs/thread_messages.jsonl",
                          ".runtime/logs/tool_calls.jsonl", "state/todo.json")
         }
-    status = json.loads((run / "SOCIETY_STEP.json").read_text())
-    snapshot = run / "env" / "_snapshots" / status["env_snapshot"]
+    status = store.get_json(SOCIETY_STEP_FILE)
+    snapshot = env_snapshot_prefix(status["env_snapshot"])
     # The template cache's hit counters are not env state: a tick re-run after a crash finds the code
     # its first attempt cached (the cache file outlives transactions) and counts a hit, not a miss.
-    env = {str(p.relative_to(snapshot)): p.read_text() for p in sorted(snapshot.rglob("*.json"))
-           if p.name != "_codegen_cache.json"}
+    env = {key.removeprefix(snapshot): store.get(key).decode() for key in store.list_prefix(snapshot)
+           if key.endswith(".json") and key.rpartition("/")[2] not in ("_codegen_cache.json", ENV_SNAPSHOT_DONE)}
     return {"actions": actions, "answers": answers, "messaging": messaging, "workspaces": workspaces, "env": env,
             "ticks": status["step_count"], "completed_steps": status["completed_steps"]}

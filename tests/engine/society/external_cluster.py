@@ -101,10 +101,10 @@ class ExternalCluster:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _spawn(self, argv: Sequence[str], log: Path, env: dict[str, str] | None) -> subprocess.Popen[bytes]:
+    def _spawn(self, argv: Sequence[str], log: Path, env: dict[str, str] | None, cwd: Path | None = None) -> subprocess.Popen[bytes]:
         with open(log, "wb") as out:
             return subprocess.Popen(
-                list(argv), cwd=self.root, env={**os.environ, **CLUSTER_ENV, **(env or {})},
+                list(argv), cwd=cwd or self.root, env={**os.environ, **CLUSTER_ENV, **(env or {})},
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )
 
@@ -136,6 +136,7 @@ class ExternalCluster:
         prefix: Sequence[str] = (),
         python: str | None = None,
         env: dict[str, str] | None = None,
+        cwd: Path | None = None,
         wait: bool = True,
     ) -> WorkerProcess:
         """Start one more worker; by default return once it registered with the scheduler.
@@ -146,6 +147,7 @@ class ExternalCluster:
                 'mount -t tmpfs tmpfs /runs && exec "$@"', "sh"]`` (the worker's argv lands in ``"$@"``).
             python: run ``<python> -m dask worker`` instead of this venv's ``dask worker``.
             env: extra environment variables.
+            cwd: its working directory (default the cluster's root).
             wait: wait until it registered (else call :meth:`wait_for`).
 
         Raises:
@@ -157,7 +159,7 @@ class ExternalCluster:
         argv = [*prefix, *command, "worker", self.address, "--name", name, "--nthreads", str(THREADS_PER_WORKER), "--nworkers", "1",
                 "--host", "127.0.0.1", "--no-dashboard", *([] if self.nanny else ["--no-nanny"])]
         log = self.root / f"worker-{name}.log"
-        worker = WorkerProcess(name, self._spawn(argv, log, env), log)
+        worker = WorkerProcess(name, self._spawn(argv, log, env, cwd), log)
         self.workers[name] = worker
         if wait:
             self.wait_for(worker)

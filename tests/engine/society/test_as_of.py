@@ -25,7 +25,7 @@ from engine.society.experimenter.interview import ask_agents
 from engine.society.fork.as_of import AsOfAgents, check_as_of_steps, find_as_of
 from engine.society.run.extend import extend_spec, load_steps
 from engine.society.run.runner import run_experiment
-from engine.society.workspaces.manifest import AgentSource
+from engine.society.workspaces.manifest import agent_workspace
 from engine.spec import ExperimentSpec, StepSpec, parse_spec
 from engine.storage.reader import ReplayReader
 from engine.storage.run_layout import RunLayout
@@ -219,16 +219,27 @@ async def test_a_tick_the_run_no_longer_keeps_is_refused_and_nothing_changes(das
     assert not RunLayout(run).scratch.exists()
 
 
-async def test_the_as_of_copies_go_when_the_step_fails(dask_client, tmp_path: Path) -> None:
+async def test_the_as_of_copies_of_a_dir_run_go_when_the_step_fails(dask_client, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    await _finished_run(run, dask_client)
+    await _finished_run(run, dask_client, storage={"workspaces": "dir"})
     at = find_as_of(run, AS_OF, ticks_done=TICKS, through_txn=TICKS + 1, agent_ids=[0, 1, 2])
     assert (at.step, at.txn) == (AS_OF, AS_OF + 1)  # tick 1, the questionnaire, tick 2
     with pytest.raises(RuntimeError, match="the step failed"), AsOfAgents(run, at, txn=99) as agents:
-        root = agents.materialize([0, 2])
-        assert sorted(p.name for p in root.iterdir()) == ["agent_0000", "agent_0002"]
+        root = agents.source([0, 2]).folders
+        assert root is not None and sorted(p.name for p in root.iterdir()) == ["agent_0000", "agent_0002"]
         raise RuntimeError("the step failed")
     assert not RunLayout(run).scratch.exists()
+
+
+async def test_a_packed_run_is_read_as_of_a_tick_from_its_packs_with_no_copy(dask_client, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    await _finished_run(run, dask_client)
+    at = find_as_of(run, AS_OF, ticks_done=TICKS, through_txn=TICKS + 1, agent_ids=[0, 2])
+    with AsOfAgents(run, at, txn=99) as agents:
+        source = agents.source([0, 2])
+        assert source.folders is None and source.packs is not None and not RunLayout(run).scratch.exists()
+        then = source.opener()(0)
+        assert then is not None and then.read_text("AGENT.json") != agent_workspace(run, 0).read_text("AGENT.json")
 
 
 async def test_polis_run_add_steps_takes_an_as_of_questionnaire(dask_client, tmp_path: Path, cluster_address: str) -> None:
@@ -272,7 +283,7 @@ async def test_agents_interviewed_as_of_tick_k_are_given_their_state_of_tick_k(d
     then: list[CallRecord] = []
     now: list[CallRecord] = []
     with AsOfAgents(run, at, txn=99) as agents:
-        await ask_agents(run, proxy, [0], "How was your day?", at.t, records=then, agents=AgentSource(folders=agents.materialize([0])))
+        await ask_agents(run, proxy, [0], "How was your day?", at.t, records=then, agents=agents.source([0]))
     await ask_agents(run, proxy, [0], "How was your day?", at.t, records=now)
     assert _hashes(run) == before and not RunLayout(run).scratch.exists()
     with ReplayReader(run) as reader:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from datetime import datetime, timedelta
 
@@ -19,6 +20,7 @@ from engine.llm.client import LLMClient
 from engine.llm.meter import MeteredModel
 from engine.llm.scripted import ScriptedModel
 from engine.society.batch import BatchJob, step_agent_batch
+from engine.storage.run_layout import run_store
 from engine.storage.staging import commit_staged
 
 T0 = datetime(2026, 1, 1, 8, 0)
@@ -76,9 +78,9 @@ def _job(proxy, ids, step=1, attempt="a1", text_allowance=None):  # noqa: ANN001
                     text_allowance=text_allowance)
 
 
-def _rows(paths, dataset):  # noqa: ANN001, ANN202
-    (path,) = [p for p in paths if f"/{dataset}/" in p]
-    return pq.read_table(path).to_pylist()
+def _rows(run, keys, dataset):  # noqa: ANN001, ANN202
+    (key,) = [k for k in keys if f"/{dataset}/" in k]
+    return pq.read_table(io.BytesIO(run_store(run).get(key))).to_pylist()
 
 
 async def test_a_batch_journals_commits_and_replays_only_within_its_attempt(tmp_path):
@@ -92,7 +94,7 @@ async def test_a_batch_journals_commits_and_replays_only_within_its_attempt(tmp_
 
     rerun = await step_agent_batch(_job(proxy, [0, 1], attempt="a2"))  # the tick re-run on restored state
     assert rerun.replayed == 0 and rerun.rolled_back == 2
-    commit_staged(rerun.staged)
+    commit_staged(run_store(tmp_path), rerun.staged)
 
     await step_agent_batch(_job(proxy, [0, 1], step=2, attempt="b1"))  # tick 1 committed: its journals go
     assert StepJournal(workspace_path(tmp_path / "agents", 0)).steps() == [2]
@@ -120,12 +122,12 @@ async def test_a_step_whose_workspace_write_fails_is_undone_and_recorded_as_an_e
 async def test_memory_and_transcript_rows_of_a_step_are_re_emitted_unchanged_by_a_retried_batch(tmp_path):
     proxy = await _setup(tmp_path, [RememberingPerson, RememberingPerson])
     first = await step_agent_batch(_job(proxy, [0, 1], text_allowance=10**6))
-    memory = _rows(first.staged, "agent_memory")
+    memory = _rows(tmp_path, first.staged, "agent_memory")
     assert [(r["agent_id"], r["step"]) for r in memory] == [(0, 1), (1, 1)]
     (episode,) = json.loads(memory[0]["episodes"])
     assert (episode["kind"], episode["text"], episode["step"]) == ("fact", "step 1 happened", 1)
     assert [item["title"] for item in json.loads(memory[0]["todo"])["items"]] == ["errand 1"]
-    transcripts = _rows(first.staged, "transcripts")
+    transcripts = _rows(tmp_path, first.staged, "transcripts")
     assert [r["call_id"] for r in transcripts] == ["1/tick/agent:0/0", "1/tick/agent:0/1", "1/tick/agent:1/0", "1/tick/agent:1/1"]
     assert [r["tool"] for r in transcripts] == ["todo_add", "finish"] * 2
     assert first.transcripts.rows == 4 and first.transcripts.dropped == 0
@@ -133,14 +135,14 @@ async def test_memory_and_transcript_rows_of_a_step_are_re_emitted_unchanged_by_
     again = await step_agent_batch(_job(proxy, [0, 1], text_allowance=10**6))  # Dask retried the task: same attempt
     assert again.replayed == 2
     for dataset in ("agent_memory", "transcripts", "llm_calls"):
-        assert _rows(again.staged, dataset) == _rows(first.staged, dataset), dataset
+        assert _rows(tmp_path, again.staged, dataset) == _rows(tmp_path, first.staged, dataset), dataset
     rerun = await step_agent_batch(_job(proxy, [0, 1], attempt="a2", text_allowance=10**6))  # the tick re-run
     assert rerun.rolled_back == 2
-    assert [r["call_id"] for r in _rows(rerun.staged, "llm_calls")] == [r["call_id"] for r in transcripts]
-    assert _rows(rerun.staged, "agent_memory") == memory  # the undone step's episodes and todo are not kept twice
-    commit_staged(rerun.staged)
+    assert [r["call_id"] for r in _rows(tmp_path, rerun.staged, "llm_calls")] == [r["call_id"] for r in transcripts]
+    assert _rows(tmp_path, rerun.staged, "agent_memory") == memory  # the undone step's episodes and todo are not kept twice
+    commit_staged(run_store(tmp_path), rerun.staged)
 
     second = await step_agent_batch(_job(proxy, [0, 1], step=2, attempt="b1", text_allowance=10**6))
-    memory = _rows(second.staged, "agent_memory")
+    memory = _rows(tmp_path, second.staged, "agent_memory")
     assert [e["text"] for e in json.loads(memory[0]["episodes"])] == ["step 2 happened"]  # only the step's own
     assert [item["title"] for item in json.loads(memory[0]["todo"])["items"]] == ["errand 1", "errand 2"]

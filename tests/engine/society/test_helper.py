@@ -281,7 +281,7 @@ async def test_result_serialises_to_json_and_to_a_society_queries_row_duckdb_rea
     assert json.loads(result.to_json())["plans"][0]["steps"][0]["tool"] == "get_profile"
     replay = tmp_path / "replay"
     Catalog(replay).register(SOCIETY_QUERIES)
-    ReplayWriter(replay).write_shard(SOCIETY_QUERIES, shard_name(1, "helper"), [{**result.to_row(), "run": "r", "step_index": 1, "step": 0}])
+    ReplayWriter(tmp_path).write_shard(SOCIETY_QUERIES, shard_name(1, "helper"), [{**result.to_row(), "run": "r", "step_index": 1, "step": 0}])
     with ReplayReader(tmp_path) as reader:
         row = reader.query("SELECT kind, text, t, status, answer, replans, error, steps_json FROM society_queries").to_pylist()[0]
     assert {k: row[k] for k in ("kind", "status", "answer", "replans", "error", "t")} == {

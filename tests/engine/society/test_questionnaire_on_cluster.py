@@ -16,10 +16,11 @@ from engine.agent.workspace import workspace_path
 from engine.errors import BudgetExhaustedError
 from engine.llm.budget import Allowance
 from engine.llm.client import LLMClient
-from engine.society.questionnaire.batch import artifact_path, distribute_questionnaire
+from engine.society.questionnaire.batch import distribute_questionnaire, questionnaire_artifact
 from engine.society.questionnaire.items import Questionnaire
 from engine.storage.reader import ReplayReader
-from engine.storage.staging import commit_staged, staged_path, staged_txn
+from engine.storage.run_layout import run_store
+from engine.storage.staging import commit_staged, staged_key, staged_txn
 
 T = datetime(2026, 1, 1, 18)
 MOODS = ("good", "neutral", "bad")
@@ -74,7 +75,7 @@ async def test_a_questionnaire_over_100_agents_gives_100_x_4_typed_rows(dask_cli
     assert all(staged_txn(p) is not None and staged_txn(p)[1] == 5 for p in paths)
     with ReplayReader(run) as reader:  # staged rows stay invisible until the transaction commits
         assert reader.count("questionnaire_answers") == 0
-    assert commit_staged(paths) == len(paths)
+    assert commit_staged(run_store(run), paths) == len(paths)
 
     with ReplayReader(run) as reader:
         assert reader.count("questionnaire_answers") == 400
@@ -104,9 +105,9 @@ async def test_a_questionnaire_over_100_agents_gives_100_x_4_typed_rows(dask_cli
         spans = reader.query("SELECT count(*) AS n FROM spans WHERE name = 'agent.questionnaire'").column("n")[0].as_py()
         assert spans == 100
 
-    artifact = artifact_path(run, 1, "wellbeing")
-    assert artifact.name == "questionnaire-001-wellbeing.json"
-    doc = json.loads(artifact.read_text())
+    artifact = questionnaire_artifact(1, "wellbeing")
+    assert artifact == "artifacts/questionnaire-001-wellbeing.json"
+    doc = json.loads((run / artifact).read_text())
     assert doc["ok"] == 400 and len(doc["answers"]) == 400 and doc["agents_answered"] == 100
     # Interviewing must not change the subject: every workspace file is byte-for-byte as before.
     assert _digest(run / "agents") == before
@@ -121,7 +122,7 @@ async def test_a_broken_agent_fails_its_own_answers_and_the_batch_goes_on(dask_c
         dask_client, SURVEY, [0, 1, 2, 404], proxy=_proxy(run), txn=1, step_count=0, step_index=0, t=T,
         batch_size=4, max_workers=None,
     )
-    commit_staged(paths)
+    commit_staged(run_store(run), paths)
 
     by_agent = response.by_agent()
     assert all(a.parse_success for a in by_agent[0] + by_agent[2])
@@ -148,8 +149,8 @@ async def test_running_out_of_budget_stops_the_questionnaire_without_failure_row
 
     # Each batch had one call: one agent answered, the other was stopped and wrote no row at all.
     staged = sorted((run / "replay" / "questionnaire_answers").iterdir())
-    assert [staged_txn(p)[1] for p in staged] == [3, 3]
+    assert [staged_txn(p.name)[1] for p in staged] == [3, 3]
     rows = [r for p in staged for r in pq.read_table(p).to_pylist()]
     assert len(rows) == 8 and all(r["parse_success"] for r in rows)
-    assert not artifact_path(run, 0, "wellbeing").exists()
-    assert not staged_path(artifact_path(run, 0, "wellbeing"), 3).exists()
+    assert not run_store(run).exists(questionnaire_artifact(0, "wellbeing"))
+    assert not run_store(run).exists(staged_key(questionnaire_artifact(0, "wellbeing"), 3))

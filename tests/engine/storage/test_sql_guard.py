@@ -19,7 +19,7 @@ NOTES = DatasetSchema(name="notes", kind="agent", columns=(Column(name="step", t
 def reader(tmp_path: Path):
     replay = tmp_path / "replay"
     Catalog(replay).register(NOTES)
-    ReplayWriter(replay).write_shard(NOTES, shard_name(1, 0), [{"step": i, "query": f"q{i}"} for i in range(5)])
+    ReplayWriter(tmp_path).write_shard(NOTES, shard_name(1, 0), [{"step": i, "query": f"q{i}"} for i in range(5)])
     with ReplayReader(tmp_path) as opened:
         yield opened
 

@@ -62,7 +62,7 @@ def _write_env_metrics(run_dir: Path, values: dict[int, float]) -> None:
     for step, value in values.items():
         rows = [{"run": "r", "step": step, "t": datetime(2026, 3, 2, 8 + step), "module": "Economy",
                  "metric": "gini", "value": value, "description": "Gini coefficient of wealth"}]
-        ReplayWriter(RunLayout(run_dir).replay).write_shard(ENV_METRICS, shard_name(step, "economy"), rows)
+        ReplayWriter(run_dir).write_shard(ENV_METRICS, shard_name(step, "economy"), rows)
 
 
 def test_a_run_has_every_per_tick_series_and_they_add_up_to_its_datasets(demo_run: Path) -> None:

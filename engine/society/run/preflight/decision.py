@@ -176,7 +176,13 @@ def _shares_loopback(expect: Expectation, probe: WorkerProbe) -> bool:
 
 
 def _token_problem(expect: Expectation, probe: WorkerProbe) -> str | None:
-    where = f"{expect.token_path} (relative to its cwd {probe.cwd})" if not os.path.isabs(expect.token_path) else expect.token_path
+    if "://" in expect.token_path:  # a run in object storage, read through the worker's store
+        if probe.token_error is not None:
+            run = expect.token_path.rpartition("/.preflight/")[0]
+            return f"cannot reach the run's store {run}: reading its preflight token failed: {probe.token_error}"
+        where = expect.token_path
+    else:
+        where = f"{expect.token_path} (relative to its cwd {probe.cwd})" if not os.path.isabs(expect.token_path) else expect.token_path
     if probe.token_error is not None:
         return f"cannot read the run directory: reading the token file {where} failed: {probe.token_error}"
     if probe.token_content != expect.token:

@@ -85,7 +85,17 @@ async def probe_worker(token_path: str, endpoints: list[list[Any]], io_timeout_s
     """
     import os
 
+    scheme, _, rest = token_path.partition("://")
+    in_store = bool(rest) and scheme.lower() != "file"
+
     def read_token() -> str:
+        if in_store:
+            # Object storage: read through this worker's own store (its credentials and endpoint). That needs Polis,
+            # which a worker without it fails here too; the polis answer says why.
+            from engine.storage.store import open_store
+
+            run, _, key = token_path.rpartition("/.preflight/")
+            return open_store(run).get(f".preflight/{key}")[:_TOKEN_READ_LIMIT].decode("utf-8", errors="replace")
         with open(token_path, encoding="utf-8", errors="replace") as handle:
             return handle.read(_TOKEN_READ_LIMIT)
 
@@ -94,7 +104,7 @@ async def probe_worker(token_path: str, endpoints: list[list[Any]], io_timeout_s
             return await asyncio.wait_for(asyncio.to_thread(function), io_timeout_s), None
         except TimeoutError:
             return None, f"{what} did not finish within {io_timeout_s:g} s"
-        except OSError as error:
+        except Exception as error:  # noqa: BLE001 - OSError on disk; a StorageError (or an ImportError) from a store
             return None, f"{type(error).__name__}: {error}"
 
     async def connect(host: str, port: int) -> str | None:

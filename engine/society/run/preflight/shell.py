@@ -5,13 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-import os
 import secrets
 import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,6 +29,7 @@ from engine.society.run.preflight.decision import (
     find_problems,
 )
 from engine.society.run.preflight.probe import netns_identity, polis_identity, probe_worker
+from engine.storage.run_layout import RunLocation, run_child, run_store
 
 __all__ = ["PREFLIGHT_DIR", "preflight"]
 
@@ -67,22 +66,15 @@ def _driver_addresses() -> frozenset[str]:
     return frozenset(addresses)
 
 
-def _write_token(run_dir: Path) -> tuple[str, str]:
-    """Write a fresh token atomically into ``run_dir/.preflight/``; return (token, its path)."""
+def _write_token(run_dir: RunLocation) -> tuple[str, str]:
+    """Write a fresh token as the run's key ``.preflight/<token>``; return (token, where workers find it: a path or URL)."""
     token = secrets.token_hex(16)
-    folder = run_dir / PREFLIGHT_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / token
-    partial = folder / f".{token}.partial"
-    partial.write_text(token, encoding="utf-8")
-    os.replace(partial, path)
-    return token, str(path)
+    run_store(run_dir).set(f"{PREFLIGHT_DIR}/{token}", token.encode())
+    return token, str(run_child(run_child(run_dir, PREFLIGHT_DIR), token))
 
 
-def _remove_token(path: str) -> None:
-    Path(path).unlink(missing_ok=True)
-    with contextlib.suppress(OSError):  # not empty: another preflight's token is still there
-        Path(path).parent.rmdir()
+def _remove_token(run_dir: RunLocation, token: str) -> None:
+    run_store(run_dir).delete(f"{PREFLIGHT_DIR}/{token}")  # the store drops the emptied folder (on disk)
 
 
 def _worker_ip(address: str, host: str | None) -> str:
@@ -128,7 +120,7 @@ async def _probe(client: Client, address: str, args: tuple[Any, ...], timeout_s:
 
 async def preflight(
     client: Client,
-    run_dir: Path | str,
+    run_dir: RunLocation,
     llm_clients: Mapping[str, LLMClient],
     *,
     timeout_s: float = 30.0,
@@ -137,8 +129,9 @@ async def preflight(
 ) -> PreflightReport:
     """Check that every worker runs the driver's Polis, sees ``run_dir`` and reaches every LLM server.
 
-    Call it after ``run_dir`` exists and before the env actor starts. It writes a token file under
-    ``run_dir/.preflight/`` and removes it again.
+    Call it after ``run_dir`` exists and before the env actor starts. It writes a token under
+    ``run_dir/.preflight/`` and removes it again. A run in object storage (``s3://...``) is read through
+    the worker's own store, so a worker without the credentials, the endpoint or the bucket is named.
 
     Args:
         client: the asynchronous Client of the run.
@@ -160,14 +153,14 @@ async def preflight(
     workers = {address: _worker_ip(address, worker.get("host")) for address, worker in info["workers"].items()}
     endpoints = endpoints_of(llm_clients)
     targets = [[e.host, e.port] for e in endpoints if e.host is not None and e.problem is None]
-    token, token_path = await asyncio.to_thread(_write_token, Path(run_dir))
+    token, token_path = await asyncio.to_thread(_write_token, run_dir)
     try:
         identity = await asyncio.to_thread(polis_identity)
         args = (token_path, targets, timeout_s / 2, connect_timeout_s)
         with _shipped_by_value():
             replies = await asyncio.gather(*(_probe(client, address, args, timeout_s) for address in workers))
     finally:
-        await asyncio.to_thread(_remove_token, token_path)
+        await asyncio.to_thread(_remove_token, run_dir, token)
     probes = tuple(
         WorkerProbe(address, host, unanswered=why) if reply is None else WorkerProbe.from_reply(address, host, reply)
         for (address, host), (reply, why) in zip(workers.items(), replies, strict=True)

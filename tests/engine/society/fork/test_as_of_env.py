@@ -11,7 +11,7 @@ from engine.society.fork.as_of import AsOfAgents, find_as_of, start_as_of_env
 from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
-from engine.storage.run_layout import RunLayout
+from engine.storage.run_layout import RunLayout, env_snapshot_kept, run_store
 from tests.engine.society.fork.fork_support import AGENTS, file_hashes, fork_parent_spec
 
 
@@ -37,11 +37,10 @@ async def test_the_as_of_env_answers_as_the_tick_left_it_and_the_run_stays_as_it
 
     at = find_as_of(run, 1, ticks_done=4, through_txn=4, agent_ids=[0])
     with AsOfAgents(run, at, txn=5) as as_of:
-        temporary = await start_as_of_env(host, as_of, run)
+        temporary = await start_as_of_env(host, as_of)
         try:
             assert await temporary.live_proxy.call_tool("message_statistics", {}, readonly=True) == then
-            scratch = as_of.root.parent
-            assert (RunLayout(scratch).env_snapshots / str(at.env_snapshot)).is_dir()
+            assert env_snapshot_kept(run_store(as_of.scratch), str(at.env_snapshot))
             assert temporary.key.endswith("-as-of-test-as-of-1")  # its own task key, beside the run's env actor
         finally:
             temporary.release()
@@ -49,7 +48,7 @@ async def test_the_as_of_env_answers_as_the_tick_left_it_and_the_run_stays_as_it
     assert file_hashes(run) == before
 
     with AsOfAgents(run, find_as_of(run, 4, ticks_done=4, through_txn=4, agent_ids=[0]), txn=5) as as_of:
-        current = await start_as_of_env(host, as_of, run)
+        current = await start_as_of_env(host, as_of)
         try:
             assert await current.live_proxy.call_tool("message_statistics", {}, readonly=True) == now
         finally:
