@@ -17,7 +17,7 @@ from engine.society.fork.as_of import agent_as_of
 from engine.society.workspaces.manifest import agent_workspace
 from engine.storage.query_limits import QueryLimits
 from engine.storage.reader import ReplayReader
-from engine.storage.run_layout import RunLayout
+from engine.storage.run_layout import REPLAY_DIR, run_store
 from service.errors import AgentFileNotFoundError, AgentNotFoundError
 from service.schemas import AgentFile, AgentFiles, AgentMemory
 
@@ -26,7 +26,7 @@ __all__ = ["list_agent_files", "read_agent", "read_agent_file"]
 _ROWS = "SELECT step, memory, todo, episodes FROM agent_memory WHERE agent_id = $agent{until} ORDER BY step"
 
 
-def read_agent(experiment_id: str, run_dir: Path, agent_id: int, step: int | None, limits: QueryLimits | None = None) -> AgentMemory:
+def read_agent(experiment_id: str, run_dir: Path | str, agent_id: int, step: int | None, limits: QueryLimits | None = None) -> AgentMemory:
     """One agent's profile and config, and its memory as of ``step``.
 
     Args:
@@ -47,7 +47,7 @@ def read_agent(experiment_id: str, run_dir: Path, agent_id: int, step: int | Non
         raise AgentNotFoundError(experiment_id, agent_id)
     config: dict[str, Any] = workspace.read_json("config.json")
     rows: list[dict[str, Any]] = []
-    if RunLayout(run_dir).replay.is_dir():
+    if run_store(run_dir).list_dir(REPLAY_DIR) != ([], []):
         with ReplayReader(run_dir, limits) as reader:
             if "agent_memory" in reader.datasets():
                 params: dict[str, Any] = {"agent": agent_id} if step is None else {"agent": agent_id, "step": step}
@@ -66,13 +66,13 @@ def read_agent(experiment_id: str, run_dir: Path, agent_id: int, step: int | Non
     )
 
 
-def _workspace(experiment_id: str, run_dir: Path, agent_id: int, step: int | None) -> AgentWorkspace:
+def _workspace(experiment_id: str, run_dir: Path | str, agent_id: int, step: int | None) -> AgentWorkspace:
     if agent_workspace(run_dir, agent_id) is None:
         raise AgentNotFoundError(experiment_id, agent_id)
     return agent_as_of(run_dir, agent_id, step)  # ForkError (409) when the tick is not kept
 
 
-def list_agent_files(experiment_id: str, run_dir: Path, agent_id: int, step: int | None) -> AgentFiles:
+def list_agent_files(experiment_id: str, run_dir: Path | str, agent_id: int, step: int | None) -> AgentFiles:
     """Every file of the agent's workspace (packed or a folder), as the run stands or as kept tick ``step`` left it.
 
     Raises:
@@ -85,7 +85,7 @@ def list_agent_files(experiment_id: str, run_dir: Path, agent_id: int, step: int
     return AgentFiles(experiment_id=experiment_id, agent_id=agent_id, step=step, files=files)
 
 
-def read_agent_file(experiment_id: str, run_dir: Path, agent_id: int, path: str, step: int | None) -> bytes:
+def read_agent_file(experiment_id: str, run_dir: Path | str, agent_id: int, path: str, step: int | None) -> bytes:
     """One file of the agent's workspace (see :func:`list_agent_files`).
 
     Raises:

@@ -49,7 +49,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        registry = ExperimentRegistry(settings.data_dir)
+        registry = ExperimentRegistry(settings.data_dir, run_store=settings.run_store)
         engine = EngineLoop()
         stack = contextlib.AsyncExitStack()
         try:

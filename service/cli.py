@@ -38,10 +38,11 @@ def _token_create(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from engine.storage.run_layout import resolve_location
     from service.report.data import is_run_dir, load_report
     from service.report.page import standalone_page
 
-    run_dir = Path(args.run_dir)
+    run_dir = resolve_location(args.run_dir)
     if not is_run_dir(run_dir):
         print(f"polis: {run_dir} is not a run directory or a sweep root (no SOCIETY.json, SOCIETY_STEP.json "
               "or SWEEP.json)", file=sys.stderr)

@@ -152,7 +152,7 @@ class Intake:
             input_dirs=settings.input_dirs,
         )
 
-    async def read(self, request: Request, owner: str, run_dirs: Iterable[Path]) -> ExperimentSpec:
+    async def read(self, request: Request, owner: str, run_dirs: Iterable[Path | str]) -> ExperimentSpec:
         """Read, bound, validate and authorize the spec in ``request``'s body.
 
         Args:
@@ -173,7 +173,7 @@ class Intake:
         # Off the event loop: the spec's validation and the disk walk must not stall other requests.
         return await asyncio.to_thread(self.admit, raw, kind, owner, list(run_dirs))
 
-    def admit(self, raw: bytes, kind: BodyKind, owner: str, run_dirs: Iterable[Path] = ()) -> ExperimentSpec:
+    def admit(self, raw: bytes, kind: BodyKind, owner: str, run_dirs: Iterable[Path | str] = ()) -> ExperimentSpec:
         """Decode, count, validate and authorize a body already read (see :meth:`read`)."""
         data = read_population_files(decode_spec(raw, kind), self._locate)
         quota = self.quotas.for_owner(owner)
@@ -186,7 +186,7 @@ class Intake:
         self.grants.check_spec(spec, owner)
         return spec
 
-    def authorize(self, spec: ExperimentSpec, owner: str, run_dirs: Iterable[Path] = ()) -> None:
+    def authorize(self, spec: ExperimentSpec, owner: str, run_dirs: Iterable[Path | str] = ()) -> None:
         """Check a spec the service made (a fork's) as :meth:`admit` checks a submitted one: quotas, then grants.
 
         Raises:

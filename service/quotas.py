@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.storage.run_layout import is_url, run_store
 from service.errors import QuotaExceededError
 from service.settings import ServiceSettings
 from service.spec_counts import SpecCounts
@@ -126,10 +127,18 @@ def check_disk(used_bytes: int, quota: OwnerQuota, owner: str) -> None:
         )
 
 
-def disk_usage(paths: Iterable[Path]) -> int:
-    """The total size in bytes of the files under ``paths`` (missing ones count 0; links are not followed)."""
+def disk_usage(paths: Iterable[Path | str]) -> int:
+    """The total size in bytes of the files under ``paths`` (missing ones count 0; links are not followed; a file
+    hard-linked into several runs, as forks share their parent's past, counts once). A URL counts the bytes its
+    store holds under it."""
     total = 0
-    pending = [os.fspath(path) for path in paths]
+    pending: list[str] = []
+    for path in paths:
+        if is_url(path):
+            total += run_store(path).usage()
+        else:
+            pending.append(os.fspath(path))
+    seen: set[tuple[int, int]] = set()
     while pending:
         try:
             entries = list(os.scandir(pending.pop()))
@@ -140,7 +149,10 @@ def disk_usage(paths: Iterable[Path]) -> int:
                 if entry.is_dir(follow_symlinks=False):
                     pending.append(entry.path)
                 else:
-                    total += entry.stat(follow_symlinks=False).st_size
+                    stat = entry.stat(follow_symlinks=False)
+                    if (stat.st_dev, stat.st_ino) not in seen:
+                        seen.add((stat.st_dev, stat.st_ino))
+                        total += stat.st_size
             except FileNotFoundError:  # removed while walking
                 continue
     return total

@@ -3,7 +3,8 @@
 Layout under the service's data directory::
 
     experiments/<id>.json   the record (replaced atomically on every update)
-    runs/<id>/              the run directory the engine writes into
+    runs/<id>/              the run directory the engine writes into (unless POLIS_RUN_STORE names a URL:
+                            then runs are ``<url>/<id>`` in object storage)
 
 Restarts: a record found ``queued`` when the registry loads is queued again; one found ``running``
 (its service process died mid-run) or ``interrupted`` with ``resume_on_start`` (its service shut
@@ -22,12 +23,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from engine.errors import StorageError
 from engine.run_status import RunStatus
 from engine.spec import ExperimentSpec
 from engine.storage.atomic import atomic_write_text, read_json
+from engine.storage.run_layout import as_location, run_child, run_store
 from service.auth import LOCAL_ADMIN, Principal
 from service.errors import ExperimentBusyError, ExperimentNotFoundError
 
@@ -92,11 +94,16 @@ class ExperimentRecord(BaseModel):
     resumed_after_restart: int = 0
     #: Stopped by a clean service shutdown (status ``interrupted``): the next start resumes it.
     resume_on_start: bool = False
-    run_dir: Path
+    run_dir: Path | str  #: a local directory, or a URL of object storage (``s3://bucket/prefix/<id>``)
     #: The validated spec, defaults filled in, as JSON-ready data.
     spec: dict[str, Any]
     #: Set for a fork (``POST /experiments/{id}/fork``): its run directory is made from the parent's when it first runs.
     forked_from: ForkedFrom | None = None
+
+    @field_validator("run_dir", mode="before")
+    @classmethod
+    def _location(cls, value: Any) -> Path | str:
+        return as_location(value)
 
 
 class ExperimentRegistry:
@@ -104,17 +111,19 @@ class ExperimentRegistry:
 
     Args:
         data_dir: the service's data directory; created if missing.
+        run_store: where run directories go when not under ``data_dir/runs``: a URL (``s3://bucket/prefix``).
 
     Raises:
         StorageError: the directories cannot be created.
     """
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *, run_store: str | None = None) -> None:
         self._records_dir = data_dir / "experiments"
-        self._runs_dir = data_dir / "runs"
+        self._runs_dir: Path | str = as_location(run_store) if run_store else data_dir / "runs"
         try:
             self._records_dir.mkdir(parents=True, exist_ok=True)
-            self._runs_dir.mkdir(parents=True, exist_ok=True)
+            if isinstance(self._runs_dir, Path):
+                self._runs_dir.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise StorageError(f"cannot create the service data directory {data_dir}: {error}") from error
         # Progress callbacks may arrive from other threads; one lock keeps memory and disk in step.
@@ -146,7 +155,7 @@ class ExperimentRegistry:
                 created_at=utc_now(),
                 ticks_total=ticks,
                 agent_steps_total=ticks * n_agents,
-                run_dir=self._runs_dir / experiment_id,
+                run_dir=run_child(self._runs_dir, experiment_id),
                 spec=spec.model_dump(mode="json"),
                 forked_from=forked_from,
             )
@@ -210,9 +219,11 @@ class ExperimentRegistry:
                 raise StorageError(f"cannot remove the record of experiment {experiment_id}: {error}") from error
             del self._records[experiment_id]
         try:
-            if record.run_dir.exists():
+            if isinstance(record.run_dir, str):
+                run_store(record.run_dir).delete_prefix("")
+            elif record.run_dir.exists():
                 shutil.rmtree(record.run_dir)
-        except OSError as error:
+        except (OSError, StorageError) as error:
             raise StorageError(f"experiment {experiment_id} is deleted but its run directory is not: {error}") from error
 
     def _path(self, experiment_id: str) -> Path:

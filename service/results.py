@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 
 from engine.storage.query_limits import QueryLimits
 from engine.storage.reader import ReplayReader
-from engine.storage.run_layout import RunLayout
+from engine.storage.run_layout import REPLAY_DIR, run_store
 from engine.storage.sweep_layout import SWEEP_FILE
 from service.errors import DatasetNotFoundError
 from service.schemas import ColumnInfo, DatasetInfo
@@ -38,12 +38,14 @@ def check_dataset_name(experiment_id: str, name: str) -> str:
     return name
 
 
-def _has_results(run_dir: Path) -> bool:
+def _has_results(run_dir: Path | str) -> bool:
     """A run that wrote replay data, or a sweep root."""
-    return RunLayout(run_dir).replay.is_dir() or (run_dir / SWEEP_FILE).is_file()
+    if isinstance(run_dir, Path) and (run_dir / SWEEP_FILE).is_file():
+        return True
+    return run_store(run_dir).list_dir(REPLAY_DIR) != ([], [])
 
 
-def list_datasets(run_dir: Path, limits: QueryLimits | None = None) -> list[DatasetInfo]:
+def list_datasets(run_dir: Path | str, limits: QueryLimits | None = None) -> list[DatasetInfo]:
     """Describe every catalogued dataset of a run, with its committed row count.
 
     Args:
@@ -72,7 +74,7 @@ def list_datasets(run_dir: Path, limits: QueryLimits | None = None) -> list[Data
         return infos
 
 
-def export_dataset(experiment_id: str, run_dir: Path, name: str, dest: Path, limits: QueryLimits | None = None) -> int:
+def export_dataset(experiment_id: str, run_dir: Path | str, name: str, dest: Path, limits: QueryLimits | None = None) -> int:
     """Write every committed row of one dataset to a single Parquet file.
 
     Args:

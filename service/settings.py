@@ -24,6 +24,9 @@ class ServiceSettings(EngineSettings):
 
     #: POLIS_DATA_DIR: experiment records live under ``experiments/``, run directories under ``runs/``.
     data_dir: Path = Field(default=Path("~/.local/share/polis"))
+    #: POLIS_RUN_STORE: keep run directories in object storage, ``<url>/<experiment id>`` (``s3://bucket/prefix``);
+    #: unset keeps them under ``data_dir/runs``. Credentials and the endpoint come from the AWS environment.
+    run_store: str | None = None
     host: str = "127.0.0.1"  #: POLIS_HOST: where the API listens
     port: int = Field(default=8400, ge=0, le=65535)  #: POLIS_PORT
     #: POLIS_AUTH_TOKENS: the token file (``service.auth``); unset = no tokens, and the service binds

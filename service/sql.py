@@ -115,7 +115,7 @@ def choose_media_type(accept: str | None) -> str:
     )
 
 
-def run_sql(run_dir: Path, sql: str, max_rows: int, limits: QueryLimits) -> CappedResult:
+def run_sql(run_dir: Path | str, sql: str, max_rows: int, limits: QueryLimits) -> CappedResult:
     """Run one read-only SELECT over a run (or sweep) directory, keeping at most ``max_rows`` rows.
 
     Args:

@@ -36,6 +36,7 @@ from engine.society.run.runner import RunSummary
 from engine.society.run.sweep import run_spec
 from engine.society.status import has_society_step
 from engine.spec import BudgetSpec, ExperimentSpec, parse_spec
+from engine.storage.run_layout import run_store
 from engine.storage.sweep_layout import SWEEP_FILE
 from service.auth import LOCAL_ADMIN, Principal
 from service.errors import ExperimentBusyError, ExperimentNotFoundError, ExperimentNotRunningError, SpecRejectedError
@@ -67,7 +68,7 @@ class _Pending:
     force: bool  #: resume although the spec differs from the run's (steps appended to a stored run)
 
 
-def check_fork(parent: Path, at_step: int, patch: dict[str, Any] | None = None) -> ExperimentSpec:
+def check_fork(parent: Path | str, at_step: int, patch: dict[str, Any] | None = None) -> ExperimentSpec:
     """The spec of a fork of the run in ``parent`` at its committed tick ``at_step`` (blocking: call it in a thread).
 
     Args:
@@ -87,7 +88,7 @@ def check_fork(parent: Path, at_step: int, patch: dict[str, Any] | None = None) 
         raise SpecRejectedError(str(error), path="at_step") from None
 
 
-def make_fork(parent: Path, at_step: int, spec: ExperimentSpec, run_dir: Path) -> None:
+def make_fork(parent: Path | str, at_step: int, spec: ExperimentSpec, run_dir: Path | str) -> None:
     """Make ``run_dir`` the fork of ``parent`` at tick ``at_step`` running ``spec`` (from :func:`check_fork`), ready to resume.
 
     A directory a stopped service left half made (it has no status file yet) is made again.
@@ -97,8 +98,11 @@ def make_fork(parent: Path, at_step: int, spec: ExperimentSpec, run_dir: Path) -
         OSError: the copy failed (e.g. the disk is full).
     """
     point = find_fork_point(parent, at_step)
-    if run_dir.exists() and not has_society_step(run_dir):
-        shutil.rmtree(run_dir)
+    if not has_society_step(run_dir):
+        if isinstance(run_dir, str):
+            run_store(run_dir).delete_prefix("")
+        elif run_dir.exists():
+            shutil.rmtree(run_dir)
     # The spec is the one check_fork made against this parent; only the parent's future can have changed since.
     materialize_fork(point, ForkSpec(spec, at_step, completed_steps_at(spec, at_step)), run_dir)
 
@@ -319,7 +323,7 @@ class Submitter:
             return
         self._set(experiment_id, **{**recorder.counts(), **_summary_fields(summary)})
 
-    async def _make_fork(self, origin: ForkedFrom, spec: ExperimentSpec, run_dir: Path) -> None:
+    async def _make_fork(self, origin: ForkedFrom, spec: ExperimentSpec, run_dir: Path | str) -> None:
         parent = self._registry.get(origin.experiment).run_dir
         copy = asyncio.ensure_future(asyncio.to_thread(make_fork, parent, origin.at_step, spec, run_dir))
         try:
@@ -355,10 +359,10 @@ class Submitter:
         self._dispatch()
 
 
-def _holds_run(run_dir: Path, spec: ExperimentSpec) -> bool:
+def _holds_run(run_dir: Path | str, spec: ExperimentSpec) -> bool:
     """Whether ``run_dir`` holds a run (or sweep) of ``spec``'s kind that a resume can continue."""
     if spec.sweep is not None:
-        return (run_dir / SWEEP_FILE).exists()
+        return isinstance(run_dir, Path) and (run_dir / SWEEP_FILE).exists()
     return has_society_step(run_dir)
 
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import tempfile
 import traceback
+import weakref
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -150,10 +152,11 @@ class EnvRouterActor:
         self._trace = TraceRecorder()
         #: the router's share of each transaction's budget (the driver renews it: :meth:`open_budget`)
         self._budget = BudgetGate(Allowance())
-        # A run in object storage: the modules' live state in a scratch folder of this process, removed on close.
-        self._scratch = tempfile.TemporaryDirectory(prefix="polis-env-") if config.run_dir is not None and is_url(config.run_dir) else None
-        self.router = build_router(config, trace=self._trace, budget=self._budget,
-                                   env_root=Path(self._scratch.name) if self._scratch is not None else None)
+        # A run in object storage: the modules' live state in a scratch folder of this process, removed when the actor
+        # closes or is dropped (a released actor is never closed).
+        scratch = Path(tempfile.mkdtemp(prefix="polis-env-")) if config.run_dir is not None and is_url(config.run_dir) else None
+        self._scratch = weakref.finalize(self, shutil.rmtree, scratch, ignore_errors=True) if scratch is not None else None
+        self.router = build_router(config, trace=self._trace, budget=self._budget, env_root=scratch)
         self._replay = ReplayWriter(config.run_dir) if config.run_dir is not None else None
         self.requests_served = 0
         self.batches_served = 0
@@ -366,4 +369,4 @@ class EnvRouterActor:
     async def close(self) -> None:
         await self.router.close()
         if self._scratch is not None:
-            self._scratch.cleanup()
+            self._scratch()

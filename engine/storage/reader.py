@@ -235,15 +235,26 @@ class ReplayReader:
             raise
 
     def _check_remote_run(self) -> None:
-        """Refuse a run on object storage that cannot be listed, holds nothing, or is a sweep root."""
+        """Refuse a run on object storage that cannot be listed, whose bucket does not exist, or is a sweep root.
+
+        A prefix that holds nothing yet in a bucket that exists is an empty run, as a missing local directory is.
+        """
         try:
             files, dirs = self.store.list_dir("")
         except StorageError as exc:
             raise StorageError(f"cannot open the replay of {self.location}: {exc}") from exc
         if not files and not dirs:
-            raise StorageError(
-                f"cannot open the replay of {self.location}: nothing is stored there (a wrong bucket or prefix?)"
-            )
+            assert isinstance(self.store, FsspecStore)
+            fs, root = self.store._fs, self.store._root
+            bucket = root.lstrip("/").partition("/")[0]
+            if bucket and not root.startswith("/"):  # object stores name a bucket first (fsspec's memory: a path)
+                try:
+                    fs.invalidate_cache(bucket)
+                    fs.info(bucket)
+                except FileNotFoundError:
+                    raise StorageError(f"cannot open the replay of {self.location}: its bucket {bucket!r} does not exist") from None
+                except Exception as exc:  # the filesystem's own errors (botocore's, aiohttp's)
+                    raise StorageError(f"cannot open the replay of {self.location}: {type(exc).__name__}: {exc}") from exc
         if SWEEP_FILE in files:
             raise StorageError(f"{self.location} is a sweep root: sweeps can be read from local disk only")
 

@@ -20,7 +20,15 @@ from engine.society.status import read_society
 from engine.storage.atomic import read_json
 from engine.storage.query_limits import QueryLimits
 from engine.storage.reader import ReplayReader
-from engine.storage.run_layout import MANIFEST_FILE, SOCIETY_STEP_FILE, RunLayout, run_store
+from engine.storage.run_layout import (
+    MANIFEST_FILE,
+    SOCIETY_FILE,
+    SOCIETY_STEP_FILE,
+    RunLocation,
+    as_location,
+    run_name,
+    run_store,
+)
 from engine.storage.sweep_layout import SWEEP_FILE, SweepManifest
 from service.report.series import ANSWERS_SQL, ENV_METRICS_SQL, FAMILIES, Panel, answer_panels, env_panels, panels_of
 
@@ -77,10 +85,13 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def is_run_dir(path: Path) -> bool:
-    """``path`` holds a run (``SOCIETY.json`` or ``SOCIETY_STEP.json``) or a sweep (``SWEEP.json``)."""
-    layout = RunLayout(Path(path))
-    return (Path(path) / SWEEP_FILE).is_file() or layout.society_file.is_file() or layout.society_step_file.is_file()
+def is_run_dir(path: RunLocation) -> bool:
+    """``path`` holds a run (``SOCIETY.json`` or ``SOCIETY_STEP.json``) or a sweep (``SWEEP.json``, local only)."""
+    where = as_location(path)
+    if isinstance(where, Path) and (where / SWEEP_FILE).is_file():
+        return True
+    store = run_store(where)
+    return store.exists(SOCIETY_FILE) or store.exists(SOCIETY_STEP_FILE)
 
 
 def _spec_of(doc: dict[str, Any]) -> dict[str, Any]:
@@ -179,9 +190,9 @@ def _timings(reader: ReplayReader, status: dict[str, Any]) -> dict[str, Any]:
     return timings
 
 
-def _manifest(run_dir: Path) -> dict[str, Any]:
+def _manifest(run_dir: Path | str) -> dict[str, Any]:
     """The manifest's lines of the summary: Polis's version and commit, and the served models per requested model."""
-    manifest = read_json(run_dir / MANIFEST_FILE, default=None) or {}
+    manifest = run_store(run_dir).get_json(MANIFEST_FILE, None) or {}
     if not manifest:
         return {}
     polis = manifest.get("polis") or {}
@@ -206,7 +217,7 @@ def _datasets(reader: ReplayReader) -> tuple[DatasetEntry, ...]:
     )
 
 
-def load_report(run_dir: Path, limits: QueryLimits | None = None, extra: dict[str, Any] | None = None) -> ReportData:
+def load_report(run_dir: RunLocation, limits: QueryLimits | None = None, extra: dict[str, Any] | None = None) -> ReportData:
     """Read what the results page shows from a run directory or a sweep root.
 
     Args:
@@ -223,7 +234,7 @@ def load_report(run_dir: Path, limits: QueryLimits | None = None, extra: dict[st
         StorageError: the catalog or manifest is malformed.
         QueryError: a dataset could not be read within the limits.
     """
-    run_dir = Path(run_dir)
+    run_dir = as_location(run_dir)
     if not is_run_dir(run_dir):
         raise NotARunError(f"{run_dir} is not a run directory (no SOCIETY.json, SOCIETY_STEP.json or {SWEEP_FILE})")
     with ReplayReader(run_dir, limits) as reader:
@@ -235,6 +246,7 @@ def load_report(run_dir: Path, limits: QueryLimits | None = None, extra: dict[st
             cells: tuple[dict[str, Any], ...] = ()
             labels = None
         else:
+            assert isinstance(run_dir, Path)  # a sweep root is a local directory
             society = read_json(run_dir / SWEEP_FILE, default={}) or {}
             states = [str(c.status) for c in sweep.cells]
             status = {"status": ", ".join(f"{states.count(s)} {s}" for s in sorted(set(states)))}
@@ -263,6 +275,6 @@ def load_report(run_dir: Path, limits: QueryLimits | None = None, extra: dict[st
         if _has_rows(reader, "questionnaire_answers"):
             panels += answer_panels(_rows(reader, ANSWERS_SQL.format(cell=cell)), labels)
         return ReportData(
-            title=str(society.get("name") or run_dir.name), summary={k: v for k, v in summary.items() if v not in (None, "")},
+            title=str(society.get("name") or run_name(run_dir)), summary={k: v for k, v in summary.items() if v not in (None, "")},
             errors=_errors(reader, cell), panels=tuple(panels), datasets=_datasets(reader), cells=cells, extra=dict(extra or {}),
         )

@@ -87,7 +87,7 @@ async def fork_experiment(
     return ExperimentDetail.from_record(queued, state.experiment_dashboard_link)
 
 
-def _admit(intake: Intake, parent: ExperimentRecord, body: ForkRequest, owner: str, run_dirs: list[Path]) -> ExperimentSpec:
+def _admit(intake: Intake, parent: ExperimentRecord, body: ForkRequest, owner: str, run_dirs: list[Path | str]) -> ExperimentSpec:
     """The fork's spec, checked as a fork of the parent's run and against the owner's quotas and grants."""
     patch = {"name": f"{parent.name[:180]} (fork at {body.at_step})", **(body.patch or {})}
     if body.name is not None:

@@ -36,6 +36,7 @@ from engine.society.run.outcome import RunTally, judge, read_run_tally
 from engine.society.run.preflight import preflight
 from engine.society.society import AgentSociety
 from engine.society.status import SocietyStep, has_society_step, read_society, read_society_step
+from engine.society.workspaces.manifest import PACKED
 from engine.spec import AskStep, ExperimentSpec, InterveneStep, QuestionnaireStep, RunStep, parse_spec
 from engine.storage.run_layout import LLM_CACHE_DIR, RunLocation, as_location, is_url, run_child, run_name, run_store
 from engine.storage.store import check_store
@@ -234,6 +235,9 @@ async def run_experiment(
             resolve_agent(agent.type)
         check_as_of_steps(spec.steps)
         if is_url(run_dir):  # a missing bucket or credential fails here, naming the URL, before anything is written
+            if spec.storage.workspaces != PACKED:
+                raise SpecError(f"a run at a URL ({run_dir}) keeps its agents in packs: storage.workspaces "
+                                f"{spec.storage.workspaces!r} needs a local run directory", path="storage.workspaces")
             await asyncio.to_thread(check_store, run_store(run_dir))
         state, extends = _resume_state(spec, run_dir, force) if resume else (None, False)
         if state is not None:

@@ -212,7 +212,14 @@ async def run_sweep_as_run(
     )
 
 
-async def run_spec(spec: ExperimentSpec, run_dir: Path, client: Client, **kwargs: Any) -> RunSummary:
-    """Run ``spec`` whatever it is: a sweep through :func:`run_sweep_as_run`, else :func:`run_experiment`."""
-    run = run_sweep_as_run if spec.sweep is not None else run_experiment
-    return await run(spec, run_dir, client, **kwargs)
+async def run_spec(spec: ExperimentSpec, run_dir: Path | str, client: Client, **kwargs: Any) -> RunSummary:
+    """Run ``spec`` whatever it is: a sweep through :func:`run_sweep_as_run`, else :func:`run_experiment`.
+
+    Raises:
+        SpecError: a sweep into a URL (a sweep's root is a local directory for now).
+    """
+    if spec.sweep is None:
+        return await run_experiment(spec, run_dir, client, **kwargs)
+    if isinstance(run_dir, str):
+        raise SpecError(f"sweep: a sweep's root is a local directory for now, not {run_dir}", path="sweep")
+    return await run_sweep_as_run(spec, run_dir, client, **kwargs)

@@ -167,6 +167,10 @@ class Store(ABC):
             self.delete(key)
         return len(keys)
 
+    def usage(self, prefix: str = "") -> int:
+        """Return the bytes stored under ``prefix`` ("" for all)."""
+        return sum(self.size(key) for key in self.list_prefix(prefix))
+
     def move(self, source: str, target: str) -> bool:
         """Put ``source``'s value under ``target`` and delete ``source``; return False when ``source`` is missing.
 

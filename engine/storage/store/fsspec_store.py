@@ -150,6 +150,19 @@ class FsspecStore(Store):
                 (dirs if entry["type"] == "directory" else files).append(name)
         return sorted(files), sorted(dirs)
 
+    def usage(self, prefix: str = "") -> int:
+        base = check_prefix(prefix).rpartition("/")[0]
+        top = f"{self._root}/{base}" if base else self._root
+        with self._errors("list", top):
+            self._fs.invalidate_cache(top)
+            try:
+                found: dict[str, dict[str, Any]] = self._fs.find(top, detail=True)
+            except FileNotFoundError:
+                return 0
+        cut = len(self._root) + 1
+        return sum(int(info.get("size") or 0) for path, info in found.items()
+                   if path[cut:].startswith(prefix) and info.get("type") != "directory")
+
     def delete(self, key: str) -> None:
         path = self._path(key)
         with self._errors("delete", path), contextlib.suppress(FileNotFoundError):

@@ -167,6 +167,20 @@ class LocalStore(Store):
             pending.extend(key for name in dirs if (key := rel + name).startswith(prefix))
         return sorted(keys)
 
+    def usage(self, prefix: str = "") -> int:
+        """The bytes under ``prefix``, a file hard-linked under several keys counted once."""
+        seen: set[tuple[int, int]] = set()
+        total = 0
+        for key in self.list_prefix(prefix):
+            try:
+                stat = self._path(key).stat(follow_symlinks=False)
+            except FileNotFoundError:  # deleted meanwhile
+                continue
+            if (stat.st_dev, stat.st_ino) not in seen:
+                seen.add((stat.st_dev, stat.st_ino))
+                total += stat.st_size
+        return total
+
     def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
         files, dirs = self._scan(self._root / dir_prefix(prefix))
         return sorted(files), sorted(dirs)

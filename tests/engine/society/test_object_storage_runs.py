@@ -213,3 +213,39 @@ def test_a_store_that_cannot_be_used_fails_naming_its_url_and_nothing_is_written
     assert run.returncode != 0
     assert says in run.stdout + run.stderr, run.stdout + run.stderr[-3000:]
     assert list((tmp_path / "driver").iterdir()) == []
+
+
+def test_the_service_keeps_runs_in_the_bucket_and_serves_them(s3_cluster, tmp_path):
+    from service.settings import ServiceSettings
+    from tests.service.live import serve, wait_until_final
+
+    settings = ServiceSettings(data_dir=tmp_path / "data", scheduler=s3_cluster.address, run_store=f"s3://{BUCKET}/service")
+    spec = {**crash_spec(storage="packed", ticks_before=1, ticks_after=1), "name": "in-the-bucket"}
+    with serve(settings) as http:
+        posted = http.post("/experiments", json=spec)
+        assert posted.status_code == 201, posted.text
+        experiment = posted.json()["id"]
+        assert wait_until_final(http, experiment, timeout=240)["status"] == "completed"
+        url = f"s3://{BUCKET}/service/{experiment}"
+        assert run_store(url).exists(SOCIETY_STEP_FILE)
+
+        datasets = {d["name"]: d["rows"] for d in http.get(f"/experiments/{experiment}/datasets").json()["datasets"]}
+        assert datasets["actions"] == AGENTS * 2 and datasets["questionnaire_answers"] == AGENTS * QUESTIONS
+        download = http.get(f"/experiments/{experiment}/datasets/actions.parquet")
+        assert download.status_code == 200 and download.content.startswith(b"PAR1")
+        sql = http.post(f"/experiments/{experiment}/sql", json={"sql": "SELECT count(DISTINCT agent_id) AS n FROM actions"})
+        assert sql.status_code == 200 and sql.json()["rows"] == [[AGENTS]], sql.text
+        files = http.get(f"/experiments/{experiment}/agents/0/files")
+        assert files.status_code == 200 and "AGENT.json" in [f["path"] for f in files.json()["files"]], files.text
+        assert http.get(f"/experiments/{experiment}/agents/0/files/AGENT.json", params={"step": 1}).status_code == 200
+        report = http.get(f"/experiments/{experiment}/report")
+        assert report.status_code == 200 and "in-the-bucket" in report.text
+
+        forked = http.post(f"/experiments/{experiment}/fork", json={"at_step": 1})
+        assert forked.status_code == 201, forked.text
+        assert wait_until_final(http, forked.json()["id"], timeout=240)["status"] == "completed"
+        assert run_store(f"s3://{BUCKET}/service/{forked.json()['id']}").get_json("SOCIETY.json")["fork"]["parent"] == url
+
+        assert http.delete(f"/experiments/{experiment}").status_code == 204
+        assert run_store(url).list_prefix("") == []
+    assert run_data_on_disk(tmp_path) == []  # the data directory holds the records only

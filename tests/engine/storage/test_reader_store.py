@@ -177,9 +177,10 @@ def test_a_sweep_root_on_s3_is_refused_clearly(url: str) -> None:
 # --- runs that cannot be read ---
 
 
-def test_a_prefix_that_holds_nothing_is_a_clear_error(url: str) -> None:
-    with pytest.raises(StorageError, match=rf"cannot open the replay of {url}: nothing is stored there"):
-        ReplayReader(url)
+def test_a_prefix_that_holds_nothing_yet_is_an_empty_run(url: str) -> None:
+    with ReplayReader(url) as reader:  # as a local run directory that does not exist yet
+        assert reader.datasets() == []
+        assert reader.query("SELECT count(*) AS n FROM spans").column("n")[0].as_py() == 0
 
 
 def test_a_url_without_a_bucket_is_refused(s3_endpoint: str) -> None:
@@ -189,7 +190,7 @@ def test_a_url_without_a_bucket_is_refused(s3_endpoint: str) -> None:
 
 def test_a_missing_bucket_is_a_clear_error(s3_endpoint: str) -> None:
     url = f"s3://polis-no-such-bucket-{uuid.uuid4().hex[:8]}/run"
-    with pytest.raises(StorageError, match=rf"cannot open the replay of {url}"):
+    with pytest.raises(StorageError, match=rf"cannot open the replay of {url}: its bucket 'polis-no-such-bucket-.*' does not exist"):
         ReplayReader(url)
 
 
