@@ -147,7 +147,7 @@ def test_provider_keys_are_passed_by_name_from_dotenv_and_never_given_a_value(tm
 def test_polis_variables_are_real_settings_and_the_files_own_are_not(config: dict[str, Any], monkeypatch: pytest.MonkeyPatch):
     names = setting_names()
     given = {key for svc in services(config).values() for key in svc.get("environment", {}) if key.startswith("POLIS_")}
-    assert given == {"POLIS_SCHEDULER", "POLIS_DATA_DIR", "POLIS_HOME", "POLIS_AUTH_TOKENS", "POLIS_GRANTS"}
+    assert given == {"POLIS_SCHEDULER", "POLIS_DATA_DIR", "POLIS_HOME", "POLIS_AUTH_TOKENS", "POLIS_GRANTS", "POLIS_RUN_STORE"}
     assert given <= names
     # The variables only this file reads cannot be mistaken for (or shadow) a Polis setting.
     own = set(re.findall(r"\$\{(\w+)", COMPOSE_FILE.read_text(encoding="utf-8")))
@@ -161,7 +161,20 @@ def test_polis_variables_are_real_settings_and_the_files_own_are_not(config: dic
             monkeypatch.setenv(key, value)
     settings = ServiceSettings()
     assert (settings.scheduler, settings.data_dir, settings.auth_tokens) == ("tcp://scheduler:8786", Path("/data"), Path("/data/tokens.json"))
-    assert (settings.home, settings.grants_file) == (Path("/data/home"), None)
+    assert (settings.home, settings.grants_file, settings.run_store) == (Path("/data/home"), None, None)
+
+
+def test_object_storage_is_passed_by_name_to_every_process_that_touches_a_run(tmp_path: Path, config: dict[str, Any]):
+    storage = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION"}
+    raw = raw_compose()["services"]
+    for name in KEY_USERS:
+        assert {raw[name]["environment"][key] for key in storage} == {None}  # no value in the file
+    dotenv = "POLIS_RUN_STORE=s3://bucket/polis\nAWS_ENDPOINT_URL=http://minio:9000\nAWS_ACCESS_KEY_ID=ak\n"
+    resolved = services(compose_config(tmp_path, dotenv=dotenv))
+    assert resolved["service"]["environment"]["POLIS_RUN_STORE"] == "s3://bucket/polis"
+    for name in KEY_USERS:
+        env = resolved[name]["environment"]
+        assert (env["AWS_ENDPOINT_URL"], env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]) == ("http://minio:9000", "ak", None)
 
 
 def test_the_dashboard_link_is_one_a_browser_on_the_host_can_open(tmp_path: Path, config: dict[str, Any]):

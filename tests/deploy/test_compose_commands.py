@@ -94,7 +94,8 @@ def test_documented_compose_runs_name_real_services_commands_and_files():
         if command[1] == "run":
             assert (ROOT / command[2]).is_file(), command  # examples/ is copied to the image's WORKDIR
             load_spec(ROOT / command[2])
-            assert Path(option(command, "--run-dir")).is_relative_to(Path(VOLUME) / "runs"), command
+            run_dir = option(command, "--run-dir")  # on the volume every worker mounts, or in object storage
+            assert run_dir.startswith("s3://") or Path(run_dir).is_relative_to(Path(VOLUME) / "runs"), command
     profiles = [argv[argv.index("--profile") + 1] for argv in documented_runs() if "--profile" in argv]
     assert set(profiles) == {"dry-run"} == {p for svc in services().values() for p in svc.get("profiles", [])}
 

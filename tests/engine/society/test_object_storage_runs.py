@@ -92,11 +92,18 @@ def once_per_tick(url: str) -> list[dict]:
         return reader.query("SELECT agent_id, step, count(*) AS n FROM actions GROUP BY ALL ORDER BY ALL").to_pylist()
 
 
-def test_polis_run_on_s3_completes_with_every_row_and_nothing_on_local_disk(s3_cluster, tmp_path):
-    url = f"s3://{BUCKET}/runs/plain"
-    spec = write_spec(tmp_path / "spec.yaml", crash_spec(storage="packed"))
-    driver = tmp_path / "driver"
-    run = polis(s3_cluster, driver, "run", str(spec), "--run-dir", url)
+@pytest.fixture(scope="module")
+def reference(s3_cluster: ExternalCluster, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, subprocess.CompletedProcess[str], Path]:
+    """One uninterrupted ``polis run`` into the bucket: what the crash tests must end like, and the fork's parent."""
+    home = tmp_path_factory.mktemp("reference")
+    url = f"s3://{BUCKET}/runs/reference"
+    run = polis(s3_cluster, home / "driver", "run", str(write_spec(home / "spec.yaml", crash_spec(storage="packed"))), "--run-dir", url)
+    return url, run, home
+
+
+def test_polis_run_on_s3_completes_with_every_row_and_nothing_on_local_disk(s3_cluster, reference):
+    url, run, home = reference
+    driver = home / "driver"
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     assert "status: completed\n" in run.stdout and "errors: 0" in run.stdout
 
@@ -109,7 +116,7 @@ def test_polis_run_on_s3_completes_with_every_row_and_nothing_on_local_disk(s3_c
     assert not [k for k in keys if ".staged-" in k], "a staged key survived the commit"
     assert any(k.startswith("packs/") for k in keys) and any(k.startswith("llm_cache/") for k in keys)
     # The run lives in the bucket only: no worker's folders and not the driver's hold any of it.
-    assert run_data_on_disk(s3_cluster.root, driver, tmp_path) == []
+    assert run_data_on_disk(s3_cluster.root, home) == []
 
     status = polis(s3_cluster, driver, "status", url)
     assert status.returncode == 0 and "status: completed" in status.stdout, status.stdout + status.stderr
@@ -117,10 +124,9 @@ def test_polis_run_on_s3_completes_with_every_row_and_nothing_on_local_disk(s3_c
     assert query.returncode == 0 and str(AGENTS * 3) in query.stdout, query.stdout + query.stderr
 
 
-def test_a_driver_killed_mid_tick_resumes_to_the_same_end_as_an_uninterrupted_run(s3_cluster, tmp_path):
+def test_a_driver_killed_mid_tick_resumes_to_the_same_end_as_an_uninterrupted_run(s3_cluster, reference, tmp_path):
     spec = write_spec(tmp_path / "spec.yaml", crash_spec(storage="packed"))
-    reference, crashed = f"s3://{BUCKET}/runs/reference", f"s3://{BUCKET}/runs/crashed"
-    assert polis(s3_cluster, tmp_path / "ref", "run", str(spec), "--run-dir", reference).returncode == 0
+    crashed = f"s3://{BUCKET}/runs/crashed"
 
     # The driver dies (SIGKILL) after tick 2's first batch: the workers are the cluster's and live on.
     killed = polis(s3_cluster, tmp_path / "driver", "run", str(spec), "--run-dir", crashed,
@@ -133,7 +139,7 @@ def test_a_driver_killed_mid_tick_resumes_to_the_same_end_as_an_uninterrupted_ru
     resumed = polis(s3_cluster, tmp_path / "driver", "run", "--resume", crashed)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr[-3000:]
     assert not [k for k in run_store(crashed).list_prefix("") if ".staged-" in k]
-    state, expected = final_state(crashed), final_state(reference)
+    state, expected = final_state(crashed), final_state(reference[0])
     assert len(state["actions"]) == AGENTS * 3
     for key in ("actions", "answers", "messaging", "env", "workspaces", "ticks", "completed_steps"):
         assert state[key] == expected[key], key
@@ -146,11 +152,10 @@ async def _actor_worker(client: Client) -> str:
     return holders[0][0]
 
 
-async def test_a_worker_killed_mid_tick_leaves_every_agent_stepped_once(s3_cluster, s3_env, tmp_path):
+async def test_a_worker_killed_mid_tick_leaves_every_agent_stepped_once(s3_cluster, s3_env, reference):
     spec = parse_spec(crash_spec(storage="packed"))
-    reference, run = f"s3://{BUCKET}/runs/worker-ref", f"s3://{BUCKET}/runs/worker-kill"
+    run = f"s3://{BUCKET}/runs/worker-kill"
     async with Client(s3_cluster.address, asynchronous=True) as client:
-        assert (await run_experiment(spec, reference, client)).status == "completed"
         task = asyncio.get_running_loop().create_task(run_experiment(spec, run, client))
         while not await asyncio.to_thread(run_store(run).exists, SOCIETY_STEP_FILE):
             await asyncio.sleep(0.05)
@@ -163,18 +168,15 @@ async def test_a_worker_killed_mid_tick_leaves_every_agent_stepped_once(s3_clust
     assert victim not in remaining, "the failpoint never killed the worker"
     assert summary.status == "completed", summary.error
     assert summary.replayed + summary.rolled_back >= 1, summary
-    state, expected = final_state(run), final_state(reference)
+    state, expected = final_state(run), final_state(reference[0])
     assert len({(r["agent_id"], r["step"]) for r in state["actions"]}) == len(state["actions"]) == AGENTS * 3
     for key in ("actions", "answers", "messaging", "env", "workspaces"):
         assert state[key] == expected[key], key
 
 
-async def test_a_fork_at_tick_1_in_the_bucket_replays_the_shared_past_without_provider_calls(s3_cluster, tmp_path):
-    spec = parse_spec(crash_spec(storage="packed"))
-    parent, child = f"s3://{BUCKET}/runs/fork-parent", f"s3://{BUCKET}/runs/fork-child"
+async def test_a_fork_at_tick_1_in_the_bucket_replays_the_shared_past_without_provider_calls(s3_cluster, reference):
+    parent, child = reference[0], f"s3://{BUCKET}/runs/fork-child"
     async with Client(s3_cluster.address, asynchronous=True) as client:
-        done = await run_experiment(spec, parent, client)
-        assert done.status == "completed", done.error
         made, summary = await fork_experiment(parent, 1, child, client)
     assert summary.status == "completed", summary.error
     assert made.agents == AGENTS and made.workspace_bytes > 0
