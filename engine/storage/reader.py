@@ -174,6 +174,11 @@ def _fsspec_root(store: FsspecStore) -> tuple[fsspec.AbstractFileSystem, str]:
     """
     # FsspecStore keeps both private; its url is redacted for messages, while DuckDB needs the real one.
     fs, root = store._fs, store._root
+    if fs.storage_options.get("use_listings_cache", True) is False:
+        # The store lists afresh (other writers add keys); this reader reads committed shards, which never change in
+        # a query: a filesystem of its own that keeps listings (dropped before each query) answers DuckDB's many size
+        # and date questions from the glob's listing instead of one request per file and question.
+        fs = type(fs)(**{**fs.storage_options, "use_listings_cache": True, "skip_instance_cache": True})
     if not root:
         raise StorageError(f"cannot open the replay of {store.url}: a run's URL names a bucket (and a prefix in it)")
     return fs, str(fs.unstrip_protocol(root)).rstrip("/")
@@ -194,8 +199,9 @@ class ReplayReader:
     Raises:
         StorageError: the catalog or sweep manifest is malformed, a sweep's dataset has a column
             the sweep views add, DuckDB could not set up the views, or a run on object storage cannot be
-            reached, holds nothing, or is a sweep root (those are read from local disk only); the message
-            names the run's path or URL. A bad URL raises :class:`~engine.errors.StoreUrlError`.
+            reached, names a bucket that does not exist, or is a sweep root (sweeps are read from local disk
+            only); the message names the run's path or URL. A bad URL raises :class:`~engine.errors.StoreUrlError`.
+            A prefix that holds nothing yet opens as an empty run, as a missing local directory does.
     """
 
     def __init__(self, run_dir: RunLocation | Store, limits: QueryLimits | None = None) -> None:
@@ -221,6 +227,7 @@ class ReplayReader:
             self.store, self.location, self.sweep = store, store.url, None
             fs, self._root = _fsspec_root(store)
             self._check_remote_run()
+        self._fs = fs  #: the filesystem DuckDB reads an object store through (its listings kept for one query)
         self._schemas = Catalog(self.store.child(REPLAY_DIR)).load() if self.sweep is None else _sweep_schemas(self.sweep)
         self._con = duckdb.connect(":memory:")
         try:
@@ -271,6 +278,9 @@ class ReplayReader:
         con.execute("SET temp_directory = ''")
         con.execute(f"SET memory_limit = {_literal(self.limits.memory_limit)}")
         con.execute(f"SET threads = {int(self.limits.threads)}")
+        # Each view reads every shard's footer when it binds and when it is queried: keep them for the reader's life
+        # (an object store answers each read in milliseconds, not microseconds).
+        con.execute("SET parquet_metadata_cache = true")
         con.execute(f"SET allowed_directories = [{allowed}]")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
@@ -405,6 +415,8 @@ class ReplayReader:
             if self._con is None:
                 raise QueryError("the replay reader is closed")
             cursor = self._con.cursor()
+        if self._fs is not None:
+            self._fs.invalidate_cache()  # a shard committed since the last query is listed again
         limits = self.limits
         watchdog: _Watchdog | None = None
         try:

@@ -24,7 +24,7 @@ SUPPORTED_SCHEMES = "file, memory, s3"
 #: may have written since), and each store gets its own s3fs instance, which reads the AWS environment of its
 #: own time (s3fs caches instances by their arguments, not by the environment they read).
 _FS_OPTIONS: dict[str, dict[str, Any]] = {
-    protocol: {"use_listings_cache": False, "skip_instance_cache": True} for protocol in ("s3", "s3a")
+    protocol: {"use_listings_cache": False, "skip_instance_cache": True, "default_cache_type": "all"} for protocol in ("s3", "s3a")
 }
 
 

@@ -24,12 +24,13 @@ import venv
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from engine.settings import THREADS_PER_WORKER
 
-__all__ = ["ExternalCluster", "WorkerProcess", "bare_python", "external_cluster"]
+__all__ = ["ExternalCluster", "WorkerProcess", "bare_python", "env_actor_worker", "external_cluster"]
 
 #: The venv's ``dask`` command (the console script next to this interpreter).
 DASK = str(Path(sys.executable).parent / "dask")
@@ -216,3 +217,13 @@ def external_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Exter
     """A scheduler and two workers started with ``dask scheduler`` / ``dask worker``, for the module."""
     with ExternalCluster(tmp_path_factory.mktemp("external-cluster")) as cluster:
         yield cluster
+
+
+async def env_actor_worker(client: Any) -> str:
+    """The address of the worker that holds the run's env actor (the one run of the cluster)."""
+    from engine.society.run.dashboard import ENV_ROUTER, key_kind
+
+    who = await client.who_has()
+    holders = [addrs for key, addrs in who.items() if key_kind(key) == ENV_ROUTER and addrs]
+    assert len(holders) == 1, who
+    return str(holders[0][0])

@@ -17,13 +17,12 @@ from distributed import Client
 
 from engine.failpoints import arm
 from engine.llm.sim.process import SimLLMProcess, sim_llm_process
-from engine.society.run.dashboard import ENV_ROUTER, key_kind
 from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 from tests.engine.society import external_cluster as cluster_fixtures
 from tests.engine.society.crash_support import final_state, write_spec
-from tests.engine.society.external_cluster import ExternalCluster
+from tests.engine.society.external_cluster import ExternalCluster, env_actor_worker
 from tests.engine.society.test_external_cluster import _can_unshare
 
 external_cluster = cluster_fixtures.external_cluster  # the shared module-scoped fixture, for pytest to find
@@ -76,13 +75,6 @@ def test_polis_run_over_http_on_an_external_cluster_steps_every_agent_once_per_t
     assert "codegen cache: " in run.stdout and " generations (coder calls) for " in run.stdout
 
 
-async def _actor_worker(client: Client) -> str:
-    who = await client.who_has()
-    holders = [addrs for key, addrs in who.items() if key_kind(key) == ENV_ROUTER and addrs]
-    assert len(holders) == 1, who
-    return holders[0][0]
-
-
 async def test_killing_a_worker_mid_tick_ends_identical_to_a_clean_run(external_cluster, sim_llm, tmp_path):
     spec = parse_spec(http_spec(sim_llm.base_url))
     async with Client(external_cluster.address, asynchronous=True) as client:
@@ -91,7 +83,7 @@ async def test_killing_a_worker_mid_tick_ends_identical_to_a_clean_run(external_
         task = asyncio.get_running_loop().create_task(run_experiment(spec, tmp_path / "run", client))
         while not (tmp_path / "run" / "SOCIETY_STEP.json").exists():
             await asyncio.sleep(0.01)
-        actor = await _actor_worker(client)
+        actor = await env_actor_worker(client)
         victim = next(address for address in await client.run(os.getpid) if address != actor)
         # the batch worker dies (SIGKILL, no nanny to restart it) right after an agent commits in tick 2
         await client.run(arm, "mid_batch:step=2:kill=self", workers=[victim])

@@ -21,13 +21,12 @@ from distributed import Client
 
 from engine.failpoints import arm
 from engine.society.fork.run import fork_experiment
-from engine.society.run.dashboard import ENV_ROUTER, key_kind
 from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 from engine.storage.run_layout import SOCIETY_STEP_FILE, run_store
 from tests.engine.society.crash_support import AGENTS, QUESTIONS, crash_spec, final_state, write_spec
-from tests.engine.society.external_cluster import ExternalCluster
+from tests.engine.society.external_cluster import ExternalCluster, env_actor_worker
 from tests.s3 import TEST_CREDENTIALS, make_bucket, moto_server
 
 BUCKET = "polis-e2e"
@@ -145,13 +144,6 @@ def test_a_driver_killed_mid_tick_resumes_to_the_same_end_as_an_uninterrupted_ru
         assert state[key] == expected[key], key
 
 
-async def _actor_worker(client: Client) -> str:
-    who = await client.who_has()
-    holders = [addrs for key, addrs in who.items() if key_kind(key) == ENV_ROUTER and addrs]
-    assert len(holders) == 1, who
-    return holders[0][0]
-
-
 async def test_a_worker_killed_mid_tick_leaves_every_agent_stepped_once(s3_cluster, s3_env, reference):
     spec = parse_spec(crash_spec(storage="packed"))
     run = f"s3://{BUCKET}/runs/worker-kill"
@@ -159,7 +151,7 @@ async def test_a_worker_killed_mid_tick_leaves_every_agent_stepped_once(s3_clust
         task = asyncio.get_running_loop().create_task(run_experiment(spec, run, client))
         while not await asyncio.to_thread(run_store(run).exists, SOCIETY_STEP_FILE):
             await asyncio.sleep(0.05)
-        actor = await _actor_worker(client)
+        actor = await env_actor_worker(client)
         victim = next(address for address in await client.run(os.getpid) if address != actor)
         await client.run(arm, "mid_batch:step=2:kill=self", workers=[victim])
         summary = await task
