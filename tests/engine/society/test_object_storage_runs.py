@@ -121,6 +121,8 @@ def test_polis_run_on_s3_completes_with_every_row_and_nothing_on_local_disk(s3_c
     assert status.returncode == 0 and "status: completed" in status.stdout, status.stdout + status.stderr
     query = polis(s3_cluster, driver, "query", url, "SELECT count(*) AS n FROM actions")
     assert query.returncode == 0 and str(AGENTS * 3) in query.stdout, query.stdout + query.stderr
+    export = polis(s3_cluster, driver, "workspace", "export", url, "2", str(home / "agent-2"), "--at-step", "1")
+    assert export.returncode == 0 and (home / "agent-2" / "AGENT.json").is_file(), export.stdout + export.stderr
 
 
 def test_a_driver_killed_mid_tick_resumes_to_the_same_end_as_an_uninterrupted_run(s3_cluster, reference, tmp_path):
