@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from engine.errors import PolisError, SpecError
@@ -15,6 +16,7 @@ from service.auth import TokenStore
 from service.engine_loop import EngineLoop
 from service.errors import ServiceError, SpecRejectedError, UnauthorizedError, status_code_for
 from service.intake import Intake
+from service.limits import BodyLimit, validation_error_response
 from service.openapi import declare_errors
 from service.registry import ExperimentRegistry
 from service.report.page import mount_bokeh_static
@@ -98,6 +100,8 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     declare_errors(app)
     app.add_exception_handler(ServiceError, _error_response)
     app.add_exception_handler(PolisError, _error_response)
+    app.add_exception_handler(RequestValidationError, validation_error_response)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     return app
 
 

@@ -117,6 +117,8 @@ def decode_spec(raw: bytes, kind: BodyKind) -> Any:
         raise SpecError(f"the body is not valid YAML: {error}") from None
     except RecursionError:
         raise SpecError("the body is nested too deeply") from None
+    except ValueError as error:  # an integer of more digits than Python converts (sys.get_int_max_str_digits())
+        raise SpecError(f"the body holds a number too long to read: {str(error).split(';')[0]}") from None
 
 
 class Intake:

@@ -44,7 +44,7 @@ class ServiceSettings(EngineSettings):
     max_running: int = Field(default=2, ge=1)
     quota_max_concurrent: int = Field(default=2, ge=1)  #: POLIS_QUOTA_MAX_CONCURRENT: running at once; more wait queued
     quota_max_disk_bytes: int = Field(default=20 * 1024**3, ge=0)  #: POLIS_QUOTA_MAX_DISK_BYTES: all the owner's run dirs
-    max_body_bytes: int = Field(default=1024**2, ge=1)  #: POLIS_MAX_BODY_BYTES: the largest spec a submit reads
+    max_body_bytes: int = Field(default=1024**2, ge=1)  #: POLIS_MAX_BODY_BYTES: the largest request body of any route
 
     @field_validator("data_dir", "auth_tokens", "grants_file")
     @classmethod

@@ -62,8 +62,8 @@ async def experiment_events(
 
 def _cursor(last_event_id: str | None, log: EventLog) -> int:
     """Where to resume from: the client's last event, unless it is not a number of this log."""
-    if last_event_id is None or not last_event_id.strip().isdigit():
-        return 0
+    if last_event_id is None or not last_event_id.strip().isdigit() or len(last_event_id.strip()) > 18:
+        return 0  # not a number of ours (an event number fits in 18 digits)
     seen = int(last_event_id)
     # A number past the log's end came from an earlier service process: that log is gone, start over.
     return seen if seen <= log.last_seq else 0

@@ -1,0 +1,105 @@
+"""Every route's body is bounded, a 422 never echoes a request back whole, and oversized numbers are a 422, not a
+500: on a real uvicorn, plus the middleware and the excerpt on their own."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from service.limits import EXCERPT_CHARS, BodyLimit, excerpt
+from service.settings import ServiceSettings
+from tests.service.live import serve
+
+LIMIT = 64 * 1024
+
+
+@pytest.fixture(scope="module")
+def http(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("polis-limits"), scheduler=cluster_address, max_body_bytes=LIMIT)
+    with serve(settings) as client:
+        yield client
+
+
+@pytest.mark.parametrize("route", ["/experiments/nosuch/sql", "/experiments/nosuch/steps", "/experiments/nosuch/fork",
+                                   "/experiments/nosuch/resume", "/experiments"])
+def test_a_body_over_the_limit_is_refused_on_every_route(http: httpx.Client, route: str) -> None:
+    big = json.dumps({"sql": "x" * (LIMIT + 10)})
+    declared = http.post(route, content=big, headers={"Content-Type": "application/json"})
+    assert declared.status_code == 413, declared.text
+    assert f"at most {LIMIT}" in declared.json()["detail"] or f"over {LIMIT}" in declared.json()["detail"]
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit holds while the body streams
+        for _ in range(LIMIT // 4096 + 2):
+            yield b"x" * 4096
+
+    streamed = http.post(route, content=chunks(), headers={"Content-Type": "application/json"})
+    assert streamed.status_code == 413, streamed.text
+
+
+def test_a_body_under_the_limit_reaches_its_route(http: httpx.Client) -> None:
+    response = http.post("/experiments/nosuch/sql", json={"sql": "SELECT 1"})
+    assert response.status_code == 404  # the route ran: no such experiment
+
+
+def test_a_422_shows_an_excerpt_of_the_input_not_the_input(http: httpx.Client) -> None:
+    response = http.post("/experiments/nosuch/sql", json={"sql": ["y" * 50_000]})
+    assert response.status_code == 422
+    assert len(response.content) < 2_000
+    (item,) = [i for i in response.json()["detail"] if i["loc"][-1] == "sql"]
+    assert item["input"].endswith("characters)") and len(item["input"]) < EXCERPT_CHARS + 40
+
+
+@pytest.mark.parametrize("kind", ["json", "yaml"])
+def test_a_number_too_long_to_read_is_a_422_naming_it(http: httpx.Client, kind: str) -> None:
+    number = "9" * 5_000
+    body = f'{{"name": "n", "seed": {number}}}' if kind == "json" else f"name: n\nseed: {number}\n"
+    response = http.post("/experiments", content=body, headers={"Content-Type": f"application/{kind}"})
+    assert response.status_code == 422, response.text
+    assert "number too long to read" in response.text
+
+
+def test_a_last_event_id_of_thousands_of_digits_restarts_the_stream(http: httpx.Client, make_spec_data: Any) -> None:
+    created = http.post("/experiments", json=make_spec_data("events-digits"))
+    assert created.status_code == 201, created.text
+    with http.stream("GET", f"/experiments/{created.json()['id']}/events", headers={"Last-Event-ID": "7" * 5_000}) as stream:
+        assert stream.status_code == 200
+        first = next(stream.iter_lines())
+    assert first.startswith(("id:", "event:", ":"))
+
+
+def test_excerpt_keeps_short_values_and_cuts_long_ones() -> None:
+    assert excerpt({"a": 1}) == {"a": 1}
+    cut = excerpt("z" * 1_000)
+    assert isinstance(cut, str) and cut.startswith('"zzz') and cut.endswith("(1,002 characters)")
+
+
+def test_the_middleware_passes_a_small_body_whole_and_answers_a_large_one_itself() -> None:
+    seen: list[bytes] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        message = await receive()
+        seen.append(message["body"])
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def call(parts: list[bytes]) -> list[dict[str, Any]]:
+        messages = [{"type": "http.request", "body": p, "more_body": i < len(parts) - 1} for i, p in enumerate(parts)]
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await BodyLimit(app, max_bytes=10)({"type": "http", "method": "POST", "headers": []}, receive, send)
+        return sent
+
+    assert asyncio.run(call([b"abc", b"def"]))[0]["status"] == 204 and seen == [b"abcdef"]
+    refused = asyncio.run(call([b"abcdef", b"ghijkl"]))
+    assert refused[0]["status"] == 413 and len(seen) == 1  # the app never ran
