@@ -8,6 +8,7 @@
     ├── AgentNotFoundError                no agent with that id in the run                   → 404
     ├── ExperimentNotRunningError         cancel asked of a finished experiment              → 409
     ├── ExperimentBusyError               delete, resume, steps or fork of a live experiment → 409
+    ├── IdempotencyConflictError          an Idempotency-Key reused with another body        → 409
     ├── SpecTooLargeError                 a request body over the size limit                 → 413
     ├── UnsupportedMediaTypeError         a body that is neither JSON nor YAML               → 415
     ├── NotAcceptableError                an ``Accept`` the endpoint cannot answer           → 406
@@ -35,6 +36,7 @@ __all__ = [
     "ExperimentBusyError",
     "ExperimentNotFoundError",
     "ExperimentNotRunningError",
+    "IdempotencyConflictError",
     "NotAcceptableError",
     "QuotaExceededError",
     "ServiceError",
@@ -143,6 +145,10 @@ class ExperimentBusyError(ServiceError):
         self.status = status
 
 
+class IdempotencyConflictError(ServiceError):
+    """An ``Idempotency-Key`` the caller already used for another request body."""
+
+
 class SpecTooLargeError(ServiceError):
     """A request body larger than the service accepts."""
 
@@ -186,6 +192,7 @@ _STATUS_CODES: tuple[tuple[type[Exception], int], ...] = (
     (NotAcceptableError, 406),
     (ExperimentNotRunningError, 409),
     (ExperimentBusyError, 409),
+    (IdempotencyConflictError, 409),
     (SpecTooLargeError, 413),
     (UnsupportedMediaTypeError, 415),
     (SpecRejectedError, 422),

@@ -37,7 +37,7 @@ class ErrorBody(BaseModel):
 #: Codes each route can answer besides its success (401: it needs a bearer token). ``/health``,
 #: ``/metrics`` and the docs answer no error of their own.
 ROUTE_ERRORS: dict[str, tuple[int, ...]] = {
-    "POST /experiments": (401, 413, 415, 422),
+    "POST /experiments": (401, 409, 413, 415, 422),
     "GET /experiments": (401,),
     "GET /experiments/{experiment_id}": (401, 404),
     "POST /experiments/{experiment_id}/cancel": (401, 404, 409, 413),
@@ -64,7 +64,7 @@ _ERRORS: dict[int, tuple[str, Any]] = {
     404: ("No such experiment, dataset or agent, or an experiment of another owner", f"experiment {_ID!r} not found"),
     406: ("The Accept header names no representation this route has", "cannot answer Accept: image/png"),
     409: ("The experiment's status does not allow this (cancel a finished one; delete, resume, steps or fork on a live one), "
-          "or a tick it no longer keeps",
+          "or a tick it no longer keeps, or an Idempotency-Key reused with another body",
           f"cannot delete experiment {_ID!r}: it is running; cancel it first"),
     413: ("The request body is over the size limit", "the request body is over the limit of 1048576 bytes"),
     415: ("The body is neither application/json nor application/yaml",

@@ -31,7 +31,7 @@ from engine.spec import ExperimentSpec
 from engine.storage.atomic import atomic_write_text, read_json
 from engine.storage.run_layout import as_location, run_child, run_store
 from service.auth import LOCAL_ADMIN, Principal
-from service.errors import ExperimentBusyError, ExperimentNotFoundError
+from service.errors import ExperimentBusyError, ExperimentNotFoundError, IdempotencyConflictError
 
 __all__ = [
     "ACTIVE_STATUSES",
@@ -39,6 +39,7 @@ __all__ = [
     "ExperimentRegistry",
     "ExperimentStatus",
     "ForkedFrom",
+    "Idempotency",
     "utc_now",
 ]
 
@@ -66,6 +67,15 @@ class ForkedFrom(BaseModel):
 
     experiment: str  #: the parent experiment's id
     at_step: int  #: the parent's tick the fork starts from (its state as that tick committed it)
+
+
+class Idempotency(BaseModel):
+    """A submit's ``Idempotency-Key`` (unique per owner) and the SHA-256 of the body it came with."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str
+    body_sha256: str
 
 
 class ExperimentRecord(BaseModel):
@@ -99,6 +109,8 @@ class ExperimentRecord(BaseModel):
     spec: dict[str, Any]
     #: Set for a fork (``POST /experiments/{id}/fork``): its run directory is made from the parent's when it first runs.
     forked_from: ForkedFrom | None = None
+    #: The submit's ``Idempotency-Key`` and the SHA-256 of its body: a retry with both returns this experiment.
+    idempotency: Idempotency | None = None
 
     @field_validator("run_dir", mode="before")
     @classmethod
@@ -129,7 +141,43 @@ class ExperimentRegistry:
         # Progress callbacks may arrive from other threads; one lock keeps memory and disk in step.
         self._lock = threading.Lock()
         self._records: dict[str, ExperimentRecord] = {}
+        self._by_key: dict[tuple[str, str], str] = {}  #: (owner, idempotency key) -> experiment id
         self._load()
+
+    def submitted(self, owner: str, idempotency: Idempotency) -> ExperimentRecord | None:
+        """The experiment ``owner`` submitted with this ``Idempotency-Key`` and body, or None if the key is new.
+
+        Raises:
+            IdempotencyConflictError: the owner used the key with another body.
+        """
+        with self._lock:
+            return self._submitted(owner, idempotency)
+
+    def _submitted(self, owner: str, idempotency: Idempotency) -> ExperimentRecord | None:
+        experiment_id = self._by_key.get((owner, idempotency.key))
+        record = self._records.get(experiment_id) if experiment_id is not None else None
+        if record is None:
+            return None
+        assert record.idempotency is not None
+        if record.idempotency.body_sha256 != idempotency.body_sha256:
+            raise IdempotencyConflictError(f"the Idempotency-Key {idempotency.key!r} was used for another body "
+                                           f"(experiment {record.id}); use a new key for a new experiment")
+        return record
+
+    def create_once(self, spec: ExperimentSpec, owner: str, idempotency: Idempotency) -> tuple[ExperimentRecord, bool]:
+        """:meth:`create`, unless ``owner`` made an experiment with this ``Idempotency-Key`` and body before.
+
+        Returns:
+            The new record and True; or the one the same key and body made (by a concurrent or an earlier
+            request, also before a restart) and False.
+
+        Raises:
+            IdempotencyConflictError: the owner used the key with another body.
+        """
+        with self._lock:
+            if (earlier := self._submitted(owner, idempotency)) is not None:
+                return earlier, False
+            return self._create(spec, owner, None, idempotency), True
 
     def create(self, spec: ExperimentSpec, owner: str = LOCAL_ADMIN.owner, forked_from: ForkedFrom | None = None) -> ExperimentRecord:
         """Register a new experiment as ``queued`` and persist it.
@@ -142,24 +190,29 @@ class ExperimentRegistry:
         Returns:
             The new record, with a fresh id and its run directory path (not yet created).
         """
+        with self._lock:
+            return self._create(spec, owner, forked_from, None)
+
+    def _create(self, spec: ExperimentSpec, owner: str, forked_from: ForkedFrom | None,
+                idempotency: Idempotency | None) -> ExperimentRecord:
         ticks = spec.total_ticks()
         n_agents = len(spec.agents) + sum(population.size for population in spec.population)
-        with self._lock:
+        experiment_id = uuid.uuid4().hex[:12]
+        while experiment_id in self._records:
             experiment_id = uuid.uuid4().hex[:12]
-            while experiment_id in self._records:
-                experiment_id = uuid.uuid4().hex[:12]
-            record = ExperimentRecord(
-                id=experiment_id,
-                name=spec.name,
-                owner=owner,
-                created_at=utc_now(),
-                ticks_total=ticks,
-                agent_steps_total=ticks * n_agents,
-                run_dir=run_child(self._runs_dir, experiment_id),
-                spec=spec.model_dump(mode="json"),
-                forked_from=forked_from,
-            )
-            self._save(record)
+        record = ExperimentRecord(
+            id=experiment_id,
+            name=spec.name,
+            owner=owner,
+            created_at=utc_now(),
+            ticks_total=ticks,
+            agent_steps_total=ticks * n_agents,
+            run_dir=run_child(self._runs_dir, experiment_id),
+            spec=spec.model_dump(mode="json"),
+            forked_from=forked_from,
+            idempotency=idempotency,
+        )
+        self._save(record)
         return record
 
     def get(self, experiment_id: str, caller: Principal = LOCAL_ADMIN) -> ExperimentRecord:
@@ -218,6 +271,8 @@ class ExperimentRegistry:
             except OSError as error:
                 raise StorageError(f"cannot remove the record of experiment {experiment_id}: {error}") from error
             del self._records[experiment_id]
+            if record.idempotency is not None:
+                self._by_key.pop((record.owner, record.idempotency.key), None)
         try:
             if isinstance(record.run_dir, str):
                 run_store(record.run_dir).delete_prefix("")
@@ -232,6 +287,8 @@ class ExperimentRegistry:
     def _save(self, record: ExperimentRecord) -> None:
         atomic_write_text(self._path(record.id), record.model_dump_json(indent=2))
         self._records[record.id] = record
+        if record.idempotency is not None:
+            self._by_key[(record.owner, record.idempotency.key)] = record.id
 
     def _load(self) -> None:
         # Temp files start with "." and do not end in .json, so a crash mid-write never shows up here.
@@ -246,6 +303,8 @@ class ExperimentRegistry:
                 self._save(adopted)
             else:
                 self._records[record.id] = record
+                if record.idempotency is not None:
+                    self._by_key[(record.owner, record.idempotency.key)] = record.id
 
 
 def _adopted(record: ExperimentRecord) -> ExperimentRecord:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+from typing import Annotated
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Header, Request, Response
 
 from service.auth import Caller
 from service.intake import spec_request_body
+from service.registry import ExperimentRecord, Idempotency
 from service.schemas import ExperimentBrief, ExperimentDetail, ExperimentList, ResumeRequest
-from service.state import State
+from service.state import ServiceState, State
 
 __all__ = ["router"]
 
@@ -22,24 +25,47 @@ router = APIRouter(prefix="/experiments", tags=["experiments"])
     response_model=ExperimentDetail,
     openapi_extra={"requestBody": spec_request_body()},
     responses={
+        409: {"description": "The Idempotency-Key was used with another body"},
         413: {"description": "The body is over POLIS_MAX_BODY_BYTES"},
         415: {"description": "The body is neither JSON nor YAML"},
         422: {"description": "An invalid spec, or one over a quota or naming a credential not granted; "
               "each detail item's loc names the field"},
     },
 )
-async def submit_experiment(request: Request, state: State, caller: Caller, response: Response) -> ExperimentDetail:
+async def submit_experiment(
+    request: Request, state: State, caller: Caller, response: Response,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", min_length=1, max_length=255)] = None,
+) -> ExperimentDetail:
     """Validate an experiment spec (JSON or YAML), register it and start running it.
 
     The spec must fit the caller's quotas (agents, agent-steps, disk) and name only the
     credentials and endpoints the server grants the caller. A refused spec is answered with 422;
     each ``detail`` item's ``loc`` names the field path, e.g. ``["body", "agents", 0, "id"]``.
+
+    With an ``Idempotency-Key`` (any string of up to 255 characters, unique per caller), a retry of the same
+    body returns the experiment the first request made (``Idempotent-Replayed: true``), however often it is
+    sent and across restarts; the same key with another body is a 409.
     """
+    idempotency = None
+    if idempotency_key is not None:
+        idempotency = Idempotency(key=idempotency_key, body_sha256=hashlib.sha256(await request.body()).hexdigest())
+        if (earlier := state.registry.submitted(caller.owner, idempotency)) is not None:
+            return _submitted(earlier, state, response, replayed=True)
     run_dirs = [record.run_dir for record in state.registry.records() if record.owner == caller.owner]
     spec = await state.intake.read(request, caller.owner, run_dirs)
-    record = state.registry.create(spec, owner=caller.owner)
-    await state.engine.call(state.submitter.submit, record, spec)
+    if idempotency is None:
+        record, created = state.registry.create(spec, owner=caller.owner), True
+    else:  # a concurrent request with the same key may have made it meanwhile
+        record, created = state.registry.create_once(spec, caller.owner, idempotency)
+    if created:
+        await state.engine.call(state.submitter.submit, record, spec)
+    return _submitted(record, state, response, replayed=not created)
+
+
+def _submitted(record: ExperimentRecord, state: ServiceState, response: Response, *, replayed: bool) -> ExperimentDetail:
     response.headers["Location"] = f"/experiments/{record.id}"
+    if replayed:
+        response.headers["Idempotent-Replayed"] = "true"
     return ExperimentDetail.from_record(record, state.experiment_dashboard_link)
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from engine.spec import ExperimentSpec, parse_spec
 from service.auth import Principal
-from service.errors import ExperimentBusyError, ExperimentNotFoundError
-from service.registry import ExperimentRegistry
+from service.errors import ExperimentBusyError, ExperimentNotFoundError, IdempotencyConflictError
+from service.registry import ExperimentRegistry, Idempotency
 
 
 @pytest.fixture
@@ -158,3 +158,14 @@ def test_reload_skips_temp_leftovers_and_corrupt_records(tmp_path: Path, make_sp
     (records_dir / "broken.json").write_text("{not json")
     (records_dir / "alien.json").write_text(json.dumps({"id": "alien"}))
     assert [r.id for r in ExperimentRegistry(tmp_path).records()] == [record.id]
+
+
+def test_the_registry_keeps_keys_across_a_restart_and_forgets_a_deleted_experiments(tmp_path: Path, make_spec) -> None:
+    key = Idempotency(key="restart", body_sha256="a" * 64)
+    record, created = ExperimentRegistry(tmp_path).create_once(make_spec(), "lab-a", key)
+    assert created
+    reloaded = ExperimentRegistry(tmp_path)
+    assert reloaded.create_once(make_spec(), "lab-a", key) == (reloaded.get(record.id), False)
+    with pytest.raises(IdempotencyConflictError):
+        reloaded.submitted("lab-a", Idempotency(key="restart", body_sha256="b" * 64))
+    assert reloaded.submitted("lab-b", key) is None
