@@ -14,9 +14,9 @@ from fastapi.responses import JSONResponse
 from engine.errors import PolisError, SpecError
 from service.auth import TokenStore
 from service.engine_loop import EngineLoop
-from service.errors import ServiceError, SpecRejectedError, UnauthorizedError, status_code_for
+from service.errors import ServiceError, SpecRejectedError, TooManyRequestsError, UnauthorizedError, status_code_for
 from service.intake import Intake
-from service.limits import BodyLimit, validation_error_response
+from service.limits import BodyLimit, Slots, validation_error_response
 from service.openapi import declare_errors
 from service.registry import ExperimentRegistry
 from service.report.page import mount_bokeh_static
@@ -65,6 +65,9 @@ def create_app(settings: ServiceSettings) -> FastAPI:
                 registry, submitter, engine, dashboard, experiment_dashboard,
                 query_limits=settings.query_limits(), tokens=tokens, sql_max_rows=settings.sql_max_rows, intake=intake,
                 metrics=submitter.metrics,
+                sql_slots=Slots("SQL queries", (settings.sql_max_concurrent_per_owner, "POLIS_SQL_MAX_CONCURRENT_PER_OWNER"),
+                                (settings.sql_max_concurrent, "POLIS_SQL_MAX_CONCURRENT")),
+                stream_slots=Slots("event streams", (settings.events_max_streams_per_owner, "POLIS_EVENTS_MAX_STREAMS_PER_OWNER")),
             )
             logger.info("polis service: data in %s, dashboard at %s", settings.data_dir, app.state.polis.dashboard_link)
             if adopted := await engine.call(submitter.adopt):
@@ -111,6 +114,8 @@ async def _error_response(request: Request, error: Exception) -> JSONResponse:
         logger.error("%s %s failed", request.method, request.url.path, exc_info=error)
     detail: Any = str(error)
     headers = {"WWW-Authenticate": "Bearer"} if isinstance(error, UnauthorizedError) else None
+    if isinstance(error, TooManyRequestsError):
+        headers = {"Retry-After": "1"}
     if isinstance(error, SpecError | SpecRejectedError):
         # The same shape FastAPI gives request validation errors, so clients parse one format.
         loc = ["body", *(int(p) if p.isdigit() else p for p in error.path.split(".") if p)]

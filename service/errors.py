@@ -12,6 +12,7 @@
     ├── SpecTooLargeError                 a request body over the size limit                 → 413
     ├── UnsupportedMediaTypeError         a body that is neither JSON nor YAML               → 415
     ├── NotAcceptableError                an ``Accept`` the endpoint cannot answer           → 406
+    ├── TooManyRequestsError              an owner's share of SQL queries or event streams in use → 429
     └── SpecRejectedError                 a spec refused by the service's rules (``path``)   → 422
         ├── QuotaExceededError            over one of the owner's quotas
         └── CredentialNotGrantedError     a key variable or endpoint not granted to the owner
@@ -42,6 +43,7 @@ __all__ = [
     "ServiceError",
     "SpecRejectedError",
     "SpecTooLargeError",
+    "TooManyRequestsError",
     "UnauthorizedError",
     "UnsupportedMediaTypeError",
     "status_code_for",
@@ -153,6 +155,10 @@ class SpecTooLargeError(ServiceError):
     """A request body larger than the service accepts."""
 
 
+class TooManyRequestsError(ServiceError):
+    """All of what one owner (or everyone) may hold at once is in use: concurrent SQL queries, open event streams."""
+
+
 class UnsupportedMediaTypeError(ServiceError):
     """A request body in a format the endpoint does not read."""
 
@@ -195,6 +201,7 @@ _STATUS_CODES: tuple[tuple[type[Exception], int], ...] = (
     (IdempotencyConflictError, 409),
     (SpecTooLargeError, 413),
     (UnsupportedMediaTypeError, 415),
+    (TooManyRequestsError, 429),
     (SpecRejectedError, 422),
     (SpecError, 422),
     (QueryError, 400),

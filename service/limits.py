@@ -1,16 +1,21 @@
-"""What one request may ask of the service, whatever its route: a bounded body, and short error echoes.
+"""What requests may ask of the service: a bounded body on every route, short error echoes, and slots that no
+owner can take all of.
 
 :class:`BodyLimit` is an ASGI middleware in front of every route: a body that declares, or streams, more than
 ``POLIS_MAX_BODY_BYTES`` is answered 413 before any route reads it, so no route holds more than that in memory
 for one request (a route that reads its own body, the submit, refuses at the same limit while streaming).
 :func:`validation_error_response` answers request validation errors (422) in FastAPI's shape, each offending
-input cut to a short excerpt: a request is never echoed back whole.
+input cut to a short excerpt: a request is never echoed back whole. :class:`Slots` counts what is held across
+requests (SQL queries, event streams) per owner and in all, and refuses (429) what would go past either cap.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
+import threading
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import Any
 
 from fastapi import Request
@@ -18,7 +23,9 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-__all__ = ["EXCERPT_CHARS", "BodyLimit", "excerpt", "validation_error_response"]
+from service.errors import TooManyRequestsError
+
+__all__ = ["EXCERPT_CHARS", "BodyLimit", "Slots", "excerpt", "validation_error_response"]
 
 #: The most characters of a request's input an error message shows.
 EXCERPT_CHARS = 200
@@ -108,3 +115,65 @@ class BodyLimit:
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
                                 (b"connection", b"close")]})
         await send({"type": "http.response.body", "body": payload})
+
+
+class Slots:
+    """What requests hold at once, counted per owner and in all (thread-safe; nothing waits: a full cap refuses).
+
+    Args:
+        what: what is held, for the 429's message (``"SQL queries"``).
+        per_owner: the most one owner holds at once (and the setting that says so, for the message).
+        total: the most held over all owners; None: no such cap.
+    """
+
+    def __init__(self, what: str, per_owner: tuple[int, str], total: tuple[int, str] | None = None) -> None:
+        self.what = what
+        self.per_owner, self.total = per_owner, total
+        self._held: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def held(self, owner: str | None = None) -> int:
+        """How many ``owner`` holds (None: everyone)."""
+        with self._lock:
+            return self._held[owner] if owner is not None else sum(self._held.values())
+
+    def check(self, owner: str) -> None:
+        """Refuse now if ``owner`` could not take one more (for a stream, which takes its slot once it starts).
+
+        Raises:
+            TooManyRequestsError: a cap is reached; the message says which and what is in use.
+        """
+        with self._lock:
+            self._refuse_if_full(owner)
+
+    def _refuse_if_full(self, owner: str) -> None:
+        limit, setting = self.per_owner
+        if self._held[owner] >= limit:
+            raise TooManyRequestsError(f"{owner} has {self._held[owner]} {self.what} open, the most one owner may "
+                                       f"({setting}={limit}); retry when one ends")
+        if self.total is not None and sum(self._held.values()) >= self.total[0]:
+            raise TooManyRequestsError(f"the service has {sum(self._held.values())} {self.what} open, the most it runs "
+                                       f"at once ({self.total[1]}={self.total[0]}); retry shortly")
+
+    @contextlib.contextmanager
+    def hold(self, owner: str, *, checked: bool = True) -> Iterator[None]:
+        """Hold one slot for ``owner`` while the block runs.
+
+        Args:
+            owner: who holds it.
+            checked: refuse when a cap is reached (False: take it anyway, after :meth:`check` passed earlier).
+
+        Raises:
+            TooManyRequestsError: a cap is reached (with ``checked``).
+        """
+        with self._lock:
+            if checked:
+                self._refuse_if_full(owner)
+            self._held[owner] += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held[owner] -= 1
+                if not self._held[owner]:
+                    del self._held[owner]

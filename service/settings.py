@@ -34,6 +34,13 @@ class ServiceSettings(EngineSettings):
     auth_tokens: Path | None = None
     #: POLIS_SQL_MAX_ROWS: the most rows one ``POST /experiments/{id}/sql`` answers with (a request may ask fewer)
     sql_max_rows: int = Field(default=10_000, ge=1)
+    #: POLIS_SQL_MAX_CONCURRENT: SQL queries running at once over all owners; each may use POLIS_QUERY_MEMORY_LIMIT,
+    #: so this times that limit is the service's memory budget for SQL
+    sql_max_concurrent: int = Field(default=4, ge=1)
+    #: POLIS_SQL_MAX_CONCURRENT_PER_OWNER: SQL queries one owner runs at once; more are answered 429
+    sql_max_concurrent_per_owner: int = Field(default=2, ge=1)
+    #: POLIS_EVENTS_MAX_STREAMS_PER_OWNER: event streams (GET .../events) one owner keeps open; more are answered 429
+    events_max_streams_per_owner: int = Field(default=16, ge=1)
     #: POLIS_GRANTS: the credentials, endpoints and per-owner quotas the server grants (``service.grants``);
     #: unset = none granted, every spec must use ``sim/*`` or ``local/*`` models
     grants_file: Path | None = Field(default=None, validation_alias="POLIS_GRANTS")

@@ -11,6 +11,7 @@ from engine.storage.query_limits import QueryLimits
 from service.auth import TokenStore
 from service.engine_loop import EngineLoop
 from service.intake import Intake
+from service.limits import Slots
 from service.metrics import ServiceMetrics
 from service.registry import ExperimentRegistry
 from service.submission import Submitter
@@ -38,6 +39,11 @@ class ServiceState:
     intake: Intake = field(default_factory=Intake)
     #: what the service measures itself (tick durations), for ``GET /metrics``
     metrics: ServiceMetrics = field(default_factory=ServiceMetrics)
+    #: SQL queries running at once, per owner and in all (``POLIS_SQL_MAX_CONCURRENT[_PER_OWNER]``)
+    sql_slots: Slots = field(default_factory=lambda: Slots("SQL queries", (2, "POLIS_SQL_MAX_CONCURRENT_PER_OWNER"),
+                                                           (4, "POLIS_SQL_MAX_CONCURRENT")))
+    #: event streams open per owner (``POLIS_EVENTS_MAX_STREAMS_PER_OWNER``)
+    stream_slots: Slots = field(default_factory=lambda: Slots("event streams", (16, "POLIS_EVENTS_MAX_STREAMS_PER_OWNER")))
 
 
 async def get_state(request: Request) -> ServiceState:

@@ -19,6 +19,7 @@ from fastapi.responses import StreamingResponse
 from engine.run_status import RunStatus
 from service.auth import Caller
 from service.events import EventLog
+from service.limits import Slots
 from service.state import State
 
 __all__ = ["EVENT_STREAM_MEDIA_TYPE", "router"]
@@ -51,10 +52,11 @@ async def experiment_events(
 ) -> StreamingResponse:
     """Stream the experiment's status changes, one event per tick, and a final event."""
     record = state.registry.get(experiment_id, caller)
+    state.stream_slots.check(caller.owner)  # 429 when the owner keeps the most streams open already
     log = state.submitter.events.open(record)
     cursor = _cursor(last_event_id, log)
     return StreamingResponse(
-        _stream(log, cursor, state.submitter.events.heartbeat_s),
+        _held(state.stream_slots, caller.owner, _stream(log, cursor, state.submitter.events.heartbeat_s)),
         media_type=EVENT_STREAM_MEDIA_TYPE,
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
@@ -67,6 +69,13 @@ def _cursor(last_event_id: str | None, log: EventLog) -> int:
     seen = int(last_event_id)
     # A number past the log's end came from an earlier service process: that log is gone, start over.
     return seen if seen <= log.last_seq else 0
+
+
+async def _held(slots: Slots, owner: str, stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """``stream``, counted in ``slots`` while it is open (from its first byte to its end or the client's leaving)."""
+    with slots.hold(owner, checked=False):
+        async for chunk in stream:
+            yield chunk
 
 
 async def _stream(log: EventLog, cursor: int, heartbeat_s: float) -> AsyncIterator[bytes]:

@@ -46,6 +46,8 @@ def _error(description: str, example: str) -> dict[str, object]:
         400: _error("the query is refused, with the reason", "only SELECT statements are allowed, got COPY"),
         404: _error("no such experiment (or another owner's)", "experiment 'abc' not found"),
         406: _error("an Accept this endpoint cannot answer", "cannot answer Accept: text/csv; ..."),
+        429: _error("the owner's (or the service's) concurrent queries are all running",
+                    "lab-a has 2 SQL queries open, the most one owner may (POLIS_SQL_MAX_CONCURRENT_PER_OWNER=2)"),
     },
 )
 def query_experiment(
@@ -67,7 +69,8 @@ def query_experiment(
     record = state.registry.get(experiment_id, caller)
     media_type = choose_media_type(accept)
     max_rows = state.sql_max_rows if body.max_rows is None else min(body.max_rows, state.sql_max_rows)
-    result = run_sql(record.run_dir, body.sql, max_rows, state.query_limits)
+    with state.sql_slots.hold(caller.owner):  # 429 when the owner's (or everyone's) queries fill their slots
+        result = run_sql(record.run_dir, body.sql, max_rows, state.query_limits)
     if media_type == JSON_MEDIA_TYPE:
         return JSONResponse(json_result(result).model_dump(mode="json"))
     content = to_arrow_stream(result.table) if media_type == ARROW_STREAM_MEDIA_TYPE else to_parquet(result.table)

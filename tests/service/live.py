@@ -22,19 +22,24 @@ FINAL_STATUSES = frozenset({"completed", "completed_with_errors", "failed", "can
 
 
 @contextlib.contextmanager
-def serve(settings: ServiceSettings, startup_timeout: float = 60.0, token: str | None = None) -> Iterator[httpx.Client]:
+def serve(settings: ServiceSettings, startup_timeout: float = 60.0, token: str | None = None,
+          apps: list[Any] | None = None) -> Iterator[httpx.Client]:
     """Run the app in a real uvicorn server on 127.0.0.1 (a free port), in a background thread.
 
     Args:
         settings: the service's settings.
         startup_timeout: how long the lifespan may take to start.
         token: a bearer token the yielded client sends with every request.
+        apps: a list the app is appended to (a test that looks at its state: ``apps[0].state.polis``).
 
     Yields:
         An httpx client for the server (``client.base_url`` reaches it with any other token too).
         On exit the server shuts down, running the lifespan exit.
     """
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=0, log_level="warning", lifespan="on",
+    app = create_app(settings)
+    if apps is not None:
+        apps.append(app)
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on",
                             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="polis-test-uvicorn", daemon=True)

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from service.limits import EXCERPT_CHARS, BodyLimit, excerpt
+from service.errors import TooManyRequestsError
+from service.limits import EXCERPT_CHARS, BodyLimit, Slots, excerpt
 from service.settings import ServiceSettings
 from tests.service.live import serve
 
@@ -103,3 +105,57 @@ def test_the_middleware_passes_a_small_body_whole_and_answers_a_large_one_itself
     assert asyncio.run(call([b"abc", b"def"]))[0]["status"] == 204 and seen == [b"abcdef"]
     refused = asyncio.run(call([b"abcdef", b"ghijkl"]))
     assert refused[0]["status"] == 413 and len(seen) == 1  # the app never ran
+
+
+def test_slots_cap_each_owner_and_everyone_and_free_on_the_way_out() -> None:
+    slots = Slots("SQL queries", (2, "PER_OWNER"), (3, "TOTAL"))
+    with slots.hold("a"), slots.hold("a"):
+        with pytest.raises(TooManyRequestsError, match=r"a has 2 SQL queries open, the most one owner may \(PER_OWNER=2\)"):
+            slots.check("a")
+        with slots.hold("b"):
+            with pytest.raises(TooManyRequestsError, match=r"the service has 3 SQL queries open, .*TOTAL=3"):
+                slots.check("c")
+        with pytest.raises(RuntimeError), slots.hold("b"):
+            raise RuntimeError("the query failed")
+        assert slots.held("b") == 0 and slots.held() == 2
+    assert slots.held() == 0
+
+
+@pytest.fixture(scope="module")
+def capped(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, Any]]:
+    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("polis-capped"), scheduler=cluster_address,
+                               sql_max_concurrent_per_owner=1, events_max_streams_per_owner=2)
+    apps: list[Any] = []
+    with serve(settings, apps=apps) as client:
+        yield client, apps[0].state.polis
+
+
+def test_an_owner_past_its_concurrent_sql_queries_gets_a_429(capped: tuple[httpx.Client, Any], make_spec_data: Any) -> None:
+    http, state = capped
+    experiment = http.post("/experiments", json=make_spec_data("sql-cap")).json()["id"]
+    owner = state.registry.get(experiment).owner
+    with state.sql_slots.hold(owner):  # the owner's one query is running
+        refused = http.post(f"/experiments/{experiment}/sql", json={"sql": "SELECT 1 AS one"})
+    assert refused.status_code == 429 and refused.headers["Retry-After"] == "1"
+    assert "POLIS_SQL_MAX_CONCURRENT_PER_OWNER=1" in refused.json()["detail"]
+    assert http.post(f"/experiments/{experiment}/sql", json={"sql": "SELECT 1 AS one"}).status_code == 200
+    assert state.sql_slots.held() == 0
+
+
+def test_an_owner_past_its_open_event_streams_gets_a_429(capped: tuple[httpx.Client, Any], make_spec_data: Any) -> None:
+    http, state = capped
+    long_run = {**make_spec_data("stream-cap"), "steps": [{"type": "run", "num_steps": 100_000, "tick": 60}]}
+    experiment = http.post("/experiments", json=long_run).json()["id"]  # its streams stay open until it is cancelled
+    url = f"/experiments/{experiment}/events"
+    with http.stream("GET", url) as first, http.stream("GET", url) as second:
+        next(first.iter_lines()), next(second.iter_lines())  # both streams have started: each holds its slot
+        assert state.stream_slots.held() == 2
+        refused = http.get(url)
+        assert refused.status_code == 429 and "POLIS_EVENTS_MAX_STREAMS_PER_OWNER=2" in refused.json()["detail"]
+    deadline = time.monotonic() + 60
+    while state.stream_slots.held() and time.monotonic() < deadline:  # the server notices the closed streams
+        time.sleep(0.05)
+    assert state.stream_slots.held() == 0
+    with http.stream("GET", url) as again:
+        assert again.status_code == 200
+    assert http.post(f"/experiments/{experiment}/cancel").status_code == 202
