@@ -219,7 +219,8 @@ class SweepSpec(_Frozen):
     grid: dict[str, list[Any]] = Field(default_factory=dict, description="dotted spec path -> the values it takes")
     replications: int = Field(1, ge=1, le=10_000, description="runs per parameter combination, each with its own seed")
     max_concurrent_cells: int | None = Field(
-        None, ge=1, description="cells running at once on the cluster (each has its own env actor); default: all"
+        None, ge=1, description="cells running at once on the cluster (each has its own env actor); default: 4. The service also "
+        "counts each running cell against its owner's max_concurrent"
     )
 
     @field_validator("grid")

@@ -9,7 +9,7 @@ Layout under the service's data directory::
 Restarts: a record found ``queued`` when the registry loads is queued again; one found ``running``
 (its service process died mid-run) or ``interrupted`` with ``resume_on_start`` (its service shut
 down cleanly mid-run) is queued again to resume from its last committed transaction, and its
-``resumed_after_restart`` counts it. The app hands every ``queued`` record to the submitter at
+``resumed_after_restart`` counts it; but one whose cancel was asked for ends ``cancelled``. The app hands every ``queued`` record to the submitter at
 start-up, so no record claims to wait or run when nothing will run it.
 """
 
@@ -104,6 +104,8 @@ class ExperimentRecord(BaseModel):
     resumed_after_restart: int = 0
     #: Stopped by a clean service shutdown (status ``interrupted``): the next start resumes it.
     resume_on_start: bool = False
+    #: A cancel was asked for while it ran: it ends ``cancelled``, even if the service stops before the run unwinds.
+    cancel_requested: bool = False
     run_dir: Path | str  #: a local directory, or a URL of object storage (``s3://bucket/prefix/<id>``)
     #: The validated spec, defaults filled in, as JSON-ready data.
     spec: dict[str, Any]
@@ -312,6 +314,11 @@ def _adopted(record: ExperimentRecord) -> ExperimentRecord:
     was_running = record.status == RunStatus.RUNNING or (
         record.status == RunStatus.INTERRUPTED and record.resume_on_start
     )
+    if record.cancel_requested and (was_running or record.status == RunStatus.QUEUED):
+        return record.model_copy(update={
+            "status": RunStatus.CANCELLED, "resume_on_start": False, "finished_at": record.finished_at or utc_now(),
+            "error": "cancelled on request (the service stopped before the run had wound down)",
+        })
     if was_running:
         return record.model_copy(update={
             "status": RunStatus.QUEUED, "error": None, "finished_at": None, "resume_on_start": False,

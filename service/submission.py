@@ -15,9 +15,10 @@ takes a slot, then runs as a resume of it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shutil
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -38,6 +39,7 @@ from engine.society.status import has_society_step
 from engine.spec import BudgetSpec, ExperimentSpec, parse_spec
 from engine.storage.run_layout import run_store
 from engine.storage.sweep_layout import SWEEP_FILE
+from engine.sweep import SweepCell
 from service.auth import LOCAL_ADMIN, Principal
 from service.errors import ExperimentBusyError, ExperimentNotFoundError, ExperimentNotRunningError, SpecRejectedError
 from service.events import EventHub
@@ -145,7 +147,7 @@ class Submitter:
         self.metrics = metrics if metrics is not None else ServiceMetrics()  #: tick durations of every run
         self._pending: dict[str, _Pending] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._cancel_requested: set[str] = set()
+        self._cell_waiters: dict[str, asyncio.Future[None]] = {}  # "<experiment id>/<cell id>" -> its slot, once granted
         self._closing = False
 
     def submit(
@@ -168,9 +170,14 @@ class Submitter:
         """
         if record.id in self.queue or record.id in self._tasks:
             raise ExperimentBusyError(record.id, self._registry.get(record.id).status, "submit")
-        self._pending[record.id] = _Pending(spec, resume, force)
+        queued = self._set(record.id, status=RunStatus.QUEUED, error=None, finished_at=None, cancel_requested=False)
+        pending = _Pending(spec, resume, force)
+        if spec.sweep is not None:
+            # A sweep holds no slot itself: each of its cells queues for one (see _cell_slot).
+            self._start(queued, pending)
+            return queued
+        self._pending[record.id] = pending
         self.queue.push(record.id, record.owner)
-        queued = self._set(record.id, status=RunStatus.QUEUED, error=None, finished_at=None)
         self._dispatch()
         return queued
 
@@ -224,8 +231,8 @@ class Submitter:
         return list(self._tasks)
 
     def queued(self) -> list[str]:
-        """Ids of the experiments waiting for a slot, in arrival order."""
-        return self.queue.waiting()
+        """Ids of the experiments waiting for a slot, in arrival order (sweeps' cells waiting for one are not listed)."""
+        return [key for key in self.queue.waiting() if key not in self._cell_waiters]
 
     def cancel(self, experiment_id: str) -> None:
         """Stop an experiment: a queued one leaves the queue, a running one is cancelled; both end ``cancelled``.
@@ -241,7 +248,8 @@ class Submitter:
         task = self._tasks.get(experiment_id)
         if task is None or task.done():
             raise ExperimentNotRunningError(experiment_id, self._registry.get(experiment_id).status)
-        self._cancel_requested.add(experiment_id)
+        # Recorded before the run unwinds: a restart meanwhile ends it cancelled instead of resuming it.
+        self._registry.update(experiment_id, cancel_requested=True)
         task.cancel()
 
     async def shutdown(self, grace_s: float = _SHUTDOWN_GRACE_S) -> None:
@@ -265,13 +273,36 @@ class Submitter:
     def _dispatch(self) -> None:
         if self._closing:
             return
-        loop = asyncio.get_running_loop()
-        for experiment_id in self.queue.take():
-            pending = self._pending.pop(experiment_id)
-            record = self._registry.get(experiment_id)
-            task = loop.create_task(self._run(record, pending), name=f"polis-experiment-{experiment_id}")
-            self._tasks[experiment_id] = task
-            task.add_done_callback(partial(self._on_done, experiment_id))
+        for key in self.queue.take():
+            if (granted := self._cell_waiters.get(key)) is not None:
+                if not granted.done():
+                    granted.set_result(None)
+                continue
+            self._start(self._registry.get(key), self._pending.pop(key))
+
+    def _start(self, record: ExperimentRecord, pending: _Pending) -> None:
+        task = asyncio.get_running_loop().create_task(self._run(record, pending), name=f"polis-experiment-{record.id}")
+        self._tasks[record.id] = task
+        task.add_done_callback(partial(self._on_done, record.id))
+
+    @contextlib.asynccontextmanager
+    async def _cell_slot(self, record: ExperimentRecord, cell: SweepCell) -> AsyncIterator[None]:
+        """Wait in the fair queue for a slot for one cell of a sweep (as its owner), hold it while the cell runs."""
+        key = f"{record.id}/{cell.cell_id}"
+        granted = asyncio.get_running_loop().create_future()
+        self._cell_waiters[key] = granted
+        self.queue.push(key, record.owner)
+        try:
+            self._dispatch()
+            await granted
+            if self._registry.get(record.id).status == RunStatus.QUEUED:
+                self._set(record.id, status=RunStatus.RUNNING, started_at=utc_now())
+            yield
+        finally:
+            del self._cell_waiters[key]
+            if not self.queue.remove(key):
+                self.queue.finish(key)
+            self._dispatch()
 
     def _set(self, experiment_id: str, **changes: Any) -> ExperimentRecord:
         """Update a record, and publish its status (and final) event when the status changed."""
@@ -292,7 +323,11 @@ class Submitter:
             timer(progress.ticks_done)
             recorder(progress)
 
-        self._set(experiment_id, status=RunStatus.RUNNING, started_at=utc_now())
+        options: dict[str, Any] = {**self._run_options, "experiment_id": experiment_id}  # its span and task keys on the dashboard
+        if pending.spec.sweep is not None:
+            options["cell_slot"] = partial(self._cell_slot, record)  # running once its first cell has a slot
+        else:
+            self._set(experiment_id, status=RunStatus.RUNNING, started_at=utc_now())
         if record.forked_from is not None and not _holds_run(run_dir, pending.spec):
             try:
                 await self._make_fork(record.forked_from, pending.spec, run_dir)
@@ -303,7 +338,6 @@ class Submitter:
             except (ExperimentNotFoundError, PolisError, OSError) as error:
                 self._set(experiment_id, status=RunStatus.FAILED, finished_at=utc_now(), error=f"cannot make the fork: {error}")
                 return
-        options = {**self._run_options, "experiment_id": experiment_id}  # its span and task keys on the dashboard
         if pending.resume and _holds_run(run_dir, pending.spec):
             options.update(resume=True, force=pending.force)
         try:
@@ -337,7 +371,7 @@ class Submitter:
         if self._registry.get(experiment_id).status not in ACTIVE_STATUSES:
             return
         changes: dict[str, Any] = {**counts, "finished_at": utc_now()}
-        if experiment_id in self._cancel_requested:
+        if self._registry.get(experiment_id).cancel_requested:
             changes.update(status=RunStatus.CANCELLED, error="cancelled on request")
         else:
             changes.update(status=RunStatus.INTERRUPTED, resume_on_start=True,
@@ -354,7 +388,6 @@ class Submitter:
                 message = f"internal error: {type(error).__name__}: {error}"
                 self._set(experiment_id, status=RunStatus.FAILED, finished_at=utc_now(), error=message)
         self._tasks.pop(experiment_id, None)
-        self._cancel_requested.discard(experiment_id)
         self.queue.finish(experiment_id)
         self._dispatch()
 

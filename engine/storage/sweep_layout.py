@@ -1,8 +1,11 @@
 """The on-disk layout of a parameter sweep, shared by the sweep runner (writes) and the reader.
 
-A sweep root holds ``SWEEP.json`` (the manifest) and one ordinary run directory per cell::
+A sweep root holds ``SWEEP.json`` (the manifest, written once when the sweep starts),
+``SWEEP_LOG.jsonl`` (each cell's status changes, appended as they happen: a cell's last line wins)
+and one ordinary run directory per cell::
 
     <root>/SWEEP.json
+    <root>/SWEEP_LOG.jsonl
     <root>/cells/cell=0000/replay/<dataset>/*.parquet
     <root>/cells/cell=0000/trace/*.jsonl
     <root>/cells/cell=0001/...
@@ -30,16 +33,21 @@ __all__ = [
     "CELLS_DIR",
     "SWEEP_COLUMNS",
     "SWEEP_FILE",
+    "SWEEP_LOG_FILE",
+    "SweepLog",
     "SweepCellRecord",
     "SweepManifest",
     "cell_dir",
     "cells_table",
     "param_column",
+    "read_sweep",
     "read_sweep_manifest",
 ]
 
 #: The manifest file that marks a directory as a sweep root.
 SWEEP_FILE = "SWEEP.json"
+#: The cells' status changes, one JSON object per line (``{"index": 3, "status": "completed", ...}``).
+SWEEP_LOG_FILE = "SWEEP_LOG.jsonl"
 #: The directory under the root holding one run directory per cell.
 CELLS_DIR = "cells"
 #: Columns every sweep view gains besides one ``param_*`` column per grid parameter.
@@ -82,14 +90,70 @@ class SweepManifest:
         return cell_dir(self.root, index)
 
 
-def read_sweep_manifest(root: Path) -> SweepManifest | None:
-    """Read ``<root>/SWEEP.json``; None when ``root`` is not a sweep root.
+class SweepLog:
+    """Appends cells' status changes to ``<root>/SWEEP_LOG.jsonl``: one short line per change, however many cells.
+
+    Lines are flushed, not fsynced: a line lost to a crash leaves its cell at an earlier status, and a
+    resumed sweep runs such a cell again as a resume of its own run directory.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.path = Path(root) / SWEEP_LOG_FILE
+
+    def record(self, index: int, **fields: Any) -> None:
+        """Append cell ``index``'s new ``status`` (and ``error``, ``summary``)."""
+        line = json.dumps({"index": index, **fields}, separators=(",", ":"), default=str) + "\n"
+        with open(self.path, "a", encoding="utf-8") as log:
+            log.write(line)
+
+
+def _fold_log(root: Path, cells: list[dict[str, Any]]) -> None:
+    try:
+        with open(Path(root) / SWEEP_LOG_FILE, encoding="utf-8") as log:
+            lines = log.readlines()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StorageError(f"cannot read {Path(root) / SWEEP_LOG_FILE}: {exc}") from exc
+    for number, line in enumerate(lines, 1):
+        try:
+            change = json.loads(line)
+            cell = cells[int(change.pop("index"))]
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            if number == len(lines) and not line.endswith("\n"):
+                break  # a line torn by a crash mid-append
+            raise StorageError(f"{Path(root) / SWEEP_LOG_FILE} line {number} is malformed: {exc!r}") from exc
+        cell.update(change)
+
+
+def read_sweep(root: Path) -> dict[str, Any] | None:
+    """Read ``<root>/SWEEP.json`` with each cell's status, error and summary as the log last recorded them.
+
+    Returns:
+        The manifest document (``cells[i]["status"]`` current), or None when ``root`` is not a sweep root.
 
     Raises:
-        StorageError: the manifest exists but is unreadable or malformed.
+        StorageError: the manifest or the log is unreadable or malformed.
+    """
+    doc = read_json(Path(root) / SWEEP_FILE, default=None)
+    if doc is None:
+        return None
+    try:
+        cells = doc["cells"]
+    except (KeyError, TypeError) as exc:
+        raise StorageError(f"{Path(root) / SWEEP_FILE} is malformed: {exc!r}") from exc
+    _fold_log(root, cells)
+    return doc
+
+
+def read_sweep_manifest(root: Path) -> SweepManifest | None:
+    """Read ``<root>/SWEEP.json`` and its log; None when ``root`` is not a sweep root.
+
+    Raises:
+        StorageError: the manifest or the log exists but is unreadable or malformed.
     """
     root = Path(root)
-    doc = read_json(root / SWEEP_FILE, default=None)
+    doc = read_sweep(root)
     if doc is None:
         return None
     try:

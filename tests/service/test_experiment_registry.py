@@ -109,6 +109,17 @@ def test_reload_resumes_an_experiment_interrupted_by_a_clean_shutdown_only_when_
     assert reloaded.get(plain.id).status == "interrupted"
 
 
+@pytest.mark.parametrize("left", ["queued", "running", "interrupted"])
+def test_reload_ends_cancelled_what_a_cancel_was_asked_for_before_the_service_stopped(tmp_path: Path, make_spec, left: str) -> None:
+    registry = ExperimentRegistry(tmp_path)
+    record = registry.create(make_spec())
+    registry.update(record.id, status=left, resume_on_start=left == "interrupted", cancel_requested=True)
+    again = ExperimentRegistry(tmp_path).get(record.id)
+    assert (again.status, again.resume_on_start, again.resumed_after_restart) == ("cancelled", False, 0)
+    assert again.finished_at is not None and again.error is not None and "cancelled on request" in again.error
+    assert ExperimentRegistry(tmp_path).get(record.id).status == "cancelled"  # and stays so
+
+
 def test_delete_removes_the_record_and_the_run_dir(tmp_path: Path, make_spec) -> None:
     registry = ExperimentRegistry(tmp_path)
     record = registry.create(make_spec())

@@ -1,17 +1,21 @@
 """Running a sweep: every cell an ordinary run in its own directory, all cells on one cluster.
 
-``root/SWEEP.json`` records the base spec, the grid and each cell's params, seed, run directory and
-status, rewritten as cells start and finish. A resumed sweep skips completed cells, resumes cells
-that started, and starts the rest. :func:`run_sweep_as_run` folds a sweep into one
+``root/SWEEP.json`` records the base spec, the grid and each cell's params, seed and run directory,
+written once; ``root/SWEEP_LOG.jsonl`` gets one line per cell status change (so a 10,000-cell sweep
+never rewrites its manifest). Cells run a few at a time (``max_concurrent_cells``), each inside a
+slot the caller may ration (the service's fair queue). A resumed sweep skips completed cells,
+resumes cells that started, and starts the rest. :func:`run_sweep_as_run` folds a sweep into one
 :class:`RunSummary` with combined progress, which is what the REST service runs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,11 +30,17 @@ from engine.society.run.manifest import sweep_manifest
 from engine.society.run.runner import RunSummary, run_experiment
 from engine.society.status import has_society_step
 from engine.spec import ExperimentSpec
-from engine.storage.atomic import atomic_write_json, read_json
-from engine.storage.sweep_layout import CELLS_DIR, SWEEP_FILE, cell_dir, param_column
+from engine.storage.atomic import atomic_write_json
+from engine.storage.sweep_layout import CELLS_DIR, SWEEP_FILE, SweepLog, cell_dir, param_column, read_sweep
 from engine.sweep import SweepCell, expand_sweep
 
-__all__ = ["SweepSummary", "run_spec", "run_sweep", "run_sweep_as_run"]
+__all__ = ["DEFAULT_CONCURRENT_CELLS", "CellSlot", "SweepSummary", "run_spec", "run_sweep", "run_sweep_as_run"]
+
+#: Cells running at once when neither the caller nor the spec says (``sweep.max_concurrent_cells``).
+DEFAULT_CONCURRENT_CELLS = 4
+#: Entered around one cell's run; the cell waits in it for its turn (e.g. a slot of the service's queue).
+CellSlot = Callable[[SweepCell], AbstractAsyncContextManager[Any]]
+_ERRORS_SHOWN = 5  # cells' errors named in a sweep's summary
 
 
 @dataclass(frozen=True)
@@ -67,16 +77,21 @@ def _manifest(spec: ExperimentSpec, cells: list[SweepCell]) -> dict[str, Any]:
 
 
 def _open_manifest(spec: ExperimentSpec, cells: list[SweepCell], root: Path, resume: bool, force: bool) -> dict[str, Any]:
-    existing = read_json(root / SWEEP_FILE, default=None)
-    if not resume:
-        if existing is not None:
-            raise RunError(f"{root} already holds a sweep ({SWEEP_FILE}); resume it or choose a new directory")
-        return _manifest(spec, cells)
-    if existing is None:
-        raise RunError(f"{root} holds no sweep to resume ({SWEEP_FILE} missing)")
-    if existing["spec_hash"] != spec.spec_hash() and not force:
-        raise SpecError(f"the spec differs from the one the sweep in {root} was started with; pass --force to resume anyway")
-    return existing
+    """The sweep's manifest with its cells' current statuses; a new sweep's is written (blocking: call it in a thread)."""
+    existing = read_sweep(root)
+    if resume:
+        if existing is None:
+            raise RunError(f"{root} holds no sweep to resume ({SWEEP_FILE} missing)")
+        if existing["spec_hash"] != spec.spec_hash() and not force:
+            raise SpecError(f"the spec differs from the one the sweep in {root} was started with; pass --force to resume anyway")
+        return existing
+    if existing is not None:
+        raise RunError(f"{root} already holds a sweep ({SWEEP_FILE}); resume it or choose a new directory")
+    manifest = _manifest(spec, cells)
+    root.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(root / SWEEP_FILE, manifest)
+    sweep_manifest(root, spec, manifest["cells"])
+    return manifest
 
 
 def _done(cell: SweepCell, root: Path, entry: dict[str, Any]) -> RunSummary:
@@ -92,6 +107,7 @@ async def run_sweep(
     client: Client,
     *,
     max_concurrent_cells: int | None = None,
+    cell_slot: CellSlot | None = None,
     on_progress: Callable[[SweepCell, RunProgress], None] | None = None,
     resume: bool = False,
     force: bool = False,
@@ -100,12 +116,17 @@ async def run_sweep(
 ) -> SweepSummary:
     """Run every cell of ``spec``'s sweep on one cluster; a failed cell does not stop the others.
 
+    Cells start in index order, at most ``max_concurrent_cells`` at once, each once ``cell_slot`` lets it:
+    a sweep of 10,000 cells holds a handful of cells in flight, not 10,000 waiting tasks.
+
     Args:
         spec: a spec with a ``sweep``.
         root: the sweep root.
         client: an asynchronous distributed Client, shared by all cells.
         max_concurrent_cells: run at most this many cells at once (default: the spec's
-            ``sweep.max_concurrent_cells``, else all).
+            ``sweep.max_concurrent_cells``, else :data:`DEFAULT_CONCURRENT_CELLS`).
+        cell_slot: entered around each cell's run, e.g. a slot of the service's fair queue shared with
+            other owners' experiments; a cell waits in it before it starts. None: no wait.
         on_progress: called with the cell and its progress on every batch and tick.
         resume: continue the sweep in ``root``: completed cells are kept, started ones resumed.
         force: resume although the spec changed.
@@ -116,27 +137,45 @@ async def run_sweep(
     Raises:
         SpecError: the sweep does not expand, or (resuming) the spec changed.
         RunError: ``root`` already holds a sweep (or, resuming, holds none).
-        asyncio.CancelledError: the sweep was cancelled (unfinished cells are recorded as cancelled).
+        asyncio.CancelledError: the sweep was cancelled (cells that were running are recorded as
+            cancelled; cells that never started stay pending).
     """
-    root = Path(root)
-    cells = expand_sweep(spec)
-    manifest = _open_manifest(spec, cells, root, resume, force)
-    root.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(root / SWEEP_FILE, manifest, indent=2)
-    sweep_manifest(root, spec, manifest["cells"])
+    cells = await asyncio.to_thread(expand_sweep, spec)
+    return await _run_cells(spec, cells, Path(root), client, max_concurrent_cells=max_concurrent_cells, cell_slot=cell_slot,
+                            on_progress=on_progress, resume=resume, force=force, experiment_id=experiment_id, **run_kwargs)
+
+
+async def _run_cells(
+    spec: ExperimentSpec,
+    cells: list[SweepCell],
+    root: Path,
+    client: Client,
+    *,
+    max_concurrent_cells: int | None,
+    cell_slot: CellSlot | None,
+    on_progress: Callable[[SweepCell, RunProgress], None] | None,
+    resume: bool,
+    force: bool,
+    experiment_id: str | None,
+    **run_kwargs: Any,
+) -> SweepSummary:
     assert spec.sweep is not None
-    gate = asyncio.Semaphore(max_concurrent_cells or spec.sweep.max_concurrent_cells or len(cells))
+    manifest = await asyncio.to_thread(_open_manifest, spec, cells, root, resume, force)
+    log = SweepLog(root)
+    slot = cell_slot or (lambda cell: contextlib.nullcontext())
+    runs: list[RunSummary | None] = [None] * len(cells)
 
     def record(cell: SweepCell, **fields: Any) -> None:
         manifest["cells"][cell.index].update(fields)
-        atomic_write_json(root / SWEEP_FILE, manifest, indent=2)
+        log.record(cell.index, **fields)
 
     async def run_cell(cell: SweepCell) -> RunSummary:
-        if is_finished(manifest["cells"][cell.index]["status"]):
-            return _done(cell, root, manifest["cells"][cell.index])
+        entry = manifest["cells"][cell.index]
+        if is_finished(entry["status"]):
+            return _done(cell, root, entry)
         report = None if on_progress is None else (lambda progress: on_progress(cell, progress))
-        started_before = has_society_step(cell.run_dir(root))
-        async with gate:
+        async with slot(cell):
+            started_before = has_society_step(cell.run_dir(root))
             record(cell, status=RunStatus.RUNNING)
             started = time.perf_counter()
             try:
@@ -155,19 +194,48 @@ async def run_sweep(
         })
         return run
 
+    todo = iter(cells)
+
+    async def lane() -> None:
+        for cell in todo:  # lanes share the iterator: each takes the next cell as it frees
+            runs[cell.index] = await run_cell(cell)
+
+    width = min(max_concurrent_cells or spec.sweep.max_concurrent_cells or DEFAULT_CONCURRENT_CELLS, len(cells))
     with experiment_span(experiment_id or root.name):  # the cells' tasks start in it, their spans nest in it
-        tasks = [asyncio.ensure_future(run_cell(cell)) for cell in cells]
+        lanes = [asyncio.ensure_future(lane()) for _ in range(width)]
     try:
-        runs = await asyncio.gather(*tasks)
+        await asyncio.gather(*lanes)
     except asyncio.CancelledError:
-        for task in tasks:
+        for task in lanes:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for cell in cells:
-            if manifest["cells"][cell.index]["status"] in {RunStatus.PENDING, RunStatus.RUNNING}:
-                record(cell, status=RunStatus.CANCELLED)
+        await asyncio.gather(*lanes, return_exceptions=True)
         raise
-    return SweepSummary(root=root, cells=tuple(cells), runs=tuple(runs))
+    return SweepSummary(root=root, cells=tuple(cells), runs=tuple(run for run in runs if run is not None))
+
+
+class _SweepProgress:
+    """A sweep's progress: every cell's latest report, summed as reports come (constant work per report)."""
+
+    _SUMMED = ("ticks_done", "agent_steps_done", "llm_calls", "input_tokens", "output_tokens", "cost_usd", "errors")
+
+    def __init__(self, cells: list[SweepCell]) -> None:
+        self.ticks_total = sum(c.spec.total_ticks() for c in cells)
+        self.agent_steps_total = sum(c.spec.total_ticks() * len(c.spec.all_agents()) for c in cells)
+        self._latest: dict[int, RunProgress] = {}
+        self._sums = dict.fromkeys(self._SUMMED, 0.0)
+
+    def update(self, cell: SweepCell, progress: RunProgress) -> RunProgress:
+        before = self._latest.get(cell.index)
+        self._latest[cell.index] = progress
+        for name in self._SUMMED:
+            self._sums[name] += getattr(progress, name) - (getattr(before, name) if before is not None else 0)
+        sums = {name: int(value) for name, value in self._sums.items() if name != "cost_usd"}
+        return RunProgress(
+            RunStatus.STARTING if progress.status == RunStatus.STARTING else RunStatus.RUNNING,
+            sums["ticks_done"], self.ticks_total, sums["agent_steps_done"], self.agent_steps_total,
+            llm_calls=sums["llm_calls"], input_tokens=sums["input_tokens"], output_tokens=sums["output_tokens"],
+            cost_usd=self._sums["cost_usd"], errors=sums["errors"],
+        )
 
 
 async def run_sweep_as_run(
@@ -176,34 +244,37 @@ async def run_sweep_as_run(
     client: Client,
     *,
     on_progress: Callable[[RunProgress], None] | None = None,
+    max_concurrent_cells: int | None = None,
+    cell_slot: CellSlot | None = None,
+    resume: bool = False,
+    force: bool = False,
+    experiment_id: str | None = None,
     **kwargs: Any,
 ) -> RunSummary:
     """A sweep with ``run_experiment``'s shape: progress summed over cells, one summary.
 
     The status is ``completed`` when every cell completed, else the first other status of a cell
-    (``failed``, ``budget_exhausted``...), with each such cell's error.
+    (``failed``, ``budget_exhausted``...), with each such cell's error (the first few, and how many more).
     """
-    cells = expand_sweep(spec)
-    latest: dict[int, RunProgress] = {}
+    def expand() -> tuple[list[SweepCell], _SweepProgress]:
+        cells = expand_sweep(spec)
+        return cells, _SweepProgress(cells)
 
-    def report(cell: SweepCell, progress: RunProgress) -> None:
-        latest[cell.index] = progress
+    cells, progress = await asyncio.to_thread(expand)  # 10,000 cells take a second or two
+
+    def report(cell: SweepCell, latest: RunProgress) -> None:
+        summed = progress.update(cell, latest)
         if on_progress is not None:
-            parts = list(latest.values())
-            on_progress(RunProgress(
-                RunStatus.STARTING if progress.status == RunStatus.STARTING else RunStatus.RUNNING,
-                sum(p.ticks_done for p in parts), sum(c.spec.total_ticks() for c in cells),
-                sum(p.agent_steps_done for p in parts), sum(c.spec.total_ticks() * len(c.spec.all_agents()) for c in cells),
-                llm_calls=sum(p.llm_calls for p in parts), input_tokens=sum(p.input_tokens for p in parts),
-                output_tokens=sum(p.output_tokens for p in parts), cost_usd=sum(p.cost_usd for p in parts),
-                errors=sum(p.errors for p in parts),
-            ))
+            on_progress(summed)
 
     started = time.perf_counter()
-    sweep = await run_sweep(spec, run_dir, client, on_progress=report, **kwargs)
+    sweep = await _run_cells(spec, cells, Path(run_dir), client, max_concurrent_cells=max_concurrent_cells, cell_slot=cell_slot,
+                             on_progress=report, resume=resume, force=force, experiment_id=experiment_id, **kwargs)
     bad = [(cell, run) for cell, run in zip(sweep.cells, sweep.runs, strict=True) if run.status != RunStatus.COMPLETED]
     status = bad[0][1].status if bad else RunStatus.COMPLETED
-    error = "; ".join(f"{cell.cell_id}: {run.status}: {run.error}" for cell, run in bad) or None
+    error = "; ".join(f"{cell.cell_id}: {run.status}: {run.error}" for cell, run in bad[:_ERRORS_SHOWN]) or None
+    if len(bad) > _ERRORS_SHOWN:
+        error = f"{error}; and {len(bad) - _ERRORS_SHOWN} more cells not completed"
     return RunSummary(
         status=status, run_dir=Path(run_dir), ticks_done=sum(r.ticks_done for r in sweep.runs),
         agent_steps=sum(r.agent_steps for r in sweep.runs), llm_calls=sum(r.llm_calls for r in sweep.runs),

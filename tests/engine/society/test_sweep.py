@@ -11,8 +11,9 @@ import pytest
 from engine.errors import RunError, SpecError
 from engine.society.run.sweep import run_sweep
 from engine.spec import parse_spec
-from engine.storage.atomic import atomic_write_json, read_json
+from engine.storage.atomic import read_json
 from engine.storage.reader import ReplayReader
+from engine.storage.sweep_layout import SweepLog, read_sweep
 from engine.sweep import derive_seed, expand_sweep
 
 TEMPERATURE = "llm.default.options.temperature"
@@ -137,8 +138,9 @@ async def test_sweep_cells_run_concurrently_and_one_query_compares_them(dask_cli
     summary = await run_sweep(parse_spec(_spec_data(GRID_2X2)), root, dask_client)
 
     assert summary.statuses() == {"completed": 8}, [r.error for r in summary.runs]
-    manifest = read_json(root / "SWEEP.json")
+    manifest = read_sweep(root)
     assert [c["status"] for c in manifest["cells"]] == ["completed"] * 8
+    assert {c["status"] for c in read_json(root / "SWEEP.json")["cells"]} == {"pending"}  # written once, at the start
     assert [c["run_dir"] for c in manifest["cells"]] == [f"cells/cell={i:04d}" for i in range(8)]
     assert manifest["grid"] == GRID_2X2["grid"] and manifest["replications"] == 2
     with ReplayReader(root) as reader:
@@ -167,7 +169,7 @@ async def test_a_failing_cell_does_not_stop_the_others(dask_client, tmp_path):
 
     assert [r.status for r in summary.runs] == ["completed", "failed"]
     assert summary.runs[1].error
-    cells = read_json(root / "SWEEP.json")["cells"]
+    cells = read_sweep(root)["cells"]
     assert [(c["status"], c["error"] is None) for c in cells] == [("completed", True), ("failed", False)]
     with ReplayReader(root) as reader:
         assert reader.query("SELECT DISTINCT cell FROM actions").to_pylist() == [{"cell": 0}]
@@ -183,9 +185,7 @@ async def test_a_resumed_sweep_keeps_completed_cells_and_finishes_the_rest(dask_
     first = await run_sweep(spec, root, dask_client)
     assert first.statuses() == {"completed": 2}
     # As if the driver had died while cell 1 was still pending: its directory never got made.
-    manifest = read_json(root / "SWEEP.json")
-    manifest["cells"][1].update(status="running", summary=None)
-    atomic_write_json(root / "SWEEP.json", manifest)
+    SweepLog(root).record(1, status="running", summary=None)
     shutil.rmtree(root / "cells" / "cell=0001")
     kept = (root / "cells" / "cell=0000" / "SOCIETY_STEP.json").read_text()
 

@@ -13,7 +13,15 @@ from engine.storage.atomic import atomic_write_json
 from engine.storage.catalog import Catalog, Column, DatasetSchema, with_run
 from engine.storage.reader import ReplayReader
 from engine.storage.replay import ReplayWriter, shard_name
-from engine.storage.sweep_layout import cell_dir, cells_table, param_column, read_sweep_manifest
+from engine.storage.sweep_layout import (
+    SWEEP_LOG_FILE,
+    SweepLog,
+    cell_dir,
+    cells_table,
+    param_column,
+    read_sweep,
+    read_sweep_manifest,
+)
 from engine.trace import TraceRecorder, write_trace_shard
 
 CALLS = DatasetSchema(
@@ -138,6 +146,27 @@ def test_manifest_is_none_for_a_run_and_malformed_manifests_are_storage_errors(t
     atomic_write_json(tmp_path / "SWEEP.json", manifest)
     with pytest.raises(StorageError, match="not 0..1 in order"):
         read_sweep_manifest(tmp_path)
+
+
+def test_cell_statuses_come_from_the_log_last_line_winning_and_a_torn_last_line_is_skipped(tmp_path):
+    atomic_write_json(tmp_path / "SWEEP.json", _manifest({}, [{"params": {}, "status": "pending"}] * 3))
+    log = SweepLog(tmp_path)
+    log.record(0, status="running")
+    log.record(1, status="running")
+    log.record(0, status="failed", error="boom", summary={"ticks_done": 1})
+    with open(tmp_path / SWEEP_LOG_FILE, "a") as torn:  # a crash mid-append
+        torn.write('{"index": 1, "sta')
+
+    doc = read_sweep(tmp_path)
+    assert doc is not None
+    assert [(c["status"], c.get("error")) for c in doc["cells"]] == [("failed", "boom"), ("running", None), ("pending", None)]
+    assert doc["cells"][0]["summary"] == {"ticks_done": 1}
+    assert [c.status for c in read_sweep_manifest(tmp_path).cells] == ["failed", "running", "pending"]  # type: ignore[union-attr]
+
+    with open(tmp_path / SWEEP_LOG_FILE, "a") as log_file:
+        log_file.write('\n{"index": 7, "status": "completed"}\n')  # a cell the manifest does not have
+    with pytest.raises(StorageError, match="SWEEP_LOG.jsonl line 4 is malformed"):
+        read_sweep(tmp_path)
 
 
 def test_cells_table_gives_each_parameter_one_sql_type(tmp_path):

@@ -20,7 +20,7 @@ from engine.spec import parse_spec
 from engine.storage import ReplayWriter, atomic_write_json, read_json, shard_name
 from engine.storage.reader import ReplayReader
 from engine.storage.run_layout import RunLayout
-from engine.storage.sweep_layout import cell_dir
+from engine.storage.sweep_layout import cell_dir, read_sweep
 from service.report.data import NotARunError, load_report
 from tests.service.report.report_specs import demo_with_questionnaire, sweep_2x2
 
@@ -45,7 +45,7 @@ def demo_run(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> 
 def sweep_root(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("report-sweep") / "sweep"
     _on_cluster(cluster_address, lambda c: run_sweep(parse_spec(sweep_2x2((2, 3))), root, c))
-    assert [c["status"] for c in read_json(root / "SWEEP.json")["cells"]] == ["completed"] * 4
+    assert [c["status"] for c in read_sweep(root)["cells"]] == ["completed"] * 4
     return root
 
 
