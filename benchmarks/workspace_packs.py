@@ -116,7 +116,7 @@ async def main(args: argparse.Namespace) -> None:
               f"files per agent-tick {(files - before[kind][0]) / agent_ticks:.4f}, "
               f"bytes per agent-tick {(size - before[kind][1]) / agent_ticks:,.0f}")
     print(f"warm tick ratio packed/dir: {min(ticks['packed'][1:] or ticks['packed']) / min(ticks['dir'][1:] or ticks['dir']):.2f}")
-    print(f"peak RSS of this process: {resource.getrdisk_usage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB")
+    print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB")
 
 
 if __name__ == "__main__":

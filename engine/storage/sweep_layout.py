@@ -46,7 +46,7 @@ __all__ = [
 
 #: The manifest file that marks a directory as a sweep root.
 SWEEP_FILE = "SWEEP.json"
-#: The cells' status changes, one JSON object per line (``{"index": 3, "status": "completed", ...}``).
+#: The cells' status changes, one JSON object per line: the cell's index and the fields that changed.
 SWEEP_LOG_FILE = "SWEEP_LOG.jsonl"
 #: The directory under the root holding one run directory per cell.
 CELLS_DIR = "cells"

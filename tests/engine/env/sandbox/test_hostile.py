@@ -240,11 +240,12 @@ async def test_hostile_program_is_refused_or_stopped_in_time_and_memory(
         assert result.ok and len(result.output) <= LIMITS.max_output_chars
         return
     assert not result.ok and result.results == {}
-    # A memory bomb that the CPU contention of a loaded machine slows down may meet the time
-    # limit before the memory cap: both are the OS stopping it within its limits.
-    stopped_by_os_either_way = reason == "memory limit" and "time limit" in result.error
-    assert reason in result.error or stopped_by_os_either_way, result.error
-    if how == OS:
+    # A memory bomb that the CPU contention of a loaded machine slows down may meet the time limit
+    # (the sandbox's own clock or the OS deadline) before the memory cap: either way it was stopped
+    # within its limits, which the elapsed time and peak memory above have checked.
+    stopped_in_time_instead = reason == "memory limit" and "time limit" in result.error
+    assert reason in result.error or stopped_in_time_instead, result.error
+    if how == OS and not stopped_in_time_instead:
         assert "(the code used more than 512 MB)" in result.error or "sandbox process was killed" in result.error
     if how == STOPPED:
         assert result.error.startswith("stopped:")
