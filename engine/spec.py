@@ -7,6 +7,7 @@ path (``agents.3.type``). ``load_spec`` reads JSON or YAML; ``spec_json_schema``
 
 from __future__ import annotations
 
+import difflib
 import json
 import random
 from datetime import datetime
@@ -15,6 +16,7 @@ from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from engine.errors import SpecError
 from engine.llm_spec import LLMClientSpec, LLMSpec, PriceSpec
@@ -78,10 +80,16 @@ def _known_env_module(name: str) -> str:
     return name
 
 
+#: The largest id, tick count or seed a spec may hold: datasets store them as 64-bit integers.
+INT64_MAX = 2**63 - 1
+#: An integer a dataset stores (``ge=0``).
+Int64 = Annotated[int, Field(ge=0, le=INT64_MAX)]
+
+
 class AgentSpec(_Frozen):
     """One explicitly listed agent."""
 
-    id: int = Field(ge=0)
+    id: int = Field(ge=0, le=INT64_MAX)
     type: str = "PersonAgent"
     profile: dict[str, Any] = Field(default_factory=dict)
     config: dict[str, Any] = Field(default_factory=dict)
@@ -97,6 +105,23 @@ class EnvModuleSpec(_Frozen):
 
     _type_known = field_validator("type")(classmethod(lambda cls, v: _known_env_module(v)))
 
+    @field_validator("kwargs")
+    @classmethod
+    def _kwargs_fit_the_module(cls, kwargs: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        from engine.env.registry import module_params, resolve_env_module
+
+        type_name = info.data.get("type")
+        accepted = module_params(resolve_env_module(type_name)) if type_name is not None else None
+        for key in kwargs:
+            if accepted is not None and key not in accepted:
+                near = difflib.get_close_matches(key, sorted(accepted), n=1)
+                hint = f"did you mean {near[0]!r}? " if near else ""
+                raise PydanticCustomError(
+                    "module_kwargs", "{module} takes no argument '{name}'; {hint}it takes: {accepted}",
+                    {"key": key, "module": type_name, "name": key, "hint": hint,
+                     "accepted": ", ".join(sorted(accepted)) or "no kwargs"})
+        return kwargs
+
 
 class EnvironmentSpec(_Frozen):
     """The environment: a router kind and its modules."""
@@ -111,13 +136,13 @@ class EnvironmentSpec(_Frozen):
 
 class RunStep(_Frozen):
     type: Literal["run"] = "run"
-    num_steps: int = Field(ge=1)
-    tick: int = Field(3600, ge=1, description="simulated seconds per step")
+    num_steps: int = Field(ge=1, le=INT64_MAX)
+    tick: int = Field(3600, ge=1, le=INT64_MAX, description="simulated seconds per step")
 
 
 #: ``as_of_step`` on a questionnaire or ask step (:mod:`engine.society.fork.as_of`)
 _AS_OF = Field(
-    None, ge=0,
+    None, ge=0, le=INT64_MAX,
     description="answer as the agents were when tick K was committed, on a run that kept that tick "
     "(snapshots.keep); K must be committed before the step. An ask also reads the env as of K. Nothing stored "
     "changes but the step's own rows and artifact",
@@ -155,7 +180,7 @@ class QuestionnaireStep(_Frozen):
     questionnaire_id: str = Field(min_length=1)
     title: str | None = None
     description: str | None = None
-    target_agent_ids: list[int] | None = None
+    target_agent_ids: list[Int64] | None = None
     questions: list[QuestionSpec] = Field(min_length=1)
     as_of_step: int | None = _AS_OF
 
@@ -236,7 +261,7 @@ class ExperimentSpec(_Frozen):
     """A whole experiment."""
 
     name: str = Field(min_length=1, max_length=200)
-    seed: int = 0
+    seed: int = Field(0, ge=-(2**63), le=INT64_MAX)
     start_time: datetime = Field(default_factory=lambda: datetime(2026, 1, 1, 8, 0, 0))
     llm: LLMSpec = Field(default_factory=LLMSpec)
     agents: list[AgentSpec] = Field(default_factory=list)
@@ -275,6 +300,7 @@ class ExperimentSpec(_Frozen):
         if not self.agents and not self.population:
             raise ValueError("the spec has no agents: give 'agents' or 'population'")
         self._check_population_size()
+        self._check_simulated_time()
         seen: set[int] = set()
         for agent in self.all_agents():
             if agent.id in seen:
@@ -282,10 +308,25 @@ class ExperimentSpec(_Frozen):
             seen.add(agent.id)
         return self
 
+    def _check_simulated_time(self) -> None:
+        # Every tick's time is start_time + elapsed seconds: the last must still be a date (year 9999 at most).
+        seconds = sum(step.num_steps * step.tick for step in self.steps if isinstance(step, RunStep))
+        room = (datetime.max - self.start_time.replace(tzinfo=None)).total_seconds()
+        if seconds > room:
+            raise PydanticCustomError(
+                "simulated_time", "the run steps span {seconds} simulated seconds from start_time {start}, past the "
+                "last date there is (9999-12-31); use fewer or shorter ticks, or an earlier start_time",
+                {"key": "steps", "seconds": seconds, "start": self.start_time.isoformat()})
+
     def _check_population_size(self) -> None:
         # Before all_agents() makes any member: a small spec must not expand into gigabytes.
         top = max([a.id for a in self.agents] + [p.id_start or 0 for p in self.population])
-        digits = len(str(top + sum(p.size for p in self.population) + 1))
+        last = top + sum(p.size for p in self.population)
+        if last > INT64_MAX:
+            raise PydanticCustomError(
+                "agent_ids", "agent ids would reach {last}, past {top} (the largest a dataset stores); use a smaller "
+                "id_start", {"key": "population", "last": last, "top": INT64_MAX})
+        digits = len(str(last + 1))
         total = 0
         for index, population in enumerate(self.population):
             total += population.size_bound(digits)
@@ -314,12 +355,18 @@ class ExperimentSpec(_Frozen):
         return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
 
 
+def _error_path(item: Any) -> str:
+    """An error's dotted field path, with the key inside a mapping that a validator named (``ctx.key``)."""
+    parts = [str(part) for part in item["loc"]]
+    key = (item.get("ctx") or {}).get("key")
+    return ".".join([*parts, str(key)] if key is not None else parts)
+
+
 def format_validation_error(error: ValidationError) -> str:
     """One line per problem, each led by its dotted field path."""
     lines = []
     for item in error.errors():
-        path = ".".join(str(part) for part in item["loc"]) or "<spec>"
-        lines.append(f"{path}: {item['msg'].removeprefix('Value error, ')}")
+        lines.append(f"{_error_path(item) or '<spec>'}: {item['msg'].removeprefix('Value error, ')}")
     return "\n".join(lines)
 
 
@@ -341,7 +388,7 @@ def parse_spec(data: Any, *, locate: Locate | None = None) -> ExperimentSpec:
         return ExperimentSpec.model_validate(data)
     except ValidationError as error:
         spec_error = SpecError(format_validation_error(error))
-        spec_error.path = ".".join(str(p) for p in error.errors()[0]["loc"])
+        spec_error.path = _error_path(error.errors()[0])
         raise spec_error from None
 
 

@@ -19,6 +19,10 @@ same ``api_key_env`` or none (with a ``base_url``, none sends no key), a model t
 without ``api_key_env`` lets the provider library read its default variable (``OPENAI_API_KEY``
 ...), so it matches only a grant that names neither. The CLI does not check grants: its user owns
 the machine's environment.
+
+A grant binds its key to where it may go: a ``base_url``, or (without one) ``models`` patterns that each
+start with a provider (``openai/*``). A grant with neither is refused when the service loads the file,
+since litellm would send the key to whatever provider a spec's model string names.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from engine.errors import SpecError
 from engine.spec import ExperimentSpec, LLMClientSpec, LLMSpec, format_validation_error
@@ -59,7 +63,23 @@ class Grant(BaseModel):
 
     base_url: str | None = None  #: the endpoint; None = the provider's own
     api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")  #: the key variable's name
-    models: list[str] | None = None  #: fnmatch patterns of the model strings allowed; None = any
+    models: list[str] | None = None  #: fnmatch patterns of the model strings allowed; None = any (with a base_url only)
+
+    @model_validator(mode="after")
+    def _bound_to_providers(self) -> Grant:
+        # litellm picks the host by the model's provider prefix: a key granted for "any model" with no base_url
+        # goes wherever a spec's model string points (hosted_vllm/... sent it to api.openai.com).
+        if self.base_url is not None:
+            return self
+        if not self.models:
+            raise ValueError("a grant without base_url must name the providers its key may reach, e.g. "
+                             '"models": ["openai/*"]')
+        for pattern in self.models:
+            provider, slash, _ = pattern.partition("/")
+            if not slash or not provider or any(c in provider for c in "*?["):
+                raise ValueError(f"models pattern {pattern!r} must start with a provider name and a slash, "
+                                 'e.g. "openai/*" or "anthropic/claude-3-*"')
+        return self
 
 
 class GrantsFile(BaseModel):

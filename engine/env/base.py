@@ -64,6 +64,15 @@ class EnvBase:
                     tools[name] = build_tool_info(cls.__name__, member)
         cls._tools = tools
 
+    @classmethod
+    def check_inputs(cls, kwargs: Mapping[str, Any]) -> None:
+        """Read and check the input files ``kwargs`` name, under the input roots in force (``input_roots``), so a
+        service can refuse a spec at submit rather than at run time; none by default.
+
+        Raises:
+            SpecError: a file cannot be used; ``path`` names its argument (``city_file``).
+        """
+
     def __init__(self) -> None:
         self.t: datetime | None = None
         self._workspace_root: Path | None = None

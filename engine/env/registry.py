@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from functools import lru_cache
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
@@ -11,7 +12,7 @@ from engine.errors import SpecError
 if TYPE_CHECKING:
     from engine.env.base import EnvBase
 
-__all__ = ["env_module_known", "env_module_names", "resolve_env_module"]
+__all__ = ["env_module_known", "env_module_names", "module_params", "resolve_env_module"]
 
 _BUILTIN = {
     "MessagingSpace": "engine.env.modules.messaging:MessagingSpace",
@@ -63,3 +64,11 @@ def resolve_env_module(name: str) -> type[EnvBase]:
         raise SpecError(f"unknown environment module type {name!r}; known: {', '.join(env_module_names())}")
     module_name, _, attr = target.partition(":")
     return getattr(importlib.import_module(module_name), attr)
+
+
+def module_params(cls: type) -> set[str] | None:
+    """The keyword arguments ``cls(...)`` takes (what a spec's ``kwargs`` may hold); None when it takes ``**kwargs``."""
+    params = list(inspect.signature(cls).parameters.values())
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}

@@ -11,10 +11,9 @@ the reference keys its modules by type, so a second one would silently replace t
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
-from engine.env.registry import env_module_known, env_module_names, resolve_env_module
+from engine.env.registry import env_module_known, env_module_names, module_params, resolve_env_module
 from engine.reference.problems import Problems, at, mapping, only
 
 __all__ = ["REFERENCE_MODULE_TYPES", "convert_modules", "our_module_type"]
@@ -34,14 +33,6 @@ def our_module_type(kind: str) -> str | None:
     if not env_module_known(kind):
         return None
     return kind if kind in env_module_names() else resolve_env_module(kind).__name__
-
-
-def _constructor_params(cls: type) -> set[str] | None:
-    """Keyword parameters of ``cls(...)``; None when it takes ``**kwargs``."""
-    params = list(inspect.signature(cls).parameters.values())
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        return None
-    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
 def convert_modules(raw: Any, label: str, problems: Problems) -> list[dict[str, Any]]:
@@ -69,7 +60,7 @@ def convert_modules(raw: Any, label: str, problems: Problems) -> list[dict[str, 
                          f"{kind} appears twice (also env_modules.{seen[ours]}); the reference keeps one module per type")
             continue
         seen[ours] = i
-        accepted = _constructor_params(resolve_env_module(ours))
+        accepted = module_params(resolve_env_module(ours))
         for key in kwargs or {}:
             if accepted is not None and key not in accepted:
                 named = ours if ours == kind else f"{ours} (module_type {kind})"

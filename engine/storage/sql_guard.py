@@ -10,7 +10,8 @@ the run, no extensions, configuration locked); this check refuses what that lock
   ``json_execute_serialized_sql``), change the parser (``add_grammar_extension``), write logs or
   checkpoints, or show the server's configuration: its settings (``duckdb_settings``,
   ``current_setting``, ``pg_catalog.pg_settings`` and every ``pragma_*`` function, which name the
-  server's paths), its environment (``getenv``), secrets and extensions.
+  server's paths), its environment (``getenv``), secrets and extensions; and the catalog entries that show the
+  views' definitions (``duckdb_views``, ``information_schema.views``, ``sqlite_master``), which name the runs' files.
 
 Function and table names come from DuckDB's parse tree (``json_serialize_sql``), so quoting,
 schema prefixes, case and comments do not hide them. A SELECT that DuckDB cannot serialize is
@@ -44,11 +45,17 @@ DENIED_FUNCTIONS: dict[str, str] = {
     **dict.fromkeys(("enable_logging", "disable_logging", "truncate_duckdb_logs", "duckdb_logs", "duckdb_logs_parsed",
                      "duckdb_log_contexts", "write_log"), "it reads or changes the server's logs"),
     **dict.fromkeys(("checkpoint", "force_checkpoint", "duckdb_temporary_files"), "it concerns the server's storage"),
+    **dict.fromkeys(("duckdb_views", "duckdb_databases", "duckdb_dependencies"),
+                    "it shows how the datasets' views are defined, which names the server's paths"),
 }
 #: Name prefixes of functions a query may not call (``pragma_version()`` is ``PRAGMA version`` in disguise).
 DENIED_PREFIXES: dict[str, str] = {"pragma_": "PRAGMA functions show the server's configuration"}
 #: Tables and views a query may not read (lower case, unqualified).
-DENIED_TABLES: dict[str, str] = {"pg_settings": "it shows the server's configuration"}
+DENIED_TABLES: dict[str, str] = {
+    "pg_settings": "it shows the server's configuration",
+    **dict.fromkeys(("views", "sqlite_master", "sqlite_schema", "sqlite_temp_master", "pg_views"),
+                    "it shows how the datasets' views are defined, which names the server's paths"),
+}
 
 
 def check_read_only_select(sql: str, con: duckdb.DuckDBPyConnection) -> None:

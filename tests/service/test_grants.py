@@ -108,6 +108,27 @@ def test_a_sweep_value_that_makes_no_valid_llm_config_is_a_spec_error() -> None:
     assert caught.value.path == "sweep"
 
 
+@pytest.mark.parametrize("grant", [
+    {"api_key_env": "OPENAI_API_KEY"},  # issue 33: any provider; hosted_vllm/ sent the key to api.openai.com
+    {"api_key_env": "OPENAI_API_KEY", "models": []},
+    {"api_key_env": "OPENAI_API_KEY", "models": ["*"]},
+    {"api_key_env": "OPENAI_API_KEY", "models": ["gpt-4o"]},
+    {"api_key_env": "OPENAI_API_KEY", "models": ["open*/gpt-4o"]},
+])
+def test_a_grant_not_bound_to_a_provider_or_base_url_is_refused_at_load(tmp_path: Path, grant: dict[str, Any]) -> None:
+    (tmp_path / "grants.json").write_text(json.dumps({"credentials": {"lab-a": {"openai": grant}}}))
+    with pytest.raises(AuthConfigError, match="provider"):
+        read_grants_file(tmp_path / "grants.json")
+
+
+def test_a_grant_bound_by_provider_patterns_or_a_base_url_loads(tmp_path: Path) -> None:
+    (tmp_path / "grants.json").write_text(json.dumps({"credentials": {"*": {
+        "openai": {"api_key_env": "OPENAI_API_KEY", "models": ["openai/*", "azure/gpt-4o*"]},
+        "vllm": {"base_url": "http://gpu1:8000/v1", "api_key_env": "VLLM_KEY"},
+    }}}))
+    assert set(read_grants_file(tmp_path / "grants.json").credentials["*"]) == {"openai", "vllm"}
+
+
 def test_an_unreadable_grants_file_is_a_startup_error(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text(json.dumps({"credentials": {"*": {"x": {"api_key": "sk-1"}}}}))
     with pytest.raises(AuthConfigError, match="not valid"):

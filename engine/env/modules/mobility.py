@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -87,6 +88,15 @@ class MobilitySpace(EnvBase):
         "travelling": "agents in transit after this step",
         "km_departed": "road km of the trips that started in this step",
     }
+
+    @classmethod
+    def check_inputs(cls, kwargs: Mapping[str, Any]) -> None:
+        if isinstance(kwargs.get("city_file"), str):
+            try:
+                City.load(kwargs["city_file"])
+            except SpecError as error:
+                error.path = "city_file"
+                raise
 
     def __init__(self, seed: int = 0, regions: int = 6, pois_per_region: int = 4, city_file: str | None = None,
                  city: dict[str, Any] | None = None, speed_kmh: float = 20.0, nearby_radius_km: float = 1.5,
