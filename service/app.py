@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -13,10 +15,12 @@ from fastapi.responses import JSONResponse
 
 from engine.errors import PolisError, SpecError
 from service.auth import TokenStore
+from service.disk_usage import DiskLedger
 from service.engine_loop import EngineLoop
 from service.errors import ServiceError, SpecRejectedError, TooManyRequestsError, UnauthorizedError, status_code_for
 from service.intake import Intake
 from service.limits import BodyLimit, Slots, validation_error_response
+from service.llm_usage import LlmCallLedger
 from service.openapi import declare_errors
 from service.registry import ExperimentRegistry
 from service.report.page import mount_bokeh_static
@@ -59,10 +63,12 @@ def create_app(settings: ServiceSettings) -> FastAPI:
             submitter = Submitter(registry, shared, run_options={
                 "llm_limits": settings.limiter_config(), "template_cache_dir": settings.template_cache_dir,
                 "input_dirs": settings.input_dirs,
-            }, max_running=settings.max_running, max_concurrent=lambda owner: intake.quotas.for_owner(owner).max_concurrent)
+            }, max_running=settings.max_running, max_concurrent=lambda owner: intake.quotas.for_owner(owner).max_concurrent,
+                llm_calls=LlmCallLedger(settings.data_dir / "llm_calls.json"))
             dashboard, experiment_dashboard = await engine.run(cluster_dashboard(shared)), await engine.run(experiment_page(shared))
+            disk = DiskLedger(registry, reconcile_s=settings.disk_reconcile_s)
             app.state.polis = ServiceState(
-                registry, submitter, engine, dashboard, experiment_dashboard,
+                registry, submitter, engine, dashboard, experiment_dashboard, disk,
                 query_limits=settings.query_limits(), tokens=tokens, sql_max_rows=settings.sql_max_rows, intake=intake,
                 metrics=submitter.metrics,
                 sql_slots=Slots("SQL queries", (settings.sql_max_concurrent_per_owner, "POLIS_SQL_MAX_CONCURRENT_PER_OWNER"),
@@ -72,10 +78,13 @@ def create_app(settings: ServiceSettings) -> FastAPI:
             logger.info("polis service: data in %s, dashboard at %s", settings.data_dir, app.state.polis.dashboard_link)
             if adopted := await engine.call(submitter.adopt):
                 logger.info("polis service: %d experiment(s) queued again after the restart", len(adopted))
+            refresher = asyncio.create_task(_refresh_disk(disk, settings.disk_refresh_s))
             try:
                 yield
             finally:
+                refresher.cancel()
                 await engine.run(submitter.shutdown())
+                submitter.llm_calls.flush()
         finally:
             await engine.run(stack.aclose())
             engine.stop()
@@ -101,24 +110,38 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     install_docs(app)
     mount_bokeh_static(app)
     declare_errors(app)
-    app.add_exception_handler(ServiceError, _error_response)
-    app.add_exception_handler(PolisError, _error_response)
+    errors = partial(_error_response, data_dirs=sorted({str(settings.data_dir), str(settings.data_dir.resolve())}, key=len,
+                                                       reverse=True))
+    app.add_exception_handler(ServiceError, errors)
+    app.add_exception_handler(PolisError, errors)
     app.add_exception_handler(RequestValidationError, validation_error_response)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     return app
 
 
-async def _error_response(request: Request, error: Exception) -> JSONResponse:
+async def _refresh_disk(disk: DiskLedger, every_s: float) -> None:
+    """Keep the disk ledger current: at start-up, then every ``every_s`` (off the event loop)."""
+    while True:
+        try:
+            await asyncio.to_thread(disk.refresh)
+        except Exception:  # a run directory unreadable for a moment must not end the refreshes
+            logger.exception("polis service: measuring the runs' disk use failed; trying again in %s s", every_s)
+        await asyncio.sleep(every_s)
+
+
+async def _error_response(request: Request, error: Exception, *, data_dirs: list[str]) -> JSONResponse:
     code = status_code_for(error)
     if code >= 500:
         logger.error("%s %s failed", request.method, request.url.path, exc_info=error)
     detail: Any = str(error)
+    for data_dir in data_dirs:  # an answer never names a server path
+        detail = detail.replace(data_dir, "<data>")
     headers = {"WWW-Authenticate": "Bearer"} if isinstance(error, UnauthorizedError) else None
     if isinstance(error, TooManyRequestsError):
-        headers = {"Retry-After": "1"}
+        headers = {"Retry-After": str(error.retry_after_s)}
     if isinstance(error, SpecError | SpecRejectedError):
         # The same shape FastAPI gives request validation errors, so clients parse one format.
         loc = ["body", *(int(p) if p.isdigit() else p for p in error.path.split(".") if p)]
-        detail = [{"type": "spec_error", "loc": loc, "msg": str(error)}]
+        detail = [{"type": "spec_error", "loc": loc, "msg": detail}]
     return JSONResponse(status_code=code, content={"detail": detail}, headers=headers)
 

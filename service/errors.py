@@ -13,6 +13,7 @@
     ├── UnsupportedMediaTypeError         a body that is neither JSON nor YAML               → 415
     ├── NotAcceptableError                an ``Accept`` the endpoint cannot answer           → 406
     ├── TooManyRequestsError              an owner's share of SQL queries or event streams in use → 429
+    │   └── DailyQuotaExceededError       the owner's LLM calls for today (UTC) are used up
     └── SpecRejectedError                 a spec refused by the service's rules (``path``)   → 422
         ├── QuotaExceededError            over one of the owner's quotas
         └── CredentialNotGrantedError     a key variable or endpoint not granted to the owner
@@ -33,6 +34,7 @@ __all__ = [
     "AgentNotFoundError",
     "AuthConfigError",
     "CredentialNotGrantedError",
+    "DailyQuotaExceededError",
     "DatasetNotFoundError",
     "ExperimentBusyError",
     "ExperimentNotFoundError",
@@ -156,7 +158,20 @@ class SpecTooLargeError(ServiceError):
 
 
 class TooManyRequestsError(ServiceError):
-    """All of what one owner (or everyone) may hold at once is in use: concurrent SQL queries, open event streams."""
+    """All of what one owner (or everyone) may hold at once is in use: concurrent SQL queries, open event streams.
+
+    Args:
+        message: which limit, and what is in use.
+        retry_after_s: when trying again may succeed (the ``Retry-After`` header).
+    """
+
+    def __init__(self, message: str, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class DailyQuotaExceededError(TooManyRequestsError):
+    """An owner whose LLM calls today would pass ``max_llm_calls_per_day``; it resets at 00:00 UTC."""
 
 
 class UnsupportedMediaTypeError(ServiceError):

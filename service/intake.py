@@ -14,33 +14,37 @@ In order, each before anything costlier:
    about whether it exists; the rows go into the spec, so the counts below see them;
 5. the quotas on the raw data (``service.spec_counts``): agents, agent-steps, sweep cells, and
    the owner's disk, before ``ExperimentSpec`` validation expands any population;
-6. validation (``engine.spec.parse_spec``; format widths are bounded there);
+6. validation (``engine.spec.parse_spec``; format widths are bounded there, module kwargs are checked
+   against each module's constructor), then the input files env modules name, read from under
+   ``POLIS_INPUT_DIRS`` as the run would read them;
 7. the grants (``service.grants``): every LLM config is free or granted to the owner.
 
 A spec the service makes itself (a fork's: the parent's with a patch) passes steps 5 and 7 through
-:meth:`Intake.authorize`. :meth:`Intake.admit` (steps 3-7) is sans-IO apart from reading allowed tables and measuring the
-owner's run directories; the route calls :meth:`Intake.read`, which runs it off the event loop.
+:meth:`Intake.authorize`. :meth:`Intake.admit` (steps 3-7) is sans-IO apart from reading allowed tables and asking the
+owner's disk use (``service.disk_usage.DiskLedger.used``, which measures only runs ended since it last looked); the route
+calls :meth:`Intake.read`, which runs it off the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from starlette.requests import Request
 
-from engine.env.input_files import InputRoots, resolve_input_file
+from engine.env.input_files import InputRoots, input_roots, resolve_input_file
+from engine.env.registry import resolve_env_module
 from engine.errors import SpecError
 from engine.population import read_population_files
 from engine.spec import ExperimentSpec, parse_spec
 from engine.sweep import MAX_CELLS
 from service.errors import SpecTooLargeError, UnsupportedMediaTypeError
 from service.grants import Grants, read_grants_file
-from service.quotas import Quotas, check_counts, check_disk, disk_usage
+from service.quotas import Quotas, check_counts, check_disk
 from service.settings import ServiceSettings
 from service.spec_counts import count_spec
 
@@ -154,13 +158,13 @@ class Intake:
             input_dirs=settings.input_dirs,
         )
 
-    async def read(self, request: Request, owner: str, run_dirs: Iterable[Path | str]) -> ExperimentSpec:
+    async def read(self, request: Request, owner: str, disk_used: Callable[[str], int]) -> ExperimentSpec:
         """Read, bound, validate and authorize the spec in ``request``'s body.
 
         Args:
             request: the submit request.
             owner: who submits it.
-            run_dirs: the owner's existing run directories (their total size is the disk quota's use).
+            disk_used: the bytes an owner's runs take (``DiskLedger.used``), asked once the counts pass.
 
         Raises:
             UnsupportedMediaTypeError: 415.
@@ -172,23 +176,25 @@ class Intake:
         """
         kind = media_kind(request.headers.get("content-type"))
         raw = await read_body(request, self.max_body_bytes)
-        # Off the event loop: the spec's validation and the disk walk must not stall other requests.
-        return await asyncio.to_thread(self.admit, raw, kind, owner, list(run_dirs))
+        # Off the event loop: the spec's validation and the disk ledger must not stall other requests.
+        return await asyncio.to_thread(self.admit, raw, kind, owner, disk_used)
 
-    def admit(self, raw: bytes, kind: BodyKind, owner: str, run_dirs: Iterable[Path | str] = ()) -> ExperimentSpec:
-        """Decode, count, validate and authorize a body already read (see :meth:`read`)."""
+    def admit(self, raw: bytes, kind: BodyKind, owner: str, disk_used: Callable[[str], int] = lambda owner: 0) -> ExperimentSpec:
+        """Decode, count, validate and authorize a body already read (see :meth:`read`; with no ``disk_used``, the
+        owner has no runs yet)."""
         data = read_population_files(decode_spec(raw, kind), self._locate)
         quota = self.quotas.for_owner(owner)
         counts = count_spec(data, MAX_CELLS)
         if counts.cells > MAX_CELLS:
             raise SpecError(f"the sweep expands to {counts.cells} cells; at most {MAX_CELLS} are allowed", path="sweep")
         check_counts(counts, quota, owner)
-        check_disk(disk_usage(run_dirs), quota, owner)
+        check_disk(disk_used(owner), quota, owner)
         spec = parse_spec(data)
+        self._check_module_inputs(spec)
         self.grants.check_spec(spec, owner)
         return spec
 
-    def authorize(self, spec: ExperimentSpec, owner: str, run_dirs: Iterable[Path | str] = ()) -> None:
+    def authorize(self, spec: ExperimentSpec, owner: str, disk_used: Callable[[str], int]) -> None:
         """Check a spec the service made (a fork's) as :meth:`admit` checks a submitted one: quotas, then grants.
 
         Raises:
@@ -197,8 +203,18 @@ class Intake:
         """
         quota = self.quotas.for_owner(owner)
         check_counts(count_spec(spec.model_dump(mode="json"), MAX_CELLS), quota, owner)
-        check_disk(disk_usage(run_dirs), quota, owner)
+        check_disk(disk_used(owner), quota, owner)
         self.grants.check_spec(spec, owner)
+
+    def _check_module_inputs(self, spec: ExperimentSpec) -> None:
+        """The input files env modules name (``MobilitySpace.city_file``), read now as the run would read them."""
+        with input_roots(self.input_roots):
+            for index, module in enumerate(spec.environment.modules):
+                try:
+                    resolve_env_module(module.type).check_inputs(module.kwargs)
+                except SpecError as error:
+                    error.path = f"environment.modules.{index}.kwargs.{error.path}".rstrip(".")
+                    raise
 
     def _locate(self, field: str, name: str) -> Path:
         try:

@@ -68,4 +68,5 @@ class ProgressRecorder:
             "ticks_total": self._latest.ticks_total,
             "agent_steps_done": self._latest.agent_steps_done,
             "agent_steps_total": self._latest.agent_steps_total,
+            "llm_calls": self._latest.llm_calls,
         }

@@ -5,25 +5,24 @@ them for every owner (``"*"``) or for one::
 
     {"quotas": {"*": {"max_agents": 2000}, "lab-a": {"max_agents": 5000, "max_concurrent": 4}}}
 
-The checks here are sans-IO except :func:`disk_usage`, which walks run directories. The queue
+The checks here are sans-IO: an owner's disk use comes from ``service.disk_usage.DiskLedger``. The queue
 (not this module) enforces ``max_concurrent``: more experiments than that wait ``queued``.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.storage.run_layout import is_url, run_store
+from engine.spec import QuestionnaireStep, RunStep, StepSpec
 from service.errors import QuotaExceededError
 from service.settings import ServiceSettings
 from service.spec_counts import SpecCounts
 
-__all__ = ["OwnerQuota", "QuotaOverride", "Quotas", "check_counts", "check_disk", "disk_usage"]
+__all__ = ["OwnerQuota", "QuotaOverride", "Quotas", "check_added_steps", "check_counts", "check_disk",
+           "least_llm_calls"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +32,10 @@ class OwnerQuota:
     max_agents: int  #: agents in one spec (in each sweep cell)
     max_agent_steps: int  #: agents x ticks x cells of one spec
     max_concurrent: int  #: experiments running at once; more wait queued
-    max_disk_bytes: int  #: the total size of the owner's run directories, measured before a submit
+    max_disk_bytes: int  #: the bytes the owner's runs take (a byte hard-linked into several runs counts once)
+    max_sweep_cells: int = 10_000  #: cells of one sweep
+    max_added_steps: int = 20  #: steps one ``POST /experiments/{id}/steps`` adds
+    max_llm_calls_per_day: int = 1_000_000  #: LLM calls of all the owner's runs in one UTC day
 
 
 class QuotaOverride(BaseModel):
@@ -45,6 +47,9 @@ class QuotaOverride(BaseModel):
     max_agent_steps: int | None = Field(None, ge=1)
     max_concurrent: int | None = Field(None, ge=1)
     max_disk_bytes: int | None = Field(None, ge=0)
+    max_sweep_cells: int | None = Field(None, ge=1)
+    max_added_steps: int | None = Field(None, ge=1)
+    max_llm_calls_per_day: int | None = Field(None, ge=0)
 
 
 #: Where each limit's default is set, for messages.
@@ -53,6 +58,9 @@ _SETTING = {
     "max_agent_steps": "POLIS_QUOTA_MAX_AGENT_STEPS",
     "max_concurrent": "POLIS_QUOTA_MAX_CONCURRENT",
     "max_disk_bytes": "POLIS_QUOTA_MAX_DISK_BYTES",
+    "max_sweep_cells": "POLIS_QUOTA_MAX_SWEEP_CELLS",
+    "max_added_steps": "POLIS_QUOTA_MAX_ADDED_STEPS",
+    "max_llm_calls_per_day": "POLIS_QUOTA_MAX_LLM_CALLS_PER_DAY",
 }
 
 
@@ -76,6 +84,9 @@ class Quotas:
             max_agent_steps=settings.quota_max_agent_steps,
             max_concurrent=settings.quota_max_concurrent,
             max_disk_bytes=settings.quota_max_disk_bytes,
+            max_sweep_cells=settings.quota_max_sweep_cells,
+            max_added_steps=settings.quota_max_added_steps,
+            max_llm_calls_per_day=settings.quota_max_llm_calls_per_day,
         )
         return cls(defaults, overrides)
 
@@ -105,6 +116,11 @@ def check_counts(counts: SpecCounts, quota: OwnerQuota, owner: str) -> None:
             f"{counts.agents} agents in one run; {_limit(owner, 'max_agents', quota.max_agents, 'agents')}",
             path=counts.agents_path(quota.max_agents),
         )
+    if counts.cells > quota.max_sweep_cells:
+        raise QuotaExceededError(
+            f"the sweep expands to {counts.cells} cells; {_limit(owner, 'max_sweep_cells', quota.max_sweep_cells, 'cells')}",
+            path="sweep",
+        )
     if counts.agent_steps > quota.max_agent_steps:
         where = f" over {counts.cells} sweep cells" if counts.cells > 1 else ""
         raise QuotaExceededError(
@@ -112,6 +128,35 @@ def check_counts(counts: SpecCounts, quota: OwnerQuota, owner: str) -> None:
             f"{_limit(owner, 'max_agent_steps', quota.max_agent_steps, 'agent-steps')}",
             path="sweep" if counts.cells > 1 else "steps",
         )
+
+
+def check_added_steps(steps: int, quota: OwnerQuota, owner: str) -> None:
+    """Refuse a ``POST /experiments/{id}/steps`` that adds more steps than ``owner`` may add at once.
+
+    Raises:
+        QuotaExceededError: over ``max_added_steps`` (path ``steps``).
+    """
+    if steps > quota.max_added_steps:
+        raise QuotaExceededError(
+            f"{steps} steps in one request; {_limit(owner, 'max_added_steps', quota.max_added_steps, 'steps')}; "
+            "send them in several requests",
+            path="steps",
+        )
+
+
+def least_llm_calls(steps: Sequence[StepSpec], agents: int) -> int:
+    """The fewest LLM calls ``steps`` make in a run of ``agents`` agents: one per agent and tick of a ``run`` step,
+    one per answering agent and question of a questionnaire, one per ``ask`` or ``intervene``."""
+    calls = 0
+    for step in steps:
+        if isinstance(step, RunStep):
+            calls += step.num_steps * agents
+        elif isinstance(step, QuestionnaireStep):
+            answering = len(step.target_agent_ids) if step.target_agent_ids is not None else agents
+            calls += answering * len(step.questions)
+        else:
+            calls += 1
+    return calls
 
 
 def check_disk(used_bytes: int, quota: OwnerQuota, owner: str) -> None:
@@ -122,37 +167,6 @@ def check_disk(used_bytes: int, quota: OwnerQuota, owner: str) -> None:
     """
     if used_bytes >= quota.max_disk_bytes:
         raise QuotaExceededError(
-            f"the runs of owner {owner!r} take {used_bytes} bytes; "
+            f"the runs of owner {owner!r} take {used_bytes:,} bytes; "
             f"{_limit(owner, 'max_disk_bytes', quota.max_disk_bytes, 'bytes')}; delete experiments to free space"
         )
-
-
-def disk_usage(paths: Iterable[Path | str]) -> int:
-    """The total size in bytes of the files under ``paths`` (missing ones count 0; links are not followed; a file
-    hard-linked into several runs, as forks share their parent's past, counts once). A URL counts the bytes its
-    store holds under it."""
-    total = 0
-    pending: list[str] = []
-    for path in paths:
-        if is_url(path):
-            total += run_store(path).usage()
-        else:
-            pending.append(os.fspath(path))
-    seen: set[tuple[int, int]] = set()
-    while pending:
-        try:
-            entries = list(os.scandir(pending.pop()))
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
-            continue
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    pending.append(entry.path)
-                else:
-                    stat = entry.stat(follow_symlinks=False)
-                    if (stat.st_dev, stat.st_ino) not in seen:
-                        seen.add((stat.st_dev, stat.st_ino))
-                        total += stat.st_size
-            except FileNotFoundError:  # removed while walking
-                continue
-    return total

@@ -113,6 +113,8 @@ class ExperimentRecord(BaseModel):
     forked_from: ForkedFrom | None = None
     #: The submit's ``Idempotency-Key`` and the SHA-256 of its body: a retry with both returns this experiment.
     idempotency: Idempotency | None = None
+    #: The ``Idempotency-Key`` of every ``POST .../steps`` that added steps, with its body's SHA-256.
+    steps_keys: tuple[Idempotency, ...] = ()
 
     @field_validator("run_dir", mode="before")
     @classmethod
@@ -141,7 +143,7 @@ class ExperimentRegistry:
         except OSError as error:
             raise StorageError(f"cannot create the service data directory {data_dir}: {error}") from error
         # Progress callbacks may arrive from other threads; one lock keeps memory and disk in step.
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._records: dict[str, ExperimentRecord] = {}
         self._by_key: dict[tuple[str, str], str] = {}  #: (owner, idempotency key) -> experiment id
         self._load()
@@ -180,6 +182,40 @@ class ExperimentRegistry:
             if (earlier := self._submitted(owner, idempotency)) is not None:
                 return earlier, False
             return self._create(spec, owner, None, idempotency), True
+
+    def steps_added(self, experiment_id: str, idempotency: Idempotency) -> bool:
+        """Whether added steps with this ``Idempotency-Key`` and body were taken already (their retry is a no-op).
+
+        Raises:
+            IdempotencyConflictError: the key was used for other steps on this experiment.
+        """
+        with self._lock:
+            for earlier in self.get(experiment_id).steps_keys:
+                if earlier.key == idempotency.key:
+                    if earlier.body_sha256 != idempotency.body_sha256:
+                        raise IdempotencyConflictError(
+                            f"the Idempotency-Key {idempotency.key!r} was used for other steps on experiment "
+                            f"{experiment_id}; use a new key for new steps")
+                    return True
+            return False
+
+    def add_steps(self, experiment_id: str, spec: ExperimentSpec,
+                  idempotency: Idempotency | None) -> tuple[ExperimentRecord, bool]:
+        """Make ``spec`` (the stored one with steps appended) the experiment's, once: under one lock with the check
+        that the key is new (else: the record and False) and that the experiment is not queued or running.
+
+        Raises:
+            ExperimentBusyError: it is queued or running (a concurrent request may have just queued it).
+            IdempotencyConflictError: the key was used for other steps.
+        """
+        with self._lock:
+            record = self.get(experiment_id)
+            if idempotency is not None and self.steps_added(experiment_id, idempotency):
+                return record, False
+            if record.status in ACTIVE_STATUSES:
+                raise ExperimentBusyError(record.id, record.status, "add steps to")
+            keys = (*record.steps_keys, idempotency) if idempotency is not None else record.steps_keys
+            return self.update(experiment_id, spec=spec.model_dump(mode="json"), steps_keys=keys), True
 
     def create(self, spec: ExperimentSpec, owner: str = LOCAL_ADMIN.owner, forked_from: ForkedFrom | None = None) -> ExperimentRecord:
         """Register a new experiment as ``queued`` and persist it.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -17,6 +18,7 @@ __all__ = [
     "ColumnInfo",
     "DatasetInfo",
     "DatasetList",
+    "ExperimentAccepted",
     "ExperimentBrief",
     "ExperimentDetail",
     "ExperimentList",
@@ -24,6 +26,7 @@ __all__ = [
     "Progress",
     "ResumeRequest",
     "Usage",
+    "without_server_paths",
 ]
 
 
@@ -68,8 +71,11 @@ class ExperimentBrief(BaseModel):
         return cls(**_brief_fields(record))
 
 
-class ExperimentDetail(ExperimentBrief):
-    """One experiment in full: its spec, where its run lives, and where to watch the cluster."""
+class ExperimentAccepted(ExperimentBrief):
+    """An experiment as a submit, fork, added steps, resume or cancel leaves it: its state and where to follow it.
+
+    Not its spec, which may be large (``GET /experiments/{id}`` has it).
+    """
 
     #: The Dask dashboard page that breaks the cluster's work down by span: pick this experiment's id
     #: under "Filter by span tag"; its tasks are ``polis_<id>_*`` there and in the task stream
@@ -77,7 +83,18 @@ class ExperimentDetail(ExperimentBrief):
     dashboard_link: str | None
     #: The experiment's results page (HTML, plots and SQL box), relative to the service.
     report: str
-    run_dir: str
+    #: Its live events (server-sent), relative to the service.
+    events: str
+
+    @classmethod
+    def from_record(cls, record: ExperimentRecord, dashboard_link: str | None = None) -> ExperimentAccepted:
+        """Build the accepted view of a record (``dashboard_link``: the cluster's experiment page, if any)."""
+        return cls(**_accepted_fields(record, dashboard_link))
+
+
+class ExperimentDetail(ExperimentAccepted):
+    """One experiment in full: its spec, its usage, and where to watch the cluster."""
+
     #: Known once the run has ended (``null`` before, and for runs that never reported it).
     usage: Usage | None
     spec: dict[str, Any]
@@ -99,14 +116,7 @@ class ExperimentDetail(ExperimentBrief):
         )
         if calls is not None and tokens_in is not None and tokens_out is not None and seconds is not None:
             usage = Usage(llm_calls=calls, input_tokens=tokens_in, output_tokens=tokens_out, duration_s=seconds)
-        return cls(
-            **_brief_fields(record),
-            dashboard_link=dashboard_link,
-            report=f"/experiments/{record.id}/report",
-            run_dir=str(record.run_dir),
-            usage=usage,
-            spec=record.spec,
-        )
+        return cls(**_accepted_fields(record, dashboard_link), usage=usage, spec=record.spec)
 
 
 class ResumeRequest(BaseModel):
@@ -206,7 +216,21 @@ def _brief_fields(record: ExperimentRecord) -> dict[str, Any]:
             agent_steps_done=record.agent_steps_done,
             agent_steps_total=record.agent_steps_total,
         ),
-        "error": record.error,
+        "error": without_server_paths(record.error, record.run_dir) if record.error else record.error,
         "resumed_after_restart": record.resumed_after_restart,
         "forked_from": record.forked_from,
     }
+
+
+def _accepted_fields(record: ExperimentRecord, dashboard_link: str | None) -> dict[str, Any]:
+    return {**_brief_fields(record), "dashboard_link": dashboard_link, "report": f"/experiments/{record.id}/report",
+            "events": f"/experiments/{record.id}/events"}
+
+
+def without_server_paths(text: str, run_dir: Path | str) -> str:
+    """``text`` with the run's location made relative to the run (``datasets/x.parquet``) and the service's data
+    directory (``run_dir``'s grandparent) shown as ``<data>``: what the service answers never names a server path."""
+    run = str(run_dir).rstrip("/")
+    data = run.rsplit("/", 2)[0]
+    text = text.replace(run + "/", "").replace(run, ".")
+    return text.replace(data, "<data>") if len(data) > 1 else text

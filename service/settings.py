@@ -51,6 +51,14 @@ class ServiceSettings(EngineSettings):
     max_running: int = Field(default=2, ge=1)
     quota_max_concurrent: int = Field(default=2, ge=1)  #: POLIS_QUOTA_MAX_CONCURRENT: running at once; more wait queued
     quota_max_disk_bytes: int = Field(default=20 * 1024**3, ge=0)  #: POLIS_QUOTA_MAX_DISK_BYTES: all the owner's run dirs
+    quota_max_sweep_cells: int = Field(default=10_000, ge=1)  #: POLIS_QUOTA_MAX_SWEEP_CELLS: cells of one sweep
+    quota_max_added_steps: int = Field(default=20, ge=1)  #: POLIS_QUOTA_MAX_ADDED_STEPS: steps one /steps request adds
+    #: POLIS_QUOTA_MAX_LLM_CALLS_PER_DAY: LLM calls of all an owner's runs in one UTC day
+    quota_max_llm_calls_per_day: int = Field(default=1_000_000, ge=0)
+    #: POLIS_DISK_REFRESH_S: how often running runs (and runs ended since) are measured for the disk quota
+    disk_refresh_s: float = Field(default=30.0, gt=0)
+    #: POLIS_DISK_RECONCILE_S: how old any run's measurement may grow before it is measured again (corrects drift)
+    disk_reconcile_s: float = Field(default=600.0, gt=0)
     max_body_bytes: int = Field(default=1024**2, ge=1)  #: POLIS_MAX_BODY_BYTES: the largest request body of any route
 
     @field_validator("data_dir", "auth_tokens", "grants_file")

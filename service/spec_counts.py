@@ -125,8 +125,10 @@ def count_spec(data: Any, max_cells: int) -> SpecCounts:
     agents, ticks = n_explicit + sum(pop_counts), sum(step_ticks)
     own = SpecCounts(agents, agents * ticks, explicit_agents=n_explicit, populations=tuple(pop_counts))
     sweep = data.get("sweep")
-    grid = sweep.get("grid") if isinstance(sweep, Mapping) else None
-    if not isinstance(sweep, Mapping) or not isinstance(grid, Mapping):
+    if not isinstance(sweep, Mapping):
+        return own
+    grid = sweep.get("grid", {})  # replications alone make a sweep too
+    if not isinstance(grid, Mapping):
         return own
     replications = max(_as_int(sweep.get("replications", 1)), 1)
     sizes = [len(values) if isinstance(values, list) and values else 1 for values in grid.values()]

@@ -9,6 +9,7 @@ from fastapi import Depends, Request
 
 from engine.storage.query_limits import QueryLimits
 from service.auth import TokenStore
+from service.disk_usage import DiskLedger
 from service.engine_loop import EngineLoop
 from service.intake import Intake
 from service.limits import Slots
@@ -29,6 +30,8 @@ class ServiceState:
     dashboard_link: str | None  #: the shared client's Dask dashboard, if it has one
     #: the dashboard page every experiment links (``engine.society.run.dashboard.experiment_page``), if any
     experiment_dashboard_link: str | None
+    #: the bytes each owner's runs take, for the disk quota (refreshed every ``POLIS_DISK_REFRESH_S`` by the lifespan)
+    disk: DiskLedger
     #: memory, threads and time for every DuckDB read of results (``EngineSettings.query_limits()``)
     query_limits: QueryLimits = QueryLimits()
     #: the bearer tokens (``POLIS_AUTH_TOKENS``); None = no file, one local admin caller on loopback

@@ -43,6 +43,7 @@ from engine.sweep import SweepCell
 from service.auth import LOCAL_ADMIN, Principal
 from service.errors import ExperimentBusyError, ExperimentNotFoundError, ExperimentNotRunningError, SpecRejectedError
 from service.events import EventHub
+from service.llm_usage import LlmCallLedger
 from service.metrics import ServiceMetrics, TickTimer
 from service.progress import ProgressRecorder
 from service.queue import FairQueue
@@ -122,6 +123,7 @@ class Submitter:
         max_concurrent: the most experiments one owner runs at once (its quota); default ``max_running``.
         events: where live events go; a new hub unless given.
         metrics: where tick durations go (``GET /metrics``); new measurements unless given.
+        llm_calls: where each owner's LLM calls today are counted; a new, unpersisted ledger unless given.
     """
 
     def __init__(
@@ -136,6 +138,7 @@ class Submitter:
         max_concurrent: Callable[[str], int] | None = None,
         events: EventHub | None = None,
         metrics: ServiceMetrics | None = None,
+        llm_calls: LlmCallLedger | None = None,
     ) -> None:
         self._registry = registry
         self._client = client
@@ -145,6 +148,7 @@ class Submitter:
         self.queue = FairQueue(max_running, max_concurrent or (lambda owner: max_running))  #: who runs next
         self.events = events if events is not None else EventHub()  #: every experiment's live events
         self.metrics = metrics if metrics is not None else ServiceMetrics()  #: tick durations of every run
+        self.llm_calls = llm_calls if llm_calls is not None else LlmCallLedger()  #: each owner's LLM calls today
         self._pending: dict[str, _Pending] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._cell_waiters: dict[str, asyncio.Future[None]] = {}  # "<experiment id>/<cell id>" -> its slot, once granted
@@ -318,9 +322,17 @@ class Submitter:
         recorder = ProgressRecorder(self._registry, experiment_id, interval=self._progress_interval,
                                     on_tick=lambda progress: self.events.tick(experiment_id, progress.to_json()))
         timer = TickTimer(self.metrics)
+        counted = record.llm_calls or 0  # the run's calls are cumulative over its attempts; earlier ones were counted
+
+        def count_calls(total: int) -> None:
+            nonlocal counted
+            if total > counted:
+                self.llm_calls.add(record.owner, total - counted)
+                counted = total
 
         def on_progress(progress: RunProgress) -> None:
             timer(progress.ticks_done)
+            count_calls(progress.llm_calls)
             recorder(progress)
 
         options: dict[str, Any] = {**self._run_options, "experiment_id": experiment_id}  # its span and task keys on the dashboard
@@ -355,6 +367,7 @@ class Submitter:
                 error=f"internal error: {type(error).__name__}: {error}",
             )
             return
+        count_calls(summary.llm_calls)
         self._set(experiment_id, **{**recorder.counts(), **_summary_fields(summary)})
 
     async def _make_fork(self, origin: ForkedFrom, spec: ExperimentSpec, run_dir: Path | str) -> None:

@@ -68,7 +68,7 @@ ALLOWED: dict[str, str] = {
     "service/submission.py": "removes a local run directory the service made for a refused fork",
     "service/auth.py": "the service's API key files",
     "service/grants.py": "the service's grants file",
-    "service/quotas.py": "disk use of the service's local data directory",
+    "service/disk_usage.py": "disk use of the service's local run directories",
     "service/cli.py": "writes a generated key file a user asked for",
     "service/client.py": "uploads a file a user names",
     "service/routes/results.py": "removes the temp file of a download once sent",

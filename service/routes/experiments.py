@@ -11,7 +11,7 @@ from fastapi import APIRouter, Header, Request, Response
 from service.auth import Caller
 from service.intake import spec_request_body
 from service.registry import ExperimentRecord, Idempotency
-from service.schemas import ExperimentBrief, ExperimentDetail, ExperimentList, ResumeRequest
+from service.schemas import ExperimentAccepted, ExperimentBrief, ExperimentDetail, ExperimentList, ResumeRequest
 from service.state import ServiceState, State
 
 __all__ = ["router"]
@@ -22,7 +22,7 @@ router = APIRouter(prefix="/experiments", tags=["experiments"])
 @router.post(
     "",
     status_code=201,
-    response_model=ExperimentDetail,
+    response_model=ExperimentAccepted,
     openapi_extra={"requestBody": spec_request_body()},
     responses={
         409: {"description": "The Idempotency-Key was used with another body"},
@@ -35,10 +35,11 @@ router = APIRouter(prefix="/experiments", tags=["experiments"])
 async def submit_experiment(
     request: Request, state: State, caller: Caller, response: Response,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", min_length=1, max_length=255)] = None,
-) -> ExperimentDetail:
+) -> ExperimentAccepted:
     """Validate an experiment spec (JSON or YAML), register it and start running it.
 
-    The spec must fit the caller's quotas (agents, agent-steps, disk) and name only the
+    The answer is the experiment's id, state and links, not its spec (``GET /experiments/{id}`` has it).
+    The spec must fit the caller's quotas (agents, agent-steps, sweep cells, disk, LLM calls today) and name only the
     credentials and endpoints the server grants the caller. A refused spec is answered with 422;
     each ``detail`` item's ``loc`` names the field path, e.g. ``["body", "agents", 0, "id"]``.
 
@@ -46,13 +47,14 @@ async def submit_experiment(
     body returns the experiment the first request made (``Idempotent-Replayed: true``), however often it is
     sent and across restarts; the same key with another body is a 409.
     """
+    state.submitter.llm_calls.check(caller.owner, state.intake.quotas.for_owner(caller.owner).max_llm_calls_per_day,
+                                    what="a new experiment")
     idempotency = None
     if idempotency_key is not None:
         idempotency = Idempotency(key=idempotency_key, body_sha256=hashlib.sha256(await request.body()).hexdigest())
         if (earlier := state.registry.submitted(caller.owner, idempotency)) is not None:
             return _submitted(earlier, state, response, replayed=True)
-    run_dirs = [record.run_dir for record in state.registry.records() if record.owner == caller.owner]
-    spec = await state.intake.read(request, caller.owner, run_dirs)
+    spec = await state.intake.read(request, caller.owner, state.disk.used)
     if idempotency is None:
         record, created = state.registry.create(spec, owner=caller.owner), True
     else:  # a concurrent request with the same key may have made it meanwhile
@@ -62,11 +64,11 @@ async def submit_experiment(
     return _submitted(record, state, response, replayed=not created)
 
 
-def _submitted(record: ExperimentRecord, state: ServiceState, response: Response, *, replayed: bool) -> ExperimentDetail:
+def _submitted(record: ExperimentRecord, state: ServiceState, response: Response, *, replayed: bool) -> ExperimentAccepted:
     response.headers["Location"] = f"/experiments/{record.id}"
     if replayed:
         response.headers["Idempotent-Replayed"] = "true"
-    return ExperimentDetail.from_record(record, state.experiment_dashboard_link)
+    return ExperimentAccepted.from_record(record, state.experiment_dashboard_link)
 
 
 @router.get("", response_model=ExperimentList)
@@ -81,25 +83,28 @@ async def get_experiment(experiment_id: str, state: State, caller: Caller) -> Ex
     return ExperimentDetail.from_record(state.registry.get(experiment_id, caller), state.experiment_dashboard_link)
 
 
-@router.post("/{experiment_id}/cancel", status_code=202, response_model=ExperimentDetail)
-async def cancel_experiment(experiment_id: str, state: State, caller: Caller) -> ExperimentDetail:
+@router.post("/{experiment_id}/cancel", status_code=202, response_model=ExperimentAccepted)
+async def cancel_experiment(experiment_id: str, state: State, caller: Caller) -> ExperimentAccepted:
     """Ask a queued or running experiment to stop; it ends ``cancelled``. 409 if it has finished."""
     state.registry.get(experiment_id, caller)
     await state.engine.call(state.submitter.cancel, experiment_id)
-    return ExperimentDetail.from_record(state.registry.get(experiment_id, caller), state.experiment_dashboard_link)
+    return ExperimentAccepted.from_record(state.registry.get(experiment_id, caller), state.experiment_dashboard_link)
 
 
-@router.post("/{experiment_id}/resume", status_code=202, response_model=ExperimentDetail)
+@router.post("/{experiment_id}/resume", status_code=202, response_model=ExperimentAccepted)
 async def resume_experiment(
     experiment_id: str, state: State, caller: Caller, body: ResumeRequest | None = None
-) -> ExperimentDetail:
+) -> ExperimentAccepted:
     """Queue a finished experiment again; it continues from its last committed transaction.
 
     The optional ``budget`` replaces the spec's (raise it to continue a ``budget_exhausted`` run).
     409 while the experiment is queued or running.
     """
+    state.registry.get(experiment_id, caller)
+    state.submitter.llm_calls.check(caller.owner, state.intake.quotas.for_owner(caller.owner).max_llm_calls_per_day,
+                                    what="resuming an experiment")
     record = await state.engine.call(state.submitter.resume, experiment_id, caller, body.budget if body is not None else None)
-    return ExperimentDetail.from_record(record, state.experiment_dashboard_link)
+    return ExperimentAccepted.from_record(record, state.experiment_dashboard_link)
 
 
 @router.delete("/{experiment_id}", status_code=204, response_class=Response)
@@ -111,4 +116,5 @@ async def delete_experiment(experiment_id: str, state: State, caller: Caller) ->
     state.registry.get(experiment_id, caller)
     await asyncio.to_thread(state.registry.delete, experiment_id, caller)
     state.submitter.events.forget(experiment_id)
+    state.disk.forget(experiment_id)
     return Response(status_code=204)

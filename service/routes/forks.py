@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Response
@@ -14,11 +13,10 @@ from engine.society.status import has_society_step
 from engine.spec import ExperimentSpec
 from service.auth import Caller
 from service.errors import ExperimentBusyError, SpecRejectedError
-from service.intake import Intake
 from service.openapi import error_example
 from service.registry import ACTIVE_STATUSES, ExperimentRecord, ForkedFrom
-from service.schemas import ExperimentDetail
-from service.state import State
+from service.schemas import ExperimentAccepted
+from service.state import ServiceState, State
 from service.submission import check_fork
 
 __all__ = ["ForkRequest", "router"]
@@ -48,7 +46,7 @@ class ForkRequest(BaseModel):
 @router.post(
     "/{experiment_id}/fork",
     status_code=201,
-    response_model=ExperimentDetail,
+    response_model=ExperimentAccepted,
     responses={
         404: {"description": "no such experiment (or another owner's)", **error_example("experiment 'abc' not found")},
         409: {"description": "the parent is queued or running",
@@ -61,7 +59,7 @@ class ForkRequest(BaseModel):
 )
 async def fork_experiment(
     experiment_id: str, body: ForkRequest, state: State, caller: Caller, response: Response
-) -> ExperimentDetail:
+) -> ExperimentAccepted:
     """Start a new experiment from a finished one's state at its committed tick ``at_step``.
 
     The fork is a new experiment of the caller's (its own id and run directory, the same quotas and
@@ -72,29 +70,30 @@ async def fork_experiment(
     The parent is not changed. 409 while the parent is queued or running.
     """
     parent = state.registry.get(experiment_id, caller)
+    state.submitter.llm_calls.check(caller.owner, state.intake.quotas.for_owner(caller.owner).max_llm_calls_per_day,
+                                    what="a fork")
     if parent.status in ACTIVE_STATUSES:
         raise ExperimentBusyError(parent.id, parent.status, "fork")
     if parent.spec.get("sweep") is not None:
         raise SpecRejectedError("a sweep cannot be forked (not supported yet); submit one of its cells as a run and fork that")
     if not has_society_step(parent.run_dir):
         raise SpecRejectedError("the experiment's run never started, so it has no tick to fork from")
-    run_dirs = [record.run_dir for record in state.registry.records() if record.owner == caller.owner]
-    # Off the event loop: planning reads the parent's history and workspaces' journals, the quota walks the disk.
-    spec = await asyncio.to_thread(_admit, state.intake, parent, body, caller.owner, run_dirs)
+    # Off the event loop: planning reads the parent's history and workspaces' journals.
+    spec = await asyncio.to_thread(_admit, state, parent, body, caller.owner)
     record = state.registry.create(spec, owner=caller.owner, forked_from=ForkedFrom(experiment=parent.id, at_step=body.at_step))
     queued = await state.engine.call(state.submitter.submit, record, spec, resume=True)
     response.headers["Location"] = f"/experiments/{record.id}"
-    return ExperimentDetail.from_record(queued, state.experiment_dashboard_link)
+    return ExperimentAccepted.from_record(queued, state.experiment_dashboard_link)
 
 
-def _admit(intake: Intake, parent: ExperimentRecord, body: ForkRequest, owner: str, run_dirs: list[Path | str]) -> ExperimentSpec:
+def _admit(state: ServiceState, parent: ExperimentRecord, body: ForkRequest, owner: str) -> ExperimentSpec:
     """The fork's spec, checked as a fork of the parent's run and against the owner's quotas and grants."""
     patch = {"name": f"{parent.name[:180]} (fork at {body.at_step})", **(body.patch or {})}
     if body.name is not None:
         patch["name"] = body.name
     try:
         spec = check_fork(parent.run_dir, body.at_step, patch)
-        intake.authorize(spec, owner, run_dirs)
+        state.intake.authorize(spec, owner, state.disk.used)
     except (SpecError, SpecRejectedError) as error:
         # A spec field of the fork is set through the patch: that is where the request names it.
         if error.path and error.path != "at_step":

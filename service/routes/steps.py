@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import hashlib
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.society.status import read_society_step
@@ -10,8 +13,9 @@ from engine.spec import ExperimentSpec, StepSpec
 from service.auth import Caller
 from service.errors import ExperimentBusyError, SpecRejectedError
 from service.openapi import error_example
-from service.registry import ACTIVE_STATUSES
-from service.schemas import ExperimentDetail
+from service.quotas import check_added_steps, least_llm_calls
+from service.registry import ACTIVE_STATUSES, Idempotency
+from service.schemas import ExperimentAccepted
 from service.state import State
 from service.submission import check_as_of_kept, extend_spec
 
@@ -35,16 +39,22 @@ class StepsRequest(BaseModel):
 @router.post(
     "/{experiment_id}/steps",
     status_code=202,
-    response_model=ExperimentDetail,
+    response_model=ExperimentAccepted,
     responses={
         404: {"description": "no such experiment (or another owner's)", **error_example("experiment 'abc' not found")},
         409: {"description": "the experiment is queued or running, or an as_of_step names a tick it no longer keeps",
               **error_example("cannot add steps to experiment 'abc': it is running; cancel it first")},
-        422: {"description": "invalid steps, a run step, a sweep, or a run that never started",
+        422: {"description": "invalid steps, a run step, a sweep, a run that never started, or more steps or LLM calls "
+                             "than the owner's quota (max_added_steps, max_llm_calls_per_day)",
               **error_example([{"type": "spec_error", "loc": ["body", "steps", 0, "type"], "msg": "steps.0.type: ..."}])},
+        429: {"description": "the owner's LLM calls left today are fewer than the steps need (Retry-After: until 00:00 UTC)",
+              **error_example("owner 'lab-a' made 999990 LLM calls today (UTC) and has 10 left; ...")},
     },
 )
-async def add_steps(experiment_id: str, body: StepsRequest, state: State, caller: Caller) -> ExperimentDetail:
+async def add_steps(
+    experiment_id: str, body: StepsRequest, state: State, caller: Caller, request: Request, response: Response,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", min_length=1, max_length=255)] = None,
+) -> ExperimentAccepted:
     """Run questionnaire, ask or intervene steps on a stored run, each as a transaction.
 
     Their answers land in the run's own datasets (``questionnaire_answers``, ``society_queries``);
@@ -54,17 +64,35 @@ async def add_steps(experiment_id: str, body: StepsRequest, state: State, caller
     ``as_of_step`` after the run's ticks (``steps.<i>.as_of_step``) and an experiment whose run never
     started. 409 while the experiment is queued or running, or when an ``as_of_step`` names a tick the
     run no longer keeps (``snapshots.keep``).
+
+    One request adds at most ``max_added_steps`` steps, and the owner's LLM calls left today must cover the
+    fewest the steps make (one per answering agent and question, one per ask or intervene).
+    With an ``Idempotency-Key`` (unique per experiment), a retry of the same body adds nothing again and
+    answers as the first did (``Idempotent-Replayed: true``); the same key with other steps is a 409.
     """
     record = state.registry.get(experiment_id, caller)
+    idempotency = None
+    if idempotency_key is not None:
+        idempotency = Idempotency(key=idempotency_key, body_sha256=hashlib.sha256(await request.body()).hexdigest())
+        if state.registry.steps_added(record.id, idempotency):
+            response.headers["Idempotent-Replayed"] = "true"
+            return ExperimentAccepted.from_record(record, state.experiment_dashboard_link)
     if record.status in ACTIVE_STATUSES:
         raise ExperimentBusyError(record.id, record.status, "add steps to")
+    quota = state.intake.quotas.for_owner(record.owner)
+    check_added_steps(len(body.steps), quota, record.owner)
     spec = extend_spec(ExperimentSpec.model_validate(record.spec), body.steps)
+    state.submitter.llm_calls.check(record.owner, quota.max_llm_calls_per_day, what="the added steps",
+                                    wanted=least_llm_calls(body.steps, len(spec.all_agents())))
     status = read_society_step(record.run_dir)
     if status is None:
         raise SpecRejectedError("the experiment's run never started, so there is no stored run to add steps to; resubmit it")
     check_as_of_kept(spec, record.run_dir, status)  # an as_of_step on a tick the run no longer keeps: 409
-    record = state.registry.update(record.id, spec=spec.model_dump(mode="json"))
+    record, added = state.registry.add_steps(record.id, spec, idempotency)
+    if not added:  # a concurrent retry with the same key added them
+        response.headers["Idempotent-Replayed"] = "true"
+        return ExperimentAccepted.from_record(record, state.experiment_dashboard_link)
     # The submitter marks it queued and publishes that event before this answers, so a client that
     # opens the event stream next never takes the earlier run's final event for this one's.
     queued = await state.engine.call(state.submitter.submit, record, spec, resume=True, force=True)
-    return ExperimentDetail.from_record(queued, state.experiment_dashboard_link)
+    return ExperimentAccepted.from_record(queued, state.experiment_dashboard_link)

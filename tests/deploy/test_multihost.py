@@ -116,7 +116,7 @@ class Deployment:
 
     def run_dir(self, detail: dict[str, Any]) -> Path:
         """Where the root namespace finds a run: the shared folder, not the (empty) mount point."""
-        return self.lab.shared / Path(detail["run_dir"]).relative_to(self.lab.mount_point)
+        return self.lab.shared / "runs" / detail["id"]  # POLIS_DATA_DIR/runs/<id> on the hosts
 
     def tear_down(self, host: Host) -> None:
         self.lab.remove_host(host)

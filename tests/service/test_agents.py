@@ -26,14 +26,19 @@ def tokens(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def http(cluster_address: str, tmp_path_factory: pytest.TempPathFactory, tokens: dict[str, Any]) -> Iterator[httpx.Client]:
-    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("polis-agents"), scheduler=cluster_address, auth_tokens=tokens["path"])
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("polis-agents")
+
+
+@pytest.fixture(scope="module")
+def http(cluster_address: str, data_dir: Path, tokens: dict[str, Any]) -> Iterator[httpx.Client]:
+    settings = ServiceSettings(data_dir=data_dir, scheduler=cluster_address, auth_tokens=tokens["path"])
     with serve(settings, token=tokens["a"]) as client:
         yield client
 
 
 @pytest.fixture(scope="module")
-def experiment(http: httpx.Client) -> dict[str, Any]:
+def experiment(http: httpx.Client, data_dir: Path) -> dict[str, Any]:
     spec = {
         "name": "agents",
         "seed": 2,
@@ -46,6 +51,7 @@ def experiment(http: httpx.Client) -> dict[str, Any]:
     assert response.status_code == 201, response.text
     body = wait_until_final(http, response.json()["id"])
     assert body["status"] == "completed", body
+    body["run_dir"] = str(data_dir / "runs" / body["id"])  # the service names no server path; the test knows it
     return body
 
 

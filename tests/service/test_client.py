@@ -64,7 +64,7 @@ def test_submit_returns_the_queued_detail(finished: dict[str, Any]) -> None:
     submitted = finished["submitted"]
     assert submitted["status"] in {"queued", "running"}
     assert submitted["owner"] == "lab-a"
-    assert submitted["spec"]["name"] == "client-dict"
+    assert submitted["name"] == "client-dict"
 
 
 def test_wait_returns_the_final_detail_and_shows_progress(finished: dict[str, Any]) -> None:
@@ -97,8 +97,8 @@ def test_submit_reads_a_json_file_and_an_experiment_spec(
     path.write_text(json.dumps(make_spec_data("client-file")))
     from_file = polis.submit(path)
     from_model = polis.submit(ExperimentSpec.model_validate(make_spec_data("client-model")))
-    assert from_file["spec"]["name"] == "client-file"
-    assert from_model["spec"]["name"] == "client-model"
+    assert from_file["name"] == "client-file"
+    assert from_model["name"] == "client-model"
     for experiment in (from_file, from_model):
         assert polis.wait(experiment["id"], progress=False, timeout=120)["status"] == "completed"
 
@@ -161,7 +161,7 @@ def test_submit_sends_a_yaml_file_as_application_yaml(
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(make_spec_data("client-yaml")))
     submitted = polis.submit(path)
-    assert submitted["spec"]["name"] == "client-yaml"
+    assert submitted["name"] == "client-yaml"
     assert polis.wait(submitted["id"], progress=False, timeout=120)["status"] == "completed"
 
 

@@ -33,9 +33,13 @@ def parent_spec() -> dict[str, Any]:
 class Service:
     """The live service, and a client for a second owner."""
 
-    def __init__(self, http: httpx.Client, other_token: str) -> None:
+    def __init__(self, http: httpx.Client, other_token: str, data_dir: Path) -> None:
         self.http = http
         self.other = {"Authorization": f"Bearer {other_token}"}
+        self.data_dir = data_dir
+
+    def run_dir(self, experiment: str) -> Path:
+        return self.data_dir / "runs" / experiment
 
     def rows(self, experiment: str, query: str) -> list[list[Any]]:
         response = self.http.post(f"/experiments/{experiment}/sql", json={"sql": query})
@@ -64,7 +68,7 @@ def service(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> I
     settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("polis-forks"), scheduler=cluster_address,
                                auth_tokens=tokens, grants_file=grants)
     with serve(settings, token=token) as http:
-        yield Service(http, other)
+        yield Service(http, other, settings.data_dir)
 
 
 @pytest.fixture(scope="module")
@@ -82,15 +86,15 @@ def file_hashes(root: Path) -> dict[str, str]:
 def test_a_fork_at_tick_2_without_a_patch_ends_as_the_parent_did_with_every_later_call_cached(
     service: Service, parent: str
 ) -> None:
-    parent_detail = service.http.get(f"/experiments/{parent}").json()
-    parent_files = file_hashes(Path(parent_detail["run_dir"]))
+    parent_files = file_hashes(service.run_dir(parent))
     posted = service.fork(parent, {"at_step": 2})
     assert posted.status_code == 201, posted.text
     fork = posted.json()
     assert posted.headers["Location"] == f"/experiments/{fork['id']}"
     assert fork["id"] != parent and fork["owner"] == "lab-a" and fork["status"] == "queued"
     assert fork["forked_from"] == {"experiment": parent, "at_step": 2}
-    assert fork["name"] == "fork-parent (fork at 2)" and fork["run_dir"] != parent_detail["run_dir"]
+    assert fork["name"] == "fork-parent (fork at 2)"
+    assert "spec" not in fork and "run_dir" not in fork  # the id and a summary, never the input or a server path
 
     done = wait_until_final(service.http, fork["id"], timeout=300)
     assert done["status"] == "completed", done
@@ -99,7 +103,7 @@ def test_a_fork_at_tick_2_without_a_patch_ends_as_the_parent_did_with_every_late
     assert service.rows(fork["id"], query) == service.rows(parent, query)
     calls, cached = service.rows(fork["id"], "SELECT count(*), count(*) FILTER (WHERE cached) FROM llm_calls WHERE step > 2")[0]
     assert calls > 0 and cached == calls
-    assert file_hashes(Path(parent_detail["run_dir"])) == parent_files
+    assert file_hashes(service.run_dir(parent)) == parent_files
     assert service.http.get(f"/experiments/{parent}").json()["forked_from"] is None
     listed = {e["id"]: e for e in service.http.get("/experiments").json()["experiments"]}
     assert listed[fork["id"]]["forked_from"] == {"experiment": parent, "at_step": 2}
@@ -113,7 +117,8 @@ def test_a_fork_with_an_intervention_inserted_after_tick_2_runs_it_and_shares_th
     posted = service.fork(parent, {"at_step": 2, "patch": {"steps": steps}, "name": "storm"})
     assert posted.status_code == 201, posted.text
     fork = posted.json()
-    assert fork["name"] == "storm" and [s["type"] for s in fork["spec"]["steps"]] == ["run", "intervene", "run"]
+    stored = service.http.get(f"/experiments/{fork['id']}").json()["spec"]
+    assert fork["name"] == "storm" and [s["type"] for s in stored["steps"]] == ["run", "intervene", "run"]
     done = wait_until_final(service.http, fork["id"], timeout=300)
     assert done["status"] == "completed", done
     assert service.rows(fork["id"], "SELECT step_index, step, kind, text FROM society_queries") == [[1, 2, "intervene", INTERVENTION]]

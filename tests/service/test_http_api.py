@@ -52,8 +52,9 @@ def test_submit_returns_201_with_a_queued_record(http: httpx.Client, make_spec_d
     body = response.json()
     assert len(body["id"]) == 12
     assert body["status"] in {"queued", "running"}
-    assert body["spec"]["agents"][3]["profile"]["name"] == "Di"
+    assert "spec" not in body and "run_dir" not in body  # the id and a summary; GET has the spec
     assert response.headers["location"] == f"/experiments/{body['id']}"
+    assert http.get(response.headers["location"]).json()["spec"]["agents"][3]["profile"]["name"] == "Di"
     wait_until_final(http, body["id"])
 
 

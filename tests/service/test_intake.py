@@ -76,7 +76,7 @@ def test_a_yaml_spec_is_accepted_and_runs(service: dict[str, Any], make_spec_dat
         body = yaml.safe_dump(make_spec_data("yaml-run"))
         response = http.post("/experiments", content=body.encode(), headers={"Content-Type": media})
         assert response.status_code == 201, response.text
-        assert response.json()["spec"]["agents"][0]["profile"]["name"] == "Ada"
+        assert http.get(f"/experiments/{response.json()['id']}").json()["spec"]["agents"][0]["profile"]["name"] == "Ada"
         final = wait_until_final(http, response.json()["id"])
     assert final["status"] == "completed", final["error"]
     assert final["progress"]["agent_steps_done"] == 8
@@ -190,3 +190,50 @@ def test_a_population_table_is_read_over_rest_only_from_under_the_input_dirs(
         assert wait_until_final(lab_b, experiment)["status"] == "completed"
         profiles = [lab_b.get(f"/experiments/{experiment}/agents/{i}").json()["profile"] for i in (0, 1)]
     assert profiles == [{"name": "Ann", "city": "Oslo"}, {"name": "Bo", "city": "Rome"}]
+
+
+def _module(kind: str, **kwargs: Any) -> dict[str, Any]:
+    return {"modules": [{"type": kind, "kwargs": kwargs}]}
+
+
+#: issue 33: specs that were accepted (201) and failed only at run time, each with the field its 422 names.
+LATE_FAILURES = {
+    "agent-id-past-int64": ({"agents": [{"id": 2**63}]}, ["body", "agents", 0, "id"], "less than or equal to"),
+    "population-ids-past-int64": ({"agents": [{"id": 0}], "population": [{"count": 5, "id_start": 2**63 - 3}]},
+                                  ["body", "population"], "agent ids would reach"),
+    "ticks-past-year-9999": ({"steps": [{"type": "run", "num_steps": 3, "tick": 10**11}]}, ["body", "steps"],
+                             "past the last date there is"),
+    "start-time-at-the-end": ({"start_time": "9999-12-31T23:30:00", "steps": [{"type": "run", "num_steps": 1}]},
+                              ["body", "steps"], "past the last date there is"),
+    "unknown-module-kwarg": ({"environment": _module("MessagingSpace", grups={"a": [0, 1]})},
+                             ["body", "environment", "modules", 0, "kwargs", "grups"], "did you mean 'groups'?"),
+    "city-file-outside-the-input-dirs": ({"environment": _module("MobilitySpace", city_file="/etc/passwd")},
+                                         ["body", "environment", "modules", 0, "kwargs", "city_file"],
+                                         "city_file must be a file under"),
+    "city-file-not-a-city": ({"environment": _module("MobilitySpace", city_file="people.csv")},
+                             ["body", "environment", "modules", 0, "kwargs", "city_file"], "is not JSON"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LATE_FAILURES))
+def test_a_spec_that_would_fail_at_run_time_is_refused_at_submit_naming_the_field(
+    service: dict[str, Any], make_spec_data: Callable[..., dict], case: str
+) -> None:
+    change, loc, message = LATE_FAILURES[case]
+    before = written(service["data"])
+    refused = service["http"].post("/experiments", json={**make_spec_data(case), **change},
+                                   headers=as_owner(service, "lab-b"))
+    assert refused.status_code == 422, refused.text
+    [detail] = refused.json()["detail"]
+    assert detail["loc"] == loc and message in detail["msg"], detail
+    assert str(service["data"]) not in refused.text
+    assert written(service["data"]) == before
+
+
+def test_a_city_file_under_the_input_dirs_is_accepted(service: dict[str, Any], make_spec_data: Callable[..., dict]) -> None:
+    city = {"name": "tiny", "regions": [{"id": "r1", "name": "North", "x": 0, "y": 0}], "pois": []}
+    (service["inputs"] / "tiny-city.json").write_text(json.dumps(city))
+    spec = {**make_spec_data("city"), "environment": _module("MobilitySpace", city_file="tiny-city.json")}
+    accepted = service["http"].post("/experiments", json=spec, headers=as_owner(service, "lab-b"))
+    assert accepted.status_code == 201, accepted.text
+    assert service["http"].post(f"/experiments/{accepted.json()['id']}/cancel", headers=as_owner(service, "lab-b")).status_code in (202, 409)

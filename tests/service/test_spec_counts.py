@@ -38,6 +38,13 @@ def test_a_sweep_multiplies_agent_steps_by_its_cells() -> None:
     assert (counts.agents, counts.agent_steps, counts.cells) == (2, 2 * 3 * 6, 6)
 
 
+def test_replications_alone_make_cells_and_multiply_agent_steps() -> None:
+    # issue 33: {"sweep": {"replications": 10000}} counted as one cell, past max_agent_steps and any cell quota
+    assert count_spec(spec(sweep={"replications": 10_000}), 100).cells == 10_000
+    counts = count_spec(spec(sweep={"replications": 5}), 100)
+    assert (counts.agents, counts.agent_steps, counts.cells) == (2, 2 * 3 * 5, 5)
+
+
 def test_a_sweep_of_the_counted_fields_counts_each_cell_exactly() -> None:
     data = spec(population=[{"count": 10}], sweep={"grid": {
         "population.0.count": [1, 1000], "steps.*.num_steps": [1, 2], "seedless.key": [0, 1, 2],
