@@ -4,7 +4,12 @@ The pool starts it as ``python -I -S -W ignore child.py MAX_MEMORY_MB RE2_DIR`` 
 environment, stdlib only: the engine package is never imported, only this package's stdlib-only
 modules ``wire``, ``limits``, ``attributes``, ``namespace``, ``instrument``, ``runtime`` and
 ``offered``, and ``engine.linear_regex`` with the one package it needs, ``re2``, loaded from
-``RE2_DIR``, the directory the actor found it in). Before it reads any code it
+``RE2_DIR``, the directory the actor found it in). It starts in an empty, read-only working
+directory. Before it reads any code it confines itself (:func:`_confine`): a network namespace of
+its own, with no interface up, where the kernel allows one (as root always; otherwise in a new user
+namespace, where unprivileged ones are enabled), and, started as root, the unprivileged uid and gid
+65534 (``nobody``), so that ``RLIMIT_NPROC`` binds it. What it achieved goes to the pool in its
+``ready`` message, which logs a warning when there is no network namespace. Then it
 sets its own limits: no core files, no file writes, no new processes, few file descriptors, a
 lower CPU priority than the actor, and a hard address-space cap of its start-up size plus
 ``MAX_MEMORY_MB``. Per execution it lowers the address-space limit (``RLIMIT_AS``) to the start-up
@@ -14,7 +19,7 @@ or by the actor, which kills the process at its wall-clock deadline.
 
 Protocol (``wire`` frames; the actor sends marshal, this process answers JSON):
 
-- ``-> {"op": "ready", "pid", "base_mb"}`` once started;
+- ``-> {"op": "ready", "pid", "base_mb", "confined"}`` once started (``confined``: what :func:`_confine` did);
 - ``<- {"op": "run", "code", "tools", "ctx", "variables", "limits", "seed"}``;
 - ``-> {"op": "call", "tool", "arguments"}`` and ``<- {"kind", "value" | "error"}`` per tool call;
 - ``-> {"op": "done", "error", "results", "output", "steps", "recycle"}``.
@@ -24,6 +29,7 @@ End of input (the actor closed the pipe or died) ends the process.
 
 from __future__ import annotations
 
+import ctypes
 import importlib.machinery
 import importlib.util
 import json
@@ -66,6 +72,26 @@ def _load_re2(location: str) -> None:
 def _vm_size() -> int:
     with open("/proc/self/statm", "rb") as statm:
         return int(statm.read().split()[0]) * _PAGE
+
+
+_CLONE_NEWNET, _CLONE_NEWUSER = 0x40000000, 0x10000000
+_NOBODY = 65534
+
+
+def _confine() -> dict[str, Any]:
+    """Leave the actor's network and, as root, its privileges; return what was achieved (for the pool to log)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    root = os.geteuid() == 0
+    # A non-root process may make a network namespace only inside a user namespace of its own.
+    if libc.unshare(_CLONE_NEWNET if root else _CLONE_NEWUSER | _CLONE_NEWNET) == 0:
+        netns: str | None = None
+    else:
+        netns = os.strerror(ctypes.get_errno())
+    if root:  # after unshare, which needs the capability
+        os.setgroups([])
+        os.setgid(_NOBODY)
+        os.setuid(_NOBODY)
+    return {"netns": netns is None, "netns_error": netns, "uid": os.geteuid(), "cwd": os.getcwd()}
 
 
 def _set_limits(max_memory_mb: int) -> int:
@@ -133,12 +159,13 @@ def main(argv: list[str]) -> None:
         _load_re2(argv[2])
         limits_mod, runtime, wire = _load_sandbox()
         channel = _Channel(reader, writer, wire)
+        confined = _confine()
         base = _set_limits(int(argv[1]))
     except (ImportError, OSError, ValueError, IndexError) as error:  # reported to the pool as the start error
         body = json.dumps({"op": "fatal", "error": f"{type(error).__name__}: {error}"}).encode()
         os.write(writer, len(body).to_bytes(4, "big") + body)
         raise SystemExit(1) from None
-    channel.send({"op": "ready", "pid": os.getpid(), "base_mb": round(base / 2**20, 1)})
+    channel.send({"op": "ready", "pid": os.getpid(), "base_mb": round(base / 2**20, 1), "confined": confined})
     while True:
         message = channel.receive()
         if message.get("op") != "run":

@@ -4,18 +4,22 @@ The process is started with ``subprocess`` (fork + exec of a fresh interpreter: 
 threads, so a bare fork of it is unsafe), from a short-lived thread. Messages are read when the
 running event loop reports the pipe readable (``add_reader``, registered per message, so no loop
 is tied to the process), written when it is writable, and the process is reaped by polling
-``wait4``, which also gives its peak RSS.
+``wait4``, which also gives its peak RSS. Its working directory is an empty, read-only one
+(:func:`empty_dir`), made once per actor process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib.util
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
@@ -24,7 +28,7 @@ from typing import Any
 
 from engine.env.sandbox.wire import FrameBuffer, FrameTooLargeError, frame
 
-__all__ = ["CHILD", "SandboxProcess", "terminate_all"]
+__all__ = ["CHILD", "SandboxProcess", "empty_dir", "terminate_all"]
 
 #: The sandbox process's entry point.
 CHILD = Path(__file__).with_name("child.py")
@@ -32,6 +36,24 @@ _RE2 = importlib.util.find_spec("re2")
 #: Where the sandbox process finds ``re2`` (it starts without site-packages on its path).
 RE2_DIR = str(Path(_RE2.origin).parent.parent) if _RE2 is not None and _RE2.origin else ""
 _READ = 1 << 16
+_EMPTY: list[str] = []
+logger = logging.getLogger(__name__)
+
+
+def empty_dir() -> str:
+    """An empty directory no one may write to (mode 0555), the sandbox processes' working directory; made once per
+    process and removed at its exit."""
+    with _EMPTY_LOCK:
+        if not _EMPTY:
+            path = tempfile.mkdtemp(prefix="polis-sandbox-cwd-")
+            os.chmod(path, 0o555)
+            atexit.register(os.rmdir, path)
+            _EMPTY.append(path)
+        return _EMPTY[0]
+
+
+_EMPTY_LOCK = threading.Lock()
+_WARNED: list[str] = []
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
@@ -68,7 +90,7 @@ class SandboxProcess:
         try:
             proc = subprocess.Popen(  # noqa: S603 - our own interpreter and entry point
                 [sys.executable, "-I", "-S", "-W", "ignore", str(CHILD), str(max_memory_mb), RE2_DIR],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/", env=env,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=empty_dir(), env=env,
                 close_fds=True,
             )  # fmt: skip
         except OSError as error:
@@ -170,12 +192,18 @@ class SandboxProcess:
                 message = None
             if message is not None and message.get("op") == "ready":
                 self.ready_info = message
+                _warn_unconfined(message.get("confined") or {})
             else:
                 self.start_error = str(message.get("error")) if message else "no start-up message"
                 self.kill("start")
         return self.ready_info is not None
 
     # ---- life and death ------------------------------------------------------------------------
+    @property
+    def confined(self) -> dict[str, Any]:
+        """What the process did to confine itself (``netns``, ``netns_error``, ``uid``, ``cwd``); empty before ready."""
+        return dict((self.ready_info or {}).get("confined") or {})
+
     @property
     def alive(self) -> bool:
         return self.returncode is None and self.killed_for is None and not self.eof
@@ -275,3 +303,11 @@ def terminate_all(processes: set[SandboxProcess]) -> None:
         process.kill(process.killed_for or "closed")
         process.reap_blocking()
     processes.clear()
+
+
+def _warn_unconfined(confined: dict[str, Any]) -> None:
+    """Log once per actor process that the sandbox runs in the actor's network namespace."""
+    if confined.get("netns") is False and not _WARNED:
+        _WARNED.append("netns")
+        logger.warning("sandbox processes share this host's network: the kernel refused a network namespace (%s); "
+                       "the guard still refuses socket and os imports", confined.get("netns_error"))
