@@ -120,8 +120,8 @@ class EventHub:
     Args:
         max_events: how many events each experiment's log keeps.
         heartbeat_s: how often an idle event stream sends a comment, so proxies keep it open.
-        max_logs: how many logs to keep; past it, the oldest logs of ended experiments are dropped
-            (opened again, such a log starts over from the record: its status and final event).
+        max_logs: how many logs to keep; past it, the logs of the experiments that ended longest ago are
+            dropped (opened again, such a log starts over from the record: its status and final event).
     """
 
     def __init__(self, max_events: int = 1024, heartbeat_s: float = 15.0, max_logs: int = 1000) -> None:
@@ -129,6 +129,7 @@ class EventHub:
         self.heartbeat_s = heartbeat_s
         self.max_logs = max_logs
         self._logs: dict[str, EventLog] = {}
+        self._ended: dict[str, None] = {}  # the logs whose last event is final, in the order they ended
         self._lock = threading.Lock()
 
     def open(self, record: ExperimentRecord) -> EventLog:
@@ -140,16 +141,16 @@ class EventHub:
                 log.append("status", _status_data(record))
                 if record.status in FINAL_STATUSES:
                     log.append("final", final_data(record))
+                    self._ended[record.id] = None
                 self._evict()
         return log
 
     def _evict(self) -> None:
-        excess = len(self._logs) - self.max_logs
-        if excess <= 0:
-            return
-        ended = [experiment_id for experiment_id, log in self._logs.items() if log.ended_at(log.last_seq)]
-        for experiment_id in ended[:excess]:  # oldest opened first
-            del self._logs[experiment_id]
+        # Constant time per open: the ended logs are kept in order, so no scan of the live ones.
+        while len(self._logs) > self.max_logs and self._ended:
+            experiment_id = next(iter(self._ended))
+            del self._ended[experiment_id]
+            self._logs.pop(experiment_id, None)
 
     def status_changed(self, record: ExperimentRecord) -> None:
         """Publish a record's new status, and its final event when the status is final."""
@@ -158,8 +159,11 @@ class EventHub:
             self.open(record)  # seeds the status (and final) events itself
             return
         log.append("status", _status_data(record))
-        if record.status in FINAL_STATUSES:
-            log.append("final", final_data(record))
+        with self._lock:
+            self._ended.pop(record.id, None)  # running again (resumed), or ending now: it goes last
+            if record.status in FINAL_STATUSES:
+                log.append("final", final_data(record))
+                self._ended[record.id] = None
 
     def tick(self, experiment_id: str, progress: dict[str, Any]) -> None:
         """Publish the progress at the end of a tick (``RunProgress.to_json()``; only to an open log)."""
@@ -171,6 +175,7 @@ class EventHub:
         """Drop an experiment's log (it was deleted)."""
         with self._lock:
             self._logs.pop(experiment_id, None)
+            self._ended.pop(experiment_id, None)
 
 
 def final_data(record: ExperimentRecord) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import logging
 import shutil
 import threading
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -146,7 +147,12 @@ class ExperimentRegistry:
         self._lock = threading.RLock()
         self._records: dict[str, ExperimentRecord] = {}
         self._by_key: dict[tuple[str, str], str] = {}  #: (owner, idempotency key) -> experiment id
+        self._watchers: list[Callable[[ExperimentRecord], None]] = []
         self._load()
+
+    def watch(self, callback: Callable[[ExperimentRecord], None]) -> None:
+        """Call ``callback`` with each record a write gives a new status, under the registry's lock (keep it short)."""
+        self._watchers.append(callback)
 
     def submitted(self, owner: str, idempotency: Idempotency) -> ExperimentRecord | None:
         """The experiment ``owner`` submitted with this ``Idempotency-Key`` and body, or None if the key is new.
@@ -288,6 +294,9 @@ class ExperimentRegistry:
         """
         with self._lock:
             current = self.get(experiment_id)
+            if all(name in ExperimentRecord.model_fields and getattr(current, name) == value
+                   for name, value in changes.items()):
+                return current  # nothing to write (a new record queued as it was created)
             record = ExperimentRecord.model_validate({**current.model_dump(), **changes})
             self._save(record)
         return record
@@ -324,7 +333,11 @@ class ExperimentRegistry:
 
     def _save(self, record: ExperimentRecord) -> None:
         atomic_write_text(self._path(record.id), record.model_dump_json(indent=2))
+        before = self._records.get(record.id)
         self._records[record.id] = record
+        if before is None or before.status != record.status:
+            for watcher in self._watchers:
+                watcher(record)
         if record.idempotency is not None:
             self._by_key[(record.owner, record.idempotency.key)] = record.id
 

@@ -55,10 +55,11 @@ async def submit_experiment(
         if (earlier := state.registry.submitted(caller.owner, idempotency)) is not None:
             return _submitted(earlier, state, response, replayed=True)
     spec = await state.intake.read(request, caller.owner, state.disk.used)
+    # Off the event loop: the record's write waits for the disk (fsync).
     if idempotency is None:
-        record, created = state.registry.create(spec, owner=caller.owner), True
+        record, created = await asyncio.to_thread(state.registry.create, spec, caller.owner), True
     else:  # a concurrent request with the same key may have made it meanwhile
-        record, created = state.registry.create_once(spec, caller.owner, idempotency)
+        record, created = await asyncio.to_thread(state.registry.create_once, spec, caller.owner, idempotency)
     if created:
         await state.engine.call(state.submitter.submit, record, spec)
     return _submitted(record, state, response, replayed=not created)

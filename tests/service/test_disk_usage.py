@@ -106,7 +106,7 @@ def test_refresh_reconciles_drift_after_the_interval_and_drops_deleted_experimen
     registry.delete(record.id)
     ledger.refresh()
     assert ledger.used("lab-a") == 0
-    assert ledger._entries == {}
+    assert ledger._entries == {} and ledger._totals == {"lab-a": 0}
 
 
 def test_a_fork_and_its_parent_together_count_the_shared_past_once(tmp_path: Path, make_spec_data) -> None:
