@@ -13,13 +13,15 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from engine.llm.client import LimiterConfig
 from engine.storage.query_limits import QueryLimits, check_memory_limit
 
 if TYPE_CHECKING:
+    from distributed.security import Security
+
     from engine.society.run.cluster import ClusterOptions
 
 __all__ = ["THREADS_PER_WORKER", "EngineSettings"]
@@ -41,6 +43,11 @@ class EngineSettings(BaseSettings):
     #: POLIS_THREADS_PER_WORKER: task slots per LocalCluster worker process
     threads_per_worker: int = Field(default=THREADS_PER_WORKER, ge=1)
     dashboard_address: str = "127.0.0.1:8787"  #: POLIS_DASHBOARD_ADDRESS: where a LocalCluster's dashboard listens
+    #: POLIS_TLS_CA_FILE, POLIS_TLS_CERT, POLIS_TLS_KEY: talk to the scheduler over mutual TLS (``tls://``) with this
+    #: CA and this certificate and key (the key may sit in the certificate's file); a LocalCluster then uses them too
+    tls_ca_file: Path | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
     llm_concurrency: int = Field(default=16, ge=1)  #: POLIS_LLM_CONCURRENCY: each process's initial LLM limit
     llm_latency_degrade_factor: float = Field(default=4.0, gt=1)  #: POLIS_LLM_LATENCY_DEGRADE_FACTOR
     llm_slow_latency_ms: float | None = Field(default=None, gt=0)  #: POLIS_LLM_SLOW_LATENCY_MS: unset = relative only
@@ -54,6 +61,12 @@ class EngineSettings(BaseSettings):
     input_dirs: Annotated[tuple[Path, ...], NoDecode] = ()
 
     _memory_limit_valid = field_validator("query_memory_limit")(classmethod(lambda cls, v: check_memory_limit(v)))
+
+    @model_validator(mode="after")
+    def _tls_whole(self) -> EngineSettings:
+        if (self.tls_ca_file is None) != (self.tls_cert is None) or (self.tls_key is not None and self.tls_cert is None):
+            raise ValueError("POLIS_TLS_CA_FILE and POLIS_TLS_CERT go together (and POLIS_TLS_KEY needs POLIS_TLS_CERT)")
+        return self
 
     @field_validator("scheduler", mode="before")
     @classmethod
@@ -83,7 +96,19 @@ class EngineSettings(BaseSettings):
             "n_workers": self.n_workers,
             "threads_per_worker": self.threads_per_worker,
             "dashboard_address": self.dashboard_address,
+            "security": self.security(),
         }
+
+    def security(self) -> Security | None:
+        """Dask's ``Security`` for ``POLIS_TLS_*``: encryption required, this certificate for every role; None unset."""
+        if self.tls_ca_file is None or self.tls_cert is None:
+            return None
+        from distributed.security import Security
+
+        cert, key = str(self.tls_cert), str(self.tls_key) if self.tls_key is not None else None
+        return Security(require_encryption=True, tls_ca_file=str(self.tls_ca_file), tls_client_cert=cert,
+                        tls_client_key=key, tls_scheduler_cert=cert, tls_scheduler_key=key, tls_worker_cert=cert,
+                        tls_worker_key=key)
 
     def query_limits(self) -> QueryLimits:
         """The limits every ``ReplayReader`` query runs under (``polis query``, the service's reads)."""

@@ -147,7 +147,8 @@ def test_provider_keys_are_passed_by_name_from_dotenv_and_never_given_a_value(tm
 def test_polis_variables_are_real_settings_and_the_files_own_are_not(config: dict[str, Any], monkeypatch: pytest.MonkeyPatch):
     names = setting_names()
     given = {key for svc in services(config).values() for key in svc.get("environment", {}) if key.startswith("POLIS_")}
-    assert given == {"POLIS_SCHEDULER", "POLIS_DATA_DIR", "POLIS_HOME", "POLIS_AUTH_TOKENS", "POLIS_GRANTS", "POLIS_RUN_STORE"}
+    assert given == {"POLIS_SCHEDULER", "POLIS_DATA_DIR", "POLIS_HOME", "POLIS_AUTH_TOKENS", "POLIS_GRANTS", "POLIS_RUN_STORE",
+                     "POLIS_TLS_CA_FILE", "POLIS_TLS_CERT", "POLIS_TLS_KEY"}
     assert given <= names
     # The variables only this file reads cannot be mistaken for (or shadow) a Polis setting.
     own = set(re.findall(r"\$\{(\w+)", COMPOSE_FILE.read_text(encoding="utf-8")))
@@ -160,7 +161,7 @@ def test_polis_variables_are_real_settings_and_the_files_own_are_not(config: dic
         if key in names and value is not None:
             monkeypatch.setenv(key, value)
     settings = ServiceSettings()
-    assert (settings.scheduler, settings.data_dir, settings.auth_tokens) == ("tcp://scheduler:8786", Path("/data"), Path("/data/tokens.json"))
+    assert (settings.scheduler, settings.data_dir, settings.auth_tokens) == ("tls://scheduler:8786", Path("/data"), Path("/data/tokens.json"))
     assert (settings.home, settings.grants_file, settings.run_store) == (Path("/data/home"), None, None)
 
 
@@ -237,3 +238,27 @@ def test_depends_on_waits_for_healthy_services(config: dict[str, Any]):
         "service": {"scheduler": {"condition": "service_healthy"}, "worker": {"condition": "service_healthy"}},
         "sim-llm": None,
     }
+
+
+def test_the_scheduler_admits_only_tls_clients_with_the_deployments_certificate(config: dict[str, Any]):
+    scheduler, worker, service = (services(config)[name] for name in ("scheduler", "worker", "service"))
+    assert option(scheduler["command"], "--protocol") == "tls"
+    assert worker["command"][2] == "tls://scheduler:8786" == service["environment"]["POLIS_SCHEDULER"]
+    env = service["environment"]
+    files = {"--tls-ca-file": env["POLIS_TLS_CA_FILE"], "--tls-cert": env["POLIS_TLS_CERT"], "--tls-key": env["POLIS_TLS_KEY"]}
+    for name, svc in (("scheduler", scheduler), ("worker", worker)):
+        assert {flag: option(svc["command"], flag) for flag in files} == files, name
+    for name in ("scheduler", "worker", "service"):
+        assert [s["source"] for s in services(config)[name]["secrets"]] == ["dask-tls-cert", "dask-tls-key"], name
+    assert {f"/run/secrets/{name}" for name in config["secrets"]} == set(files.values())
+    tls_dir = ROOT / "deploy" / "tls"
+    assert {Path(secret["file"]).parent for secret in config["secrets"].values()} == {tls_dir}
+    for ignore in (".gitignore", ".dockerignore"):  # keys are never committed nor baked into the image
+        assert "deploy/tls/" in (ROOT / ignore).read_text(encoding="utf-8").split(), ignore
+    assert "sim-llm" not in {name for name, svc in services(config).items() if svc.get("secrets")}
+    # What the service reads makes Dask's Security: encryption required, the mounted certificate for its client.
+    security = ServiceSettings(**{"tls_ca_file": env["POLIS_TLS_CA_FILE"], "tls_cert": env["POLIS_TLS_CERT"],
+                                  "tls_key": env["POLIS_TLS_KEY"]}).security()
+    assert security is not None and security.require_encryption
+    assert (security.tls_ca_file, security.tls_client_cert, security.tls_client_key) == (
+        env["POLIS_TLS_CA_FILE"], env["POLIS_TLS_CERT"], env["POLIS_TLS_KEY"])

@@ -79,7 +79,7 @@ def test_every_command_is_its_real_cli_with_options_its_help_lists():
 
 def test_the_workers_join_the_scheduler_at_its_service_name_and_port():
     worker, scheduler = services()["worker"]["command"], services()["scheduler"]["command"]
-    assert worker[2] == f"tcp://scheduler:{option(scheduler, '--port')}"
+    assert worker[2] == f"tls://scheduler:{option(scheduler, '--port')}"
 
 
 def test_documented_compose_runs_name_real_services_commands_and_files():
@@ -100,17 +100,21 @@ def test_documented_compose_runs_name_real_services_commands_and_files():
     assert set(profiles) == {"dry-run"} == {p for svc in services().values() for p in svc.get("profiles", [])}
 
 
-def test_the_docs_give_compose_in_five_commands_with_the_token_before_up():
+def test_the_docs_give_compose_in_six_commands_with_the_certificate_first_and_the_token_before_up():
     docs = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
     section = docs.split("## Docker Compose", 1)[1]
     block = re.search(r"```bash\n(.*?)```", section, re.DOTALL)
     assert block
     commands = [line for line in block.group(1).splitlines() if line.strip()]
-    assert len(commands) == 5
-    assert commands[0] == "cp .env.example .env" and (ROOT / ".env.example").is_file()
-    assert commands[1] == "docker compose build"
-    assert "polis token create" in commands[2] and commands[3] == "docker compose up -d"
-    assert " polis run " in commands[4]
+    assert len(commands) == 6
+    # The certificate and key the compose file mounts as secrets, made where it looks for them.
+    assert commands[0].startswith("mkdir -p deploy/tls && openssl req -x509 ")
+    made = {option(commands[0].split(" && ")[1].split(), flag) for flag in ("-keyout", "-out")}
+    assert made == {str(Path(secret["file"])) for secret in raw_compose()["secrets"].values()}
+    assert commands[1] == "cp .env.example .env" and (ROOT / ".env.example").is_file()
+    assert commands[2] == "docker compose build"
+    assert "polis token create" in commands[3] and commands[4] == "docker compose up -d"
+    assert " polis run " in commands[5]
 
 
 def test_following_the_documented_token_step_lets_the_service_listen_on_all_interfaces(tmp_path: Path,

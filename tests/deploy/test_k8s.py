@@ -147,7 +147,10 @@ def test_the_service_reaches_the_daskclusters_scheduler_service():
     cluster = one(docs, "DaskCluster")
     name = cluster["metadata"]["name"]
     port = next(p for p in cluster["spec"]["scheduler"]["service"]["ports"] if p["name"] == "tcp-comm")
-    assert service_env(docs)["POLIS_SCHEDULER"] == f"tcp://{operator_scheduler_name(name)}:{port['port']}"
+    address = f"tls://{operator_scheduler_name(name)}:{port['port']}"
+    assert service_env(docs)["POLIS_SCHEDULER"] == address
+    [worker] = cluster["spec"]["worker"]["spec"]["containers"]
+    assert worker["args"][2] == address  # the operator's DASK_SCHEDULER_ADDRESS is tcp://: the workers name it
     assert one(docs, "DaskAutoscaler")["spec"]["cluster"] == name
     assert 1 <= one(docs, "DaskAutoscaler")["spec"]["minimum"] <= one(docs, "DaskAutoscaler")["spec"]["maximum"]
     # The Service selects the scheduler pod by the labels the operator puts on it.
@@ -285,3 +288,21 @@ def test_every_pod_gives_the_volume_the_images_user_group():
     groups = {where: spec.get("securityContext", {}).get("fsGroup") for where, spec in all_pods()}
     groups["chart workers"] = values["worker"]["securityContext"]["fsGroup"]
     assert set(groups.values()) == {int(uid)}, groups
+
+
+def test_every_dask_process_and_the_service_use_the_one_tls_secret_and_the_scheduler_requires_it():
+    docs = manifests()
+    cluster = one(docs, "DaskCluster")["spec"]
+    [scheduler], [worker] = cluster["scheduler"]["spec"]["containers"], cluster["worker"]["spec"]["containers"]
+    assert scheduler["args"][scheduler["args"].index("--protocol") + 1] == "tls"
+    env = service_env(docs)
+    files = {"--tls-ca-file": env["POLIS_TLS_CA_FILE"], "--tls-cert": env["POLIS_TLS_CERT"], "--tls-key": env["POLIS_TLS_KEY"]}
+    for container in (scheduler, worker):
+        assert {flag: container["args"][container["args"].index(flag) + 1] for flag in files} == files, container["name"]
+    secret = one(docs, "Secret", "polis-dask-tls")
+    assert secret["type"] == "kubernetes.io/tls" and secret["stringData"] == {"tls.crt": "", "tls.key": ""}
+    for where, spec in pod_specs(docs):  # (the plain Dask chart's variant is not wired for TLS: docs/deploy.md)
+        [mount] = [v for v in spec["volumes"] if v.get("secret", {}).get("secretName") == "polis-dask-tls"]
+        mounted = {m["mountPath"] for c in spec["containers"] for m in c["volumeMounts"] if m["name"] == mount["name"]}
+        assert mounted == {"/etc/dask-tls"} and {Path(f).parent for f in files.values()} == {Path("/etc/dask-tls")}, where
+        assert {Path(f).name for f in files.values()} == set(secret["stringData"]), where

@@ -2,9 +2,11 @@
 
 The scheduler starts from its container's args and ``DASK_*`` env, a worker from its args with the env the
 operator adds (``DASK_SCHEDULER_ADDRESS``, ``DASK_WORKER_NAME``, which the kubelet substitutes into
-``$(DASK_WORKER_NAME)``); only the addresses are moved to free ports on 127.0.0.1. The worker must join
-with the name, threads and memory limit the manifest gives, and the scheduler must answer the route the
-operator's autoscaler reads (``/api/v1/adaptive_target``).
+``$(DASK_WORKER_NAME)``); only the addresses are moved to free ports on 127.0.0.1, and the Secret
+polis-dask-tls's files to a certificate made here. The worker must join over TLS with the name, threads
+and memory limit the manifest gives, a client must present that certificate (without it the scheduler
+refuses it), and the scheduler must answer the route the operator's autoscaler reads
+(``/api/v1/adaptive_target``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import httpx
 import pytest
 from dask.utils import parse_bytes
 from distributed import Client
+from distributed.security import Security
 
 from engine.settings import THREADS_PER_WORKER
 from tests.deploy.manifests import env_of, manifests, one
@@ -74,19 +77,29 @@ def test_the_daskclusters_commands_start_a_cluster_the_autoscaler_can_read(tmp_p
     [scheduler], [worker] = cluster["scheduler"]["spec"]["containers"], cluster["worker"]["spec"]["containers"]
     base = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     base.pop("PYTHONPATH", None)  # the image has Polis installed; these commands need only dask
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"  # the Secret's files, made as docs/deploy.md makes them
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=polis-dask",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True, timeout=60)
+    tls = {"--tls-ca-file": str(cert), "--tls-cert": str(cert), "--tls-key": str(key)}
     port, dashboard = free_port(), free_port()
     scheduler_env = {**base, **{name: entry["value"] for name, entry in env_of(scheduler).items()}}
-    args = with_values(scheduler["args"], {"--host": "127.0.0.1", "--port": str(port), "--dashboard-address": f"127.0.0.1:{dashboard}"})
+    args = with_values(scheduler["args"], {"--host": "127.0.0.1", "--port": str(port), "--dashboard-address": f"127.0.0.1:{dashboard}",
+                                           **tls})
     processes.append(subprocess.Popen(args, env=scheduler_env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     wait_for_health(f"http://127.0.0.1:{dashboard}/health", processes[-1])
 
     name = "polis-default-worker-0"
     worker_env = {**base, "DASK_SCHEDULER_ADDRESS": f"tcp://127.0.0.1:{port}", "DASK_WORKER_NAME": name}
     args = [arg.replace("$(DASK_WORKER_NAME)", name) for arg in worker["args"]]
-    args = with_values(args, {"--dashboard-address": f"127.0.0.1:{free_port()}", "--host": "127.0.0.1"})
+    assert args[2] == "tls://polis-scheduler:8786"
+    args[2] = f"tls://127.0.0.1:{port}"
+    args = with_values(args, {"--dashboard-address": f"127.0.0.1:{free_port()}", "--host": "127.0.0.1", **tls})
     processes.append(subprocess.Popen(args, env=worker_env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
 
-    with Client(f"tcp://127.0.0.1:{port}", timeout=30) as client:
+    with pytest.raises(OSError):  # plain TCP: refused  # noqa: PT011
+        Client(f"tcp://127.0.0.1:{port}", timeout=5)
+    security = Security(require_encryption=True, tls_ca_file=str(cert), tls_client_cert=str(cert), tls_client_key=str(key))
+    with Client(f"tls://127.0.0.1:{port}", security=security, timeout=30) as client:
         client.wait_for_workers(1, timeout=60)
         [joined] = client.scheduler_info()["workers"].values()
     assert joined["name"] == name and joined["nthreads"] == THREADS_PER_WORKER

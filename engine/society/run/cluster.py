@@ -11,6 +11,7 @@ from typing import TypedDict
 import dask
 from distributed import Client, LocalCluster
 from distributed.comm import get_address_host
+from distributed.security import Security
 from distributed.utils import silence_logging_cmgr
 
 from engine.settings import THREADS_PER_WORKER
@@ -28,6 +29,7 @@ class ClusterOptions(TypedDict):
     n_workers: int | None
     threads_per_worker: int
     dashboard_address: str
+    security: Security | None
 
 
 def driver_host(client: Client) -> str:
@@ -51,6 +53,7 @@ async def open_client(
     n_workers: int | None = None,
     threads_per_worker: int = THREADS_PER_WORKER,
     dashboard_address: str = "127.0.0.1:8787",
+    security: Security | None = None,
 ) -> AsyncIterator[Client]:
     """Yield an asynchronous Client.
 
@@ -59,9 +62,11 @@ async def open_client(
         n_workers: LocalCluster worker processes (default: one per core).
         threads_per_worker: task slots in each LocalCluster worker process.
         dashboard_address: where the LocalCluster's dashboard listens (a random port if taken).
+        security: mutual TLS (``EngineSettings.security``): the client's certificate for a ``tls://`` scheduler, and a
+            LocalCluster's for all its processes; None = Dask's configuration (plain TCP by default).
     """
     if scheduler:
-        client = await Client(scheduler, asynchronous=True)
+        client = await Client(scheduler, security=security, asynchronous=True)
         try:
             yield client
         finally:
@@ -75,8 +80,9 @@ async def open_client(
             host="127.0.0.1",
             dashboard_address=dashboard_address,
             asynchronous=True,
+            **({"security": security, "protocol": "tls://"} if security is not None else {}),
         )
-    client = await Client(cluster, asynchronous=True)
+    client = await Client(cluster, security=security, asynchronous=True)
     try:
         yield client
     finally:
