@@ -148,10 +148,15 @@ def test_an_owner_past_its_open_event_streams_gets_a_429(capped: tuple[httpx.Cli
     experiment = http.post("/experiments", json=long_run).json()["id"]  # its streams stay open until it is cancelled
     url = f"/experiments/{experiment}/events"
     with http.stream("GET", url) as first, http.stream("GET", url) as second:
-        next(first.iter_lines()), next(second.iter_lines())  # both streams have started: each holds its slot
+        # Keep the line iterators: one dropped is collected and closes its connection, and the server frees the slot.
+        lines = [first.iter_lines(), second.iter_lines()]
+        next(lines[0]), next(lines[1])  # both streams have started: each holds its slot
         assert state.stream_slots.held() == 2
-        refused = http.get(url)
-        assert refused.status_code == 429 and "POLIS_EVENTS_MAX_STREAMS_PER_OWNER=2" in refused.json()["detail"]
+        with http.stream("GET", url) as refused:  # a stream, so a wrongly admitted one fails here instead of hanging
+            assert refused.status_code == 429
+            assert "POLIS_EVENTS_MAX_STREAMS_PER_OWNER=2" in json.loads(refused.read())["detail"]
+        time.sleep(0.5)
+        assert state.stream_slots.held() == 2  # still open while the client keeps them
     deadline = time.monotonic() + 60
     while state.stream_slots.held() and time.monotonic() < deadline:  # the server notices the closed streams
         time.sleep(0.05)
