@@ -58,6 +58,6 @@ screenshots: install browser
 # model, so they install it too, the results page's tests drive headless Chromium, the compose
 # file's tests run docker-compose, and the Kubernetes manifests' tests read the Dask operator's CRDs.
 test: install-local browser compose $(VENV)/k8s-crds
-	$(BIN)/python -m ruff check engine service tests benchmarks examples
+	$(BIN)/python -m ruff check engine service polis tests benchmarks examples
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q

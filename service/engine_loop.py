@@ -14,6 +14,7 @@ thread-safe, so reads and event streams stay on the HTTP loop.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -48,6 +49,10 @@ class EngineLoop:
             Whatever the coroutine raises. Cancelling the caller cancels the coroutine.
         """
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Schedule a coroutine on the engine loop from any thread (none of its own running); its future."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Call a plain function on the engine loop (e.g. a Submitter method that creates tasks there).

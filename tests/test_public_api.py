@@ -9,11 +9,12 @@ import pkgutil
 import pytest
 
 import engine
+import polis
 import service
 
 
 def _modules():
-    for package in (engine, service):
+    for package in (engine, service, polis):
         yield package.__name__
         for info in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}."):
             yield info.name

@@ -334,6 +334,25 @@ class ReplayReader:
         view("spans", SPAN_COLUMNS, "trace", ".jsonl")
         return [str(d) for c in sweep.cells for d in (RunLayout(sweep.cell_dir(c.index)).replay, RunLayout(sweep.cell_dir(c.index)).trace)]
 
+    def register_views(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Create this run's views (a sweep's: with its ``cells`` table) in ``con``, a connection of the caller's.
+
+        For trusted callers (``polis.Run.duckdb``), who may join their own data: ``con`` keeps its own settings and is
+        not locked down. The reader's own connection, which serves untrusted SQL, is not touched.
+
+        Raises:
+            StorageError: a view could not be created (DuckDB's message, naming the run).
+        """
+        try:
+            if self._fs is not None:
+                con.register_filesystem(self._fs)
+            if self.sweep is None:
+                self._run_views(con)
+            else:
+                self._sweep_views(con, self.sweep)
+        except duckdb.Error as exc:
+            raise StorageError(f"cannot create the views of {self.location}: {exc}") from exc
+
     def __enter__(self) -> ReplayReader:
         return self
 

@@ -1,0 +1,86 @@
+"""Polis: batch experiments of LLM-agent social simulations on Dask.
+
+    import polis
+    run = polis.run("examples/demo.yaml")          # a LocalCluster by default; no __main__ guard needed
+    run.df("actions").head()                        # any dataset as pandas (run.table(...): Arrow)
+    run.sql("SELECT agent_id, count(*) FROM actions GROUP BY ALL")
+    con = run.duckdb()                              # the run's views in your own DuckDB, beside your data
+
+A :class:`Session` keeps one cluster client for many runs (``polis.Session(scheduler="tcp://host:8786")``);
+the functions here use a default one made from the ``POLIS_*`` settings at their first call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.errors import PolisError, SpecError, StorageError
+from engine.run_progress import RunProgress
+from engine.run_status import RunStatus
+from engine.settings import EngineSettings
+from engine.spec import (
+    AgentSpec,
+    AskStep,
+    EnvironmentSpec,
+    EnvModuleSpec,
+    ExperimentSpec,
+    InterveneStep,
+    QuestionnaireStep,
+    QuestionSpec,
+    RunStep,
+    SweepSpec,
+)
+from engine.storage.run_layout import RunLocation
+from polis.run import Run, open_run
+from polis.session import PolisUsageError, RunFuture, Session, SpecLike, default_session
+
+__all__ = [
+    "AgentSpec",
+    "AskStep",
+    "EngineSettings",
+    "EnvModuleSpec",
+    "EnvironmentSpec",
+    "ExperimentSpec",
+    "InterveneStep",
+    "PolisError",
+    "PolisUsageError",
+    "QuestionSpec",
+    "QuestionnaireStep",
+    "Run",
+    "RunFuture",
+    "RunProgress",
+    "RunStatus",
+    "RunStep",
+    "Session",
+    "SpecError",
+    "StorageError",
+    "SweepSpec",
+    "arun",
+    "open_run",
+    "run",
+    "submit",
+]
+
+__version__ = "0.1.0"
+
+
+def run(spec: SpecLike, run_dir: RunLocation | None = None, *, progress: bool | None = None, **options: Any) -> Run:
+    """Run a spec (an :class:`ExperimentSpec`, a dict, or a YAML/JSON path) on the default session; see :meth:`Session.run`."""
+    return default_session().run(spec, run_dir, progress=progress, **options)
+
+
+async def arun(spec: SpecLike, run_dir: RunLocation | None = None, *, progress: bool | None = None, **options: Any) -> Run:
+    """:func:`run` for async code."""
+    return await default_session().arun(spec, run_dir, progress=progress, **options)
+
+
+def submit(spec: SpecLike, run_dir: RunLocation | None = None, *, progress: bool | None = None, **options: Any) -> RunFuture:
+    """Start a run on the default session and return its :class:`RunFuture` at once."""
+    return default_session().submit(spec, run_dir, progress=progress, **options)
+
+
+# Re-homed: this package's own classes say ``polis`` (as httpx does). The engine's keep their modules: they
+# are pickled to Dask workers by reference, and a worker must not need this package to read them.
+for _cls in (Run, RunFuture, Session, PolisUsageError):
+    _cls.__module__ = "polis"
+del _cls

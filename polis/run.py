@@ -1,0 +1,166 @@
+"""A run, as a researcher reads it: status, datasets as Arrow or pandas, SQL, and the views in their own DuckDB."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.errors import StorageError
+from engine.run_status import RunStatus
+from engine.society.lease import effective_status
+from engine.society.status import read_society_step
+from engine.storage.reader import ReplayReader
+from engine.storage.run_layout import RunLocation, resolve_location, run_name
+from engine.storage.sweep_layout import read_sweep_manifest
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd
+    import pyarrow as pa
+
+    from engine.society.run.runner import RunSummary
+
+__all__ = ["Run", "open_run"]
+
+
+class Run:
+    """One run directory, store URL or sweep root, read on demand.
+
+    Made by :func:`polis.run` (with the summary its driver reported) or :func:`open_run` (any stored run).
+    Reads go through one :class:`~engine.storage.reader.ReplayReader`, opened at the first read and kept.
+
+    Args:
+        location: the run directory, its store URL (``s3://bucket/prefix/name``) or a sweep root.
+        summary: what the run's driver reported when it ended, if this process drove it.
+    """
+
+    def __init__(self, location: RunLocation, summary: RunSummary | None = None) -> None:
+        self.location: Path | str = resolve_location(location)  #: the directory (absolute) or URL
+        self._summary = summary
+        self._reader: ReplayReader | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def id(self) -> str:
+        """The run's name: its directory's (or URL's) last part."""
+        return run_name(self.location)
+
+    @property
+    def is_sweep(self) -> bool:
+        """Whether this is a sweep root (its datasets then have one row set per cell, with ``cell`` and ``param_*``)."""
+        return isinstance(self.location, Path) and read_sweep_manifest(self.location) is not None
+
+    @property
+    def status(self) -> RunStatus:
+        """The run's status as stored now (a run whose driver died without writing its end reads ``interrupted``).
+
+        A sweep's is the worst of its cells' (``failed`` over ``completed_with_errors`` over ``completed``).
+        """
+        if self.is_sweep:
+            return self._sweep_status()
+        status = effective_status(self.location)
+        if status is None:
+            raise StorageError(f"{self.location} holds no run (no SOCIETY_STEP.json)")
+        return status
+
+    def summary(self) -> dict[str, Any]:
+        """Status, ticks and transactions as stored, and the driver's usage figures when this process ran it."""
+        stored = read_society_step(self.location) if not self.is_sweep else None
+        out: dict[str, Any] = {"id": self.id, "location": str(self.location), "status": str(self.status)}
+        if stored is not None:
+            out.update(ticks=stored.step_count, transactions=stored.txn, simulated_time=stored.current_time.isoformat(),
+                       error=stored.error)
+        if self._summary is not None:
+            s = self._summary
+            out.update(agent_steps=s.agent_steps, llm_calls=s.llm_calls, input_tokens=s.input_tokens,
+                       output_tokens=s.output_tokens, duration_s=round(s.duration_s, 3), errors=s.errors,
+                       first_error=s.first_error)
+        return out
+
+    def datasets(self) -> list[str]:
+        """The names of the run's datasets (``actions``, ``llm_calls``, ``questionnaire_answers`` ... and ``spans``)."""
+        return self._read().datasets()
+
+    def table(self, name: str) -> pa.Table:
+        """One dataset, whole, as an Arrow table (``SELECT * FROM name``; no row limit)."""
+        reader = self._read()
+        if name not in reader.datasets():
+            raise StorageError(f"{self.location} has no dataset {name!r}; it has: {', '.join(reader.datasets())}")
+        return reader.query(f'SELECT * FROM "{name}"')
+
+    def df(self, name: str) -> pd.DataFrame:
+        """One dataset as a pandas DataFrame."""
+        return self.table(name).to_pandas()
+
+    def sql(self, query: str, params: list[Any] | dict[str, Any] | None = None) -> pa.Table:
+        """A read-only query over the run's views, as Arrow (``.to_pandas()`` for pandas). For joins with your own
+        data, use :meth:`duckdb`."""
+        return self._read().query(query, params)
+
+    def duckdb(self, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection of yours with the run's datasets as views: query them beside your own tables.
+
+        Args:
+            con: the connection to add them to (default: a new in-memory one). Nothing of its settings changes.
+        """
+        import duckdb
+
+        con = con if con is not None else duckdb.connect()
+        self._read().register_views(con)
+        return con
+
+    def close(self) -> None:
+        """Close the reader (a later read opens it again)."""
+        with self._lock:
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
+
+    def __repr__(self) -> str:
+        try:
+            status = str(self.status)
+        except StorageError:
+            status = "no run"
+        return f"<Run {self.id} {status} at {self.location}>"
+
+    def _read(self) -> ReplayReader:
+        with self._lock:
+            if self._reader is None:
+                self._reader = ReplayReader(self.location)
+            return self._reader
+
+    def _sweep_status(self) -> RunStatus:
+        assert isinstance(self.location, Path)
+        manifest = read_sweep_manifest(self.location)
+        assert manifest is not None
+        order = [RunStatus.FAILED, RunStatus.CRASHED, RunStatus.INTERRUPTED, RunStatus.CANCELLED, RunStatus.BUDGET_EXHAUSTED,
+                 RunStatus.COMPLETED_WITH_ERRORS, RunStatus.RUNNING, RunStatus.PENDING, RunStatus.COMPLETED]
+        seen = {effective_status(manifest.cell_dir(cell.index)) or RunStatus.PENDING for cell in manifest.cells}
+        return next((status for status in order if status in seen), RunStatus.COMPLETED)
+
+
+def open_run(location: RunLocation) -> Run:
+    """Open a stored run: a run directory, a store URL or a sweep root.
+
+    Raises:
+        StorageError: ``location`` holds no run and no sweep; the message says what it found there.
+    """
+    where = resolve_location(location)
+    if isinstance(where, Path) and not where.is_dir():
+        raise StorageError(f"{where} is not a run: {_what_is_there(where)}")
+    run = Run(where)
+    if not run.is_sweep and read_society_step(where) is None:
+        raise StorageError(f"{where} is not a run: {_what_is_there(where)}")
+    return run
+
+
+def _what_is_there(location: Path | str) -> str:
+    if isinstance(location, str):
+        return "its store holds no SOCIETY_STEP.json"
+    if not location.exists():
+        return "it does not exist"
+    if not location.is_dir():
+        return "it is a file (give the run's directory)"
+    names = sorted(p.name for p in location.iterdir())[:8]
+    return f"a directory without SOCIETY_STEP.json or SWEEP.json (it holds: {', '.join(names) or 'nothing'})"

@@ -1,0 +1,268 @@
+"""A Session: one settings tree and one Dask client, on a loop thread of its own, reused by every run.
+
+Runs are driven on the session's own event loop thread (as the service drives its runs on
+``service.engine_loop.EngineLoop``), so the synchronous :meth:`Session.run` works the same in a script, in a
+REPL and in a Jupyter cell, whose kernel already runs an event loop on the main thread. Async code awaits
+:meth:`Session.arun` instead; :meth:`Session.submit` returns a :class:`RunFuture` at once.
+
+A script needs no ``if __name__ == "__main__":`` guard: before a session starts a LocalCluster in a process
+run as ``python script.py``, it marks ``__main__`` as a module that spawned processes must not import again
+(its ``__spec__`` named ``__main__``), so Dask's worker processes do not run the script's top level once more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import contextlib
+import datetime as dt
+import importlib.machinery
+import re
+import sys
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from engine.errors import PolisError
+from engine.run_progress import RunProgress
+from engine.settings import EngineSettings
+from engine.society.run.cluster import open_client
+from engine.society.run.dashboard import experiment_page
+from engine.society.run.sweep import run_spec
+from engine.spec import ExperimentSpec, load_spec, parse_spec
+from engine.storage.run_layout import RunLocation, resolve_location, run_name
+from polis.progress import ProgressBar
+from polis.run import Run
+from service.engine_loop import EngineLoop
+
+__all__ = ["PolisUsageError", "RunFuture", "Session", "SpecLike", "as_spec", "default_session"]
+
+SpecLike = ExperimentSpec | Mapping[str, Any] | str | Path
+
+
+class PolisUsageError(PolisError):
+    """The API was called in a way that cannot work (e.g. the blocking ``run`` inside a running event loop)."""
+
+
+class RunFuture:
+    """A run going on in a session: its latest progress, a way to cancel it, and its :class:`Run` at the end."""
+
+    def __init__(self, future: concurrent.futures.Future[Run], run_dir: Path | str) -> None:
+        self._future = future
+        self.run_dir = run_dir  #: where the run writes
+        self._progress: RunProgress | None = None
+
+    def progress(self) -> RunProgress | None:
+        """The last progress the run reported (ticks, agent-steps, LLM calls, tokens, errors); None before the first."""
+        return self._progress
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def cancel(self) -> bool:
+        """Ask the run to stop; it ends ``cancelled`` at its next commit point (``polis run --resume`` continues it)."""
+        return self._future.cancel()
+
+    def result(self, timeout: float | None = None) -> Run:
+        """Wait for the run to end and return it.
+
+        Raises:
+            SpecError, PolisError: what the run raised (a refused spec, a cluster that could not start ...).
+            concurrent.futures.CancelledError: it was cancelled.
+            TimeoutError: not ended within ``timeout`` seconds.
+        """
+        return self._future.result(timeout)
+
+    def _report(self, progress: RunProgress) -> None:
+        self._progress = progress
+
+
+class Session:
+    """One settings tree and one cluster client, reused across runs; close it (or use ``with``) when done.
+
+    Args:
+        settings: the settings tree; default: read from the ``POLIS_*`` environment, as the CLI reads it.
+        **overrides: settings to change from those (``scheduler="tcp://host:8786"``, ``n_workers=2`` ...).
+    """
+
+    def __init__(self, settings: EngineSettings | None = None, **overrides: Any) -> None:
+        base = settings if settings is not None else EngineSettings()
+        self.settings = base.model_copy(update=overrides) if overrides else base
+        self._lock = threading.Lock()
+        self._loop: EngineLoop | None = None
+        self._client: Any = None
+        self._stack: contextlib.AsyncExitStack | None = None
+        self.dashboard_link: str | None = None  #: the cluster's dashboard page for experiments, once connected
+
+    # ---- runs --------------------------------------------------------------------------------------------
+    def run(self, spec: SpecLike, run_dir: RunLocation | None = None, *, progress: bool | None = None,
+            **options: Any) -> Run:
+        """Run a spec to its end and return the :class:`Run`; blocks (safe in Jupyter).
+
+        Args:
+            spec: an :class:`~engine.spec.ExperimentSpec`, a dict of one, or a YAML/JSON file's path.
+            run_dir: where the run writes (a directory or a store URL); default ``runs/<name>-<UTC time>``.
+            progress: show a progress bar (a widget in Jupyter); default: when interactive.
+            **options: more for the run driver: ``resume=True``, ``force=True``, ``llm_cache_dir=...``.
+
+        Raises:
+            SpecError: the spec is invalid (field paths in the message), before any cluster starts.
+            PolisUsageError: called from a running event loop outside Jupyter: ``await session.arun(...)`` there.
+        """
+        _refuse_inside_a_loop("run", "arun")
+        return self.submit(spec, run_dir, progress=progress, **options).result()
+
+    async def arun(self, spec: SpecLike, run_dir: RunLocation | None = None, *, progress: bool | None = None,
+                   **options: Any) -> Run:
+        """:meth:`run` for async code: await it from any event loop."""
+        return await asyncio.wrap_future(self.submit(spec, run_dir, progress=progress, **options)._future)
+
+    def submit(self, spec: SpecLike, run_dir: RunLocation | None = None, *, progress: bool | None = None,
+               **options: Any) -> RunFuture:
+        """Start a run and return at once with its :class:`RunFuture` (the spec is validated first)."""
+        parsed = as_spec(spec)
+        location = resolve_location(run_dir) if run_dir is not None else _default_run_dir(parsed)
+        loop, _ = self._connect()
+        bar = ProgressBar(run_name(location)) if (progress if progress is not None else _interactive()) else None
+        holder: list[RunFuture] = []
+
+        def on_progress(report: RunProgress) -> None:
+            if holder:
+                holder[0]._report(report)
+            if bar is not None:
+                bar(report)
+
+        async def drive() -> Run:
+            try:
+                if bar is not None and self.dashboard_link:
+                    bar.note(f"Dask dashboard: {self.dashboard_link}")
+                summary = await run_spec(parsed, location, self._client, on_progress=on_progress,
+                                         experiment_id=run_name(location), **{**self._run_options(), **options})
+            finally:
+                if bar is not None:
+                    bar.close()
+            return Run(location, summary)
+
+        future = RunFuture(loop.submit(drive()), location)
+        holder.append(future)
+        return future
+
+    def open_run(self, location: RunLocation) -> Run:
+        """Open a stored run (directory, store URL or sweep root); see :func:`polis.open_run`."""
+        from polis.run import open_run
+
+        return open_run(location)
+
+    # ---- the cluster ---------------------------------------------------------------------------------------
+    @property
+    def client(self) -> Any:
+        """The session's asynchronous ``distributed.Client`` (connecting now if it is not yet)."""
+        return self._connect()[1]
+
+    def close(self) -> None:
+        """Close the client (and the LocalCluster it started) and stop the loop thread. Idempotent."""
+        with self._lock:
+            loop, stack = self._loop, self._stack
+            self._loop = self._client = self._stack = None
+        if loop is None:
+            return
+        if stack is not None:
+            with contextlib.suppress(Exception):
+                loop.submit(stack.aclose()).result(timeout=60)
+        loop.stop()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _connect(self) -> tuple[EngineLoop, Any]:
+        with self._lock:
+            if self._loop is not None:
+                return self._loop, self._client
+            if self.settings.scheduler is None:
+                _spawned_processes_skip_main()
+            loop = EngineLoop(name="polis-session")
+            stack = contextlib.AsyncExitStack()
+
+            async def start() -> Any:
+                client = await stack.enter_async_context(open_client(self.settings.scheduler,
+                                                                     **self.settings.cluster_options()))
+                self.dashboard_link = await experiment_page(client)
+                return client
+
+            try:
+                client = loop.submit(start()).result()
+            except BaseException:
+                loop.stop()
+                raise
+            self._loop, self._client, self._stack = loop, client, stack
+            return loop, client
+
+    def _run_options(self) -> dict[str, Any]:
+        return {"llm_limits": self.settings.limiter_config(), "template_cache_dir": self.settings.template_cache_dir,
+                "input_dirs": self.settings.input_dirs}
+
+
+def as_spec(spec: SpecLike) -> ExperimentSpec:
+    """An :class:`ExperimentSpec` from a spec, a dict of one, or a YAML/JSON file's path.
+
+    Raises:
+        SpecError: the spec is invalid, or the file cannot be read (field paths in the message).
+    """
+    if isinstance(spec, ExperimentSpec):
+        return spec
+    if isinstance(spec, str | Path):
+        return load_spec(spec)
+    return parse_spec(dict(spec))
+
+
+_DEFAULT: list[Session] = []
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_session() -> Session:
+    """The session :func:`polis.run` and friends use: made at the first call from the ``POLIS_*`` settings, closed at exit."""
+    with _DEFAULT_LOCK:
+        if not _DEFAULT:
+            _DEFAULT.append(Session())
+            atexit.register(_DEFAULT[0].close)
+        return _DEFAULT[0]
+
+
+def _default_run_dir(spec: ExperimentSpec) -> Path:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", spec.name).strip("-.")[:60] or "run"
+    return (Path("runs") / f"{slug}-{stamp}").resolve()
+
+
+def _interactive() -> bool:
+    return _in_ipython() or sys.stderr.isatty()
+
+
+def _in_ipython() -> bool:
+    ipython = sys.modules.get("IPython")
+    return ipython is not None and getattr(ipython, "get_ipython", lambda: None)() is not None
+
+
+def _refuse_inside_a_loop(blocking: str, awaitable: str) -> None:
+    """A blocking call from a thread whose event loop runs would stall that loop: say what to await instead.
+    (A Jupyter cell runs inside the kernel's loop, and blocking it is what a cell does: allowed there.)"""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    if not _in_ipython():
+        raise PolisUsageError(f"polis.{blocking}() blocks until the run ends, and this thread runs an event loop: "
+                              f"use `await polis.{awaitable}(...)` here, or polis.submit(...) for a RunFuture")
+
+
+def _spawned_processes_skip_main(modules: Mapping[str, Any] = sys.modules) -> None:
+    """Keep worker processes from running a script's top level again (see the module docstring)."""
+    main = modules.get("__main__")
+    if main is not None and getattr(main, "__spec__", None) is None and getattr(main, "__file__", None):
+        main.__spec__ = importlib.machinery.ModuleSpec("__main__", None)
+

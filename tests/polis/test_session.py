@@ -1,0 +1,121 @@
+"""The front door: ``import polis``, a run from a script with no ``__main__`` guard, a Session on a shared cluster,
+the Run handle (Arrow, pandas, SQL, the views in the user's own DuckDB), and the errors a new user meets first."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+import polis
+from polis.session import PolisUsageError, as_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def spec_data(name: str = "front-door", **changes: Any) -> dict[str, Any]:
+    return {"name": name, "seed": 4, "llm": {"default": {"model": "sim/default"}},
+            "agents": [{"id": i, "profile": {"name": f"P{i}"}, "config": {"max_react_turns": 1}} for i in range(3)],
+            "environment": {"modules": [{"type": "MessagingSpace"}]},
+            "steps": [{"type": "run", "num_steps": 2, "tick": 600}], **changes}
+
+
+@pytest.fixture(scope="module")
+def session(cluster_address: str) -> Any:
+    with polis.Session(scheduler=cluster_address) as session:
+        yield session
+
+
+@pytest.fixture(scope="module")
+def finished(session: polis.Session, tmp_path_factory: pytest.TempPathFactory) -> polis.Run:
+    return session.run(spec_data(), tmp_path_factory.mktemp("front") / "run", progress=False)
+
+
+def test_a_script_without_a_main_guard_runs_the_demo_and_reads_it_with_pandas(tmp_path: Path) -> None:
+    # The issue's check, as a new user types it: no __main__ guard, a LocalCluster of worker processes.
+    script = tmp_path / "first.py"
+    script.write_text("import polis\n"
+                      f"r = polis.run({str(ROOT / 'examples' / 'demo.yaml')!r}, 'runs/demo', progress=False)\n"
+                      "print('ROWS', len(r.df('actions')), r.status)\n"
+                      "print(r.df('actions').head())\n")
+    env = {**os.environ, "POLIS_N_WORKERS": "1", "POLIS_DASHBOARD_ADDRESS": "127.0.0.1:0"}
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("ROWS") == 1  # the workers did not run the script's top level again
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("ROWS")]
+    assert int(line.split()[1]) > 0 and line.split()[2] == "completed"
+    assert "agent_id" in done.stdout
+
+
+def test_a_run_reads_as_arrow_pandas_sql_and_in_the_users_own_duckdb(finished: polis.Run) -> None:
+    assert finished.status == "completed" and finished.id == "run"
+    summary = finished.summary()
+    assert summary["ticks"] == 2 and summary["agent_steps"] == 6 and summary["llm_calls"] >= 6
+    assert {"actions", "llm_calls"} <= set(finished.datasets())
+    table = finished.table("actions")
+    frame = finished.df("actions")
+    assert table.num_rows == len(frame) == 6 and list(frame.columns) == table.column_names
+    counted = finished.sql("SELECT agent_id, count(*) AS n FROM actions GROUP BY ALL ORDER BY agent_id").to_pylist()
+    assert counted == [{"agent_id": i, "n": 2} for i in range(3)]
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE survey AS SELECT * FROM (VALUES (0, 'left'), (2, 'right')) AS t(agent_id, leaning)")
+    assert finished.duckdb(con) is con
+    joined = con.execute("SELECT leaning, count(*) FROM actions JOIN survey USING (agent_id) GROUP BY ALL ORDER BY 1").fetchall()
+    assert joined == [("left", 2), ("right", 2)]
+    con.execute("COPY (SELECT 1) TO '" + str(Path(finished.location).parent / "mine.csv") + "'")  # the user's own: not locked
+    with pytest.raises(polis.StorageError, match="has no dataset 'nope'"):
+        finished.table("nope")
+
+
+def test_open_run_reads_a_stored_run_and_says_what_it_found_elsewhere(finished: polis.Run, tmp_path: Path) -> None:
+    again = polis.open_run(finished.location)
+    assert again.table("actions").num_rows == 6 and again.summary()["status"] == "completed"
+    with pytest.raises(polis.StorageError, match="does not exist"):
+        polis.open_run(tmp_path / "nowhere")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("x")
+    with pytest.raises(polis.StorageError, match=r"not a run: a directory without SOCIETY_STEP.json .*a\.txt"):
+        polis.open_run(tmp_path / "notes")
+    with pytest.raises(polis.StorageError, match="is a file"):
+        polis.open_run(tmp_path / "notes" / "a.txt")
+
+
+def test_a_bad_spec_is_refused_with_its_field_path_before_any_cluster_starts(tmp_path: Path) -> None:
+    session = polis.Session(scheduler="tcp://127.0.0.1:9")  # nothing listens there: a start would fail differently
+    with pytest.raises(polis.SpecError) as refused:
+        session.run(spec_data(steps=[{"type": "run", "num_steps": 0}]), tmp_path / "r")
+    assert "steps.0.run.num_steps" in str(refused.value) or "steps.0" in str(refused.value)
+    assert session._loop is None  # nothing was started
+    with pytest.raises(polis.SpecError, match="cannot read spec file"):
+        session.run(tmp_path / "missing.yaml")
+    typed = polis.ExperimentSpec(name="typed", agents=[polis.AgentSpec(id=0)], steps=[polis.RunStep(num_steps=1)])
+    assert as_spec(typed) is typed and as_spec(typed.model_dump()) == typed
+
+
+async def test_inside_async_code_run_says_to_await_arun_and_arun_works(session: polis.Session, tmp_path: Path) -> None:
+    with pytest.raises(PolisUsageError, match=r"use `await polis.arun\(...\)`"):
+        session.run(spec_data(), tmp_path / "blocked")
+    done = await session.arun(spec_data("awaited"), tmp_path / "awaited", progress=False)
+    assert done.status == "completed" and done.table("actions").num_rows == 6
+
+
+def test_submit_reports_progress_and_returns_the_run(session: polis.Session, tmp_path: Path) -> None:
+    future = session.submit(spec_data("submitted"), tmp_path / "submitted", progress=False)
+    run = future.result(timeout=180)
+    assert future.done() and run.location == tmp_path / "submitted"
+    last = future.progress()
+    assert last is not None and last.ticks_done == 2 and last.agent_steps_done == 6
+
+
+def test_a_sweep_opens_as_one_run_with_its_cells(session: polis.Session, tmp_path: Path) -> None:
+    swept = session.run(spec_data("swept", sweep={"replications": 2}), tmp_path / "sweep", progress=False)
+    assert swept.is_sweep and swept.status == "completed"
+    assert sorted(swept.sql("SELECT DISTINCT cell FROM actions").column("cell").to_pylist()) == [0, 1]
+    assert asyncio.iscoroutinefunction(polis.arun)
