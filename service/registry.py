@@ -148,6 +148,7 @@ class ExperimentRegistry:
         self._records: dict[str, ExperimentRecord] = {}
         self._by_key: dict[tuple[str, str], str] = {}  #: (owner, idempotency key) -> experiment id
         self._watchers: list[Callable[[ExperimentRecord], None]] = []
+        self._file_locks: dict[str, threading.Lock] = {}
         self._load()
 
     def watch(self, callback: Callable[[ExperimentRecord], None]) -> None:
@@ -184,10 +185,13 @@ class ExperimentRegistry:
         Raises:
             IdempotencyConflictError: the owner used the key with another body.
         """
+        record = self._new_record(spec, owner, None, idempotency)
         with self._lock:
             if (earlier := self._submitted(owner, idempotency)) is not None:
                 return earlier, False
-            return self._create(spec, owner, None, idempotency), True
+            record = self._remember(record)
+        self._persist_new(record)
+        return record, True
 
     def steps_added(self, experiment_id: str, idempotency: Idempotency) -> bool:
         """Whether added steps with this ``Idempotency-Key`` and body were taken already (their retry is a no-op).
@@ -234,17 +238,20 @@ class ExperimentRegistry:
         Returns:
             The new record, with a fresh id and its run directory path (not yet created).
         """
+        record = self._new_record(spec, owner, forked_from, None)
         with self._lock:
-            return self._create(spec, owner, forked_from, None)
+            record = self._remember(record)
+        self._persist_new(record)
+        return record
 
-    def _create(self, spec: ExperimentSpec, owner: str, forked_from: ForkedFrom | None,
-                idempotency: Idempotency | None) -> ExperimentRecord:
+    # A new record is built and written outside the registry's lock (its spec's dump, the write's fsync), so
+    # concurrent submits do not queue behind each other's disk; under the lock it only takes its id and key.
+    def _new_record(self, spec: ExperimentSpec, owner: str, forked_from: ForkedFrom | None,
+                    idempotency: Idempotency | None) -> ExperimentRecord:
         ticks = spec.total_ticks()
         n_agents = len(spec.agents) + sum(population.size for population in spec.population)
         experiment_id = uuid.uuid4().hex[:12]
-        while experiment_id in self._records:
-            experiment_id = uuid.uuid4().hex[:12]
-        record = ExperimentRecord(
+        return ExperimentRecord(
             id=experiment_id,
             name=spec.name,
             owner=owner,
@@ -256,8 +263,36 @@ class ExperimentRegistry:
             forked_from=forked_from,
             idempotency=idempotency,
         )
-        self._save(record)
+
+    def _remember(self, record: ExperimentRecord) -> ExperimentRecord:
+        """Take ``record`` into memory under its id (a fresh one on a clash); under the lock."""
+        while record.id in self._records:
+            fresh = uuid.uuid4().hex[:12]
+            record = record.model_copy(update={"id": fresh, "run_dir": run_child(self._runs_dir, fresh)})
+        self._records[record.id] = record
+        if record.idempotency is not None:
+            self._by_key[(record.owner, record.idempotency.key)] = record.id
+        for watcher in self._watchers:
+            watcher(record)
         return record
+
+    def _persist_new(self, record: ExperimentRecord) -> None:
+        """Write a record :meth:`_remember` took; if the write fails, forget it again and raise."""
+        try:
+            with self._file_lock(record.id):
+                latest = self._records.get(record.id)  # an update may have come first: write what is newest
+                if latest is not None:
+                    atomic_write_text(self._path(record.id), latest.model_dump_json(indent=2))
+        except StorageError:
+            with self._lock:
+                self._records.pop(record.id, None)
+                if record.idempotency is not None:
+                    self._by_key.pop((record.owner, record.idempotency.key), None)
+            raise
+
+    def _file_lock(self, experiment_id: str) -> threading.Lock:
+        """The lock every write and the removal of one record's file hold, so they land in the order they happened."""
+        return self._file_locks.setdefault(experiment_id, threading.Lock())
 
     def get(self, experiment_id: str, caller: Principal = LOCAL_ADMIN) -> ExperimentRecord:
         """The record with this id, if ``caller`` may see it.
@@ -314,10 +349,12 @@ class ExperimentRegistry:
             if record.status in ACTIVE_STATUSES:
                 raise ExperimentBusyError(experiment_id, record.status, "delete")
             try:
-                self._path(experiment_id).unlink(missing_ok=True)
+                with self._file_lock(experiment_id):
+                    self._path(experiment_id).unlink(missing_ok=True)
             except OSError as error:
                 raise StorageError(f"cannot remove the record of experiment {experiment_id}: {error}") from error
             del self._records[experiment_id]
+            self._file_locks.pop(experiment_id, None)
             if record.idempotency is not None:
                 self._by_key.pop((record.owner, record.idempotency.key), None)
         try:
@@ -332,7 +369,8 @@ class ExperimentRegistry:
         return self._records_dir / f"{experiment_id}.json"
 
     def _save(self, record: ExperimentRecord) -> None:
-        atomic_write_text(self._path(record.id), record.model_dump_json(indent=2))
+        with self._file_lock(record.id):
+            atomic_write_text(self._path(record.id), record.model_dump_json(indent=2))
         before = self._records.get(record.id)
         self._records[record.id] = record
         if before is None or before.status != record.status:
