@@ -31,6 +31,7 @@ from engine.spec import (
     SweepSpec,
 )
 from engine.storage.run_layout import RunLocation
+from polis.remote import RemoteRun, RemoteSession, connect
 from polis.run import Run, open_run
 from polis.session import PolisUsageError, RunFuture, Session, SpecLike, default_session
 
@@ -46,6 +47,8 @@ __all__ = [
     "PolisUsageError",
     "QuestionSpec",
     "QuestionnaireStep",
+    "RemoteRun",
+    "RemoteSession",
     "Run",
     "RunFuture",
     "RunProgress",
@@ -56,6 +59,7 @@ __all__ = [
     "StorageError",
     "SweepSpec",
     "arun",
+    "connect",
     "open_run",
     "run",
     "submit",
@@ -81,6 +85,6 @@ def submit(spec: SpecLike, run_dir: RunLocation | None = None, *, progress: bool
 
 # Re-homed: this package's own classes say ``polis`` (as httpx does). The engine's keep their modules: they
 # are pickled to Dask workers by reference, and a worker must not need this package to read them.
-for _cls in (Run, RunFuture, Session, PolisUsageError):
+for _cls in (Run, RunFuture, Session, PolisUsageError, RemoteRun, RemoteSession):
     _cls.__module__ = "polis"
 del _cls

@@ -80,12 +80,18 @@ class PolisClient:
 
     # -- experiments ---------------------------------------------------------------------------
 
-    def submit(self, spec: Any) -> dict[str, Any]:
+    @property
+    def base_url(self) -> str:
+        """The service's URL."""
+        return str(self._http.base_url).rstrip("/")
+
+    def submit(self, spec: Any, *, idempotency_key: str | None = None) -> dict[str, Any]:
         """Submit an experiment.
 
         Args:
             spec: a spec as a dict, an ``ExperimentSpec``, or the path of a JSON or YAML file
                 (a ``.yaml``/``.yml`` file is sent as ``application/yaml``, as written).
+            idempotency_key: sent as ``Idempotency-Key``: a retry with it returns the experiment the first made.
 
         Returns:
             The new experiment's detail (status ``queued``).
@@ -94,13 +100,14 @@ class PolisClient:
             SpecRejectedError: the spec is invalid or over a quota (``errors`` names the fields).
             SpecTooLargeError: the body is over the service's size limit.
         """
+        key = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else {}
         if isinstance(spec, str | Path):
             path = Path(spec)
             media = "application/yaml" if path.suffix.lower() in _YAML_SUFFIXES else "application/json"
-            return self._json("POST", "/experiments", content=path.read_bytes(), headers={"Content-Type": media})
+            return self._json("POST", "/experiments", content=path.read_bytes(), headers={"Content-Type": media, **key})
         if hasattr(spec, "model_dump"):
             spec = spec.model_dump(mode="json")
-        return self._json("POST", "/experiments", json=spec)
+        return self._json("POST", "/experiments", json=spec, headers=key)
 
     def get(self, experiment_id: str) -> dict[str, Any]:
         """One experiment's detail: status, progress, usage, spec."""
