@@ -110,6 +110,14 @@ class Run:
         self._read().register_views(con)
         return con
 
+    def fork(self, at_step: int, run_dir: RunLocation | None = None, *, patch: dict[str, Any] | None = None,
+             progress: bool | None = None, **options: Any) -> Run:
+        """A new run from this one's state at its committed tick ``at_step``; see :meth:`polis.Session.fork`
+        (it runs on the default session)."""
+        from polis.session import default_session
+
+        return default_session().fork(self, at_step, run_dir, patch=patch, progress=progress, **options)
+
     def close(self) -> None:
         """Close the reader (a later read opens it again)."""
         with self._lock:

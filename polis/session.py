@@ -21,11 +21,12 @@ import importlib.machinery
 import re
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
 from engine.errors import PolisError
+from engine.population import spec_folder
 from engine.run_progress import RunProgress
 from engine.settings import EngineSettings
 from engine.society.run.cluster import open_client
@@ -123,7 +124,43 @@ class Session:
                **options: Any) -> RunFuture:
         """Start a run and return at once with its :class:`RunFuture` (the spec is validated first)."""
         parsed = as_spec(spec)
-        location = resolve_location(run_dir) if run_dir is not None else _default_run_dir(parsed)
+        location = resolve_location(run_dir) if run_dir is not None else _default_run_dir(parsed.name)
+
+        async def drive(on_progress: Callable[[RunProgress], None]) -> Run:
+            summary = await run_spec(parsed, location, self._client, on_progress=on_progress,
+                                     experiment_id=run_name(location), **{**self._run_options(), **options})
+            return Run(location, summary)
+
+        return self._start(drive, location, progress)
+
+    def fork(self, parent: Run | RunLocation, at_step: int, run_dir: RunLocation | None = None, *,
+             patch: Mapping[str, Any] | None = None, progress: bool | None = None, **options: Any) -> Run:
+        """A new run from ``parent``'s state at its committed tick ``at_step``, its spec merge-patched by ``patch``
+        (RFC 7386) for what follows; the shared past is not run again (its LLM answers come from the parent's cache).
+
+        Raises:
+            SpecError: the patch does not make a valid spec (field paths under ``patch``).
+            ForkError: the parent does not keep that tick (``snapshots.keep``), or ``run_dir`` holds something.
+        """
+        from engine.society.fork.materialize import plan_fork
+        from engine.society.fork.run import fork_experiment
+
+        _refuse_inside_a_loop("fork", "arun")
+        source = parent.location if isinstance(parent, Run) else resolve_location(parent)
+        plan_fork(source, at_step, dict(patch) if patch else None)  # a bad patch or tick is refused before the cluster
+        location = resolve_location(run_dir) if run_dir is not None else _default_run_dir(f"{run_name(source)}-fork{at_step}")
+
+        async def drive(on_progress: Callable[[RunProgress], None]) -> Run:
+            _, summary = await fork_experiment(source, at_step, location, self._client, patch=dict(patch) if patch else None,
+                                               on_progress=on_progress, experiment_id=run_name(location),
+                                               **{**self._run_options(), **options})
+            return Run(location, summary)
+
+        return self._start(drive, location, progress).result()
+
+    def _start(self, drive: Callable[[Callable[[RunProgress], None]], Coroutine[Any, Any, Run]], location: Path | str,
+               progress: bool | None) -> RunFuture:
+        """Drive a run on the session's loop, reporting to its future and, if asked, to a progress bar."""
         loop, _ = self._connect()
         bar = ProgressBar(run_name(location)) if (progress if progress is not None else _interactive()) else None
         holder: list[RunFuture] = []
@@ -134,18 +171,16 @@ class Session:
             if bar is not None:
                 bar(report)
 
-        async def drive() -> Run:
+        async def driven() -> Run:
             try:
                 if bar is not None and self.dashboard_link:
                     bar.note(f"Dask dashboard: {self.dashboard_link}")
-                summary = await run_spec(parsed, location, self._client, on_progress=on_progress,
-                                         experiment_id=run_name(location), **{**self._run_options(), **options})
+                return await drive(on_progress)
             finally:
                 if bar is not None:
                     bar.close()
-            return Run(location, summary)
 
-        future = RunFuture(loop.submit(drive()), location)
+        future = RunFuture(loop.submit(driven()), location)
         holder.append(future)
         return future
 
@@ -208,7 +243,8 @@ class Session:
 
 
 def as_spec(spec: SpecLike) -> ExperimentSpec:
-    """An :class:`ExperimentSpec` from a spec, a dict of one, or a YAML/JSON file's path.
+    """An :class:`ExperimentSpec` from a spec, a dict of one, or a YAML/JSON file's path (a population's ``from``
+    names a table relative to the file's folder, or to the working directory for a dict).
 
     Raises:
         SpecError: the spec is invalid, or the file cannot be read (field paths in the message).
@@ -217,7 +253,7 @@ def as_spec(spec: SpecLike) -> ExperimentSpec:
         return spec
     if isinstance(spec, str | Path):
         return load_spec(spec)
-    return parse_spec(dict(spec))
+    return parse_spec(dict(spec), locate=spec_folder(Path.cwd()))  # a population's "from" table: relative to here
 
 
 _DEFAULT: list[Session] = []
@@ -233,9 +269,9 @@ def default_session() -> Session:
         return _DEFAULT[0]
 
 
-def _default_run_dir(spec: ExperimentSpec) -> Path:
+def _default_run_dir(name: str) -> Path:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", spec.name).strip("-.")[:60] or "run"
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.")[:60] or "run"
     return (Path("runs") / f"{slug}-{stamp}").resolve()
 
 

@@ -119,3 +119,16 @@ def test_a_sweep_opens_as_one_run_with_its_cells(session: polis.Session, tmp_pat
     assert swept.is_sweep and swept.status == "completed"
     assert sorted(swept.sql("SELECT DISTINCT cell FROM actions").column("cell").to_pylist()) == [0, 1]
     assert asyncio.iscoroutinefunction(polis.arun)
+
+
+def test_a_fork_starts_from_the_parents_tick_and_a_tick_it_never_had_is_refused(
+    session: polis.Session, finished: polis.Run, tmp_path: Path
+) -> None:
+    branch = session.fork(finished, 1, tmp_path / "branch", patch={"steps": [{"type": "run", "num_steps": 2, "tick": 600}]},
+                          progress=False)
+    assert branch.status == "completed" and branch.summary()["ticks"] == 2
+    parent_first = finished.sql("SELECT agent_id, summary FROM actions WHERE step = 1 ORDER BY agent_id").to_pylist()
+    assert branch.sql("SELECT agent_id, summary FROM actions WHERE step = 1 ORDER BY agent_id").to_pylist() == parent_first
+    with pytest.raises(polis.PolisError, match="at_step|tick"):
+        session.fork(finished, 9, tmp_path / "never")
+    assert not (tmp_path / "never").exists()
