@@ -54,7 +54,7 @@ def test_compose_builds_this_dockerfile_from_the_repository_root():
 
 def test_every_copy_source_exists_and_is_not_ignored_by_dockerignore():
     sources = [source for sources, _ in copies() for source in sources]
-    assert {"pyproject.toml", "README.md", "engine", "service", "examples"} <= set(sources)
+    assert {"pyproject.toml", "README.md", "engine", "service", "polis", "examples"} <= set(sources)
     for source in sources:
         assert (ROOT / source).exists(), source
         assert not is_ignored(source), source
