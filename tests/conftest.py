@@ -1,6 +1,11 @@
-"""Shared fixtures: one real LocalCluster (worker processes) for the whole session."""
+"""Shared fixtures: one real LocalCluster (worker processes) for the whole session; and the test tiers."""
 
 from __future__ import annotations
+
+import multiprocessing.process
+import re
+import socket
+import subprocess
 
 import dask
 import pytest
@@ -32,3 +37,52 @@ async def dask_client(cluster_address):
         yield client
     finally:
         await client.close()
+
+
+# ---- test tiers --------------------------------------------------------------------------------------------
+# `make check` runs the unit tier (`pytest -m unit`): no cluster, no process, no network. A test is in it when
+# neither its fixtures nor its module's source reach any of those; inside it, starting a process or opening
+# a TCP connection fails the test (so a test that slips past the static reading is caught, not slow).
+_HEAVY_FIXTURES = {"cluster_address", "dask_client", "external_cluster", "env_actor_worker", "moto_server", "s3_endpoint"}
+_HEAVY_SOURCE = re.compile(
+    r"\bsubprocess\b|\bserve\(|\bLocalCluster\b|\bopen_client\b|\bSandboxPool\b|\bmoto\b|\bsim_llm_process\b"
+    r"|\bpolis\.(?:run|submit|arun|Session|connect)\b|\buvicorn\b|\bchromium\b|HTTPServer|\brun_experiment\b"
+    r"|\brun_spec\b|\bClient\(|\bmultiprocessing\b|\bSimLLMServer\b|\bstart_sim_llm\b|\bexecute\(|\bnbclient\b"
+    r"|[Cc]ode[Gg]en|\bsandbox\b|\blocal_model|\blitellm\b|\baiohttp\b|127\.0\.0\.1|localhost|\bEnvHost\b|\bEnvRouterActor\b|\bpreflight\b"
+)
+_SOURCE_IS_HEAVY: dict[str, bool] = {}
+
+
+def _heavy(item: pytest.Item) -> bool:
+    if _HEAVY_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    path = str(item.path)
+    if path not in _SOURCE_IS_HEAVY:
+        _SOURCE_IS_HEAVY[path] = bool(_HEAVY_SOURCE.search(item.path.read_text(encoding="utf-8")))
+    return _SOURCE_IS_HEAVY[path]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if not _heavy(item):
+            item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture(autouse=True)
+def _unit_tier_stays_in_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("unit") is None:
+        return
+
+    def no_process(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a unit-tier test started a process: move it out of the unit tier (tests/conftest.py)")
+
+    real_connect = socket.socket.connect
+
+    def no_network(self: socket.socket, address: object) -> None:
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            raise RuntimeError("a unit-tier test opened a TCP connection: move it out of the unit tier (tests/conftest.py)")
+        real_connect(self, address)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", no_process)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", no_process)
+    monkeypatch.setattr(socket.socket, "connect", no_network)
