@@ -87,8 +87,7 @@ async def _run(args: argparse.Namespace) -> int:
         spec = with_max_calls(spec, args.max_calls)
     settings = EngineSettings()
     options = {
-        "resume": args.resume, "force": args.force, "llm_limits": settings.limiter_config(),
-        "template_cache_dir": settings.template_cache_dir, "input_dirs": settings.input_dirs,
+        "resume": args.resume, "force": args.force, **settings.run_options(),
         "llm_cache_dir": Path(args.llm_cache).resolve() if args.llm_cache else None,
     }
     reference = _reference_run(args, run_dir, settings, options)
@@ -153,8 +152,7 @@ async def _fork(args: argparse.Namespace) -> int:
     plan_fork(parent, args.at_step, patch)  # a bad patch or tick is refused before a cluster starts
     settings = EngineSettings()
     run_dir = resolve_location(args.run_dir)
-    options = {"llm_limits": settings.limiter_config(), "template_cache_dir": settings.template_cache_dir,
-               "input_dirs": settings.input_dirs, "llm_cache_dir": Path(args.llm_cache).resolve() if args.llm_cache else None}
+    options = {**settings.run_options(), "llm_cache_dir": Path(args.llm_cache).resolve() if args.llm_cache else None}
     current = asyncio.current_task()
     assert current is not None
     _stop_on_signals(current)

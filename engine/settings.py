@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -98,6 +98,12 @@ class EngineSettings(BaseSettings):
             "dashboard_address": self.dashboard_address,
             "security": self.security(),
         }
+
+    def run_options(self) -> dict[str, Any]:
+        """The keyword arguments every run driver gets from these settings (``run_experiment``, ``run_spec``,
+        ``fork_experiment``): the LLM limiter, the CodeGen template cache, the allowed input folders."""
+        return {"llm_limits": self.limiter_config(), "template_cache_dir": self.template_cache_dir,
+                "input_dirs": self.input_dirs}
 
     def security(self) -> Security | None:
         """Dask's ``Security`` for ``POLIS_TLS_*``: encryption required, this certificate for every role; None unset."""

@@ -128,7 +128,7 @@ class Session:
 
         async def drive(on_progress: Callable[[RunProgress], None]) -> Run:
             summary = await run_spec(parsed, location, self._client, on_progress=on_progress,
-                                     experiment_id=run_name(location), **{**self._run_options(), **options})
+                                     experiment_id=run_name(location), **{**self.settings.run_options(), **options})
             return Run(location, summary)
 
         return self._start(drive, location, progress)
@@ -153,7 +153,7 @@ class Session:
         async def drive(on_progress: Callable[[RunProgress], None]) -> Run:
             _, summary = await fork_experiment(source, at_step, location, self._client, patch=dict(patch) if patch else None,
                                                on_progress=on_progress, experiment_id=run_name(location),
-                                               **{**self._run_options(), **options})
+                                               **{**self.settings.run_options(), **options})
             return Run(location, summary)
 
         return self._start(drive, location, progress).result()
@@ -237,9 +237,6 @@ class Session:
             self._loop, self._client, self._stack = loop, client, stack
             return loop, client
 
-    def _run_options(self) -> dict[str, Any]:
-        return {"llm_limits": self.settings.limiter_config(), "template_cache_dir": self.settings.template_cache_dir,
-                "input_dirs": self.settings.input_dirs}
 
 
 def as_spec(spec: SpecLike) -> ExperimentSpec:

@@ -60,10 +60,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         stack = contextlib.AsyncExitStack()
         try:
             shared = await engine.run(stack.enter_async_context(open_client(settings.scheduler, **settings.cluster_options())))
-            submitter = Submitter(registry, shared, run_options={
-                "llm_limits": settings.limiter_config(), "template_cache_dir": settings.template_cache_dir,
-                "input_dirs": settings.input_dirs,
-            }, max_running=settings.max_running, max_concurrent=lambda owner: intake.quotas.for_owner(owner).max_concurrent,
+            submitter = Submitter(registry, shared, run_options=settings.run_options(), max_running=settings.max_running, max_concurrent=lambda owner: intake.quotas.for_owner(owner).max_concurrent,
                 llm_calls=LlmCallLedger(settings.data_dir / "llm_calls.json"))
             dashboard, experiment_dashboard = await engine.run(cluster_dashboard(shared)), await engine.run(experiment_page(shared))
             disk = DiskLedger(registry, reconcile_s=settings.disk_reconcile_s)
