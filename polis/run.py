@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from engine.society.run.runner import RunSummary
+    from service.schemas import AgentMemory
 
 __all__ = ["Run", "open_run"]
 
@@ -109,6 +110,26 @@ class Run:
         con = con if con is not None else duckdb.connect()
         self._read().register_views(con)
         return con
+
+    def agent(self, agent_id: int, step: int | None = None) -> AgentMemory:
+        """One agent: its type, profile and config, and its memory, TODO list and episodes as of ``step`` (default:
+        its last committed step).
+
+        Raises:
+            AgentNotFoundError: the run has no such agent.
+        """
+        from service.agents import read_agent
+
+        return read_agent(self.id, self.location, agent_id, step)
+
+    def report(self, path: str | Path = "report.html") -> Path:
+        """Write the run's results page (plots, summary, SQL box) as one standalone HTML file; return its path."""
+        from service.report.data import load_report
+        from service.report.page import standalone_page
+
+        out = Path(path)
+        out.write_text(standalone_page(load_report(self.location)), encoding="utf-8")
+        return out
 
     def fork(self, at_step: int, run_dir: RunLocation | None = None, *, patch: dict[str, Any] | None = None,
              progress: bool | None = None, **options: Any) -> Run:

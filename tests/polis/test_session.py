@@ -132,3 +132,12 @@ def test_a_fork_starts_from_the_parents_tick_and_a_tick_it_never_had_is_refused(
     with pytest.raises(polis.PolisError, match="at_step|tick"):
         session.fork(finished, 9, tmp_path / "never")
     assert not (tmp_path / "never").exists()
+
+
+def test_an_agent_as_of_a_step_and_the_results_page_as_one_file(finished: polis.Run, tmp_path: Path) -> None:
+    agent = finished.agent(1)
+    assert agent.agent_id == 1 and agent.profile == {"name": "P1"} and agent.step == 2
+    assert finished.agent(1, step=1).step == 1
+    page = finished.report(tmp_path / "page.html")
+    html = page.read_text(encoding="utf-8")
+    assert page == tmp_path / "page.html" and "<html" in html.lower() and "front-door" in html
