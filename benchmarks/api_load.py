@@ -71,7 +71,7 @@ class Service:
                "POLIS_AUTH_TOKENS": str(tokens)}
         log = (root / "serve.log").open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+            [sys.executable, "-m", "polis.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
              "--data-dir", str(root / "data")],
             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )

@@ -1,4 +1,4 @@
-"""The engine's ``polis`` commands: run, status, estimate, query, sim-llm, spec-schema (``serve`` is ``service.cli``'s)."""
+"""The engine's ``polis`` commands: run, status, estimate, query, sim-llm, spec-schema (``serve`` is ``polis.cli``'s)."""
 
 from __future__ import annotations
 
@@ -301,7 +301,7 @@ def _spec_schema(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, Any]:
-    """The engine's commands; returns the parser and its subcommand group, which ``service.cli``
+    """The engine's commands; returns the parser and its subcommand group, which ``polis.cli``
     extends with ``serve`` (the engine never imports the service)."""
     parser = argparse.ArgumentParser(prog="polis", description="LLM-agent social simulations on Dask")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -389,7 +389,7 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None = None) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m engine.cli``: every command but ``serve`` (the ``polis`` script is ``service.cli``)."""
+    """``python -m engine.cli``: every command but ``serve`` (the ``polis`` script is ``polis.cli``)."""
     return run_command(build_parser()[0], argv)
 
 

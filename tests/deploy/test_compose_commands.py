@@ -21,14 +21,14 @@ import pytest
 
 from engine.llm.sim.process import sim_llm_process
 from engine.spec import load_spec
-from service.cli import main as polis_main
+from polis.cli import main as polis_main
 from service.errors import AuthConfigError
 from service.server import check_listen_address
 from service.settings import ServiceSettings
 from tests.deploy.compose import COMPOSE_FILE, ROOT, option, raw_compose
 
 #: The CLIs a service may run, and how to ask this checkout's (the image's) copy for its help.
-CLIS = {"polis": [sys.executable, "-m", "service.cli"], "dask": [sys.executable, "-m", "dask"]}
+CLIS = {"polis": [sys.executable, "-m", "polis.cli"], "dask": [sys.executable, "-m", "dask"]}
 EXPECTED = {"scheduler": "dask scheduler", "worker": "dask worker", "service": "polis serve", "sim-llm": "polis sim-llm"}
 #: Where the compose file mounts the volume; the image's working directory, holding examples/.
 VOLUME, WORKDIR = "/data", "/app"

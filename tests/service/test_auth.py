@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
+from polis.cli import main
 from service.auth import TokenStore, hash_token
-from service.cli import main
 from service.errors import AuthConfigError
 from service.server import check_listen_address, is_loopback
 from service.settings import ServiceSettings

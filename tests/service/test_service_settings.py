@@ -106,7 +106,7 @@ def test_polis_serve_starts_its_local_cluster_as_the_polis_variables_say(tmp_pat
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("POLIS_")},
            "POLIS_DASHBOARD_ADDRESS": f"127.0.0.1:{dashboard}", "POLIS_N_WORKERS": "1", "POLIS_THREADS_PER_WORKER": "3"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--data-dir", str(tmp_path)],
+        [sys.executable, "-m", "polis.cli", "serve", "--port", str(port), "--data-dir", str(tmp_path)],
         env=env, stderr=subprocess.PIPE, text=True,
     )
     try:

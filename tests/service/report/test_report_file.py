@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from bokeh.util.paths import bokehjs_path
 
-from service.cli import main
+from polis.cli import main
 from service.report.data import load_report
 from tests.service.browser import Browser
 from tests.service.report.test_report_data import demo_run, sweep_root  # noqa: F401 (module-scoped run fixtures)
