@@ -269,11 +269,7 @@ class ExperimentRegistry:
         while record.id in self._records:
             fresh = uuid.uuid4().hex[:12]
             record = record.model_copy(update={"id": fresh, "run_dir": run_child(self._runs_dir, fresh)})
-        self._records[record.id] = record
-        if record.idempotency is not None:
-            self._by_key[(record.owner, record.idempotency.key)] = record.id
-        for watcher in self._watchers:
-            watcher(record)
+        self._index(record)
         return record
 
     def _persist_new(self, record: ExperimentRecord) -> None:
@@ -371,13 +367,17 @@ class ExperimentRegistry:
     def _save(self, record: ExperimentRecord) -> None:
         with self._file_lock(record.id):
             atomic_write_text(self._path(record.id), record.model_dump_json(indent=2))
+        self._index(record)
+
+    def _index(self, record: ExperimentRecord) -> None:
+        """Hold ``record`` in memory, index its key, and tell the watchers when its status is new; under the lock."""
         before = self._records.get(record.id)
         self._records[record.id] = record
+        if record.idempotency is not None:
+            self._by_key[(record.owner, record.idempotency.key)] = record.id
         if before is None or before.status != record.status:
             for watcher in self._watchers:
                 watcher(record)
-        if record.idempotency is not None:
-            self._by_key[(record.owner, record.idempotency.key)] = record.id
 
     def _load(self) -> None:
         # Temp files start with "." and do not end in .json, so a crash mid-write never shows up here.
@@ -391,9 +391,7 @@ class ExperimentRegistry:
             if adopted is not record:
                 self._save(adopted)
             else:
-                self._records[record.id] = record
-                if record.idempotency is not None:
-                    self._by_key[(record.owner, record.idempotency.key)] = record.id
+                self._index(record)
 
 
 def _adopted(record: ExperimentRecord) -> ExperimentRecord:

@@ -49,6 +49,17 @@ class ServiceState:
     stream_slots: Slots = field(default_factory=lambda: Slots("event streams", (16, "POLIS_EVENTS_MAX_STREAMS_PER_OWNER")))
 
 
+    def check_llm_calls(self, owner: str, what: str, wanted: int = 1) -> None:
+        """Refuse ``what`` when ``owner``'s LLM calls left today (quota ``max_llm_calls_per_day``) are fewer than ``wanted``.
+
+        Raises:
+            QuotaExceededError: ``wanted`` is over the whole daily quota (422).
+            DailyQuotaExceededError: over what is left today (429).
+        """
+        limit = self.intake.quotas.for_owner(owner).max_llm_calls_per_day
+        self.submitter.llm_calls.check(owner, limit, wanted=wanted, what=what)
+
+
 async def get_state(request: Request) -> ServiceState:
     """The service state of the app handling ``request`` (a FastAPI dependency; ``async``: no threadpool hop)."""
     state: ServiceState = request.app.state.polis

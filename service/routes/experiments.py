@@ -47,8 +47,7 @@ async def submit_experiment(
     body returns the experiment the first request made (``Idempotent-Replayed: true``), however often it is
     sent and across restarts; the same key with another body is a 409.
     """
-    state.submitter.llm_calls.check(caller.owner, state.intake.quotas.for_owner(caller.owner).max_llm_calls_per_day,
-                                    what="a new experiment")
+    state.check_llm_calls(caller.owner, "a new experiment")
     idempotency = None
     if idempotency_key is not None:
         idempotency = Idempotency(key=idempotency_key, body_sha256=hashlib.sha256(await request.body()).hexdigest())
@@ -102,8 +101,7 @@ async def resume_experiment(
     409 while the experiment is queued or running.
     """
     state.registry.get(experiment_id, caller)
-    state.submitter.llm_calls.check(caller.owner, state.intake.quotas.for_owner(caller.owner).max_llm_calls_per_day,
-                                    what="resuming an experiment")
+    state.check_llm_calls(caller.owner, "resuming an experiment")
     record = await state.engine.call(state.submitter.resume, experiment_id, caller, body.budget if body is not None else None)
     return ExperimentAccepted.from_record(record, state.experiment_dashboard_link)
 

@@ -70,8 +70,7 @@ async def fork_experiment(
     The parent is not changed. 409 while the parent is queued or running.
     """
     parent = state.registry.get(experiment_id, caller)
-    state.submitter.llm_calls.check(caller.owner, state.intake.quotas.for_owner(caller.owner).max_llm_calls_per_day,
-                                    what="a fork")
+    state.check_llm_calls(caller.owner, "a fork")
     if parent.status in ACTIVE_STATUSES:
         raise ExperimentBusyError(parent.id, parent.status, "fork")
     if parent.spec.get("sweep") is not None:

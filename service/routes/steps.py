@@ -82,8 +82,7 @@ async def add_steps(
     quota = state.intake.quotas.for_owner(record.owner)
     check_added_steps(len(body.steps), quota, record.owner)
     spec = extend_spec(ExperimentSpec.model_validate(record.spec), body.steps)
-    state.submitter.llm_calls.check(record.owner, quota.max_llm_calls_per_day, what="the added steps",
-                                    wanted=least_llm_calls(body.steps, len(spec.all_agents())))
+    state.check_llm_calls(record.owner, "the added steps", wanted=least_llm_calls(body.steps, len(spec.all_agents())))
     status = read_society_step(record.run_dir)
     if status is None:
         raise SpecRejectedError("the experiment's run never started, so there is no stored run to add steps to; resubmit it")
