@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 
 from service.settings import ServiceSettings
+from tests.engine.results.report_specs import demo_with_questionnaire, sweep_2x2
 from tests.service.browser import Browser
 from tests.service.live import serve, wait_until_final
-from tests.service.report.report_specs import demo_with_questionnaire, sweep_2x2
 
 DOCS = Path(__file__).resolve().parent
 

@@ -20,6 +20,7 @@ __all__ = ["build_parser", "main", "run_command", "with_max_calls"]
 
 
 def _load_run_spec(args: argparse.Namespace, run_dir: Path | str):
+    from engine.society.run.extend import stored_spec
     from engine.spec import load_spec
 
     if (args.config is None) != (args.steps is None):
@@ -32,7 +33,7 @@ def _load_run_spec(args: argparse.Namespace, run_dir: Path | str):
         return ReferenceSettings().apply(load_reference(args.config, args.steps, name=run_name(run_dir)))
     if args.spec is None and not args.resume:
         raise SpecError("give a SPEC (or --config and --steps), or --resume to continue the run in --run-dir")
-    spec = load_spec(args.spec) if args.spec else _stored_spec(run_dir)
+    spec = load_spec(args.spec) if args.spec else stored_spec(run_dir)
     if args.add_steps is None:
         return spec
     if not args.resume:
@@ -231,18 +232,6 @@ def _status(args: argparse.Namespace) -> int:
     if lease:
         print(f"driver: pid {lease.get('pid')} on {lease.get('host')}, lease {'released' if lease.get('released') else 'held'}")
     return 0
-
-
-def _stored_spec(run_dir: Path | str):
-    from engine.society.status import read_society
-    from engine.spec import parse_spec
-    from engine.storage.atomic import read_json
-    from engine.storage.sweep_layout import SWEEP_FILE
-
-    stored = read_society(run_dir) or (read_json(run_dir / SWEEP_FILE, default=None) if isinstance(run_dir, Path) else None)
-    if stored is None:
-        raise SpecError(f"{run_dir} holds no run to resume (no SOCIETY.json or {SWEEP_FILE})")
-    return parse_spec(stored["spec"])
 
 
 async def _estimate(args: argparse.Namespace) -> int:

@@ -21,7 +21,11 @@
     │   ├── StoreKeyError         a store key that is no relative '/'-path (empty, absolute, '..', backslash, NUL)
     │   ├── StoreKeyNotFoundError a key the store does not hold (names the key and the store)
     │   ├── StoreUrlError         a storage location of an unknown scheme, or whose fsspec package is not installed
-    │   └── StoreUnavailableError a store that fails its preflight probe (no bucket, no credentials, read-only)
+    │   ├── StoreUnavailableError a store that fails its preflight probe (no bucket, no credentials, read-only)
+    │   ├── NotARunError          a path or URL that holds no run and no sweep (the message says what it holds)
+    │   ├── DatasetNotFoundError  no dataset of that name in a run's results (or a name no dataset can have)
+    │   ├── AgentNotFoundError    no agent of that id in a run
+    │   └── AgentFileNotFoundError no such file in an agent's workspace, or a path that leaves it
     └── RunError                  the society / run lifecycle
         ├── RunLockedError        another live driver holds the run directory's lease
         ├── StaleRunError         a task of a driver session that no longer holds the run
@@ -35,7 +39,10 @@ from __future__ import annotations
 
 __all__ = [
     "AgentError",
+    "AgentFileNotFoundError",
+    "AgentNotFoundError",
     "BudgetExhaustedError",
+    "DatasetNotFoundError",
     "EnvError",
     "EnvMetricError",
     "EnvUnavailableError",
@@ -43,6 +50,7 @@ __all__ = [
     "LLMCallError",
     "LLMError",
     "LLMRateLimitError",
+    "NotARunError",
     "OverBudgetError",
     "PackCorruptError",
     "PolisError",
@@ -202,6 +210,61 @@ class StoreUrlError(StorageError):
 
 class StoreUnavailableError(StorageError):
     """A store that fails its preflight probe (write, read back, delete): the message names the store and the cause."""
+
+
+class NotARunError(StorageError):
+    """A path or store URL that holds neither a run nor a sweep (the message says what it found there)."""
+
+
+class DatasetNotFoundError(StorageError):
+    """No dataset of this name in a run's results.
+
+    Args:
+        run: the run's id or name, as the caller knows it.
+        name: the dataset asked for.
+        reason: why, when it is more than "not there" (e.g. a name no dataset can have).
+    """
+
+    def __init__(self, run: str, name: str, reason: str | None = None) -> None:
+        message = f"run {run!r} has no dataset {name!r}"
+        super().__init__(f"{message}: {reason}" if reason else message)
+        self.run, self.name, self.reason = run, name, reason
+
+    def __reduce__(self) -> tuple[type[DatasetNotFoundError], tuple[str, str, str | None]]:
+        return type(self), (self.run, self.name, self.reason)
+
+
+class AgentNotFoundError(StorageError):
+    """No agent with this id in a run.
+
+    Args:
+        run: the run's id or name.
+        agent_id: the agent asked for.
+    """
+
+    def __init__(self, run: str, agent_id: int) -> None:
+        super().__init__(f"run {run!r} has no agent {agent_id}")
+        self.run, self.agent_id = run, agent_id
+
+    def __reduce__(self) -> tuple[type[AgentNotFoundError], tuple[str, int]]:
+        return type(self), (self.run, self.agent_id)
+
+
+class AgentFileNotFoundError(StorageError):
+    """No such file in an agent's workspace, or a path that is not one.
+
+    Args:
+        run: the run's id or name.
+        agent_id: the agent.
+        path: the path asked for.
+    """
+
+    def __init__(self, run: str, agent_id: int, path: str) -> None:
+        super().__init__(f"agent {agent_id} of run {run!r} has no file {path!r}")
+        self.run, self.agent_id, self.path = run, agent_id, path
+
+    def __reduce__(self) -> tuple[type[AgentFileNotFoundError], tuple[str, int, str]]:
+        return type(self), (self.run, self.agent_id, self.path)
 
 
 class RunError(PolisError):

@@ -14,13 +14,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.errors import PolisError, SpecError, StorageError
+from engine.errors import (
+    AgentNotFoundError,
+    DatasetNotFoundError,
+    NotARunError,
+    PolisError,
+    RunError,
+    SpecError,
+    StorageError,
+)
+from engine.results import AgentMemory
 from engine.run_progress import RunProgress
 from engine.run_status import RunStatus
 from engine.settings import EngineSettings
 from engine.spec import (
     AgentSpec,
     AskStep,
+    BudgetSpec,
     EnvironmentSpec,
     EnvModuleSpec,
     ExperimentSpec,
@@ -36,13 +46,18 @@ from polis.run import Run, open_run
 from polis.session import PolisUsageError, RunFuture, Session, SpecLike, default_session
 
 __all__ = [
+    "AgentMemory",
+    "AgentNotFoundError",
     "AgentSpec",
     "AskStep",
+    "BudgetSpec",
+    "DatasetNotFoundError",
     "EngineSettings",
     "EnvModuleSpec",
     "EnvironmentSpec",
     "ExperimentSpec",
     "InterveneStep",
+    "NotARunError",
     "PolisError",
     "PolisUsageError",
     "QuestionSpec",
@@ -50,6 +65,7 @@ __all__ = [
     "RemoteRun",
     "RemoteSession",
     "Run",
+    "RunError",
     "RunFuture",
     "RunProgress",
     "RunStatus",

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import StorageError
+from engine.errors import DatasetNotFoundError, NotARunError, RunError, StorageError
+from engine.results import load_report, read_agent
 from engine.run_status import RunStatus
 from engine.society.lease import effective_status
+from engine.society.run.extend import stored_spec
 from engine.society.status import read_society_step
+from engine.spec import AskStep, BudgetSpec, QuestionSpec, StepSpec
 from engine.storage.reader import ReplayReader
 from engine.storage.run_layout import RunLocation, resolve_location, run_name
 from engine.storage.sweep_layout import read_sweep_manifest
@@ -19,8 +23,9 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
+    from engine.results import AgentMemory
     from engine.society.run.runner import RunSummary
-    from service.schemas import AgentMemory
+    from polis.session import Session
 
 __all__ = ["Run", "open_run"]
 
@@ -34,11 +39,14 @@ class Run:
     Args:
         location: the run directory, its store URL (``s3://bucket/prefix/name``) or a sweep root.
         summary: what the run's driver reported when it ended, if this process drove it.
+        session: the session that ran or opened it, which :meth:`fork`, :meth:`resume`, :meth:`ask` and
+            :meth:`interview` run on (default: :func:`polis.default_session`).
     """
 
-    def __init__(self, location: RunLocation, summary: RunSummary | None = None) -> None:
+    def __init__(self, location: RunLocation, summary: RunSummary | None = None, *, session: Session | None = None) -> None:
         self.location: Path | str = resolve_location(location)  #: the directory (absolute) or URL
         self._summary = summary
+        self._session = session
         self._reader: ReplayReader | None = None
         self._lock = threading.Lock()
 
@@ -87,7 +95,7 @@ class Run:
         """One dataset, whole, as an Arrow table (``SELECT * FROM name``; no row limit)."""
         reader = self._read()
         if name not in reader.datasets():
-            raise StorageError(f"{self.location} has no dataset {name!r}; it has: {', '.join(reader.datasets())}")
+            raise DatasetNotFoundError(self.id, name, f"it has {', '.join(reader.datasets()) or 'none yet'}")
         return reader.query(f'SELECT * FROM "{name}"')
 
     def df(self, name: str) -> pd.DataFrame:
@@ -118,14 +126,11 @@ class Run:
         Raises:
             AgentNotFoundError: the run has no such agent.
         """
-        from service.agents import read_agent
-
         return read_agent(self.id, self.location, agent_id, step)
 
     def report(self, path: str | Path = "report.html") -> Path:
         """Write the run's results page (plots, summary, SQL box) as one standalone HTML file; return its path."""
-        from service.report.data import load_report
-        from service.report.page import standalone_page
+        from service.report.page import standalone_page  # Bokeh and Jinja: only when a page is asked for
 
         out = Path(path)
         out.write_text(standalone_page(load_report(self.location)), encoding="utf-8")
@@ -133,11 +138,70 @@ class Run:
 
     def fork(self, at_step: int, run_dir: RunLocation | None = None, *, patch: dict[str, Any] | None = None,
              progress: bool | None = None, **options: Any) -> Run:
-        """A new run from this one's state at its committed tick ``at_step``; see :meth:`polis.Session.fork`
-        (it runs on the default session)."""
+        """A new run from this one's state at its committed tick ``at_step``; see :meth:`polis.Session.fork`."""
+        return self._on_session().fork(self, at_step, run_dir, patch=patch, progress=progress, **options)
+
+    def resume(self, *, steps: Sequence[StepSpec | Mapping[str, Any]] = (), budget: BudgetSpec | Mapping[str, Any] | None = None,
+               progress: bool | None = None, **options: Any) -> Run:
+        """Continue this run from its last committed transaction (after a cancel, a crash or a spent budget),
+        optionally with steps appended or a new budget; see :meth:`polis.Session.resume`."""
+        self.close()
+        return self._on_session().resume(self, steps=steps, budget=budget, progress=progress, **options)
+
+    def ask(self, question: str, *, as_of_step: int | None = None, progress: bool | None = None) -> str:
+        """Ask the society a question (the plan-and-execute helper reads the env and may interview agents);
+        the answer is also kept as a ``society_queries`` row. Nothing else of the run changes.
+
+        Args:
+            question: the question.
+            as_of_step: answer as the society was at this kept tick (``snapshots.keep``).
+
+        Raises:
+            RunError: the helper found no answer (its error is the message); the row says ``failed``.
+        """
+        index = self._append(AskStep(question=question, as_of_step=as_of_step), progress)
+        rows = self.sql("SELECT status, answer, error FROM society_queries WHERE step_index = $i", {"i": index}).to_pylist()
+        if not rows:
+            raise RunError(f"the ask step {index} of {self.id} left no answer (status {self.status})")
+        if rows[0]["status"] != "ok":
+            raise RunError(f"the ask step {index} of {self.id} failed: {rows[0]['error']}")
+        return str(rows[0]["answer"])
+
+    def interview(self, questions: str | Sequence[str | QuestionSpec | Mapping[str, Any]], *,
+                  agents: Sequence[int] | None = None, as_of_step: int | None = None, questionnaire_id: str | None = None,
+                  progress: bool | None = None) -> pd.DataFrame:
+        """Put questions to the agents (all, or ``agents``) as a questionnaire; each answers in character, read-only.
+
+        Args:
+            questions: one question, or several: texts (free-text answers, ids ``q1``, ``q2`` ...), or
+                questions with a ``response_type`` and ``choices`` (:class:`polis.QuestionSpec` or dicts).
+            agents: the agents to ask (default: every agent).
+            as_of_step: answer as the agents were at this kept tick (``snapshots.keep``).
+            questionnaire_id: the id its rows carry (default ``interview-<step index>``).
+
+        Returns:
+            This step's rows of ``questionnaire_answers``: one per agent and question, with ``parse_success`` and
+            ``error`` for answers that did not parse (they are kept, never replaced).
+        """
+        texts = [questions] if isinstance(questions, str) else list(questions)
+        asked = [{"id": f"q{n}", "prompt": q} if isinstance(q, str) else q for n, q in enumerate(texts, 1)]
+        index = len(stored_spec(self.location).steps)
+        step = {"type": "questionnaire", "questionnaire_id": questionnaire_id or f"interview-{index}", "questions": asked,
+                "target_agent_ids": list(agents) if agents is not None else None, "as_of_step": as_of_step}
+        self._append(step, progress)
+        return self.sql("SELECT * FROM questionnaire_answers WHERE step_index = $i ORDER BY agent_id, question_id",
+                        {"i": index}).to_pandas()
+
+    def _append(self, step: StepSpec | Mapping[str, Any], progress: bool | None) -> int:
+        """Run one more step on this stored run; return its index in the run's spec."""
+        index = len(stored_spec(self.location).steps)
+        self.resume(steps=[step], progress=progress)
+        return index
+
+    def _on_session(self) -> Session:
         from polis.session import default_session
 
-        return default_session().fork(self, at_step, run_dir, patch=patch, progress=progress, **options)
+        return self._session if self._session is not None else default_session()
 
     def close(self) -> None:
         """Close the reader (a later read opens it again)."""
@@ -169,18 +233,18 @@ class Run:
         return next((status for status in order if status in seen), RunStatus.COMPLETED)
 
 
-def open_run(location: RunLocation) -> Run:
+def open_run(location: RunLocation, *, session: Session | None = None) -> Run:
     """Open a stored run: a run directory, a store URL or a sweep root.
 
     Raises:
-        StorageError: ``location`` holds no run and no sweep; the message says what it found there.
+        NotARunError: ``location`` holds no run and no sweep; the message says what it found there.
     """
     where = resolve_location(location)
     if isinstance(where, Path) and not where.is_dir():
-        raise StorageError(f"{where} is not a run: {_what_is_there(where)}")
-    run = Run(where)
+        raise NotARunError(f"{where} is not a run: {_what_is_there(where)}")
+    run = Run(where, session=session)
     if not run.is_sweep and read_society_step(where) is None:
-        raise StorageError(f"{where} is not a run: {_what_is_there(where)}")
+        raise NotARunError(f"{where} is not a run: {_what_is_there(where)}")
     return run
 
 

@@ -1,7 +1,7 @@
 """A Session: one settings tree and one Dask client, on a loop thread of its own, reused by every run.
 
 Runs are driven on the session's own event loop thread (as the service drives its runs on
-``service.engine_loop.EngineLoop``), so the synchronous :meth:`Session.run` works the same in a script, in a
+``engine.engine_loop.EngineLoop``), so the synchronous :meth:`Session.run` works the same in a script, in a
 REPL and in a Jupyter cell, whose kernel already runs an event loop on the main thread. Async code awaits
 :meth:`Session.arun` instead; :meth:`Session.submit` returns a :class:`RunFuture` at once.
 
@@ -21,22 +21,23 @@ import importlib.machinery
 import re
 import sys
 import threading
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.engine_loop import EngineLoop
 from engine.errors import PolisError
 from engine.population import spec_folder
 from engine.run_progress import RunProgress
 from engine.settings import EngineSettings
 from engine.society.run.cluster import open_client
 from engine.society.run.dashboard import experiment_page
+from engine.society.run.extend import extend_spec, parse_steps, stored_spec
 from engine.society.run.sweep import run_spec
-from engine.spec import ExperimentSpec, load_spec, parse_spec
+from engine.spec import BudgetSpec, ExperimentSpec, StepSpec, load_spec, parse_spec
 from engine.storage.run_layout import RunLocation, resolve_location, run_name
 from polis.progress import ProgressBar
 from polis.run import Run
-from service.engine_loop import EngineLoop
 
 __all__ = ["PolisUsageError", "RunFuture", "Session", "SpecLike", "as_spec", "default_session"]
 
@@ -129,7 +130,7 @@ class Session:
         async def drive(on_progress: Callable[[RunProgress], None]) -> Run:
             summary = await run_spec(parsed, location, self._client, on_progress=on_progress,
                                      experiment_id=run_name(location), **{**self.settings.run_options(), **options})
-            return Run(location, summary)
+            return Run(location, summary, session=self)
 
         return self._start(drive, location, progress)
 
@@ -154,7 +155,37 @@ class Session:
             _, summary = await fork_experiment(source, at_step, location, self._client, patch=dict(patch) if patch else None,
                                                on_progress=on_progress, experiment_id=run_name(location),
                                                **{**self.settings.run_options(), **options})
-            return Run(location, summary)
+            return Run(location, summary, session=self)
+
+        return self._start(drive, location, progress).result()
+
+    def resume(self, run: Run | RunLocation, *, steps: Sequence[StepSpec | Mapping[str, Any]] = (),
+               budget: BudgetSpec | Mapping[str, Any] | None = None, progress: bool | None = None, **options: Any) -> Run:
+        """Continue a stored run from its last committed transaction, to the end of its spec.
+
+        Args:
+            run: the run (a :class:`Run`, its directory or store URL, or a sweep root).
+            steps: questionnaire, ask or intervene steps to append first (models or dicts); their answers land
+                in the run's own datasets.
+            budget: a new budget for what follows (``{"max_calls": 500}``): the one change resuming allows.
+            progress: show a progress bar; default: when interactive.
+            **options: more for the run driver (``force=True`` resumes although the spec changed).
+
+        Raises:
+            SpecError: the run holds no spec, or the steps or budget are invalid (field paths), before the cluster.
+        """
+        _refuse_inside_a_loop("resume", "arun")
+        location = run.location if isinstance(run, Run) else resolve_location(run)
+        spec = stored_spec(location)
+        if steps:
+            spec = extend_spec(spec, parse_steps([_plain(step) for step in steps]))
+        if budget is not None:
+            spec = parse_spec({**spec.model_dump(mode="json"), "budget": _plain(budget)})
+
+        async def drive(on_progress: Callable[[RunProgress], None]) -> Run:
+            summary = await run_spec(spec, location, self._client, on_progress=on_progress, resume=True,
+                                     experiment_id=run_name(location), **{**self.settings.run_options(), **options})
+            return Run(location, summary, session=self)
 
         return self._start(drive, location, progress).result()
 
@@ -188,7 +219,7 @@ class Session:
         """Open a stored run (directory, store URL or sweep root); see :func:`polis.open_run`."""
         from polis.run import open_run
 
-        return open_run(location)
+        return open_run(location, session=self)
 
     # ---- the cluster ---------------------------------------------------------------------------------------
     @property
@@ -264,6 +295,11 @@ def default_session() -> Session:
             _DEFAULT.append(Session())
             atexit.register(_DEFAULT[0].close)
         return _DEFAULT[0]
+
+
+def _plain(value: Any) -> Any:
+    """A model as the JSON-ready dict a spec holds; anything else as it is."""
+    return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
 
 
 def _default_run_dir(name: str) -> Path:

@@ -13,10 +13,10 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from engine.api import EngineLoop
 from engine.errors import PolisError, SpecError
 from service.auth import TokenStore
 from service.disk_usage import DiskLedger
-from service.engine_loop import EngineLoop
 from service.errors import ServiceError, SpecRejectedError, TooManyRequestsError, UnauthorizedError, status_code_for
 from service.intake import Intake
 from service.limits import BodyLimit, Slots, validation_error_response
@@ -44,7 +44,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
 
     Returns:
         The app. On startup it opens the shared Dask client (``open_client``: the scheduler's, or a
-        LocalCluster) on an :class:`~service.engine_loop.EngineLoop`, where every run then executes;
+        LocalCluster) on an :class:`~engine.engine_loop.EngineLoop`, where every run then executes;
         requests are answered on uvicorn's loop. Experiments still running at shutdown are cancelled
         and marked ``interrupted`` (``resume_on_start``); at start-up, what the last process left
         queued or running is queued again.

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 from fastapi import Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine.storage.atomic import atomic_write_text
+from engine.api import atomic_write_text
 from service.errors import AuthConfigError, UnauthorizedError
 
 __all__ = [

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.storage.run_layout import is_url, run_store
+from engine.api import is_url, run_store
 from service.errors import ExperimentNotFoundError
 from service.registry import ACTIVE_STATUSES, ExperimentRecord, ExperimentRegistry
 

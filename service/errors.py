@@ -4,8 +4,6 @@
     ├── AuthConfigError                   the token or grants file is unreadable (startup)   → 500
     ├── UnauthorizedError                 no bearer token, or an unknown one                 → 401
     ├── ExperimentNotFoundError           no experiment with that id (or another owner's)    → 404
-    ├── DatasetNotFoundError              no dataset with that name in the run               → 404
-    ├── AgentNotFoundError                no agent with that id in the run                   → 404
     ├── ExperimentNotRunningError         cancel asked of a finished experiment              → 409
     ├── ExperimentBusyError               delete, resume, steps or fork of a live experiment → 409
     ├── IdempotencyConflictError          an Idempotency-Key reused with another body        → 409
@@ -19,6 +17,7 @@
         └── CredentialNotGrantedError     a key variable or endpoint not granted to the owner
 
 Engine errors (``engine.errors``) know nothing about HTTP; :func:`status_code_for` maps them:
+``DatasetNotFoundError``, ``AgentNotFoundError`` and ``AgentFileNotFoundError`` (what the read side raises) → 404,
 ``SpecError`` → 422, ``QueryError`` → 400, ``ForkError`` (e.g. an ``as_of_step`` on a tick the stored run no
 longer keeps) → 409, any other ``PolisError`` → 500. ``POST /experiments/{id}/fork`` refuses a tick its parent
 no longer keeps before any experiment is made, as a ``SpecRejectedError`` at ``at_step`` (422): there the tick
@@ -27,15 +26,20 @@ is the request's own field.
 
 from __future__ import annotations
 
-from engine.errors import ForkError, PolisError, QueryError, SpecError
+from engine.errors import (
+    AgentFileNotFoundError,
+    AgentNotFoundError,
+    DatasetNotFoundError,
+    ForkError,
+    PolisError,
+    QueryError,
+    SpecError,
+)
 
 __all__ = [
-    "AgentFileNotFoundError",
-    "AgentNotFoundError",
     "AuthConfigError",
     "CredentialNotGrantedError",
     "DailyQuotaExceededError",
-    "DatasetNotFoundError",
     "ExperimentBusyError",
     "ExperimentNotFoundError",
     "ExperimentNotRunningError",
@@ -74,50 +78,6 @@ class ExperimentNotFoundError(ServiceError):
     def __init__(self, experiment_id: str) -> None:
         super().__init__(f"experiment {experiment_id!r} not found")
         self.experiment_id = experiment_id
-
-
-class DatasetNotFoundError(ServiceError):
-    """No dataset with this name in an experiment's results.
-
-    Args:
-        experiment_id: the experiment whose results were searched.
-        name: the dataset name that was asked for.
-        reason: why, when it is more than "not there" (e.g. an invalid name).
-    """
-
-    def __init__(self, experiment_id: str, name: str, reason: str | None = None) -> None:
-        message = f"experiment {experiment_id!r} has no dataset {name!r}"
-        super().__init__(f"{message}: {reason}" if reason else message)
-        self.experiment_id = experiment_id
-        self.name = name
-
-
-class AgentFileNotFoundError(ServiceError):
-    """No such file in an agent's workspace (or a path that is not one).
-
-    Args:
-        experiment_id: the experiment.
-        agent_id: the agent.
-        path: the path asked for.
-    """
-
-    def __init__(self, experiment_id: str, agent_id: int, path: str) -> None:
-        super().__init__(f"agent {agent_id} of experiment {experiment_id!r} has no file {path!r}")
-        self.experiment_id, self.agent_id, self.path = experiment_id, agent_id, path
-
-
-class AgentNotFoundError(ServiceError):
-    """No agent with this id in an experiment's run.
-
-    Args:
-        experiment_id: the experiment.
-        agent_id: the agent id that was asked for.
-    """
-
-    def __init__(self, experiment_id: str, agent_id: int) -> None:
-        super().__init__(f"experiment {experiment_id!r} has no agent {agent_id}")
-        self.experiment_id = experiment_id
-        self.agent_id = agent_id
 
 
 class ExperimentNotRunningError(ServiceError):

@@ -37,9 +37,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from engine.api import ExperimentSpec, LLMClientSpec, LLMSpec, check_grid_keys, format_validation_error
 from engine.errors import SpecError
-from engine.spec import ExperimentSpec, LLMClientSpec, LLMSpec, format_validation_error
-from engine.sweep import check_grid_keys
 from service.errors import AuthConfigError, CredentialNotGrantedError
 from service.quotas import QuotaOverride
 

@@ -36,12 +36,17 @@ from typing import Any, Literal
 import yaml
 from starlette.requests import Request
 
-from engine.env.input_files import InputRoots, input_roots, resolve_input_file
-from engine.env.registry import resolve_env_module
+from engine.api import (
+    MAX_CELLS,
+    ExperimentSpec,
+    InputRoots,
+    input_roots,
+    parse_spec,
+    read_population_files,
+    resolve_env_module,
+    resolve_input_file,
+)
 from engine.errors import SpecError
-from engine.population import read_population_files
-from engine.spec import ExperimentSpec, parse_spec
-from engine.sweep import MAX_CELLS
 from service.errors import SpecTooLargeError, UnsupportedMediaTypeError
 from service.grants import Grants, read_grants_file
 from service.quotas import Quotas, check_counts, check_disk

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.storage.atomic import atomic_write_json, read_json
+from engine.api import atomic_write_json, read_json
 from service.errors import DailyQuotaExceededError, QuotaExceededError
 
 __all__ = ["LlmCallLedger", "seconds_to_midnight_utc", "today_utc"]

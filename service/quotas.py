@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.spec import QuestionnaireStep, RunStep, StepSpec
+from engine.api import QuestionnaireStep, RunStep, StepSpec
 from service.errors import QuotaExceededError
 from service.settings import ServiceSettings
 from service.spec_counts import SpecCounts

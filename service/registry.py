@@ -26,11 +26,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from engine.api import ExperimentSpec, as_location, atomic_write_text, read_json, run_child, run_store
 from engine.errors import StorageError
 from engine.run_status import RunStatus
-from engine.spec import ExperimentSpec
-from engine.storage.atomic import atomic_write_text, read_json
-from engine.storage.run_layout import as_location, run_child, run_store
 from service.auth import LOCAL_ADMIN, Principal
 from service.errors import ExperimentBusyError, ExperimentNotFoundError, IdempotencyConflictError
 

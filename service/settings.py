@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from engine.settings import EngineSettings
+from engine.api import EngineSettings
 
 __all__ = ["ServiceSettings"]
 

@@ -26,9 +26,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.api import CappedResult, QueryLimits, ReplayReader
 from engine.errors import QueryError
-from engine.storage.query_limits import QueryLimits
-from engine.storage.reader import CappedResult, ReplayReader
 from service.errors import NotAcceptableError
 
 __all__ = [

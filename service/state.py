@@ -7,10 +7,9 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from engine.storage.query_limits import QueryLimits
+from engine.api import EngineLoop, QueryLimits
 from service.auth import TokenStore
 from service.disk_usage import DiskLedger
-from service.engine_loop import EngineLoop
 from service.intake import Intake
 from service.limits import Slots
 from service.metrics import ServiceMetrics

@@ -24,22 +24,30 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from engine.api import (
+    SWEEP_FILE,
+    BudgetSpec,
+    ExperimentSpec,
+    ForkSpec,
+    RunSummary,
+    SweepCell,
+    check_as_of_kept,
+    cluster_dashboard,
+    completed_steps_at,
+    experiment_page,
+    extend_spec,
+    find_fork_point,
+    has_society_step,
+    materialize_fork,
+    open_client,
+    parse_spec,
+    plan_fork,
+    run_spec,
+    run_store,
+)
 from engine.errors import ForkError, PolisError, SpecError
 from engine.run_progress import RunProgress
 from engine.run_status import ENDED_STATUSES, RunStatus
-from engine.society.fork.as_of import check_as_of_kept
-from engine.society.fork.materialize import find_fork_point, materialize_fork, plan_fork
-from engine.society.fork.plan import ForkSpec, completed_steps_at
-from engine.society.run.cluster import open_client
-from engine.society.run.dashboard import cluster_dashboard, experiment_page
-from engine.society.run.extend import extend_spec
-from engine.society.run.runner import RunSummary
-from engine.society.run.sweep import run_spec
-from engine.society.status import has_society_step
-from engine.spec import BudgetSpec, ExperimentSpec, parse_spec
-from engine.storage.run_layout import run_store
-from engine.storage.sweep_layout import SWEEP_FILE
-from engine.sweep import SweepCell
 from service.auth import LOCAL_ADMIN, Principal
 from service.errors import ExperimentBusyError, ExperimentNotFoundError, ExperimentNotRunningError, SpecRejectedError
 from service.events import EventHub

@@ -2,6 +2,8 @@
 
 - nothing in ``engine`` imports ``service`` (the control plane sits on the engine, never under it);
 - nothing in ``engine`` or ``service`` imports ``polis`` (the front door sits on both);
+- ``service`` reaches the engine through one doorway, :mod:`engine.api`, plus the engine's value modules its
+  HTTP client shares (errors, statuses, progress), and nothing else of the engine;
 - nothing in ``engine.llm``, ``engine.storage`` or ``engine.trace`` imports agent, env or society
   code (the lower layers know no simulation);
 - nothing in ``engine.agent`` or ``engine.env`` imports the society or the CLI;
@@ -86,6 +88,34 @@ def test_the_graph_reader_sees_imports_of_every_kind(tmp_path: Path):
 
 def test_engine_never_imports_the_service():
     assert violations(("engine",), ("service",)) == []
+
+
+#: What ``service`` may import of the engine: the doorway and the value modules its client shares.
+SERVICE_DOORWAY = ("engine.api", "engine.errors", "engine.run_status", "engine.run_progress")
+
+
+def engine_modules_outside(packages: tuple[str, ...], allowed: tuple[str, ...], root: Path = ROOT) -> list[str]:
+    """Each import of an ``engine`` module by ``packages`` that is not one of ``allowed`` (or a name in one)."""
+    found = []
+    for path in sources(packages, root):
+        modules = {name for name in imported(path, root) if name == "engine" or name.startswith("engine.")}
+        # ``from engine.api import X`` also records ``engine.api.X``: a name inside an allowed module.
+        outside = sorted(name for name in modules if not any(name == a or name.startswith(a + ".") for a in allowed))
+        found.extend(f"{path.relative_to(root)} imports {name}" for name in outside)
+    return found
+
+
+def test_the_doorway_rule_sees_a_deep_import(tmp_path: Path):
+    (tmp_path / "service").mkdir()
+    (tmp_path / "service" / "probe.py").write_text("from engine.api import run_spec\nfrom engine.society.run import sweep\n")
+    assert engine_modules_outside(("service",), SERVICE_DOORWAY, tmp_path) == [
+        "service/probe.py imports engine.society.run",
+        "service/probe.py imports engine.society.run.sweep",
+    ]
+
+
+def test_the_service_reaches_the_engine_through_one_doorway():
+    assert engine_modules_outside(("service",), SERVICE_DOORWAY) == []
 
 
 def test_nothing_below_the_front_door_imports_it():

@@ -1,6 +1,6 @@
 """The results page as one HTML document: served by the service, or standalone for ``polis report``.
 
-Both come from the template ``templates/report.html`` and the same :class:`~service.report.data.ReportData`:
+Both come from the template ``templates/report.html`` and the same :class:`~engine.results.ReportData`:
 
 - **served** (:func:`served_page`): BokehJS is loaded from the service itself (:data:`BOKEH_STATIC_URL`,
   the files shipped in the bokeh wheel, mounted by :func:`mount_bokeh_static`), never from a CDN; the page
@@ -22,7 +22,7 @@ from bokeh.util.paths import bokehjs_path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from service.report.data import ReportData
+from engine.api import ReportData
 from service.report.plots import build_sections, layout_signature
 
 __all__ = ["BOKEH_STATIC_URL", "SQL_EXAMPLE", "SWEEP_SQL_EXAMPLE", "mount_bokeh_static", "served_page", "standalone_page"]

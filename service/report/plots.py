@@ -16,8 +16,7 @@ from bokeh.models.annotations import Legend, Title
 from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
-from service.report.data import ReportData
-from service.report.series import Panel
+from engine.api import Panel, ReportData
 
 __all__ = ["PLOT_HEIGHT", "PLOT_WIDTH", "build_sections", "layout_signature", "source_name"]
 

@@ -8,9 +8,8 @@ from typing import Any
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.api import ExperimentSpec, has_society_step
 from engine.errors import SpecError
-from engine.society.status import has_society_step
-from engine.spec import ExperimentSpec
 from service.auth import Caller
 from service.errors import ExperimentBusyError, SpecRejectedError
 from service.openapi import error_example

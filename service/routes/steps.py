@@ -8,8 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.society.status import read_society_step
-from engine.spec import ExperimentSpec, StepSpec
+from engine.api import ExperimentSpec, StepSpec, read_society_step
 from service.auth import Caller
 from service.errors import ExperimentBusyError, SpecRejectedError
 from service.openapi import error_example

@@ -141,3 +141,39 @@ def test_an_agent_as_of_a_step_and_the_results_page_as_one_file(finished: polis.
     page = finished.report(tmp_path / "page.html")
     html = page.read_text(encoding="utf-8")
     assert page == tmp_path / "page.html" and "<html" in html.lower() and "front-door" in html
+
+
+def test_a_run_stopped_by_its_budget_resumes_with_a_new_one_and_ends_as_one_run(session: polis.Session, tmp_path: Path) -> None:
+    short = session.run(spec_data("short", budget={"max_calls": 2}), tmp_path / "short", progress=False)
+    assert short.status == "budget_exhausted" and short.summary()["ticks"] < 2
+    with pytest.raises(polis.SpecError, match="budget.max_calls"):
+        short.resume(budget={"max_calls": 0})  # refused before the cluster, with its field path
+    resumed = short.resume(budget={"max_calls": 1000}, progress=False)
+    assert resumed.status == "completed" and resumed.summary()["ticks"] == 2
+    assert resumed.sql("SELECT count(*) AS n FROM actions").column("n").to_pylist() == [6]  # every agent-step once
+
+
+def test_ask_and_interview_append_read_only_steps_and_return_their_answers(session: polis.Session, tmp_path: Path) -> None:
+    run = session.run(spec_data("asked"), tmp_path / "asked", progress=False)
+    before = run.sql("SELECT count(*) AS n FROM actions").column("n").to_pylist()
+
+    # The simulated LLM plans at random (seeded): the helper may answer or fail; either way the row says so.
+    try:
+        answer: str | None = run.ask("How many agents sent a message?")
+    except polis.RunError as error:
+        answer, failure = None, str(error)
+    [row] = run.sql("SELECT kind, text, status, answer, error FROM society_queries").to_pylist()
+    assert row["kind"] == "ask" and row["text"] == "How many agents sent a message?"
+    if answer is not None:
+        assert row["status"] == "ok" and row["answer"] == answer
+    else:
+        assert row["status"] == "failed" and failure.endswith(f"failed: {row['error']}") and row["error"]
+
+    frame = run.interview(["How was your day?", {"id": "mood", "prompt": "Your mood from 1 to 5?", "response_type": "integer",
+                                                 "min": 1, "max": 5}], agents=[0, 2])
+    assert sorted(set(frame["agent_id"])) == [0, 2] and sorted(set(frame["question_id"])) == ["mood", "q1"]
+    assert len(frame) == 4 and set(frame["questionnaire_id"]) == {"interview-2"}
+    with pytest.raises(polis.SpecError, match="target_agent_ids"):
+        run.interview("Anyone there?", agents=[99])
+    assert run.sql("SELECT count(*) AS n FROM actions").column("n").to_pylist() == before  # no new ticks
+    assert run.status == "completed"

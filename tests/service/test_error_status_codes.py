@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.errors import (
+    DatasetNotFoundError,
     ForkError,
     LLMCallError,
     PolisError,
@@ -15,7 +16,6 @@ from engine.errors import (
     StorageError,
 )
 from service.errors import (
-    DatasetNotFoundError,
     ExperimentNotFoundError,
     ExperimentNotRunningError,
     ServiceError,

@@ -21,10 +21,20 @@ from pydantic import TypeAdapter, ValidationError
 from engine.errors import RunError, SpecError
 from engine.society.fork.as_of import check_as_of_steps
 from engine.society.status import read_society
-from engine.spec import ExperimentSpec, QuestionnaireStep, RunStep, StepSpec, format_validation_error, read_document
+from engine.spec import (
+    ExperimentSpec,
+    QuestionnaireStep,
+    RunStep,
+    StepSpec,
+    format_validation_error,
+    parse_spec,
+    read_document,
+)
+from engine.storage.atomic import read_json
 from engine.storage.run_layout import SOCIETY_FILE, RunLocation, run_store
+from engine.storage.sweep_layout import SWEEP_FILE
 
-__all__ = ["extend_spec", "is_extension", "load_steps", "record_spec"]
+__all__ = ["extend_spec", "is_extension", "load_steps", "parse_steps", "record_spec", "stored_spec"]
 
 _STEPS = TypeAdapter(list[StepSpec])
 
@@ -73,6 +83,20 @@ def is_extension(before: ExperimentSpec, after: ExperimentSpec) -> bool:
     return before.model_copy(update=bare) == after.model_copy(update=bare)
 
 
+def stored_spec(run_dir: RunLocation) -> ExperimentSpec:
+    """The spec a stored run (or a sweep root) was started with, or last extended to.
+
+    Raises:
+        SpecError: ``run_dir`` holds no run and no sweep.
+    """
+    stored = read_society(run_dir)
+    if stored is None and isinstance(run_dir, Path):
+        stored = read_json(run_dir / SWEEP_FILE, default=None)
+    if stored is None:
+        raise SpecError(f"{run_dir} holds no run to resume (no {SOCIETY_FILE} or {SWEEP_FILE})")
+    return parse_spec(stored["spec"])
+
+
 def record_spec(run_dir: RunLocation, spec: ExperimentSpec) -> None:
     """Make ``spec`` the one ``SOCIETY.json`` records (its hash too); the agents and env stay as stored.
 
@@ -91,7 +115,15 @@ def load_steps(path: str | Path) -> list[StepSpec]:
     Raises:
         SpecError: unreadable file, bad syntax, or invalid steps (with their paths).
     """
-    data = read_document(path, "steps file")
+    return parse_steps(read_document(path, "steps file"))
+
+
+def parse_steps(data: Any) -> list[StepSpec]:
+    """Steps from plain data: a list of step dicts (or step models), or ``{"steps": [...]}``.
+
+    Raises:
+        SpecError: invalid steps, with their paths (``steps.0.questions``).
+    """
     if isinstance(data, dict) and set(data) == {"steps"}:
         data = data["steps"]
     try:

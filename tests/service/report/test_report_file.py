@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from bokeh.util.paths import bokehjs_path
 
+from engine.results import load_report
 from polis.cli import main
-from service.report.data import load_report
+from tests.engine.results.test_report_data import demo_run, sweep_root  # noqa: F401 (module-scoped run fixtures)
 from tests.service.browser import Browser
-from tests.service.report.test_report_data import demo_run, sweep_root  # noqa: F401 (module-scoped run fixtures)
 
 #: An http(s) or protocol-relative URL.
 URL = re.compile(r"""(?:https?:)?//[A-Za-z0-9.-]+\.[A-Za-z]{2,}[^\s"'<>)]*""", re.IGNORECASE)

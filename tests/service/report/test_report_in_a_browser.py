@@ -16,9 +16,9 @@ import httpx
 import pytest
 
 from service.settings import ServiceSettings
+from tests.engine.results.report_specs import demo_with_questionnaire
 from tests.service.browser import Browser, Page, require_chromium
 from tests.service.live import serve, wait_until_final
-from tests.service.report.report_specs import demo_with_questionnaire
 
 #: Ticks of the run the live-update test watches: long enough to open the page while it runs.
 LIVE_TICKS = 16

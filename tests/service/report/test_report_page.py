@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from service.report.data import ReportData
+from engine.results import ReportData
 from service.report.page import served_page, standalone_page
 
 

@@ -1,4 +1,7 @@
-"""The engine's own event loop, on a thread of its own, so that runs never hold up the HTTP loop.
+"""The engine's own event loop, on a thread of its own, so that runs never hold up their caller's loop.
+
+Two callers use it. A :class:`polis.Session` drives its runs on one, so a blocking ``polis.run`` works the
+same in a script and in a Jupyter cell (whose kernel's loop already runs on the main thread).
 
 The service has two event loops. uvicorn's answers requests; this one holds the shared Dask client
 and everything the Submitter starts: every run's driver (the society loop, its preflight, the

@@ -14,6 +14,8 @@ import pytest
 from distributed import Client
 
 from engine.env.metrics import ENV_METRICS
+from engine.errors import NotARunError
+from engine.results import load_report
 from engine.society.run.runner import run_experiment
 from engine.society.run.sweep import run_sweep
 from engine.spec import parse_spec
@@ -21,8 +23,7 @@ from engine.storage import ReplayWriter, atomic_write_json, read_json, shard_nam
 from engine.storage.reader import ReplayReader
 from engine.storage.run_layout import RunLayout
 from engine.storage.sweep_layout import cell_dir, read_sweep
-from service.report.data import NotARunError, load_report
-from tests.service.report.report_specs import demo_with_questionnaire, sweep_2x2
+from tests.engine.results.report_specs import demo_with_questionnaire, sweep_2x2
 
 
 def _on_cluster(cluster_address: str, job: Callable[[Client], Coroutine[Any, Any, Any]]) -> Any:

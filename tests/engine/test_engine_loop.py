@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from service.engine_loop import EngineLoop
+from engine.engine_loop import EngineLoop
 from service.errors import ExperimentBusyError
 
 

@@ -3,7 +3,7 @@
 :func:`load_report` reads the run's JSON files (``SOCIETY.json``, ``SOCIETY_STEP.json``; a sweep's
 ``SWEEP.json``) and its datasets through the engine's read-only
 :class:`~engine.storage.reader.ReplayReader`; it writes nothing. The result, :class:`ReportData`, is
-what :mod:`service.report.plots` draws and what ``GET /experiments/{id}/report/data`` answers (as
+what the service's plots (``service.report.plots``) draws and what ``GET /experiments/{id}/report/data`` answers (as
 :meth:`ReportData.to_json`), so the served page's live updates and the standalone file show the same values.
 """
 
@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.errors import StorageError
+from engine.errors import NotARunError
+from engine.results.series import ANSWERS_SQL, ENV_METRICS_SQL, FAMILIES, Panel, answer_panels, env_panels, panels_of
 from engine.society.status import read_society
 from engine.storage.atomic import read_json
 from engine.storage.query_limits import QueryLimits
@@ -30,16 +31,11 @@ from engine.storage.run_layout import (
     run_store,
 )
 from engine.storage.sweep_layout import SWEEP_FILE, SweepManifest
-from service.report.series import ANSWERS_SQL, ENV_METRICS_SQL, FAMILIES, Panel, answer_panels, env_panels, panels_of
 
-__all__ = ["DatasetEntry", "NotARunError", "ReportData", "is_run_dir", "load_report"]
+__all__ = ["DatasetEntry", "ReportData", "is_run_dir", "load_report"]
 
 #: Errors listed on the page at most (the ``actions`` dataset holds them all).
 MAX_ERRORS = 20
-
-
-class NotARunError(StorageError):
-    """The directory is neither a run directory nor a sweep root."""
 
 
 @dataclass(frozen=True)

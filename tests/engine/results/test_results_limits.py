@@ -1,4 +1,4 @@
-"""The service's result reads run under its query limits (``POLIS_QUERY_*``), passed down as a value."""
+"""Dataset reads run under the query limits they are given (the service passes its ``POLIS_QUERY_*``), as a value."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from engine.errors import QueryError
+from engine.results import export_dataset, list_datasets
 from engine.storage.catalog import Catalog, Column, DatasetSchema
 from engine.storage.query_limits import QueryLimits
 from engine.storage.replay import ReplayWriter, shard_name
-from service.results import export_dataset, list_datasets
 
 NOTES = DatasetSchema(name="notes", kind="agent", columns=(Column(name="step", type="int64"), Column(name="text", type="string")))
 

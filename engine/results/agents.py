@@ -1,4 +1,4 @@
-"""Reading one agent of a run for the API: its profile and config, and its memory as of a step.
+"""One agent of a run: its profile and config, and its memory as of a step.
 
 The memory comes from the ``agent_memory`` dataset through the engine's read-only ``ReplayReader``
 (committed rows only); who the agent is comes from its workspace's ``config.json``, written once
@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from engine.agent.workspace import AgentWorkspace
-from engine.errors import ForkError, WorkspaceError
+from engine.errors import AgentFileNotFoundError, AgentNotFoundError, ForkError, WorkspaceError
+from engine.results.models import AgentFile, AgentFiles, AgentMemory
 from engine.society.fork.as_of import agent_as_of
 from engine.society.workspaces.manifest import agent_workspace
 from engine.storage.query_limits import QueryLimits
 from engine.storage.reader import ReplayReader
 from engine.storage.run_layout import REPLAY_DIR, run_store
-from service.errors import AgentFileNotFoundError, AgentNotFoundError
-from service.schemas import AgentFile, AgentFiles, AgentMemory
 
 __all__ = ["list_agent_files", "read_agent", "read_agent_file"]
 

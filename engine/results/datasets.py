@@ -1,4 +1,4 @@
-"""Reading a run's results for the API: its dataset catalogue, and one dataset as a Parquet file.
+"""A run's datasets: the catalogue with row counts and columns, and one dataset as a single Parquet file.
 
 Reads go through the engine's read-only ``ReplayReader``, which decides what a committed shard is.
 """
@@ -12,12 +12,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from engine.errors import DatasetNotFoundError
+from engine.results.models import ColumnInfo, DatasetInfo
 from engine.storage.query_limits import QueryLimits
 from engine.storage.reader import ReplayReader
 from engine.storage.run_layout import REPLAY_DIR, run_store
 from engine.storage.sweep_layout import SWEEP_FILE
-from service.errors import DatasetNotFoundError
-from service.schemas import ColumnInfo, DatasetInfo
 
 __all__ = ["DATASET_NAME", "check_dataset_name", "export_dataset", "list_datasets"]
 

@@ -1,0 +1,120 @@
+"""The engine as the control plane sees it: the one module of the engine that ``service`` imports from.
+
+Beside it, ``service`` imports only the engine's value modules, which its HTTP client shares and which
+pull in neither Dask nor DuckDB: :mod:`engine.errors`, :mod:`engine.run_status` and
+:mod:`engine.run_progress` (``tests/test_layers.py`` holds the rule). Whatever else the service needs
+of the engine is added here, by name, so the seam between them stays one list.
+"""
+
+from __future__ import annotations
+
+from engine.engine_loop import EngineLoop
+from engine.env.input_files import InputRoots, input_roots, resolve_input_file
+from engine.env.registry import resolve_env_module
+from engine.population import read_population_files
+from engine.results import (
+    AgentFile,
+    AgentFiles,
+    AgentMemory,
+    ColumnInfo,
+    DatasetInfo,
+    ReportData,
+    check_dataset_name,
+    export_dataset,
+    is_run_dir,
+    list_agent_files,
+    list_datasets,
+    load_report,
+    read_agent,
+    read_agent_file,
+)
+from engine.results.series import Panel
+from engine.settings import EngineSettings
+from engine.society.fork.as_of import check_as_of_kept
+from engine.society.fork.materialize import find_fork_point, materialize_fork, plan_fork
+from engine.society.fork.plan import ForkSpec, completed_steps_at
+from engine.society.run.cluster import open_client
+from engine.society.run.dashboard import cluster_dashboard, experiment_page
+from engine.society.run.extend import extend_spec
+from engine.society.run.runner import RunSummary
+from engine.society.run.sweep import run_spec
+from engine.society.status import has_society_step, read_society_step
+from engine.spec import (
+    BudgetSpec,
+    ExperimentSpec,
+    LLMClientSpec,
+    LLMSpec,
+    QuestionnaireStep,
+    RunStep,
+    StepSpec,
+    format_validation_error,
+    parse_spec,
+)
+from engine.storage.atomic import atomic_write_json, atomic_write_text, read_json
+from engine.storage.query_limits import QueryLimits
+from engine.storage.reader import CappedResult, ReplayReader
+from engine.storage.run_layout import as_location, is_url, run_child, run_store
+from engine.storage.sweep_layout import SWEEP_FILE
+from engine.sweep import MAX_CELLS, SweepCell, check_grid_keys
+
+__all__ = [
+    "MAX_CELLS",
+    "SWEEP_FILE",
+    "AgentFile",
+    "AgentFiles",
+    "AgentMemory",
+    "BudgetSpec",
+    "CappedResult",
+    "ColumnInfo",
+    "DatasetInfo",
+    "EngineLoop",
+    "EngineSettings",
+    "ExperimentSpec",
+    "ForkSpec",
+    "InputRoots",
+    "LLMClientSpec",
+    "LLMSpec",
+    "Panel",
+    "QueryLimits",
+    "QuestionnaireStep",
+    "ReplayReader",
+    "ReportData",
+    "RunStep",
+    "RunSummary",
+    "StepSpec",
+    "SweepCell",
+    "as_location",
+    "atomic_write_json",
+    "atomic_write_text",
+    "check_as_of_kept",
+    "check_dataset_name",
+    "check_grid_keys",
+    "cluster_dashboard",
+    "completed_steps_at",
+    "experiment_page",
+    "export_dataset",
+    "extend_spec",
+    "find_fork_point",
+    "format_validation_error",
+    "has_society_step",
+    "input_roots",
+    "is_run_dir",
+    "is_url",
+    "list_agent_files",
+    "list_datasets",
+    "load_report",
+    "materialize_fork",
+    "open_client",
+    "parse_spec",
+    "plan_fork",
+    "read_agent",
+    "read_agent_file",
+    "read_json",
+    "read_population_files",
+    "read_society_step",
+    "resolve_env_module",
+    "resolve_input_file",
+    "run_child",
+    "run_spec",
+    "run_store",
+]
