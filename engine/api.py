@@ -12,22 +12,9 @@ from engine.engine_loop import EngineLoop
 from engine.env.input_files import InputRoots, input_roots, resolve_input_file
 from engine.env.registry import resolve_env_module
 from engine.population import read_population_files
-from engine.results import (
-    AgentFile,
-    AgentFiles,
-    AgentMemory,
-    ColumnInfo,
-    DatasetInfo,
-    ReportData,
-    check_dataset_name,
-    export_dataset,
-    is_run_dir,
-    list_agent_files,
-    list_datasets,
-    load_report,
-    read_agent,
-    read_agent_file,
-)
+from engine.results.agents import list_agent_files, read_agent, read_agent_file
+from engine.results.datasets import check_dataset_name, export_dataset, list_datasets
+from engine.results.report import ReportData, is_run_dir, load_report
 from engine.results.series import Panel
 from engine.settings import EngineSettings
 from engine.society.fork.as_of import check_as_of_kept
@@ -60,13 +47,8 @@ from engine.sweep import MAX_CELLS, SweepCell, check_grid_keys
 __all__ = [
     "MAX_CELLS",
     "SWEEP_FILE",
-    "AgentFile",
-    "AgentFiles",
-    "AgentMemory",
     "BudgetSpec",
     "CappedResult",
-    "ColumnInfo",
-    "DatasetInfo",
     "EngineLoop",
     "EngineSettings",
     "ExperimentSpec",

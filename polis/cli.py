@@ -38,7 +38,7 @@ def _token_create(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from engine.results import is_run_dir, load_report
+    from engine.results.report import is_run_dir, load_report
     from engine.storage.run_layout import resolve_location
     from service.report.page import standalone_page
 

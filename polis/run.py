@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import DatasetNotFoundError, NotARunError, RunError, StorageError
-from engine.results import load_report, read_agent
+from engine.results.agents import read_agent
+from engine.results.report import load_report
 from engine.run_status import RunStatus
 from engine.society.lease import effective_status
 from engine.society.run.extend import stored_spec
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from engine.society.run.runner import RunSummary
     from polis.session import Session
 
-__all__ = ["Run", "open_run"]
+__all__ = ["Question", "Run", "answer_of", "answers_query", "interview_step", "open_run"]
 
 
 class Run:
@@ -160,14 +161,9 @@ class Run:
             RunError: the helper found no answer (its error is the message); the row says ``failed``.
         """
         index = self._append(AskStep(question=question, as_of_step=as_of_step), progress)
-        rows = self.sql("SELECT status, answer, error FROM society_queries WHERE step_index = $i", {"i": index}).to_pylist()
-        if not rows:
-            raise RunError(f"the ask step {index} of {self.id} left no answer (status {self.status})")
-        if rows[0]["status"] != "ok":
-            raise RunError(f"the ask step {index} of {self.id} failed: {rows[0]['error']}")
-        return str(rows[0]["answer"])
+        return answer_of(self, index)
 
-    def interview(self, questions: str | Sequence[str | QuestionSpec | Mapping[str, Any]], *,
+    def interview(self, questions: Question | Sequence[Question], *,
                   agents: Sequence[int] | None = None, as_of_step: int | None = None, questionnaire_id: str | None = None,
                   progress: bool | None = None) -> pd.DataFrame:
         """Put questions to the agents (all, or ``agents``) as a questionnaire; each answers in character, read-only.
@@ -183,14 +179,9 @@ class Run:
             This step's rows of ``questionnaire_answers``: one per agent and question, with ``parse_success`` and
             ``error`` for answers that did not parse (they are kept, never replaced).
         """
-        texts = [questions] if isinstance(questions, str) else list(questions)
-        asked = [{"id": f"q{n}", "prompt": q} if isinstance(q, str) else q for n, q in enumerate(texts, 1)]
         index = len(stored_spec(self.location).steps)
-        step = {"type": "questionnaire", "questionnaire_id": questionnaire_id or f"interview-{index}", "questions": asked,
-                "target_agent_ids": list(agents) if agents is not None else None, "as_of_step": as_of_step}
-        self._append(step, progress)
-        return self.sql("SELECT * FROM questionnaire_answers WHERE step_index = $i ORDER BY agent_id, question_id",
-                        {"i": index}).to_pandas()
+        self._append(interview_step(questions, index, agents, as_of_step, questionnaire_id), progress)
+        return self.sql(answers_query(index)).to_pandas()
 
     def _append(self, step: StepSpec | Mapping[str, Any], progress: bool | None) -> int:
         """Run one more step on this stored run; return its index in the run's spec."""
@@ -231,6 +222,39 @@ class Run:
                  RunStatus.COMPLETED_WITH_ERRORS, RunStatus.RUNNING, RunStatus.PENDING, RunStatus.COMPLETED]
         seen = {effective_status(manifest.cell_dir(cell.index)) or RunStatus.PENDING for cell in manifest.cells}
         return next((status for status in order if status in seen), RunStatus.COMPLETED)
+
+
+#: A question as :meth:`Run.interview` takes it: a text, or a question with its type and choices.
+Question = str | QuestionSpec | Mapping[str, Any]
+
+
+def interview_step(questions: Question | Sequence[Question], index: int, agents: Sequence[int] | None,
+                   as_of_step: int | None, questionnaire_id: str | None) -> dict[str, Any]:
+    """The questionnaire step an interview appends as the run's step ``index`` (texts become ``q1``, ``q2`` ...)."""
+    texts = [questions] if isinstance(questions, str | QuestionSpec | Mapping) else list(questions)
+    asked = [{"id": f"q{n}", "prompt": q} if isinstance(q, str) else q for n, q in enumerate(texts, 1)]
+    asked = [q.model_dump(mode="json") if isinstance(q, QuestionSpec) else dict(q) for q in asked]
+    return {"type": "questionnaire", "questionnaire_id": questionnaire_id or f"interview-{index}", "questions": asked,
+            "target_agent_ids": list(agents) if agents is not None else None, "as_of_step": as_of_step}
+
+
+def answers_query(index: int) -> str:
+    """The rows of ``questionnaire_answers`` that step ``index`` wrote."""
+    return f"SELECT * FROM questionnaire_answers WHERE step_index = {int(index)} ORDER BY agent_id, question_id"
+
+
+def answer_of(run: Any, index: int) -> str:
+    """The answer of the ask step ``index`` of ``run`` (a :class:`Run` or a remote one: anything with ``sql``).
+
+    Raises:
+        RunError: the step failed (its recorded error is the message) or left no row.
+    """
+    rows = run.sql(f"SELECT status, answer, error FROM society_queries WHERE step_index = {int(index)}").to_pylist()
+    if not rows:
+        raise RunError(f"the ask step {index} of {run.id} left no answer (status {run.status})")
+    if rows[0]["status"] != "ok":
+        raise RunError(f"the ask step {index} of {run.id} failed: {rows[0]['error']}")
+    return str(rows[0]["answer"])
 
 
 def open_run(location: RunLocation, *, session: Session | None = None) -> Run:

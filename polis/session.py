@@ -39,7 +39,7 @@ from engine.storage.run_layout import RunLocation, resolve_location, run_name
 from polis.progress import ProgressBar
 from polis.run import Run
 
-__all__ = ["PolisUsageError", "RunFuture", "Session", "SpecLike", "as_spec", "default_session"]
+__all__ = ["PolisUsageError", "RunFuture", "Session", "SpecLike", "as_spec", "default_session", "plain"]
 
 SpecLike = ExperimentSpec | Mapping[str, Any] | str | Path
 
@@ -178,9 +178,9 @@ class Session:
         location = run.location if isinstance(run, Run) else resolve_location(run)
         spec = stored_spec(location)
         if steps:
-            spec = extend_spec(spec, parse_steps([_plain(step) for step in steps]))
+            spec = extend_spec(spec, parse_steps([plain(step) for step in steps]))
         if budget is not None:
-            spec = parse_spec({**spec.model_dump(mode="json"), "budget": _plain(budget)})
+            spec = parse_spec({**spec.model_dump(mode="json"), "budget": plain(budget)})
 
         async def drive(on_progress: Callable[[RunProgress], None]) -> Run:
             summary = await run_spec(spec, location, self._client, on_progress=on_progress, resume=True,
@@ -297,7 +297,7 @@ def default_session() -> Session:
         return _DEFAULT[0]
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """A model as the JSON-ready dict a spec holds; anything else as it is."""
     return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
 

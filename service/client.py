@@ -3,32 +3,49 @@
     from service.client import PolisClient
 
     with PolisClient("http://127.0.0.1:8400", token="polis_...") as polis:
-        experiment = polis.submit("spec.yaml")
-        polis.wait(experiment["id"])                  # a progress line on stderr from the event stream
-        actions = polis.dataset(experiment["id"], "actions").to_pandas()
+        experiment = polis.submit("spec.yaml")        # an ExperimentAccepted
+        detail = polis.wait(experiment.id)            # a progress line on stderr from the event stream
+        print(detail.status, detail.usage)
+        actions = polis.dataset(experiment.id, "actions").to_pandas()
 
-Bodies come back as the service's JSON (dicts); datasets and Arrow query results as
-``pyarrow.Table``. Error responses raise the classes of ``service.client_errors``. The client needs
-only httpx, pyyaml and pyarrow (imported when a table is asked for), and of the engine only its
-statuses and progress line (``engine.run_status``, ``engine.run_progress``); not FastAPI, not Dask.
+Bodies come back as the service's own response models (``service.schemas``: ``ExperimentAccepted``,
+``ExperimentDetail``, ``DatasetInfo``, ``AgentMemory``, ``SqlResult`` ...), datasets and Arrow query results
+as ``pyarrow.Table``. Error responses raise the classes of ``service.client_errors``. Importing the client
+loads httpx, pydantic and the engine's value modules (statuses, progress, the spec, the result models): not
+FastAPI, not Dask, not DuckDB (``tests/test_layers.py`` checks it); pyarrow when a table is asked for.
 """
 
 from __future__ import annotations
 
 import builtins
 import io
-import json
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal, TypeVar, overload
+from urllib.parse import quote
 
 import httpx
 
 from engine.run_status import ENDED_STATUSES, RunStatus
 from service.client_errors import ConnectionFailedError, NotFoundError, WaitTimeoutError, error_for_status
 from service.client_events import EventStreamParser, ServerSentEvent, progress_line
+from service.schemas import (
+    AgentFiles,
+    AgentMemory,
+    DatasetInfo,
+    DatasetList,
+    ExperimentAccepted,
+    ExperimentBrief,
+    ExperimentDetail,
+    ExperimentList,
+    SqlResult,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pydantic import BaseModel
 
 __all__ = ["ARROW_STREAM", "FINAL_STATUSES", "PARQUET", "PolisClient"]
 
@@ -41,6 +58,8 @@ FINAL_STATUSES: frozenset[str] = frozenset(ENDED_STATUSES | {RunStatus.INTERRUPT
 _YAML_SUFFIXES = (".yaml", ".yml")
 _RECONNECTS = 5  # consecutive failed re-opens of an event stream before giving up
 _POLL_S = 0.5
+
+_Model = TypeVar("_Model", bound="BaseModel")
 
 
 class PolisClient:
@@ -85,7 +104,7 @@ class PolisClient:
         """The service's URL."""
         return str(self._http.base_url).rstrip("/")
 
-    def submit(self, spec: Any, *, idempotency_key: str | None = None) -> dict[str, Any]:
+    def submit(self, spec: Any, *, idempotency_key: str | None = None) -> ExperimentAccepted:
         """Submit an experiment.
 
         Args:
@@ -94,7 +113,7 @@ class PolisClient:
             idempotency_key: sent as ``Idempotency-Key``: a retry with it returns the experiment the first made.
 
         Returns:
-            The new experiment's detail (status ``queued``).
+            The new experiment: its id, status (``queued``) and links, not its spec.
 
         Raises:
             SpecRejectedError: the spec is invalid or over a quota (``errors`` names the fields).
@@ -104,52 +123,66 @@ class PolisClient:
         if isinstance(spec, str | Path):
             path = Path(spec)
             media = "application/yaml" if path.suffix.lower() in _YAML_SUFFIXES else "application/json"
-            return self._json("POST", "/experiments", content=path.read_bytes(), headers={"Content-Type": media, **key})
+            return self._model(ExperimentAccepted, "POST", "/experiments", content=path.read_bytes(),
+                               headers={"Content-Type": media, **key})
         if hasattr(spec, "model_dump"):
             spec = spec.model_dump(mode="json")
-        return self._json("POST", "/experiments", json=spec, headers=key)
+        return self._model(ExperimentAccepted, "POST", "/experiments", json=spec, headers=key)
 
-    def get(self, experiment_id: str) -> dict[str, Any]:
-        """One experiment's detail: status, progress, usage, spec."""
-        return self._json("GET", f"/experiments/{experiment_id}")
+    def get(self, experiment_id: str) -> ExperimentDetail:
+        """One experiment's detail: status, progress, usage, spec.
 
-    def list(self) -> builtins.list[dict[str, Any]]:
-        """The experiments this token may see, newest first."""
-        experiments: builtins.list[dict[str, Any]] = self._json("GET", "/experiments")["experiments"]
-        return experiments
+        Raises:
+            NotFoundError: no such experiment that this token may see.
+        """
+        return self._model(ExperimentDetail, "GET", f"/experiments/{experiment_id}")
 
-    def cancel(self, experiment_id: str) -> dict[str, Any]:
+    def list(self) -> builtins.list[ExperimentBrief]:
+        """The experiments this token may see, newest first (without their specs)."""
+
+        return self._model(ExperimentList, "GET", "/experiments").experiments
+
+    def cancel(self, experiment_id: str) -> ExperimentAccepted:
         """Ask a queued or running experiment to stop; it ends ``cancelled``.
+
+        Returns:
+            The experiment as the request left it (it may still be ``running`` until its tick ends).
 
         Raises:
             ConflictError: it has already finished.
         """
-        return self._json("POST", f"/experiments/{experiment_id}/cancel")
+        return self._model(ExperimentAccepted, "POST", f"/experiments/{experiment_id}/cancel")
 
-    def resume(self, experiment_id: str, budget: dict[str, Any] | None = None) -> dict[str, Any]:
+    def resume(self, experiment_id: str, budget: dict[str, Any] | None = None) -> ExperimentAccepted:
         """Queue a stopped experiment again, from its last committed tick.
 
         Args:
             experiment_id: a cancelled, interrupted or budget-exhausted experiment.
             budget: a raised budget (the spec's ``BudgetSpec`` fields), or None to keep it.
 
+        Returns:
+            The experiment, queued again.
+
         Raises:
             ConflictError: it is queued or running.
         """
         body = {"budget": budget} if budget is not None else None
-        return self._json("POST", f"/experiments/{experiment_id}/resume", json=body)
+        return self._model(ExperimentAccepted, "POST", f"/experiments/{experiment_id}/resume", json=body)
 
-    def steps(self, experiment_id: str, steps: builtins.list[dict[str, Any]]) -> dict[str, Any]:
+    def steps(self, experiment_id: str, steps: builtins.list[dict[str, Any]]) -> ExperimentAccepted:
         """Run questionnaire, ask or intervene steps on a finished run; their answers land in its datasets.
+
+        Returns:
+            The experiment, queued again to run the steps.
 
         Raises:
             ConflictError: it is queued or running.
             SpecRejectedError: a step is invalid.
         """
-        return self._json("POST", f"/experiments/{experiment_id}/steps", json={"steps": steps})
+        return self._model(ExperimentAccepted, "POST", f"/experiments/{experiment_id}/steps", json={"steps": steps})
 
     def fork(self, experiment_id: str, at_step: int, patch: dict[str, Any] | None = None,
-             name: str | None = None) -> dict[str, Any]:
+             name: str | None = None) -> ExperimentAccepted:
         """Start a new experiment from a finished one's state at its committed tick ``at_step``.
 
         Args:
@@ -169,7 +202,7 @@ class PolisClient:
         body: dict[str, Any] = {"at_step": at_step, "patch": patch}
         if name is not None:
             body["name"] = name
-        return self._json("POST", f"/experiments/{experiment_id}/fork", json=body)
+        return self._model(ExperimentAccepted, "POST", f"/experiments/{experiment_id}/fork", json=body)
 
     def delete(self, experiment_id: str) -> None:
         """Remove an experiment's record and data.
@@ -199,7 +232,7 @@ class PolisClient:
 
     def wait(
         self, experiment_id: str, progress: bool = True, timeout: float | None = None, *, file: IO[str] | None = None
-    ) -> dict[str, Any]:
+    ) -> ExperimentDetail:
         """Wait for an experiment to reach a final status, following its event stream.
 
         Args:
@@ -235,12 +268,12 @@ class PolisClient:
 
     # -- results -------------------------------------------------------------------------------
 
-    def datasets(self, experiment_id: str) -> builtins.list[dict[str, Any]]:
-        """The run's datasets: name, kind, description, committed rows, columns."""
-        datasets: builtins.list[dict[str, Any]] = self._json("GET", f"/experiments/{experiment_id}/datasets")["datasets"]
-        return datasets
+    def datasets(self, experiment_id: str) -> builtins.list[DatasetInfo]:
+        """The run's datasets: name, kind, description, committed rows, columns (empty before the run catalogued any)."""
 
-    def dataset(self, experiment_id: str, name: str) -> Any:
+        return self._model(DatasetList, "GET", f"/experiments/{experiment_id}/datasets").datasets
+
+    def dataset(self, experiment_id: str, name: str) -> pa.Table:
         """Every committed row of one dataset, as a ``pyarrow.Table`` (``.to_pandas()`` needs pandas).
 
         Raises:
@@ -251,20 +284,26 @@ class PolisClient:
         response = self._request("GET", f"/experiments/{experiment_id}/datasets/{name}.parquet")
         return pq.read_table(io.BytesIO(response.content))
 
+    @overload
+    def sql(self, experiment_id: str, query: str, format: Literal["json"] = "json", max_rows: int | None = None) -> SqlResult: ...
+
+    @overload
+    def sql(self, experiment_id: str, query: str, format: Literal["arrow", "parquet"], max_rows: int | None = None) -> pa.Table: ...
+
     def sql(
         self,
         experiment_id: str,
         query: str,
         format: Literal["json", "arrow", "parquet"] = "json",
         max_rows: int | None = None,
-    ) -> Any:
+    ) -> SqlResult | pa.Table:
         """Run a read-only SQL query on the run's datasets.
 
         Args:
             experiment_id: the experiment.
             query: one ``SELECT`` statement.
-            format: ``json`` returns ``{"columns", "rows", "truncated"}``; ``arrow`` and ``parquet``
-                return a ``pyarrow.Table`` (sent as Arrow IPC or Parquet).
+            format: ``json`` returns a ``service.schemas.SqlResult`` (``columns``, ``rows``, ``truncated``);
+                ``arrow`` and ``parquet`` return a ``pyarrow.Table`` (sent as Arrow IPC or Parquet).
             max_rows: fewer rows than the service's limit.
 
         Raises:
@@ -275,7 +314,8 @@ class PolisClient:
             body["max_rows"] = max_rows
         path = f"/experiments/{experiment_id}/sql"
         if format == "json":
-            return self._json("POST", path, json=body)
+
+            return self._model(SqlResult, "POST", path, json=body)
         media = {"arrow": ARROW_STREAM, "parquet": PARQUET}[format]
         response = self._request("POST", path, json=body, headers={"Accept": media})
         if format == "arrow":
@@ -285,6 +325,73 @@ class PolisClient:
         import pyarrow.parquet as pq
 
         return pq.read_table(io.BytesIO(response.content))
+
+    def agent(self, experiment_id: str, agent_id: int, step: int | None = None) -> AgentMemory:
+        """One agent: its type, profile and config, and its memory, TODO list and episodes as of a step.
+
+        Args:
+            experiment_id: the experiment.
+            agent_id: the agent's id in the spec.
+            step: the society step; None for the agent's last committed one.
+
+        Raises:
+            NotFoundError: no such experiment, or no such agent in it.
+            SpecRejectedError: ``step`` is negative.
+        """
+        return self._model(AgentMemory, "GET", f"/experiments/{experiment_id}/agents/{agent_id}", params=_step(step))
+
+    def agent_files(self, experiment_id: str, agent_id: int, step: int | None = None) -> AgentFiles:
+        """Every file of an agent's workspace with its size.
+
+        Args:
+            experiment_id: the experiment.
+            agent_id: the agent's id.
+            step: a kept tick; None for the workspace as the run stands.
+
+        Raises:
+            NotFoundError: no such experiment or agent.
+            SpecRejectedError: ``step`` is after the run's ticks.
+            ConflictError: the run no longer keeps that tick.
+        """
+        return self._model(AgentFiles, "GET", f"/experiments/{experiment_id}/agents/{agent_id}/files", params=_step(step))
+
+    def agent_file(self, experiment_id: str, agent_id: int, path: str, step: int | None = None) -> bytes:
+        """One file of an agent's workspace, as bytes (``AGENT.json``, ``memory/episodes.jsonl`` ...).
+
+        Args:
+            experiment_id: the experiment.
+            agent_id: the agent's id.
+            path: the file's path in the workspace, as :meth:`agent_files` lists it.
+            step: a kept tick; None for the workspace as the run stands.
+
+        Raises:
+            NotFoundError: no such experiment, agent or file (or a path that leaves the workspace).
+        """
+        url = f"/experiments/{experiment_id}/agents/{agent_id}/files/{quote(path, safe='/')}"
+        return self._request("GET", url, params=_step(step)).content
+
+    def report_data(self, experiment_id: str) -> dict[str, Any]:
+        """What the results page shows, as the service answers it.
+
+        Returns:
+            ``{"report": ..., "signature": ...}``: ``report`` is the page's data (title, summary, errors,
+            panels with their lines, datasets, cells, extra), ``signature`` its layout.
+
+        Raises:
+            NotFoundError: no such experiment.
+        """
+        data: dict[str, Any] = self._request("GET", f"/experiments/{experiment_id}/report/data").json()
+        return data
+
+    def report_page(self, experiment_id: str) -> str:
+        """The results page as the service serves it (HTML that loads BokehJS, data and SQL from the service).
+
+        For one file that opens without the service, use ``polis.RemoteRun.report``.
+
+        Raises:
+            NotFoundError: no such experiment.
+        """
+        return self._request("GET", f"/experiments/{experiment_id}/report").text
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -339,15 +446,16 @@ class PolisClient:
         while True:
             detail = self.get(experiment_id)
             if detail != last:
-                yield ServerSentEvent("status", json.dumps(detail), None)
+                yield ServerSentEvent("status", detail.model_dump_json(), None)
                 last = detail
-            if detail["status"] in FINAL_STATUSES:
+            if detail.status in FINAL_STATUSES:
                 return
             _check(deadline, experiment_id)
             time.sleep(_POLL_S)
 
-    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
-        return self._request(method, path, **kwargs).json()
+    def _model(self, model: type[_Model], method: str, path: str, **kwargs: Any) -> _Model:
+        """The answer's JSON body, validated as the route's response model."""
+        return model.model_validate_json(self._request(method, path, **kwargs).content)
 
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
@@ -365,6 +473,10 @@ def _error(response: httpx.Response) -> Exception:
     except (ValueError, AttributeError):
         detail = response.text
     return error_for_status(response.status_code, detail)
+
+
+def _step(step: int | None) -> dict[str, int]:
+    return {} if step is None else {"step": step}
 
 
 def _check(deadline: float | None, experiment_id: str) -> None:

@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import get_args
 
-from service.registry import ExperimentRecord, ExperimentStatus
+from service.registry import ExperimentRecord
+from service.schemas import ExperimentStatus
 
 __all__ = ["CONTENT_TYPE", "TICK_BUCKETS", "HistogramSnapshot", "ServiceMetrics", "TickTimer", "exposition"]
 

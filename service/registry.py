@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
@@ -31,24 +31,17 @@ from engine.errors import StorageError
 from engine.run_status import RunStatus
 from service.auth import LOCAL_ADMIN, Principal
 from service.errors import ExperimentBusyError, ExperimentNotFoundError, IdempotencyConflictError
+from service.schemas import ExperimentStatus, ForkedFrom
 
 __all__ = [
     "ACTIVE_STATUSES",
     "ExperimentRecord",
     "ExperimentRegistry",
-    "ExperimentStatus",
-    "ForkedFrom",
     "Idempotency",
     "utc_now",
 ]
 
 logger = logging.getLogger(__name__)
-
-#: The statuses an experiment record can hold (the JSON values are the strings).
-ExperimentStatus = Literal[
-    RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.COMPLETED, RunStatus.COMPLETED_WITH_ERRORS, RunStatus.FAILED,
-    RunStatus.CANCELLED, RunStatus.INTERRUPTED, RunStatus.BUDGET_EXHAUSTED,
-]
 
 #: Statuses of an experiment some service process is (or was) working on.
 ACTIVE_STATUSES: frozenset[RunStatus] = frozenset({RunStatus.QUEUED, RunStatus.RUNNING})
@@ -57,15 +50,6 @@ ACTIVE_STATUSES: frozenset[RunStatus] = frozenset({RunStatus.QUEUED, RunStatus.R
 def utc_now() -> datetime:
     """The current time, timezone-aware, in UTC."""
     return datetime.now(UTC)
-
-
-class ForkedFrom(BaseModel):
-    """A fork's lineage: the experiment it was forked from, and the parent's committed tick it starts at."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    experiment: str  #: the parent experiment's id
-    at_step: int  #: the parent's tick the fork starts from (its state as that tick committed it)
 
 
 class Idempotency(BaseModel):

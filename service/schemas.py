@@ -1,15 +1,23 @@
-"""Models of the HTTP API: responses, and the few request bodies that are not an ``ExperimentSpec``."""
+"""Models of the HTTP API: responses, and the few request bodies that are not an ``ExperimentSpec``.
+
+They import pydantic and the engine's value modules only (statuses, the spec, the result models), not FastAPI
+or Dask, so the HTTP client (:mod:`service.client`) answers with them and stays light.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from engine.api import AgentFile, AgentFiles, AgentMemory, BudgetSpec, ColumnInfo, DatasetInfo
-from service.registry import ExperimentRecord, ExperimentStatus, ForkedFrom
+from engine.results import AgentFile, AgentFiles, AgentMemory, ColumnInfo, DatasetInfo
+from engine.run_status import RunStatus
+from engine.spec import BudgetSpec
+
+if TYPE_CHECKING:
+    from service.registry import ExperimentRecord
 
 __all__ = [
     "AgentFile",
@@ -22,12 +30,32 @@ __all__ = [
     "ExperimentBrief",
     "ExperimentDetail",
     "ExperimentList",
+    "ExperimentStatus",
+    "ForkedFrom",
     "Health",
     "Progress",
     "ResumeRequest",
+    "SqlColumn",
+    "SqlResult",
     "Usage",
     "without_server_paths",
 ]
+
+
+#: The statuses an experiment record can hold (the JSON values are the strings).
+ExperimentStatus = Literal[
+    RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.COMPLETED, RunStatus.COMPLETED_WITH_ERRORS, RunStatus.FAILED,
+    RunStatus.CANCELLED, RunStatus.INTERRUPTED, RunStatus.BUDGET_EXHAUSTED,
+]
+
+
+class ForkedFrom(BaseModel):
+    """A fork's lineage: the experiment it was forked from, and the parent's committed tick it starts at."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    experiment: str  #: the parent experiment's id
+    at_step: int  #: the parent's tick the fork starts from (its state as that tick committed it)
 
 
 class Progress(BaseModel):
@@ -139,6 +167,21 @@ class DatasetList(BaseModel):
 
     experiment_id: str
     datasets: list[DatasetInfo]
+
+
+class SqlColumn(BaseModel):
+    """One result column: its name and its Arrow type."""
+
+    name: str
+    type: str = Field(examples=["int64", "string", "timestamp[us]"])
+
+
+class SqlResult(BaseModel):
+    """A query's rows as JSON; ``truncated`` when the row limit cut them."""
+
+    columns: list[SqlColumn]
+    rows: list[list[Any]]
+    truncated: bool
 
 
 class Health(BaseModel):

@@ -29,14 +29,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine.api import CappedResult, QueryLimits, ReplayReader
 from engine.errors import QueryError
 from service.errors import NotAcceptableError
+from service.schemas import SqlColumn, SqlResult
 
 __all__ = [
     "ARROW_STREAM_MEDIA_TYPE",
     "JSON_MEDIA_TYPE",
     "PARQUET_MEDIA_TYPE",
-    "SqlColumn",
     "SqlRequest",
-    "SqlResult",
     "choose_media_type",
     "json_result",
     "run_sql",
@@ -60,21 +59,6 @@ class SqlRequest(BaseModel):
     sql: str = Field(min_length=1, max_length=100_000, examples=["SELECT status, count(*) AS n FROM actions GROUP BY status"])
     #: at most this many rows come back (the service's ``POLIS_SQL_MAX_ROWS`` caps it)
     max_rows: int | None = Field(None, ge=0, description="return at most this many rows (the server's limit caps it)")
-
-
-class SqlColumn(BaseModel):
-    """One result column: its name and its Arrow type."""
-
-    name: str
-    type: str = Field(examples=["int64", "string", "timestamp[us]"])
-
-
-class SqlResult(BaseModel):
-    """A query's rows as JSON; ``truncated`` when the row limit cut them."""
-
-    columns: list[SqlColumn]
-    rows: list[list[Any]]
-    truncated: bool
 
 
 def choose_media_type(accept: str | None) -> str:

@@ -55,7 +55,8 @@ from service.llm_usage import LlmCallLedger
 from service.metrics import ServiceMetrics, TickTimer
 from service.progress import ProgressRecorder
 from service.queue import FairQueue
-from service.registry import ACTIVE_STATUSES, ExperimentRecord, ExperimentRegistry, ForkedFrom, utc_now
+from service.registry import ACTIVE_STATUSES, ExperimentRecord, ExperimentRegistry, utc_now
+from service.schemas import ForkedFrom
 
 __all__ = [
     "ProgressRecorder", "RunFunction", "Submitter", "check_as_of_kept", "check_fork", "cluster_dashboard", "experiment_page",

@@ -3,7 +3,8 @@
 - nothing in ``engine`` imports ``service`` (the control plane sits on the engine, never under it);
 - nothing in ``engine`` or ``service`` imports ``polis`` (the front door sits on both);
 - ``service`` reaches the engine through one doorway, :mod:`engine.api`, plus the engine's value modules its
-  HTTP client shares (errors, statuses, progress), and nothing else of the engine;
+  HTTP client shares (errors, statuses, progress, the spec, the result models: no Dask, no DuckDB), and nothing
+  else of the engine (``tests/service/test_client_events.py`` checks that the client, on them, loads no Dask);
 - nothing in ``engine.llm``, ``engine.storage`` or ``engine.trace`` imports agent, env or society
   code (the lower layers know no simulation);
 - nothing in ``engine.agent`` or ``engine.env`` imports the society or the CLI;
@@ -91,7 +92,8 @@ def test_engine_never_imports_the_service():
 
 
 #: What ``service`` may import of the engine: the doorway and the value modules its client shares.
-SERVICE_DOORWAY = ("engine.api", "engine.errors", "engine.run_status", "engine.run_progress")
+VALUE_MODULES = ("engine.errors", "engine.run_status", "engine.run_progress", "engine.spec", "engine.results")
+SERVICE_DOORWAY = ("engine.api", *VALUE_MODULES)
 
 
 def engine_modules_outside(packages: tuple[str, ...], allowed: tuple[str, ...], root: Path = ROOT) -> list[str]:
@@ -99,16 +101,28 @@ def engine_modules_outside(packages: tuple[str, ...], allowed: tuple[str, ...], 
     found = []
     for path in sources(packages, root):
         modules = {name for name in imported(path, root) if name == "engine" or name.startswith("engine.")}
-        # ``from engine.api import X`` also records ``engine.api.X``: a name inside an allowed module.
-        outside = sorted(name for name in modules if not any(name == a or name.startswith(a + ".") for a in allowed))
+        # ``from engine.api import X`` also records ``engine.api.X``: a name inside an allowed module, unless
+        # it is a module of its own (``engine.results.agents``).
+        outside = sorted(name for name in modules if name not in allowed
+                         and (_is_module(name, root) or not any(name.startswith(a + ".") for a in allowed)))
         found.extend(f"{path.relative_to(root)} imports {name}" for name in outside)
     return found
 
 
+def _is_module(name: str, root: Path) -> bool:
+    path = root / name.replace(".", "/")
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
 def test_the_doorway_rule_sees_a_deep_import(tmp_path: Path):
     (tmp_path / "service").mkdir()
-    (tmp_path / "service" / "probe.py").write_text("from engine.api import run_spec\nfrom engine.society.run import sweep\n")
+    (tmp_path / "engine" / "results").mkdir(parents=True)
+    (tmp_path / "engine" / "results" / "__init__.py").write_text("")
+    (tmp_path / "engine" / "results" / "agents.py").write_text("")
+    (tmp_path / "service" / "probe.py").write_text("from engine.api import run_spec\nfrom engine.society.run import sweep\n"
+                                                   "from engine.results import AgentMemory, agents\n")
     assert engine_modules_outside(("service",), SERVICE_DOORWAY, tmp_path) == [
+        "service/probe.py imports engine.results.agents",
         "service/probe.py imports engine.society.run",
         "service/probe.py imports engine.society.run.sweep",
     ]

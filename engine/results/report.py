@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import NotARunError
-from engine.results.series import ANSWERS_SQL, ENV_METRICS_SQL, FAMILIES, Panel, answer_panels, env_panels, panels_of
+from engine.results.series import ANSWERS_SQL, ENV_METRICS_SQL, FAMILIES, Line, Panel, answer_panels, env_panels, panels_of
 from engine.society.status import read_society
 from engine.storage.atomic import read_json
 from engine.storage.query_limits import QueryLimits
@@ -69,6 +69,20 @@ class ReportData:
     def to_json(self) -> dict[str, Any]:
         """The data as JSON-ready values (NaN becomes null)."""
         return _json_safe(asdict(self))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ReportData:
+        """Rebuild the data from :meth:`to_json`'s output (as ``GET .../report/data`` answers it under ``report``)."""
+
+        def line(item: dict[str, Any]) -> Line:
+            # JSON turned the bars' (answer, cell) pairs into lists, and NaN (no value at a step) into null.
+            return Line(label=item["label"], x=tuple(tuple(x) if isinstance(x, list) else x for x in item["x"]),
+                        y=tuple(math.nan if y is None else y for y in item["y"]))
+
+        panels = tuple(Panel(**{**panel, "lines": tuple(line(item) for item in panel["lines"])}) for panel in data["panels"])
+        datasets = tuple(DatasetEntry(**{**entry, "columns": tuple(entry["columns"])}) for entry in data["datasets"])
+        return cls(title=data["title"], summary=data["summary"], errors=tuple(data["errors"]), panels=panels,
+                   datasets=datasets, cells=tuple(data.get("cells", ())), extra=data.get("extra", {}))
 
 
 def _json_safe(value: Any) -> Any:

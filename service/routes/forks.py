@@ -13,8 +13,8 @@ from engine.errors import SpecError
 from service.auth import Caller
 from service.errors import ExperimentBusyError, SpecRejectedError
 from service.openapi import error_example
-from service.registry import ACTIVE_STATUSES, ExperimentRecord, ForkedFrom
-from service.schemas import ExperimentAccepted
+from service.registry import ACTIVE_STATUSES, ExperimentRecord
+from service.schemas import ExperimentAccepted, ForkedFrom
 from service.state import ServiceState, State
 from service.submission import check_fork
 

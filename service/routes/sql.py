@@ -8,12 +8,12 @@ from fastapi import APIRouter, Header, Response
 from fastapi.responses import JSONResponse
 
 from service.auth import Caller
+from service.schemas import SqlResult
 from service.sql import (
     ARROW_STREAM_MEDIA_TYPE,
     JSON_MEDIA_TYPE,
     PARQUET_MEDIA_TYPE,
     SqlRequest,
-    SqlResult,
     choose_media_type,
     json_result,
     run_sql,

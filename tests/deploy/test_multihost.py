@@ -29,6 +29,7 @@ from distributed import Client
 from engine.settings import THREADS_PER_WORKER
 from engine.storage.reader import ReplayReader
 from service.client import PolisClient
+from service.schemas import ExperimentDetail
 from tests.deploy.netns import Host, NetnsLab, why_no_netns
 from tests.engine.llm.local_model_support import why_no_local_model
 from tests.engine.society.crash_support import AGENTS, crash_spec, final_state
@@ -114,9 +115,9 @@ class Deployment:
     def client(self) -> PolisClient:
         return PolisClient(self.service_url, token=self.token)
 
-    def run_dir(self, detail: dict[str, Any]) -> Path:
+    def run_dir(self, detail: ExperimentDetail) -> Path:
         """Where the root namespace finds a run: the shared folder, not the (empty) mount point."""
-        return self.lab.shared / "runs" / detail["id"]  # POLIS_DATA_DIR/runs/<id> on the hosts
+        return self.lab.shared / "runs" / detail.id  # POLIS_DATA_DIR/runs/<id> on the hosts
 
     def tear_down(self, host: Host) -> None:
         self.lab.remove_host(host)
@@ -142,14 +143,14 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
 def clean_run(deployment: Deployment) -> dict[str, Any]:
     with deployment.client() as polis:
         submitted = polis.submit(_spec(deployment.llm_url))
-        detail = polis.wait(submitted["id"], progress=False, timeout=180)
+        detail = polis.wait(submitted.id, progress=False, timeout=180)
     return {"detail": detail, "state": final_state(deployment.run_dir(detail))}
 
 
 def test_a_spec_over_sim_llm_completes_on_five_namespace_hosts(deployment: Deployment, clean_run: dict[str, Any]) -> None:
     detail = clean_run["detail"]
-    assert detail["status"] == "completed", detail.get("error")
-    assert detail["progress"]["agent_steps_done"] == detail["progress"]["agent_steps_total"] == AGENTS * 4
+    assert detail.status == "completed", detail.error
+    assert detail.progress.agent_steps_done == detail.progress.agent_steps_total == AGENTS * 4
     state = clean_run["state"]
     assert {row["status"] for row in state["actions"]} <= {"finished", "turn_limit"}  # no error rows
     assert sum(row["llm_calls"] for row in state["actions"]) > 0  # the agents called the sim-llm host
@@ -161,19 +162,19 @@ def test_a_run_survives_a_worker_host_torn_down_mid_run_and_ends_as_the_clean_ru
         deployment: Deployment, clean_run: dict[str, Any]) -> None:
     victim = deployment.workers[1]
     with deployment.client() as polis:
-        experiment = polis.submit(_spec(deployment.llm_url))["id"]
+        experiment = polis.submit(_spec(deployment.llm_url)).id
         # Watch the scheduler from the root namespace (over the bridge) to strike while the victim computes.
         with Client(deployment.scheduler_address, timeout=30) as dask:
             victim_address = next(a for a, w in dask.scheduler_info()["workers"].items() if w["name"] == victim.name)
             deadline = time.monotonic() + 120
-            while (done := polis.get(experiment)["progress"]["agent_steps_done"]) < AGENTS + 2 or not dask.processing(
+            while (done := polis.get(experiment).progress.agent_steps_done) < AGENTS + 2 or not dask.processing(
                     workers=[victim_address])[victim_address]:
                 assert time.monotonic() < deadline and done < AGENTS * 4, "the victim never held a task in ticks 2-4"
                 time.sleep(0.02)
             deployment.tear_down(victim)  # mid-run: kill its processes, delete its veth and namespace
         detail = polis.wait(experiment, progress=False, timeout=180)
 
-    assert detail["status"] == "completed", detail.get("error")
+    assert detail.status == "completed", detail.error
     assert final_state(deployment.run_dir(detail)) == clean_run["state"]
 
 
@@ -193,11 +194,11 @@ def test_the_preflight_refuses_an_llm_url_the_worker_hosts_cannot_reach(
         deployment: Deployment, kind: str, cause: str) -> None:
     url = deployment.unreachable[kind]
     with deployment.client() as polis:
-        experiment = polis.submit(_spec(url, ticks_after=1))["id"]
+        experiment = polis.submit(_spec(url, ticks_after=1)).id
         detail = polis.wait(experiment, progress=False, timeout=120)
 
-    assert detail["status"] == "failed"
-    error = detail["error"] or ""
+    assert detail.status == "failed"
+    error = detail.error or ""
     assert "preflight refused the cluster" in error and url in error and cause in error
     for worker in deployment.workers[:1]:  # the first worker's host stays up for the whole module
         assert f"worker tcp://{worker.address}:" in error
@@ -215,9 +216,9 @@ def test_a_local_model_is_served_on_the_service_host_address_and_reached_from_th
         "steps": [{"type": "run", "num_steps": 1, "tick": 600}],
     }
     with deployment.client() as polis:
-        detail = polis.wait(polis.submit(spec)["id"], progress=False, timeout=240)
+        detail = polis.wait(polis.submit(spec).id, progress=False, timeout=240)
 
-    assert detail["status"] in {"completed", "completed_with_errors"}, detail.get("error")
+    assert detail.status in {"completed", "completed_with_errors"}, detail.error
     run = deployment.run_dir(detail)
     # The driver (the service) bound llama.cpp to its own address on the bridge, not to its loopback,
     # and the workers, each in another namespace, passed the preflight's connect and called it.

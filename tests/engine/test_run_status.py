@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from engine.run_status import ENDED_STATUSES, LIVE_STATUSES, RunStatus, is_finished
-from service.registry import ExperimentStatus
+from service.schemas import ExperimentStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,6 +16,7 @@ from engine.run_progress import RunProgress, render_progress
 from service.client import PolisClient
 from service.client_errors import ConnectionFailedError, NotFoundError
 from service.client_events import EventStreamParser, progress_line
+from tests.service.test_client_contract import detail
 
 
 def feed_all(parser: EventStreamParser, text: str) -> list[tuple[str, str, str | None]]:
@@ -74,12 +75,12 @@ def test_wait_reopens_a_dropped_stream_with_last_event_id_and_sees_each_event_on
                 return httpx.Response(200, stream=_DroppingStream(chunks), headers={"content-type": "text/event-stream"})
             body = _sse(3, "tick", {**tick, "ticks_done": 2, "agent_steps_done": 8}) + _sse(4, "final", {"status": "completed"})
             return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
-        return httpx.Response(200, json={"id": "e1", "status": "completed"})
+        return httpx.Response(200, json=detail("e1"))
 
     progress = io.StringIO()
     with PolisClient("http://polis.test", transport=httpx.MockTransport(handler)) as client:
         seen = [event.id for event in client.events("e1")]
-        assert client.wait("e1", file=progress)["status"] == "completed"
+        assert client.wait("e1", file=progress).status == "completed"
     assert seen == ["1", "2", "3", "4"]
     assert asked_from[:2] == [None, "2"]
     assert "tick 2/2 agent-steps 8/8" in progress.getvalue()
@@ -103,12 +104,32 @@ def test_an_events_404_for_a_missing_experiment_is_not_found() -> None:
         client.wait("e1", progress=False)
 
 
-def test_importing_the_client_loads_only_the_progress_line_of_the_engine_and_no_fastapi_or_dask() -> None:
+def test_without_an_event_stream_wait_polls_the_detail_and_draws_its_progress(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("service.client._POLL_S", 0.0)
+    # The first answers the check that the experiment exists, the next two the polls.
+    details = [detail("e1", "running"), detail("e1", "running"), detail("e1", "completed")]
+    details[2]["progress"] = {"ticks_done": 2, "ticks_total": 2, "agent_steps_done": 8, "agent_steps_total": 8}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/events"):
+            return httpx.Response(404, json={"detail": "Not Found"})
+        return httpx.Response(200, json=details[0] if len(details) == 1 else details.pop(0))
+
+    progress = io.StringIO()
+    with PolisClient("http://polis.test", transport=httpx.MockTransport(handler)) as client:
+        final = client.wait("e1", file=progress)
+    assert final.status == "completed" and final.progress.agent_steps_done == 8
+    assert "tick 0/2 agent-steps 0/8" in progress.getvalue() and "tick 2/2 agent-steps 8/8" in progress.getvalue()
+
+
+def test_importing_the_client_loads_the_engines_value_modules_and_no_fastapi_dask_or_duckdb() -> None:
+    # The client answers with the service's models (service.schemas), which stand on the engine's value modules
+    # (statuses, progress, the spec, the result models): those, and nothing that runs a society or a query.
     code = (
         "import sys, service.client\n"
-        "light = {'engine', 'engine.run_progress', 'engine.run_status'}  # the progress line polis run draws too\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in {'engine', 'fastapi', 'starlette', 'dask', 'distributed'}"
-        " and m not in light)\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in {'fastapi', 'starlette', 'dask', 'distributed', 'duckdb'}"
+        " or m.startswith(('engine.society', 'engine.storage', 'engine.api', 'engine.llm.', 'service.registry')))\n"
         "assert not heavy, heavy\n"
+        "assert {'engine.run_status', 'engine.run_progress', 'engine.results.models', 'service.schemas'} <= set(sys.modules)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2], timeout=60)

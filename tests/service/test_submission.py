@@ -13,7 +13,8 @@ runner = pytest.importorskip("engine.society.run.runner", reason="engine/society
 
 from engine.spec import BudgetSpec, ExperimentSpec, parse_spec  # noqa: E402
 from service.errors import ExperimentBusyError, ExperimentNotFoundError, ExperimentNotRunningError  # noqa: E402
-from service.registry import ExperimentRegistry, ForkedFrom  # noqa: E402
+from service.registry import ExperimentRegistry  # noqa: E402
+from service.schemas import ForkedFrom  # noqa: E402
 from service.submission import ProgressRecorder, Submitter  # noqa: E402
 
 RunProgress = runner.RunProgress

@@ -15,7 +15,7 @@ from distributed import Client
 
 from engine.env.metrics import ENV_METRICS
 from engine.errors import NotARunError
-from engine.results import load_report
+from engine.results.report import load_report
 from engine.society.run.runner import run_experiment
 from engine.society.run.sweep import run_sweep
 from engine.spec import parse_spec

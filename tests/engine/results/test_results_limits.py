@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import QueryError
-from engine.results import export_dataset, list_datasets
+from engine.results.datasets import export_dataset, list_datasets
 from engine.storage.catalog import Catalog, Column, DatasetSchema
 from engine.storage.query_limits import QueryLimits
 from engine.storage.replay import ReplayWriter, shard_name

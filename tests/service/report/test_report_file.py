@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from bokeh.util.paths import bokehjs_path
 
-from engine.results import load_report
+from engine.results.report import load_report
 from polis.cli import main
 from tests.engine.results.test_report_data import demo_run, sweep_root  # noqa: F401 (module-scoped run fixtures)
 from tests.service.browser import Browser

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from engine.results import ReportData
+from engine.results.report import ReportData
 from service.report.page import served_page, standalone_page
 
 
