@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test check install install-test install-local browser compose screenshots
+.PHONY: demo test check install install-test install-local system docs screenshots
 
 # Polis alone: what the demo and a researcher's own scripts need.
 $(BIN)/polis: pyproject.toml
@@ -40,38 +40,34 @@ $(VENV)/k8s-crds: $(BIN)/polis
 demo: install-local
 	$(BIN)/python examples/demo.py
 
-# Headless Chromium for the browser tests (tests/service/browser.py): installed with apt-get when it is
-# missing and we are root; otherwise the make goes on (the tests skip loudly, or fail under CI=true).
-browser:
-	@command -v chromium >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && apt-get install -y -qq chromium || echo "make: could not install chromium"; \
-	  else echo "make: no chromium and not root: the browser tests will skip (apt-get install chromium)"; fi; }
+# The system packages the tests use (headless Chromium for the results page's browser tests, Debian's
+# docker-compose for the compose file's tests): deploy/system-packages.sh installs what is missing with
+# apt-get when run as root, and otherwise says how; without them the tests skip loudly (or fail under CI=true).
+system:
+	bash deploy/system-packages.sh
 
-# Debian's docker-compose (1.29) for the compose file's tests (tests/deploy/test_compose.py): its
-# `config` and its copy of the Compose spec's JSON schema. Installed like chromium above; without it
-# the make goes on and the tests skip loudly (or fail under CI=true).
-compose:
-	@command -v docker-compose >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && apt-get install -y -qq docker-compose || echo "make: could not install docker-compose"; \
-	  else echo "make: no docker-compose and not root: the compose tests will skip (apt-get install docker-compose)"; fi; }
+# The docs site (mkdocs.yml) into site/; strict, so a broken link or a reference page that cannot be
+# generated fails the build. `$(BIN)/python -m mkdocs serve` shows it while editing.
+docs: install-test
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet
 
 # docs/report-demo.png and docs/report-sweep.png: the results page of the demo and of a 2x2 sweep.
-screenshots: install-test browser
+screenshots: install-test system
 	PYTHONPATH=. $(BIN)/python docs/screenshots.py
 
 # The checks, in order: ruff, then mypy on engine/ and service/, then the tests (all configured in
 # pyproject.toml; pytest turns warnings into errors). The tests include one run on the real offline
 # model, so they install it too, the results page's tests drive headless Chromium, the compose
 # file's tests run docker-compose, and the Kubernetes manifests' tests read the Dask operator's CRDs.
-test: install-test install-local browser compose $(VENV)/k8s-crds
-	$(BIN)/python -m ruff check engine service polis tests benchmarks examples
+# Last, the docs site is built.
+test: install-test install-local system $(VENV)/k8s-crds
+	$(BIN)/python -m ruff check engine service polis tests benchmarks examples docs
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q
+	$(MAKE) --no-print-directory docs
 
 # The quick loop: ruff, mypy and the unit tier (no cluster, no process, no network: tests/conftest.py marks it).
 check: install-test
-	$(BIN)/python -m ruff check engine service polis tests benchmarks examples
+	$(BIN)/python -m ruff check engine service polis tests benchmarks examples docs
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q -m unit

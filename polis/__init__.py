@@ -42,7 +42,7 @@ from engine.spec import (
 )
 from engine.storage.run_layout import RunLocation
 from polis.remote import RemoteRun, RemoteSession, connect
-from polis.run import Run, open_run
+from polis.runs import Run, open_run
 from polis.session import PolisUsageError, RunFuture, Session, SpecLike, default_session
 
 __all__ = [

@@ -15,9 +15,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.results.report import ReportData
 from engine.run_status import RunStatus
 from engine.spec import BudgetSpec, StepSpec
-from polis.run import Question, answer_of, answers_query, interview_step
+from polis.runs import Question, answer_of, answers_query, interview_step, write_page
 from polis.session import PolisUsageError, SpecLike, as_spec, plain
 from service.client import PolisClient
 from service.schemas import AgentMemory, ExperimentDetail
@@ -103,12 +104,7 @@ class RemoteRun:
     def report(self, path: str | Path = "report.html") -> Path:
         """Write the run's results page (plots, summary) as one standalone HTML file, as :meth:`polis.Run.report`
         does; return its path. The service sends the page's data; the page is drawn here, BokehJS inline."""
-        from engine.results.report import ReportData
-        from service.report.page import standalone_page  # Bokeh and Jinja: only when a page is asked for
-
-        out = Path(path)
-        out.write_text(standalone_page(ReportData.from_json(self._client.report_data(self.id)["report"])), encoding="utf-8")
-        return out
+        return write_page(ReportData.from_json(self._client.report_data(self.id)["report"]), path)
 
     def wait(self, timeout: float | None = None, progress: bool = False) -> RemoteRun:
         """Wait until the experiment is final (completed, failed, cancelled ...); return this run.

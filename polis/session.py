@@ -37,7 +37,7 @@ from engine.society.run.sweep import run_spec
 from engine.spec import BudgetSpec, ExperimentSpec, StepSpec, load_spec, parse_spec
 from engine.storage.run_layout import RunLocation, resolve_location, run_name
 from polis.progress import ProgressBar
-from polis.run import Run
+from polis.runs import Run
 
 __all__ = ["PolisUsageError", "RunFuture", "Session", "SpecLike", "as_spec", "default_session", "plain"]
 
@@ -217,7 +217,7 @@ class Session:
 
     def open_run(self, location: RunLocation) -> Run:
         """Open a stored run (directory, store URL or sweep root); see :func:`polis.open_run`."""
-        from polis.run import open_run
+        from polis.runs import open_run
 
         return open_run(location, session=self)
 

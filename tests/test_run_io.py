@@ -70,7 +70,7 @@ ALLOWED: dict[str, str] = {
     "service/grants.py": "the service's grants file",
     "service/disk_usage.py": "disk use of the service's local run directories",
     "polis/cli.py": "writes a generated key file a user asked for",
-    "polis/run.py": "writes the results page where a user asks, and lists a folder to say why it is not a run",
+    "polis/runs.py": "writes the results page where a user asks, and lists a folder to say why it is not a run",
     "service/client.py": "uploads a file a user names",
     "service/routes/results.py": "removes the temp file of a download once sent",
     "service/report/page.py": "the report page's bundled assets",

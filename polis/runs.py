@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.errors import DatasetNotFoundError, NotARunError, RunError, StorageError
 from engine.results.agents import read_agent
-from engine.results.report import load_report
+from engine.results.report import ReportData, load_report
 from engine.run_status import RunStatus
 from engine.society.lease import effective_status
 from engine.society.run.extend import stored_spec
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from engine.society.run.runner import RunSummary
     from polis.session import Session
 
-__all__ = ["Question", "Run", "answer_of", "answers_query", "interview_step", "open_run"]
+__all__ = ["Question", "Run", "answer_of", "answers_query", "interview_step", "open_run", "write_page"]
 
 
 class Run:
@@ -131,11 +131,7 @@ class Run:
 
     def report(self, path: str | Path = "report.html") -> Path:
         """Write the run's results page (plots, summary, SQL box) as one standalone HTML file; return its path."""
-        from service.report.page import standalone_page  # Bokeh and Jinja: only when a page is asked for
-
-        out = Path(path)
-        out.write_text(standalone_page(load_report(self.location)), encoding="utf-8")
-        return out
+        return write_page(load_report(self.location), path)
 
     def fork(self, at_step: int, run_dir: RunLocation | None = None, *, patch: dict[str, Any] | None = None,
              progress: bool | None = None, **options: Any) -> Run:
@@ -236,6 +232,15 @@ def interview_step(questions: Question | Sequence[Question], index: int, agents:
     asked = [q.model_dump(mode="json") if isinstance(q, QuestionSpec) else dict(q) for q in asked]
     return {"type": "questionnaire", "questionnaire_id": questionnaire_id or f"interview-{index}", "questions": asked,
             "target_agent_ids": list(agents) if agents is not None else None, "as_of_step": as_of_step}
+
+
+def write_page(data: ReportData, path: str | Path) -> Path:
+    """Write the results page of ``data`` as one standalone HTML file (BokehJS inline); return its path."""
+    from service.report.page import standalone_page  # Bokeh and Jinja: only when a page is asked for
+
+    out = Path(path)
+    out.write_text(standalone_page(data), encoding="utf-8")
+    return out
 
 
 def answers_query(index: int) -> str:
