@@ -9,6 +9,20 @@ from engine.run_progress import RunProgress
 __all__ = ["ProgressBar"]
 
 
+def _tqdm() -> Any:
+    """tqdm's class for here: a widget in Jupyter when ipywidgets is installed (``pip install polis[notebook]``),
+    else text (``tqdm.auto`` without ipywidgets would warn "IProgress not found" in every cell that runs)."""
+    try:
+        import ipywidgets  # noqa: F401  (the notebook bar is drawn with it)
+    except ImportError:
+        from tqdm.std import tqdm as text
+
+        return text
+    from tqdm.auto import tqdm
+
+    return tqdm
+
+
 class ProgressBar:
     """Feeds a tqdm bar (``tqdm.auto``: a widget in Jupyter, text elsewhere) from a run's progress reports.
 
@@ -17,9 +31,7 @@ class ProgressBar:
     """
 
     def __init__(self, name: str) -> None:
-        from tqdm.auto import tqdm
-
-        self._bar: Any = tqdm(total=None, desc=name, unit="agent-step", dynamic_ncols=True)
+        self._bar: Any = _tqdm()(total=None, desc=name, unit="agent-step", dynamic_ncols=True)
 
     def __call__(self, progress: RunProgress) -> None:
         if progress.agent_steps_total and self._bar.total != progress.agent_steps_total:
