@@ -227,7 +227,8 @@ def test_restarted_service_keeps_finished_experiments_and_resumes_running_ones(
 
 
 def test_app_without_a_scheduler_starts_its_own_local_cluster(tmp_path: Path) -> None:
-    with serve(ServiceSettings(data_dir=tmp_path, n_workers=1)) as http:
+    # Any free port for the dashboard: 8787 may be taken by another cluster on this machine.
+    with serve(ServiceSettings(data_dir=tmp_path, n_workers=1, dashboard_address="127.0.0.1:0")) as http:
         body = http.get("/health").json()
     assert body["status"] == "ok"
     assert body["dashboard_link"].startswith("http://127.0.0.1:")
