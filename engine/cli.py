@@ -96,12 +96,15 @@ async def _run(args: argparse.Namespace) -> int:
     current = asyncio.current_task()
     assert current is not None
     _stop_on_signals(current)
+    show = progress_printer()
+    if settings.scheduler is None:  # a LocalCluster takes seconds to start, before the run's first report
+        show(_starting_cluster(spec))
     try:
         async with open_client(settings.scheduler, **settings.cluster_options()) as client:
             experiment_id = run_name(run_dir)  # the run's span and the name its task keys carry
-            print(await dashboard_line(client, experiment_id), file=sys.stderr)
+            show.note(await dashboard_line(client, experiment_id))
             if line := local_models_line(spec, client):
-                print(line, file=sys.stderr)
+                show.note(line)
             if not args.resume and not args.force:
                 from engine.society.run.estimate import refuse_over_budget
 
@@ -111,23 +114,35 @@ async def _run(args: argparse.Namespace) -> int:
 
                 if isinstance(run_dir, str):
                     raise SpecError(f"sweep: a sweep's root is a local directory for now, not {run_dir}")
+                show.end()  # a sweep prints its cells, not a progress line
                 sweep = await run_sweep(spec, run_dir, client, experiment_id=experiment_id, **options)
                 return print_sweep(sweep, run_dir)
-            summary = await run_experiment(spec, run_dir, client, on_progress=progress_printer(),
-                                           experiment_id=experiment_id, **options)
+            summary = await run_experiment(spec, run_dir, client, on_progress=show, experiment_id=experiment_id, **options)
     except PolisError:
         if reference:
             reference(RunStatus.FAILED, spec, None)
         raise
     except asyncio.CancelledError:
+        show.end()
         if reference:
             reference(RunStatus.CANCELLED, spec, None)
         print(f"status: {RunStatus.CANCELLED}")
         print(f"resume with: polis run --resume {run_dir}")
         return 130
+    finally:
+        show.end()
     if reference:
         reference(summary.status, spec, summary)
     return print_summary(summary)
+
+
+def _starting_cluster(spec: Any) -> Any:
+    """The progress report shown while the LocalCluster starts (a sweep's totals: 0, its cells not expanded yet)."""
+    from engine.run_progress import Phase, RunPhase, RunProgress
+
+    ticks = spec.total_ticks() if spec.sweep is None else 0
+    steps = ticks * len(spec.all_agents()) if spec.sweep is None else 0
+    return RunProgress(RunStatus.STARTING, 0, ticks, 0, steps).with_phase(Phase(RunPhase.STARTING_CLUSTER))
 
 
 async def _fork(args: argparse.Namespace) -> int:

@@ -8,20 +8,51 @@ from typing import Any
 
 from engine.run_status import LIVE_STATUSES
 
-__all__ = ["dashboard_line", "exit_code", "local_models_line", "print_summary", "print_sweep", "progress_printer"]
+__all__ = ["ProgressLine", "dashboard_line", "exit_code", "local_models_line", "print_summary", "print_sweep", "progress_printer"]
 
 
-def progress_printer(stream=sys.stderr):
-    """An ``on_progress`` callback that redraws one progress line on ``stream``."""
-    from engine.run_progress import render_progress
+class ProgressLine:
+    """An ``on_progress`` callback that redraws one progress line on ``stream``, and writes notes above it.
 
-    def show(progress) -> None:
-        stream.write(f"\r{render_progress(progress)}")
+    A redraw pads to the previous line's length, so a shorter line (a phase ending) leaves no tail of the longer one.
+    """
+
+    def __init__(self, stream: Any = None) -> None:
+        self._stream = stream if stream is not None else sys.stderr
+        self._shown = ""  # the line on screen, not ended yet
+
+    def __call__(self, progress: Any) -> None:
+        from engine.run_progress import render_progress
+
+        line = render_progress(progress)
+        self._stream.write(f"\r{line.ljust(len(self._shown))}")
+        self._shown = line
         if progress.status not in LIVE_STATUSES:
-            stream.write("\n")
-        stream.flush()
+            self._stream.write("\n")
+            self._shown = ""
+        self._stream.flush()
 
-    return show
+    def note(self, text: str) -> None:
+        """A line above the progress line (the dashboard's address), which is drawn again below it."""
+        shown = self._shown
+        if shown:
+            self._stream.write(f"\r{' ' * len(shown)}\r")
+        self._stream.write(f"{text}\n")
+        if shown:
+            self._stream.write(shown)
+        self._stream.flush()
+
+    def end(self) -> None:
+        """End the line if one is drawn (the run stopped without a last report: a refusal, a sweep, a signal)."""
+        if self._shown:
+            self._stream.write("\n")
+            self._stream.flush()
+            self._shown = ""
+
+
+def progress_printer(stream: Any = None) -> ProgressLine:
+    """The ``on_progress`` callback of ``polis run``: one progress line on ``stream`` (default stderr)."""
+    return ProgressLine(stream)
 
 
 def print_summary(summary: Any) -> int:

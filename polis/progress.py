@@ -1,10 +1,10 @@
-"""A run's progress bar: agent-steps done of all, with ticks, LLM calls and errors; a widget in Jupyter."""
+"""A run's progress bar: agent-steps done of all, with ticks, LLM calls, errors and the phase; a widget in Jupyter."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from engine.run_progress import RunProgress
+from engine.run_progress import RunProgress, describe_phase
 
 __all__ = ["ProgressBar"]
 
@@ -37,8 +37,9 @@ class ProgressBar:
         if progress.agent_steps_total and self._bar.total != progress.agent_steps_total:
             self._bar.reset(total=progress.agent_steps_total)
         self._bar.n = progress.agent_steps_done
+        phase = describe_phase(progress)
         self._bar.set_postfix_str(f"tick {progress.ticks_done}/{progress.ticks_total}, {progress.llm_calls} LLM calls, "
-                                  f"{progress.errors} errors, {progress.status}", refresh=False)
+                                  f"{progress.errors} errors, {progress.status}" + (f", {phase}" if phase else ""), refresh=False)
         self._bar.refresh()
 
     def note(self, text: str) -> None:

@@ -28,7 +28,8 @@ from typing import Any
 from engine.engine_loop import EngineLoop
 from engine.errors import PolisError
 from engine.population import spec_folder
-from engine.run_progress import RunProgress
+from engine.run_progress import Phase, RunPhase, RunProgress
+from engine.run_status import RunStatus
 from engine.settings import EngineSettings
 from engine.society.run.cluster import open_client
 from engine.society.run.dashboard import experiment_page
@@ -132,7 +133,7 @@ class Session:
                                      experiment_id=run_name(location), **{**self.settings.run_options(), **options})
             return Run(location, summary, session=self)
 
-        return self._start(drive, location, progress)
+        return self._start(drive, location, progress, _totals(parsed))
 
     def fork(self, parent: Run | RunLocation, at_step: int, run_dir: RunLocation | None = None, *,
              patch: Mapping[str, Any] | None = None, progress: bool | None = None, **options: Any) -> Run:
@@ -190,10 +191,18 @@ class Session:
         return self._start(drive, location, progress).result()
 
     def _start(self, drive: Callable[[Callable[[RunProgress], None]], Coroutine[Any, Any, Run]], location: Path | str,
-               progress: bool | None) -> RunFuture:
-        """Drive a run on the session's loop, reporting to its future and, if asked, to a progress bar."""
-        loop, _ = self._connect()
+               progress: bool | None, totals: tuple[int, int] = (0, 0)) -> RunFuture:
+        """Drive a run on the session's loop, reporting to its future and, if asked, to a progress bar (which shows
+        the cluster starting first, when this run starts it); ``totals``: the run's ticks and agent-steps, if known."""
         bar = ProgressBar(run_name(location)) if (progress if progress is not None else _interactive()) else None
+        if bar is not None and self._loop is None:
+            bar(RunProgress(RunStatus.STARTING, 0, totals[0], 0, totals[1]).with_phase(Phase(RunPhase.STARTING_CLUSTER)))
+        try:
+            loop, _ = self._connect()
+        except BaseException:
+            if bar is not None:
+                bar.close()
+            raise
         holder: list[RunFuture] = []
 
         def on_progress(report: RunProgress) -> None:
@@ -300,6 +309,14 @@ def default_session() -> Session:
 def plain(value: Any) -> Any:
     """A model as the JSON-ready dict a spec holds; anything else as it is."""
     return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
+
+
+def _totals(spec: ExperimentSpec) -> tuple[int, int]:
+    """A run's ticks and agent-steps, before its first report (a sweep's: (0, 0), its cells not expanded yet)."""
+    if spec.sweep is not None:
+        return 0, 0
+    ticks = spec.total_ticks()
+    return ticks, ticks * len(spec.all_agents())
 
 
 def _default_run_dir(name: str) -> Path:

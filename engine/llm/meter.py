@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,13 +18,16 @@ from engine.errors import LLMCallError
 from engine.llm.api_key import scrub
 from engine.llm.protocol import ChatModel, ChatResult
 
-__all__ = ["CallRecord", "Meter", "MeteredModel", "current_attempt", "serving_agent"]
+__all__ = ["CallRecord", "Meter", "MeteredModel", "call_listener", "current_attempt", "serving_agent"]
 
 #: The structured-output attempt in progress (set by ``complete_structured``), recorded per call.
 current_attempt: ContextVar[int] = ContextVar("polis_llm_attempt", default=1)
 #: The agent whose step the calls serve (its own calls, and the router's while it serves that
 #: agent's ask), recorded per call: an agent-step's chain of calls is then one GROUP BY away.
 serving_agent: ContextVar[int | None] = ContextVar("polis_serving_agent", default=None)
+#: Who else hears of each call a :class:`Meter` records, as it is recorded: a batch task's live count
+#: (``engine.society.run.live_calls``) sets it around its agents; None (elsewhere): nobody.
+call_listener: ContextVar[Callable[[CallRecord], None] | None] = ContextVar("polis_call_listener", default=None)
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,8 @@ class Meter:
         self.output_tokens += record.output_tokens
         self.latency_ms += record.latency_ms
         self.records.append(record)
+        if (listener := call_listener.get()) is not None:
+            listener(record)
 
 
 class MeteredModel:

@@ -35,6 +35,7 @@ from engine.society.datasets import ACTIONS, AGENT_MEMORY
 from engine.society.fanout import fan_out
 from engine.society.lease import check_session
 from engine.society.run.dashboard import AGENTS, task_key
+from engine.society.run.live_calls import publishing
 from engine.society.transcripts import TranscriptTally, write_call_shards
 from engine.society.workspaces.journaled import step_journaled_agent
 from engine.society.workspaces.packed import begin_packed_batch, step_packed_agent, write_batch_pack
@@ -65,6 +66,9 @@ class BatchJob:
     snapshots_keep: int | None = 0  #: past ticks whose journals stay (the spec's ``snapshots.keep``; None: all)
     packs: Mapping[int, str] | None = None  #: packed runs: the pack holding each agent (None: one folder per agent)
     checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY  #: packed runs: see :mod:`engine.agent.packed`
+    #: the driver's live-count scope this batch publishes its calls and stepped agents under
+    #: (:mod:`engine.society.run.live_calls`); None: nobody listens
+    live_scope: str | None = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,11 @@ def _batch_abort(errors: BaseExceptionGroup) -> PolisError:
     return RunError(f"an agent-step crashed its batch: {type(first).__name__}: {first}\n{text[-3000:]}")
 
 
+def _stepped(result: dict[str, Any] | None) -> int:
+    """1 for an agent stepped now (not stopped by the budget, nor re-emitted from an earlier attempt), as the result counts it."""
+    return int(result is not None and not result.get("replayed"))
+
+
 async def step_agent_batch(job: BatchJob) -> BatchResult:
     """Step every agent of ``job`` concurrently and write the batch's shards."""
     started = time.perf_counter()
@@ -122,10 +131,12 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
     retried = False
     try:
         retried = packed is not None and await begin_packed_batch(job, packed)
-        # The env actor lost, or the run taken over by a newer driver: cancel the batch's other agents.
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(step_journaled_agent(a, job, proxy, RunLayout(Path(run_dir)).agents, recorder, gate) if packed is None
-                                       else step_packed_agent(a, job, proxy, packed, recorder, gate)) for a in job.agent_ids]
+        with publishing(job.live_scope, run=job.proxy.run_id, batch=job.batch) as live:
+            # The env actor lost, or the run taken over by a newer driver: cancel the batch's other agents.
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(live.counted(
+                    step_journaled_agent(a, job, proxy, RunLayout(Path(run_dir)).agents, recorder, gate) if packed is None
+                    else step_packed_agent(a, job, proxy, packed, recorder, gate), _stepped)) for a in job.agent_ids]
     except BaseExceptionGroup as errors:
         abort = _batch_abort(errors)
     if abort is not None:

@@ -68,9 +68,7 @@ class SocietyTotals:
 
     def add(self, result: BatchResult) -> None:
         self.agent_steps += result.agents
-        self.llm_calls += result.llm_calls
-        self.input_tokens += result.input_tokens
-        self.output_tokens += result.output_tokens
+        self.add_calls(result.llm_calls, result.input_tokens, result.output_tokens)
         self.env_calls += result.env_calls
         self.replayed += result.replayed
         self.rolled_back += result.rolled_back
@@ -79,3 +77,9 @@ class SocietyTotals:
         self.dispatcher_builds_first.setdefault(result.worker_pid, result.dispatcher_builds)
         for status, n in result.statuses.items():
             self.statuses[status] = self.statuses.get(status, 0) + n
+
+    def add_calls(self, llm_calls: int, input_tokens: int, output_tokens: int) -> None:
+        """Count agents' LLM calls (a tick batch's, or a questionnaire batch's)."""
+        self.llm_calls += llm_calls
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens

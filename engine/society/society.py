@@ -27,6 +27,7 @@ from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.client import LLMClient
 from engine.llm.dispatcher import flush_response_caches
 from engine.llm.meter import CallRecord
+from engine.run_progress import Phase, RunPhase
 from engine.run_status import RunStatus
 from engine.society.batch import BatchJob, BatchResult, run_tick_batches
 from engine.society.datasets import ACTIONS, AGENT_MEMORY, LLM_CALLS, SOCIETY_QUERIES, TRANSCRIPTS
@@ -37,7 +38,8 @@ from engine.society.fanout import task_slots
 from engine.society.fork.as_of import AsOf, AsOfAgents, find_as_of, start_as_of_env
 from engine.society.history import TICK, KeptTicks
 from engine.society.planning import SocietyTotals, plan_batches, split_allowance
-from engine.society.questionnaire.batch import distribute_questionnaire
+from engine.society.questionnaire.batch import QuestionnaireBatchResult, distribute_questionnaire
+from engine.society.run.live_calls import LiveCalls
 from engine.society.status import SocietyStep, read_society, read_society_step, write_society, write_society_step
 from engine.society.transaction import commit, recover
 from engine.society.transcripts import TranscriptLedger, stage_router_calls
@@ -73,6 +75,10 @@ class AgentSociety:
         max_workers: batch futures in flight at once (None: all).
         budget: the run's budget (None: unlimited).
         on_batch: called after each batch completes (progress reporting).
+        on_phase: called (on the event loop) as the society enters a phase or counts one's items: workspaces
+            created, a tick starting, questionnaire and interview answers, the commit (progress reporting).
+        live: where the batches' live counts are folded while they run (:mod:`engine.society.run.live_calls`;
+            the caller listens for them); None: batches publish none.
         status: where a resumed run stands (None: a fresh start at ``start_t``).
         session: the driver's lease session (batch tasks of another session refuse to write).
         info: what else ``SOCIETY.json`` records next to the agent specs (the spec, its hash, env
@@ -96,6 +102,8 @@ class AgentSociety:
         max_workers: int | None = None,
         budget: Allowance | None = None,
         on_batch: Callable[[BatchResult], None] | None = None,
+        on_phase: Callable[[Phase], None] | None = None,
+        live: LiveCalls | None = None,
         status: SocietyStep | None = None,
         session: str | None = None,
         info: dict[str, Any] | None = None,
@@ -114,6 +122,8 @@ class AgentSociety:
         self._max_workers = max_workers
         self._budget = budget
         self._on_batch = on_batch
+        self._on_phase = on_phase
+        self._live = live
         self._status = status or SocietyStep(current_time=start_t)
         self.usage = Usage(**self._status.extra.get("usage", {}))
         #: text bytes committed so far live in the status, so a resumed run continues the count
@@ -187,13 +197,23 @@ class AgentSociety:
             catalog.register(schema)
         self._kept.load(self._run_dir, self._status.txn)
         # A fresh packed run (or one stopped while creating them) creates its agents' packs; a dir run, missing folders.
+        loop, total = asyncio.get_running_loop(), len(self._specs)
+
+        def created(done: int) -> None:  # on the thread that creates them
+            loop.call_soon_threadsafe(self._phase, Phase(RunPhase.CREATING_WORKSPACES, done, total))
+
         self._status.workspaces = await asyncio.to_thread(self._agents_at.open, self._status.workspaces, self._specs,
-                                                          txn=self._status.txn, batch_size=self._batch_size)
+                                                          txn=self._status.txn, batch_size=self._batch_size, on_created=created)
+        self._phase(Phase(RunPhase.STARTING_ENV))
         await self._env.start(self._status.env_snapshot, split_allowance(self._budget, self.usage, 1)[0] if self._budget else None)
         self.set_status(RunStatus.RUNNING)
 
     async def close(self) -> None:
         self._env.release()
+
+    def _phase(self, phase: Phase) -> None:
+        if self._on_phase is not None:
+            self._on_phase(phase)
 
     async def forget_journals(self) -> None:
         """Drop the agents' step journals of committed ticks that ``snapshots_keep`` does not keep."""
@@ -273,15 +293,18 @@ class AgentSociety:
         txn, step = self._status.txn + 1, self._status.step_count + 1
         t_end = self._status.current_time + timedelta(seconds=tick)
         attempt = uuid.uuid4().hex
+        self._phase(Phase(RunPhase.TICK))
         await self._env.call("set_current_time", self._status.current_time)
         batches = plan_batches(self.agent_ids, self._batch_size, await task_slots(self._client, self._max_workers))
         allowances = await self._share_budget(len(batches))
         texts = self.transcripts.open(len(batches))
         proxy = self.proxy
+        scope = self._live.open() if self._live is not None else None
         jobs = [BatchJob(ids, step, i, tick, t_end, proxy, allowances[i], txn, attempt, self._session, texts[i], self.snapshots_keep,
-                         self._agents_at.packs_of(ids), self.storage.checkpoint_every)
+                         self._agents_at.packs_of(ids), self.storage.checkpoint_every, scope)
                 for i, ids in enumerate(batches)]
         results = await self._run_batches(jobs)
+        self._phase(Phase(RunPhase.COMMITTING))
         stopped = sum(r.budget_stopped for r in results)
         router_calls, refused = await self._stage_router_calls(step, txn, "tick")
         if stopped or refused:
@@ -322,11 +345,17 @@ class AgentSociety:
             self.totals.add(result)
             self.usage.add(result.usage)
             self.transcripts.add(result.transcripts)
+            if self._live is not None:
+                self._live.finished(result.batch)  # before on_batch reports: the result replaces the live estimate
             if self._on_batch is not None:
                 self._on_batch(result)
             failpoint("between_batches", step=result.step)
 
-        return await run_tick_batches(self._client, jobs, self._env, self.run_id, limit=self._max_workers, on_result=on_result)
+        try:
+            return await run_tick_batches(self._client, jobs, self._env, self.run_id, limit=self._max_workers, on_result=on_result)
+        finally:
+            if self._live is not None:
+                self._live.close()  # a failed attempt's batches in flight count no more
 
     # ---- questionnaires, ask, intervene ------------------------------------------------------------
     async def run_questionnaire(self, questionnaire: Any, target_agent_ids: list[int] | None = None, *,
@@ -339,13 +368,24 @@ class AgentSociety:
             raise RunError(f"questionnaire {questionnaire.questionnaire_id}: unknown target agent ids {unknown[:10]}")
         index, txn = self.completed_steps if step_index is None else step_index, self._status.txn + 1
         at = self._as_of(as_of_step, ids, index)
+        answers = Phase(RunPhase.QUESTIONNAIRE, 0, len(ids) * len(questionnaire.questions))
+        self._phase(answers)
+
+        def on_batch(result: QuestionnaireBatchResult) -> None:
+            nonlocal answers
+            self.usage.add(result.usage)
+            self.totals.add_calls(result.llm_calls, result.input_tokens, result.output_tokens)
+            answers = Phase(answers.name, (answers.done or 0) + len(result.answers), answers.total)
+            self._phase(answers)
+
         with AsOfAgents(self._run_dir, at, txn) if at is not None else contextlib.nullcontext() as as_of:
             response, staged = await distribute_questionnaire(
                 self._client, questionnaire, ids, proxy=self.proxy, txn=txn, step_count=self.step_count, step_index=index,
                 t=at.t if at is not None else self.current_time, batch_size=self._batch_size, max_workers=self._max_workers,
-                budget=self.remaining_budget(), session=self._session, on_batch=lambda result: self.usage.add(result.usage),
-                transcripts=self.transcripts, agents=await self._agents(ids, as_of), as_of_step=as_of_step,
+                budget=self.remaining_budget(), session=self._session, on_batch=on_batch,
+                transcripts=self.transcripts, agents=await self._agents(ids, as_of), as_of_step=as_of_step, live=self._live,
             )
+        self._phase(Phase(RunPhase.COMMITTING))
         self._commit(staged, step_index=step_index)
         return response
 
@@ -362,8 +402,17 @@ class AgentSociety:
         """Interview chosen agents in this process (read-only: their workspaces are not changed).
         ``records`` collects their LLM calls; ``budget`` charges them; ``as_of``: as a kept tick left them."""
         t = as_of.at.t if as_of is not None else self.current_time
+        asked = len(set(agent_ids))
+        answered = 0
+        self._phase(Phase(RunPhase.INTERVIEW, answered, asked))
+
+        def on_answer() -> None:
+            nonlocal answered
+            answered += 1
+            self._phase(Phase(RunPhase.INTERVIEW, answered, asked))
+
         return await ask_agents(self._run_dir, self.proxy, list(agent_ids), question, t, records=records, budget=budget,
-                                agents=await self._agents(list(agent_ids), as_of))
+                                agents=await self._agents(list(agent_ids), as_of), on_answer=on_answer)
 
     async def _agents(self, agent_ids: list[int], as_of: AsOfAgents | None) -> AgentSource | None:
         """Where readers find the agents: copies of a kept tick, the run's packs, or (None) its folders."""
@@ -383,6 +432,7 @@ class AgentSociety:
         at = self._as_of(as_of_step, self.agent_ids, self.completed_steps if step_index is None else step_index)
 
         async def attempt() -> Any:
+            self._phase(Phase(RunPhase.ASK if kind == "ask" else RunPhase.INTERVENE))
             txn = self._status.txn + 1
             with AsOfAgents(self._run_dir, at, txn) if at is not None else contextlib.nullcontext() as as_of:
                 env = await start_as_of_env(self._env, as_of) if as_of is not None else self._env
@@ -399,6 +449,7 @@ class AgentSociety:
             if refused:
                 raise BudgetExhaustedError(f"budget exhausted during the {kind} step: {refused} router calls refused")
             snapshot = None
+            self._phase(Phase(RunPhase.COMMITTING))
             if kind == "intervene":
                 await self._env.call("settle")
                 snapshot = await self._env.call("snapshot", txn)

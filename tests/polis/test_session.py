@@ -177,3 +177,31 @@ def test_ask_and_interview_append_read_only_steps_and_return_their_answers(sessi
         run.interview("Anyone there?", agents=[99])
     assert run.sql("SELECT count(*) AS n FROM actions").column("n").to_pylist() == before  # no new ticks
     assert run.status == "completed"
+
+
+def test_a_new_sessions_progress_bar_shows_the_cluster_starting_then_the_runs_phases(cluster_address: str, tmp_path: Path,
+                                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    shown: list[polis.RunProgress] = []
+
+    class Bar:  # the tqdm bar's interface, keeping what it is shown
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def __call__(self, progress: polis.RunProgress) -> None:
+            shown.append(progress)
+
+        def note(self, text: str) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(polis.session, "ProgressBar", Bar)
+    with polis.Session(scheduler=cluster_address) as fresh:
+        fresh.run(spec_data("phases"), tmp_path / "phases", progress=True)
+    first = shown[0]
+    assert (first.phase, first.status, first.ticks_total, first.agent_steps_total) == ("starting cluster", "starting", 2, 6)
+    phases = [p.phase for p in shown]
+    assert {"creating workspaces", "tick", "committing"} <= set(phases)
+    assert shown[-1].status == "completed" and shown[-1].phase is None
+

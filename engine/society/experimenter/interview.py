@@ -9,6 +9,7 @@ byte-for-byte as they were.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import datetime
 
 from engine.agent.base import AgentBase
@@ -26,6 +27,7 @@ __all__ = ["ask_agents"]
 async def ask_agents(
     run_dir: RunLocation, proxy: ServiceProxy, agent_ids: list[int], question: str, t: datetime, *, max_concurrency: int = 8,
     records: list[CallRecord] | None = None, budget: BudgetGate | None = None, agents: AgentSource | None = None,
+    on_answer: Callable[[], None] | None = None,
 ) -> dict[int, str]:
     """Ask each agent ``question`` at simulated time ``t``; returns each agent's answer by id.
 
@@ -42,6 +44,7 @@ async def ask_agents(
         records: when given, every LLM call the agents make is appended here (for ``llm_calls``).
         budget: the run's remaining budget; the agents' calls count against it.
         agents: where the workspaces are (None: the run's own, packed or in folders; or an as-of ask's copies).
+        on_answer: called as each agent has answered (progress reporting).
 
     Raises:
         WorkspaceError: an agent without a workspace (checked before anyone is asked), or a corrupt one.
@@ -64,9 +67,12 @@ async def ask_agents(
             agent_type: type[AgentBase] = resolve_agent(type_name)
             agent = await agent_type.from_workspace(ws, proxy, budget=budget)
             try:
-                return agent_id, await agent.ask(question, readonly=True, t=t)
+                answer = await agent.ask(question, readonly=True, t=t)
             finally:
                 if records is not None:
                     records.extend(agent.meter.records)
+            if on_answer is not None:
+                on_answer()
+            return agent_id, answer
 
     return dict(await asyncio.gather(*(one(agent_id) for agent_id in opened)))

@@ -37,6 +37,7 @@ from engine.society.planning import plan_batches, split_allowance
 from engine.society.questionnaire.ask import Persona, answer_questionnaire
 from engine.society.questionnaire.items import Questionnaire, QuestionnaireAnswer, QuestionnaireResponse, failed_answers
 from engine.society.run.dashboard import QUESTIONNAIRE, task_key
+from engine.society.run.live_calls import LiveCalls, publishing
 from engine.society.transcripts import TranscriptLedger, TranscriptTally, call_rows, write_call_shards
 from engine.society.workspaces.manifest import AgentSource
 from engine.storage.catalog import Catalog
@@ -74,6 +75,9 @@ class QuestionnaireJob:
     text_allowance: int | None = None  #: transcript text bytes this batch may keep; None: no transcripts
     agents: AgentSource | None = None  #: where the workspaces are read (None: the run's ``agents/``)
     as_of_step: int | None = None  #: the kept tick those workspaces show (None: the run as it is)
+    #: the driver's live-count scope this batch publishes its calls and answers under
+    #: (:mod:`engine.society.run.live_calls`); None: nobody listens
+    live_scope: str | None = None
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,11 @@ async def _answer_one(
     return answers, agent
 
 
+def _answered(result: tuple[list[QuestionnaireAnswer] | None, AgentBase | None]) -> int:
+    """How many answers one agent gave (its failed ones included: they are rows too)."""
+    return len(result[0] or ())
+
+
 def answer_rows(job: QuestionnaireJob, answers: list[QuestionnaireAnswer]) -> list[dict[str, Any]]:
     """The ``questionnaire_answers`` rows of ``answers`` (one per agent and question)."""
     types = {item.id: item.response_type for item in job.questionnaire.questions}
@@ -175,7 +184,9 @@ async def questionnaire_agent_batch(job: QuestionnaireJob) -> QuestionnaireBatch
     refresh_response_caches()
     assert job.proxy.run_dir is not None
     open_workspace = (job.agents or AgentSource.of_run(job.proxy.run_dir)).opener()
-    results = await asyncio.gather(*(_answer_one(a, job, proxy, recorder, gate, open_workspace) for a in job.agent_ids))
+    with publishing(job.live_scope, run=job.proxy.run_id, batch=job.batch) as live:
+        results = await asyncio.gather(*(live.counted(_answer_one(a, job, proxy, recorder, gate, open_workspace), _answered)
+                                         for a in job.agent_ids))
     answers = [answer for agent_answers, _ in results if agent_answers is not None for answer in agent_answers]
     meters = [agent.meter for _, agent in results if agent is not None]
     records = [r for m in meters for r in m.records]
@@ -230,6 +241,7 @@ async def distribute_questionnaire(
     transcripts: TranscriptLedger | None = None,
     agents: AgentSource | None = None,
     as_of_step: int | None = None,
+    live: LiveCalls | None = None,
 ) -> tuple[QuestionnaireResponse, list[str]]:
     """Put ``questionnaire`` to ``agent_ids`` in batch futures (:func:`~engine.society.planning.plan_batches`), at most ``max_workers`` at once.
 
@@ -253,6 +265,7 @@ async def distribute_questionnaire(
         agents: where the agents' workspaces are read (None: the run's ``agents/``): the run's packs, or,
             for an ``as_of_step`` questionnaire, copies of a kept tick (:mod:`engine.society.fork.as_of`).
         as_of_step: the tick those copies show, recorded in every answer row (None: the run as it is).
+        live: where the batches' live counts of calls and answers are folded while they run (None: they publish none).
 
     Returns:
         The merged response (answers in agent order) and every staged key (shards and the
@@ -277,18 +290,23 @@ async def distribute_questionnaire(
     def on_result(result: QuestionnaireBatchResult) -> None:
         if transcripts is not None:
             transcripts.add(result.transcripts)
+        if live is not None:
+            live.finished(result.batch)  # before on_batch reports: the result replaces the live estimate
         if on_batch is not None:
             on_batch(result)
 
+    scope = live.open() if live is not None else None
     jobs = [
         QuestionnaireJob(questionnaire, ids, i, txn, step_count, step_index, t, proxy, shares[i], session, texts[i],
-                         agents, as_of_step)
+                         agents, as_of_step, scope)
         for i, ids in enumerate(batches)
     ]
-    results = sorted(
-        await fan_out(client, jobs, lambda job: _submit(client, job), limit=max_workers, on_result=on_result),
-        key=lambda r: r.batch,
-    )
+    try:
+        finished = await fan_out(client, jobs, lambda job: _submit(client, job), limit=max_workers, on_result=on_result)
+    finally:
+        if live is not None:
+            live.close()
+    results = sorted(finished, key=lambda r: r.batch)
     stopped = sum(r.budget_stopped for r in results)
     if stopped:
         raise BudgetExhaustedError(

@@ -21,7 +21,7 @@ from engine.failpoints import failpoint
 from engine.llm.budget import Allowance
 from engine.llm.client import LimiterConfig, LLMClient
 from engine.llm.local import is_local, resolve_local_clients
-from engine.run_progress import RunProgress
+from engine.run_progress import Phase, RunPhase, RunProgress
 from engine.run_status import RunStatus, is_finished
 from engine.society.batch import BatchResult
 from engine.society.env_host import EnvHost
@@ -31,6 +31,8 @@ from engine.society.questionnaire.items import Questionnaire
 from engine.society.run.cluster import driver_host
 from engine.society.run.dashboard import experiment_span
 from engine.society.run.extend import is_extension, record_spec
+from engine.society.run.heartbeat import with_heartbeat
+from engine.society.run.live_calls import LiveCalls, fold_live, listening
 from engine.society.run.manifest import write_run_manifest
 from engine.society.run.outcome import RunTally, judge, read_run_tally
 from engine.society.run.preflight import preflight
@@ -176,7 +178,8 @@ async def run_experiment(
         run_dir: where everything lands: a directory, or a URL of object storage (``s3://bucket/runs/r1``; the
             credentials and endpoint come from the standard AWS environment of the driver and of every worker).
         client: an asynchronous distributed Client.
-        on_progress: called on every batch and tick.
+        on_progress: called at every phase (:class:`~engine.run_progress.RunPhase`), on every batch and tick, and
+            as the batches' LLM calls happen (:mod:`engine.society.run.live_calls`; only while someone listens).
         resume: continue the run in ``run_dir`` from its last committed transaction.
         force: resume even though the spec changed.
         llm_cache_dir: the response cache (default ``run_dir/llm_cache``); point a rerun at an
@@ -201,19 +204,30 @@ async def run_experiment(
     steps_total = ticks_total * len(agents)
     progress = {"ticks": 0, "agent_steps": 0}
     before = RunTally(0, 0, 0, None, 0, 0, 0)  # what a resumed run's earlier drivers committed
+    phase: Phase | None = None  # what the run does now (None once it ended)
+    live = LiveCalls()  # the batches in flight, as they report their calls (while someone listens)
+    working = False  # the society is up: reports say running, not starting
 
     def report(status: str, error: str | None = None) -> None:
         if on_progress is None:
             return
         totals = society.totals if society is not None else None
         errors = sum(totals.statuses.get(s, 0) for s in _ERROR_STATUSES) if totals else 0
-        on_progress(RunProgress(
+        on_progress(fold_live(RunProgress(
             RunStatus(status), progress["ticks"], ticks_total, progress["agent_steps"], steps_total, error,
             llm_calls=before.llm_calls + (totals.llm_calls if totals else 0),
             input_tokens=before.input_tokens + (totals.input_tokens if totals else 0),
             output_tokens=before.output_tokens + (totals.output_tokens if totals else 0),
             cost_usd=society.usage.cost_usd if society is not None else 0.0, errors=before.errors + errors,
-        ))
+        ).with_phase(phase), live))
+
+    def report_live() -> None:
+        report(RunStatus.RUNNING if working else RunStatus.STARTING)
+
+    def enter(now: Phase | None) -> None:
+        nonlocal phase
+        phase = now
+        report_live()
 
     def on_batch(result: BatchResult) -> None:
         progress["agent_steps"] += result.agents - result.replayed
@@ -270,8 +284,14 @@ async def run_experiment(
 
                     served = LocalServerConfig(host=driver_host(client))
                     log.info("local models: serving on %s (the driver's address toward the scheduler)", served.host)
-                    clients = await asyncio.to_thread(local_servers.enter_context, resolve_local_clients(clients, served))
+                    enter(Phase(RunPhase.LOADING_MODEL))
+                    loading = time.perf_counter()
+                    clients = await with_heartbeat(
+                        asyncio.to_thread(local_servers.enter_context, resolve_local_clients(clients, served)),
+                        lambda seconds: enter(Phase(RunPhase.LOADING_MODEL, seconds=seconds)))
+                    enter(Phase(RunPhase.MODEL_READY, seconds=time.perf_counter() - loading))
                 # Before tick 0: every worker runs this Polis, reads this run directory and reaches the LLMs.
+                enter(Phase(RunPhase.CHECKING_WORKERS))
                 await preflight(client, run_dir, clients)
                 specs = [a.model_dump() for a in agents]
                 config = EnvRouterConfig(
@@ -290,7 +310,8 @@ async def run_experiment(
                 options: dict[str, Any] = {
                     "env": EnvHost(client, config, start_t=spec.start_time, agent_ids=[a.id for a in agents], run_id=run_id),
                     "llm": clients, "client": client, "run_id": run_id, "batch_size": spec.batch_size,
-                    "max_workers": spec.max_workers, "budget": _budget(spec), "on_batch": on_batch,
+                    "max_workers": spec.max_workers, "budget": _budget(spec), "on_batch": on_batch, "on_phase": enter,
+                    "live": live if on_progress is not None else None,
                     "session": lease.session, "transcript_bytes": _transcript_cap(spec),
                     "snapshots_keep": spec.snapshots.keep, "storage": spec.storage,
                     "info": {
@@ -301,8 +322,12 @@ async def run_experiment(
                 }
                 society = (await AgentSociety.from_workspace(run_dir, **options) if state is not None
                            else AgentSociety(specs, start_t=spec.start_time, run_dir=run_dir, **options))
-                async with society:
+                async with contextlib.AsyncExitStack() as listeners, society:
+                    if on_progress is not None:
+                        await listeners.enter_async_context(listening(client, run_id, live, report_live))
+                    working = True
                     await _run_steps(spec, society, on_tick)
+                    enter(Phase(RunPhase.FINISHING))
                     env_usage = await society.env.call("usage")
                     await society.forget_journals()
                     tally = await asyncio.to_thread(read_run_tally, run_dir)
@@ -313,6 +338,7 @@ async def run_experiment(
     except asyncio.CancelledError:
         if society is not None:
             society.set_status(RunStatus.CANCELLED, "stopped by a signal or a cancel request; resume to continue")
+        phase = None
         report(RunStatus.CANCELLED)
         raise
     except BudgetExhaustedError as caught:
@@ -325,6 +351,7 @@ async def run_experiment(
             society.set_status(RunStatus.FAILED, error)
     finally:
         await asyncio.to_thread(local_servers.close)
+    phase = None
     report(status, error)
     if tally is None and society is not None:
         with contextlib.suppress(StorageError, OSError):

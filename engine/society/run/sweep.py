@@ -235,6 +235,9 @@ class _SweepProgress:
             sums["ticks_done"], self.ticks_total, sums["agent_steps_done"], self.agent_steps_total,
             llm_calls=sums["llm_calls"], input_tokens=sums["input_tokens"], output_tokens=sums["output_tokens"],
             cost_usd=self._sums["cost_usd"], errors=sums["errors"],
+            # the phase of the cell that reported last (a sweep's cells are in phases of their own)
+            phase=progress.phase, phase_done=progress.phase_done, phase_total=progress.phase_total,
+            phase_seconds=progress.phase_seconds,
         )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import time
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -147,12 +147,18 @@ class FolderAgents:
     def __init__(self, run_dir: Path, snapshots_keep: int | None) -> None:
         self.root, self.run_dir, self.snapshots_keep = RunLayout(run_dir).agents, run_dir, snapshots_keep
 
-    def open(self, committed: str | None, specs: list[dict[str, Any]], *, txn: int, batch_size: int) -> None:
-        """Create the folders of agents that have none (a folder run names no manifest: returns None)."""
-        for spec in specs:
+    def open(self, committed: str | None, specs: list[dict[str, Any]], *, txn: int, batch_size: int,
+             on_created: Callable[[int], None] | None = None) -> None:
+        """Create the folders of agents that have none (a folder run names no manifest: returns None); ``on_created``
+        hears how many agents have theirs so far, at the start, every ``batch_size`` agents and at the end."""
+        for done, spec in enumerate(specs):
+            if on_created is not None and done % batch_size == 0:
+                on_created(done)
             ws = workspace_path(self.root, int(spec["id"]))
             if not (ws / "config.json").exists():
                 resolve_agent(spec["type"]).create(ws, agent_id=int(spec["id"]), profile=spec["profile"], config=spec["config"])
+        if on_created is not None:
+            on_created(len(specs))
 
     def packs_of(self, agent_ids: Iterable[int]) -> None:
         """No packs: batches step the folders."""

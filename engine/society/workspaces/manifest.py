@@ -108,10 +108,15 @@ def read_manifest(store: Store, key: str) -> WorkspaceManifest:
         raise RunError(f"the workspace manifest {key} of {store.url} is unreadable: {error}") from None
 
 
-def create_packed_agents(store: Store, specs: Iterable[dict[str, Any]], *, txn: int, batch_size: int) -> WorkspaceManifest:
-    """Write every agent's fresh workspace into packs of ``batch_size`` agents (transaction ``txn``'s keys)."""
+def create_packed_agents(store: Store, specs: Iterable[dict[str, Any]], *, txn: int, batch_size: int,
+                         on_created: Callable[[int], None] | None = None) -> WorkspaceManifest:
+    """Write every agent's fresh workspace into packs of ``batch_size`` agents (transaction ``txn``'s keys);
+    ``on_created`` hears how many are written so far, at the start and after each pack."""
     specs = list(specs)
     packs: dict[str, tuple[int, ...]] = {}
+    created = 0
+    if on_created is not None:
+        on_created(created)
     for batch, first in enumerate(range(0, len(specs), batch_size)):
         name = pack_key(txn, batch, "create")
         writer, packed = PackWriter(name, txn), PackedWorkspaces(store)
@@ -124,6 +129,9 @@ def create_packed_agents(store: Store, specs: Iterable[dict[str, Any]], *, txn: 
             ids.append(agent_id)
         writer.write(store)
         packs[name] = tuple(ids)
+        created += len(ids)
+        if on_created is not None:
+            on_created(created)
     return WorkspaceManifest(txn, packs, tuple(packs))
 
 
@@ -183,10 +191,12 @@ class PackedAgents:
         self.manifest: WorkspaceManifest | None = None
         self._where: dict[int, str] = {}  #: the manifest's where(), built once per manifest (every batch asks)
 
-    def open(self, committed: str | None, specs: list[dict[str, Any]], *, txn: int, batch_size: int) -> str:
-        """Load the committed manifest, or (``committed`` None: a fresh run) create every agent; returns its key."""
+    def open(self, committed: str | None, specs: list[dict[str, Any]], *, txn: int, batch_size: int,
+             on_created: Callable[[int], None] | None = None) -> str:
+        """Load the committed manifest, or (``committed`` None: a fresh run) create every agent, telling ``on_created``
+        how many are so far; returns the manifest's key."""
         if committed is None:
-            self.manifest = create_packed_agents(self.store, specs, txn=txn, batch_size=batch_size)
+            self.manifest = create_packed_agents(self.store, specs, txn=txn, batch_size=batch_size, on_created=on_created)
             committed = write_manifest(self.store, self.manifest)
         else:
             self.manifest = read_manifest(self.store, committed)

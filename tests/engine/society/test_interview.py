@@ -105,6 +105,17 @@ async def test_readonly_ask_answers_and_leaves_workspaces_byte_for_byte_unchange
     assert "send_message" not in str(router_schema) and "read_inbox" in str(router_schema)
 
 
+async def test_each_agent_that_answered_is_counted_as_its_answer_comes(tmp_path: Path) -> None:
+    proxy, _ = await scripted_run(tmp_path, [1, 2], [])
+    InterviewScriptedPerson.replies[1] = [finish("tea", "asked about tea")]
+    InterviewScriptedPerson.replies[2] = [finish("coffee", "asked about coffee")]
+    answered: list[int] = []
+
+    answers = await ask_agents(tmp_path, proxy, [1, 2, 1], "Tea or coffee?", T1, on_answer=lambda: answered.append(len(answered) + 1))
+
+    assert answers == {1: "tea", 2: "coffee"} and answered == [1, 2]  # duplicates are asked, and counted, once
+
+
 async def test_the_snapshot_detects_what_a_non_readonly_ask_would_remember(tmp_path: Path) -> None:
     """Control for the test above: the same ask without readonly stores its memory in the workspace."""
     proxy, _ = await scripted_run(tmp_path, [1], [])
