@@ -222,7 +222,7 @@ class PolisClient:
             last_event_id: resume after this event id instead of from the start.
 
         Yields:
-            Each event once, ``status``, ``tick`` and finally ``final``.
+            Each event once, ``status``, ``phase``, ``tick`` and finally ``final``.
 
         Raises:
             NotFoundError: no such experiment (or the service has no event stream).
@@ -237,7 +237,7 @@ class PolisClient:
 
         Args:
             experiment_id: the experiment.
-            progress: write a progress line (``tick`` events) to ``file``.
+            progress: write a progress line (``phase`` and ``tick`` events) to ``file``.
             timeout: seconds to wait at most; None waits as long as it runs.
             file: where the progress goes; stderr when None.
 
@@ -253,11 +253,11 @@ class PolisClient:
         shown = False
         try:
             for event in self._events_or_polls(experiment_id, deadline):
-                if not progress or event.event not in {"tick", "status"}:
+                if not progress or event.event not in {"tick", "phase", "status"}:
                     continue
                 data = event.json()
-                # A status change without counters would reset the bar to zero: only ticks and polled details move it.
-                if event.event == "tick" or "progress" in data:
+                # A status change without counters would reset the bar to zero: only ticks, phases and polled details move it.
+                if event.event in {"tick", "phase"} or "progress" in data:
                     out.write("\r" + progress_line(data))
                     out.flush()
                     shown = True

@@ -1,10 +1,12 @@
 """Live progress: an in-memory, bounded log of events per experiment, and waiting for the next one.
 
-Three kinds of event, each numbered per experiment (the Server-Sent Events ``id``):
+Four kinds of event, each numbered per experiment (the Server-Sent Events ``id``):
 
 - ``status``: the record's status changed (``{"status", "error"}``);
 - ``tick``: a tick ended (:meth:`engine.run_progress.RunProgress.to_json`: ticks and
   agent-steps done and total, LLM calls, tokens, cost, errors);
+- ``phase``: the run entered a phase (the same JSON, its ``phase`` set: loading the model, creating
+  workspaces, a tick, a questionnaire, committing ...), so a client shows what a run does from its first second;
 - ``final``: the experiment ended (the record's fields, its spec left out).
 
 The log lives in the service process: a restarted service starts a new log for each experiment,
@@ -26,7 +28,7 @@ from service.registry import ExperimentRecord
 
 __all__ = ["FINAL_STATUSES", "Event", "EventHub", "EventLog", "EventName", "final_data"]
 
-EventName = Literal["status", "tick", "final"]
+EventName = Literal["status", "tick", "phase", "final"]
 
 #: Statuses after which an experiment changes no more unless it is resumed (they get a ``final`` event).
 FINAL_STATUSES: frozenset[RunStatus] = ENDED_STATUSES | {RunStatus.INTERRUPTED}
@@ -170,6 +172,12 @@ class EventHub:
         log = self._logs.get(experiment_id)
         if log is not None:
             log.append("tick", progress)
+
+    def phase(self, experiment_id: str, progress: dict[str, Any]) -> None:
+        """Publish the progress as a run enters a phase (``RunProgress.to_json()``; only to an open log)."""
+        log = self._logs.get(experiment_id)
+        if log is not None:
+            log.append("phase", progress)
 
     def forget(self, experiment_id: str) -> None:
         """Drop an experiment's log (it was deleted)."""

@@ -77,6 +77,8 @@ class ExperimentRecord(BaseModel):
     ticks_total: int = 0
     agent_steps_done: int = 0
     agent_steps_total: int = 0
+    #: What the run is doing now, as its progress says (``creating workspaces``, ``tick`` ...; null: not running).
+    phase: str | None = None
     #: LLM usage and wall time, known once the run has ended.
     llm_calls: int | None = None
     input_tokens: int | None = None

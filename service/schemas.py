@@ -65,6 +65,9 @@ class Progress(BaseModel):
     ticks_total: int
     agent_steps_done: int
     agent_steps_total: int
+    #: What the run is doing now (``loading model``, ``creating workspaces``, ``tick``, ``questionnaire`` ...;
+    #: null before it starts and after it ends).
+    phase: str | None = None
 
 
 class Usage(BaseModel):
@@ -206,6 +209,7 @@ def _brief_fields(record: ExperimentRecord) -> dict[str, Any]:
             ticks_total=record.ticks_total,
             agent_steps_done=record.agent_steps_done,
             agent_steps_total=record.agent_steps_total,
+            phase=record.phase if record.status == RunStatus.RUNNING else None,
         ),
         "error": without_server_paths(record.error, record.run_dir) if record.error else record.error,
         "resumed_after_restart": record.resumed_after_restart,

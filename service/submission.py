@@ -329,7 +329,8 @@ class Submitter:
     async def _run(self, record: ExperimentRecord, pending: _Pending) -> None:
         experiment_id, run_dir = record.id, record.run_dir
         recorder = ProgressRecorder(self._registry, experiment_id, interval=self._progress_interval,
-                                    on_tick=lambda progress: self.events.tick(experiment_id, progress.to_json()))
+                                    on_tick=lambda progress: self.events.tick(experiment_id, progress.to_json()),
+                                    on_phase=lambda progress: self.events.phase(experiment_id, progress.to_json()))
         timer = TickTimer(self.metrics)
         counted = record.llm_calls or 0  # the run's calls are cumulative over its attempts; earlier ones were counted
 

@@ -68,6 +68,17 @@ def test_tick_events_count_llm_calls_tokens_cost_and_errors_so_far(streamed: dic
     assert f"tick {TICKS}/{TICKS}" in line and f"agent-steps {4 * TICKS}/{4 * TICKS}" in line and f"llm {calls[-1]} calls" in line
 
 
+def test_phase_events_say_what_the_run_does_from_its_start_and_the_ended_record_has_none(streamed: dict[str, Any]) -> None:
+    events = streamed["events"]
+    phases = [(i, e.data) for i, e in enumerate(events) if e.name == "phase"]
+    names = [data["phase"] for _, data in phases]
+    assert "creating workspaces" in names and names.count("tick") == TICKS and names.count("committing") == TICKS
+    first_tick = next(i for i, e in enumerate(events) if e.name == "tick")
+    assert phases[0][0] < first_tick  # the stream moves before the first tick ends
+    assert {data["status"] for _, data in phases} <= {"starting", "running"}, [(d["phase"], d["status"]) for _, d in phases]
+    assert streamed["record"]["progress"]["phase"] is None  # an ended run does nothing
+
+
 def test_a_finished_experiments_stream_replays_its_history_and_closes(http: httpx.Client, streamed: dict[str, Any]) -> None:
     again = read_events(http, streamed["id"], timeout=10)
     assert again == streamed["events"]

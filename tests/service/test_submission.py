@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -311,3 +312,18 @@ async def test_shutdown_flags_running_experiments_to_resume_and_adopt_queues_the
     assert again.adopt() == [running.id, waiting.id]  # oldest first
     await _settle(again)
     assert {restarted.get(i).status for i in (running.id, waiting.id)} == {"completed"}
+
+
+def test_the_recorder_writes_a_new_phase_at_once_and_announces_each_phase_once(tmp_path: Path, spec) -> None:
+    registry = CountingRegistry(tmp_path)
+    record = registry.create(spec)
+    now, announced = [0.0], []
+    recorder = ProgressRecorder(registry, record.id, interval=60, clock=lambda: now[0], on_phase=announced.append)
+    running = _progress("running", 0, 0)
+    for t, phase, done in [(0.0, "creating workspaces", 1), (0.1, "creating workspaces", 2), (0.2, "tick", None),
+                           (0.3, "committing", None), (0.4, "committing", None)]:
+        now[0] = t
+        recorder(dataclasses.replace(running, phase=phase, phase_done=done))
+    assert [p.phase for p in announced] == ["creating workspaces", "tick", "committing"]
+    assert [u.get("phase") for u in registry.updates] == ["creating workspaces", "tick", "committing"]  # counts wait
+    assert registry.get(record.id).phase == "committing"
