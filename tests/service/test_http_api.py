@@ -61,7 +61,8 @@ def test_submit_returns_201_with_a_queued_record(http: httpx.Client, make_spec_d
 def test_experiment_completes_with_two_ticks_and_eight_agent_steps(completed: dict[str, Any]) -> None:
     assert completed["status"] == "completed", completed["error"]
     assert completed["error"] is None
-    assert completed["progress"] == {"ticks_done": 2, "ticks_total": 2, "agent_steps_done": 8, "agent_steps_total": 8}
+    assert completed["progress"] == {"ticks_done": 2, "ticks_total": 2, "agent_steps_done": 8, "agent_steps_total": 8,
+                                     "phase": None}  # an ended run does nothing
     assert completed["dashboard_link"].startswith("http")
     assert completed["started_at"] and completed["finished_at"]
     assert completed["usage"]["llm_calls"] >= 1
