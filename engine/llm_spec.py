@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
-__all__ = ["LLMClientSpec", "LLMSpec", "PriceSpec"]
+__all__ = ["COMPLETION_OPTIONS", "LLMClientSpec", "LLMSpec", "PriceSpec"]
+
+#: The chat-completion parameters ``options`` may set (OpenAI's, and the sampling ones litellm passes to other
+#: providers). Anything else goes under ``extra``, said on purpose, so that a typo (``temprature``) is an error.
+COMPLETION_OPTIONS = frozenset({
+    "temperature", "top_p", "top_k", "min_p", "max_tokens", "max_completion_tokens", "stop", "seed", "n",
+    "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias", "logprobs", "top_logprobs",
+    "reasoning_effort", "parallel_tool_calls", "user", "timeout", "service_tier",
+})
+_SECRET_KEYS = frozenset({"api_key", "key", "token", "authorization"})
 
 
 class _Frozen(BaseModel):
@@ -34,17 +45,43 @@ class LLMClientSpec(_Frozen):
         pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
         description="NAME of the environment variable holding the key (resolved on the worker)",
     )
-    options: dict[str, Any] = Field(default_factory=dict, description="request options: temperature, max_tokens, ...")
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="chat-completion parameters: temperature, max_tokens, top_p, seed, stop ... "
+        "(a name outside them is refused: put a provider's own parameters under extra)")
+    extra: dict[str, Any] = Field(
+        default_factory=dict, description="a provider's own request parameters, sent as they are (no check beyond secrets)")
     price: PriceSpec | None = Field(
         None, description="token prices for polis estimate and the run's recorded cost_usd (default: litellm's price map)")
 
     @field_validator("options")
     @classmethod
-    def _no_secret_in_options(cls, value: dict[str, Any]) -> dict[str, Any]:
+    def _known_options(cls, value: dict[str, Any]) -> dict[str, Any]:
         for key in value:
-            if key.lower() in {"api_key", "key", "token", "authorization"}:
-                raise ValueError(f"option {key!r} would store a secret in the spec; use api_key_env instead")
+            _refuse_secret(key)
+            if key not in COMPLETION_OPTIONS:
+                near = difflib.get_close_matches(key, sorted(COMPLETION_OPTIONS), n=1)
+                hint = f"did you mean {near[0]!r}? " if near else ""
+                raise PydanticCustomError(
+                    "unknown_option", "unknown completion option '{name}'; {hint}a provider's own parameter goes under "
+                    "'extra' (known options: {known})",
+                    {"key": key, "name": key, "hint": hint, "known": ", ".join(sorted(COMPLETION_OPTIONS))})
         return value
+
+    @field_validator("extra")
+    @classmethod
+    def _no_secret_in_extra(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            _refuse_secret(key)
+        return value
+
+    def request_options(self) -> dict[str, Any]:
+        """What every request of this client carries: ``options``, then ``extra``."""
+        return {**self.options, **self.extra}
+
+
+def _refuse_secret(key: str) -> None:
+    if key.lower() in _SECRET_KEYS:
+        raise ValueError(f"option {key!r} would store a secret in the spec; use api_key_env instead")
 
 
 class LLMSpec(_Frozen):

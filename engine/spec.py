@@ -96,6 +96,13 @@ class AgentSpec(_Frozen):
 
     _type_known = field_validator("type")(classmethod(lambda cls, v: _known_agent_type(v)))
 
+    @field_validator("config")
+    @classmethod
+    def _config_fits_the_agent(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        from engine.agent.registry import check_agent_config
+
+        return check_agent_config(info.data.get("type"), value)
+
 
 class EnvModuleSpec(_Frozen):
     """One environment module by registered type name."""

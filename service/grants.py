@@ -169,13 +169,14 @@ class Grants:
                 f"model {client.model!r} is not granted to owner {owner!r} with this endpoint and key (granted: {granted})",
                 path=f"{path}.model",
             )
-        for option in client.options:
-            if option not in REQUEST_OPTIONS:
-                raise CredentialNotGrantedError(
-                    f"option {option!r} is not a request option a service run may set "
-                    f"(allowed: {', '.join(sorted(REQUEST_OPTIONS))})",
-                    path=f"{path}.options.{option}",
-                )
+        for field, options in (("options", client.options), ("extra", client.extra)):
+            for option in options:
+                if option not in REQUEST_OPTIONS:
+                    raise CredentialNotGrantedError(
+                        f"option {option!r} is not a request option a service run may set "
+                        f"(allowed: {', '.join(sorted(REQUEST_OPTIONS))})",
+                        path=f"{path}.{field}.{option}",
+                    )
 
     def check_embedder(self, embedder: str, owner: str, path: str = "environment.embedder") -> None:
         """Refuse an embedder that calls a provider unless a grant lets the provider read its default key.

@@ -12,10 +12,11 @@ from abc import ABC, abstractmethod
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
+from engine.agent.config import AgentConfig, config_error
 from engine.agent.env_instruction import templatize
 from engine.agent.memory.episodes import EpisodeStore
 from engine.agent.memory.thread import ThreadMemory
@@ -28,7 +29,7 @@ from engine.agent.toolsets import FileTools, MemoryTools, SkillTools, TodoTools
 from engine.agent.workspace import AgentWorkspace, as_workspace
 from engine.env.handle import EnvHandle
 from engine.env.requests import EnvRequest
-from engine.errors import LLMCallError, StructuredOutputError, WorkspaceError
+from engine.errors import LLMCallError, SpecError, StructuredOutputError, WorkspaceError
 from engine.llm.budget import BudgetGate
 from engine.llm.decision import build_decision_model
 from engine.llm.dispatcher import caller_model
@@ -55,11 +56,14 @@ class AgentBase(ABC):
 
     #: the template :meth:`build_react_messages` renders (recorded with each LLM call)
     react_prompt: PromptTemplate | None = None
+    #: what this class reads of the spec's ``config`` (a class that reads more declares a subclass)
+    Config: ClassVar[type[AgentConfig]] = AgentConfig
 
     def __init__(self) -> None:
         self.id: int = -1
         self.profile: dict[str, Any] = {}
-        self.config: dict[str, Any] = {}
+        self.config: dict[str, Any] = {}  #: as the spec gave it
+        self.settings: AgentConfig = AgentConfig()  #: ``config`` read by :attr:`Config`
         self.state: dict[str, Any] = {}  #: AGENT.json's dynamic part
         self.workspace: AgentWorkspace | None = None
         self.meter = Meter()
@@ -126,6 +130,12 @@ class AgentBase(ABC):
         self.id = int(static["id"])
         self.profile = static.get("profile", {})
         self.config = static.get("config", {})
+        try:
+            self.settings = type(self).Config.model_validate(self.config)
+        except ValidationError as error:
+            problem = config_error(type(self).__name__, type(self).Config, error)
+            where = f"config.{problem.context['key']}" if problem.context else "config"
+            raise SpecError(f"agent {self.id}: {where}: {problem.message()}", path=where) from None
         self.state = dynamic.get("state", {})
         self._step_count = int(dynamic.get("step_count", 0))
         self._budget = budget
@@ -136,7 +146,7 @@ class AgentBase(ABC):
         self.skills = SkillTools(
             self.workspace, env_skill_dirs=env_skill_dirs_of(self._env), profile=self.profile,
             clock=lambda: self._current_time, agent_id=self.id,
-            timeout_s=float(self.config.get("skill_timeout_s", 10.0)),
+            timeout_s=self.settings.skill_timeout_s,
         )
         self._toolsets = self.build_toolsets()
 
@@ -227,7 +237,7 @@ class AgentBase(ABC):
 
     def _offer(self, tools: dict[str, AgentTool], *, readonly: bool) -> dict[str, AgentTool]:
         """Filter by readonly and by ``config.tools`` (a researcher's allow-list; finish always stays)."""
-        allowed = self.config.get("tools")
+        allowed = self.settings.tools
         return {
             name: t for name, t in tools.items()
             if (t.readonly or not readonly) and (allowed is None or name in allowed or name == FINISH.name)
@@ -275,7 +285,7 @@ class AgentBase(ABC):
             readonly: the ask must not change the environment.
             variables: values of the placeholders (the ask_env tool's ``variables``).
         """
-        template_mode = bool(self.config.get("env_template_mode", True))
+        template_mode = self.settings.env_template_mode
         request = templatize(instruction, variables, literals=template_mode)
         if request.missing:
             names = ", ".join("{" + name + "}" for name in request.missing)
@@ -310,14 +320,14 @@ class AgentBase(ABC):
         self._log_thread(t, fresh)
         messages = [*(m for m in fresh if m["role"] == "system"), *earlier, *(m for m in fresh if m["role"] != "system")]
         outcome = StepOutcome(status="turn_limit")
-        max_turns = int(self.config.get("max_react_turns", 4))
+        max_turns = self.settings.max_react_turns
         assert self._dispatcher is not None  # restore() bound it
         for turn in range(1, max_turns + 1):
             outcome.turns = turn
             try:
                 decision = await complete_structured(
                     self._dispatcher, messages, decision_type, prompt=self.react_prompt,
-                    max_attempts=int(self.config.get("max_parse_attempts", 3)),
+                    max_attempts=self.settings.max_parse_attempts,
                     hint="Valid tools: " + ", ".join(tools),
                 )
             except (StructuredOutputError, LLMCallError) as error:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import importlib
 from functools import lru_cache
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.errors import SpecError
 
 if TYPE_CHECKING:
     from engine.agent.base import AgentBase
 
-__all__ = ["agent_type_names", "check_agent_type", "register_agent", "resolve_agent"]
+__all__ = ["agent_type_names", "check_agent_config", "check_agent_type", "register_agent", "resolve_agent"]
 
 _BUILTIN = {
     "PersonAgent": "engine.agent.person:PersonAgent",
@@ -53,6 +53,30 @@ def check_agent_type(name: str) -> str:
     if name not in agent_type_names():
         raise ValueError(f"unknown agent type {name!r}; known: {', '.join(agent_type_names())}")
     return name
+
+
+def check_agent_config(name: str | None, config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` if the agent type ``name`` reads it (a spec field validator; its class's ``Config`` decides).
+
+    Args:
+        name: the agent type (None: its own check failed, so there is nothing to check against).
+        config: the spec's ``config``.
+
+    Raises:
+        PydanticCustomError: the first problem, its key under ``config`` as ``ctx.key`` (a suggestion for a near-miss).
+    """
+    if name is None:
+        return config
+    from pydantic import ValidationError
+
+    from engine.agent.config import config_error
+
+    model = resolve_agent(name).Config
+    try:
+        model.model_validate(config)
+    except ValidationError as error:
+        raise config_error(name, model, error) from None
+    return config
 
 
 def resolve_agent(name: str) -> type[AgentBase]:

@@ -63,6 +63,13 @@ class PopulationSpec(BaseModel):
 
     _type_known = field_validator("type")(classmethod(lambda cls, v: _known_agent_type(v)))
 
+    @field_validator("config")
+    @classmethod
+    def _config_fits_the_agent(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        from engine.agent.registry import check_agent_config
+
+        return check_agent_config(info.data.get("type"), value)
+
     @field_validator("rows")
     @classmethod
     def _rows_are_profiles(cls, value: list[dict[str, Any]] | None, info: ValidationInfo) -> list[dict[str, Any]] | None:

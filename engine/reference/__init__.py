@@ -5,13 +5,12 @@
 reads the ``AGENTSOCIETY_*`` variables; ``outputs`` writes the files the reference's users read.
 """
 
-from engine.reference.agents import CONFIG_KEYS, NO_EQUIVALENT, REFERENCE_CONFIG
+from engine.reference.agents import NO_EQUIVALENT, REFERENCE_CONFIG
 from engine.reference.convert import load_reference, reference_to_spec
 from engine.reference.environment import ReferenceSettings
 from engine.reference.modules import REFERENCE_MODULE_TYPES
 
 __all__ = [
-    "CONFIG_KEYS",
     "NO_EQUIVALENT",
     "REFERENCE_CONFIG",
     "REFERENCE_MODULE_TYPES",

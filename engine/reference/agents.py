@@ -9,8 +9,8 @@ An agent's ``kwargs`` split into ``id`` (must equal ``agent_id``; then dropped),
   is refused with the reason. The reference documents ``memory_context_max_chars``,
   ``recent_memory_limit`` and ``memory_consolidation_*`` as config although its agents file them
   under the profile; here they are config.
-- Our own config keys (:data:`CONFIG_KEYS`, plus ``game`` for the game agents and ``rule`` for
-  ``RuleBasedAgent``), flat or in a nested ``config`` dict, are validated and kept.
+- Our own config keys (the agent class's ``Config``: :class:`~engine.agent.config.AgentConfig`, plus ``game``
+  for the game agents and ``rule`` for ``RuleBasedAgent``), flat or in a nested ``config`` dict, are validated and kept.
 - Keys of reference machinery we do not have (:data:`NO_EQUIVALENT`) are refused, never dropped.
 - Everything else, and a nested ``profile`` dict, is the profile.
 
@@ -19,24 +19,19 @@ A society has one agent class, as in the reference: a second ``agent_type`` is r
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import Field, TypeAdapter
+from pydantic import TypeAdapter
 
 from engine.agent.memory.thread import MemoryConfig
 from engine.agent.registry import agent_type_names, resolve_agent
 from engine.reference.problems import Problems, at, mapping, only
 
-__all__ = ["CONFIG_KEYS", "NO_EQUIVALENT", "REFERENCE_CONFIG", "convert_agents"]
+if TYPE_CHECKING:
+    from engine.agent.base import AgentBase
 
-#: agent config keys every built-in agent reads (engine/agent/base.py, memory/thread.py), with their types
-CONFIG_KEYS: dict[str, Any] = {
-    "max_react_turns": Annotated[int, Field(ge=1)],
-    "max_parse_attempts": Annotated[int, Field(ge=1)],
-    "tools": list[str],
-    "skill_timeout_s": Annotated[float, Field(gt=0)],
-    "memory": MemoryConfig,
-}
+__all__ = ["NO_EQUIVALENT", "REFERENCE_CONFIG", "convert_agents"]
+
 #: the reference's agent config keys: (our config path, or None: accepted only at ``value``) and why
 REFERENCE_CONFIG: dict[str, tuple[tuple[str, ...] | None, Any, str]] = {
     "memory_context_max_chars": (("memory", "max_chars"), None, ""),
@@ -60,20 +55,16 @@ NO_EQUIVALENT: dict[str, str] = {
     "env_router": "the environment router is built by the engine from the spec",
 }
 _CONSOLIDATION = "memory_consolidation_"
-_ADAPTERS = {key: TypeAdapter(kind) for key, kind in CONFIG_KEYS.items()}
 
 
-def _config_adapters(cls: type) -> tuple[dict[str, TypeAdapter[Any]], bool]:
-    """The config keys ``cls`` reads with their validators, and whether other config keys may pass (third-party)."""
-    from engine.agent.contrib.game import GameAgent
-    from engine.agent.contrib.rule_based import RuleBasedAgent, RuleConfig
-
-    adapters = dict(_ADAPTERS)
-    if issubclass(cls, GameAgent):
-        adapters["game"] = TypeAdapter(cls.game_config_model)
-    if issubclass(cls, RuleBasedAgent):
-        adapters["rule"] = TypeAdapter(RuleConfig)
-    return adapters, not cls.__module__.startswith("engine.")
+def _config_adapters(cls: type[AgentBase]) -> tuple[dict[str, TypeAdapter[Any]], bool]:
+    """The config keys ``cls`` reads (its ``Config``'s fields) with their validators, and whether other keys may pass
+    (a third-party class whose Config allows extra keys)."""
+    fields = cls.Config.model_fields
+    adapters: dict[str, TypeAdapter[Any]] = {
+        name: TypeAdapter(Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation)  # type: ignore[arg-type]
+        for name, field in fields.items()}
+    return adapters, cls.Config.model_config.get("extra") == "allow"
 
 
 def _reference_key(key: str, value: Any, here: str, config: dict[str, Any], problems: Problems) -> bool:

@@ -201,7 +201,7 @@ def test_nested_config_key_our_agent_does_not_read_is_refused():
     message = _error(_config(_person(1, config={"reflection_interval": 3})))
     assert message == (
         "init_config.json:agents.0.kwargs.config.reflection_interval: not supported: PersonAgent reads the config keys "
-        "max_parse_attempts, max_react_turns, memory, skill_timeout_s, tools"
+        "env_template_mode, max_parse_attempts, max_react_turns, memory, skill_timeout_s, tools"
     )
 
 

@@ -99,7 +99,7 @@ def test_population_that_would_expand_past_the_size_cap_is_refused_without_expan
     with pytest.raises(SpecError, match="population.0: the populations would expand"):
         parse_spec(with_(population=[{"count": 1_000_000, "profile_template": {"bio": "{i:>1000}" * 300}}]))
     with pytest.raises(SpecError, match="at most"):
-        parse_spec(with_(population=[{"count": 500_000, "config": {"notes": "x" * 1000}}]))
+        parse_spec(with_(population=[{"count": 500_000, "config": {"tools": ["x" * 1000]}}]))
     assert time.perf_counter() - started < 1.0
 
 

@@ -56,8 +56,8 @@ def test_models_that_call_no_provider_need_no_grant(model: str) -> None:
         ({"model": "anthropic/claude", "api_key_env": "OPENAI_API_KEY"}, "llm.default.model"),
         # No variable named and no base_url: the provider library would read its default variable.
         ({"model": "openai/gpt-4o"}, "llm.default.api_key_env"),
-        ({"model": "openai/gpt-4o", "api_key_env": "OPENAI_API_KEY", "options": {"api_base": "http://x"}},
-         "llm.default.options.api_base"),
+        ({"model": "openai/gpt-4o", "api_key_env": "OPENAI_API_KEY", "extra": {"api_base": "http://x"}},
+         "llm.default.extra.api_base"),
     ],
 )
 def test_a_config_outside_the_owners_grants_is_refused_naming_the_field(client: dict[str, Any], path: str) -> None:

@@ -14,15 +14,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from engine.agent.base import AgentBase
+from engine.agent.config import AgentConfig
 from engine.agent.contrib.prompts import GAME_ASK, GAME_ROUND
 from engine.agent.outcome import StepOutcome
 from engine.agent.service_proxy import ServiceProxy
 from engine.agent.tools import AgentTool
 from engine.agent.workspace import AgentWorkspace
-from engine.errors import SpecError
 from engine.llm.prompt import PromptTemplate
 
 __all__ = ["GameAgent", "amount_args"]
@@ -51,17 +51,17 @@ class GameAgent(AgentBase):
     game_config: BaseModel
     react_prompt: PromptTemplate
 
-    async def restore(self, workspace: AgentWorkspace | Path, service_proxy: ServiceProxy, **kwargs: Any) -> None:
-        """Restore the base, then read ``config["game"]``.
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "game_config_model" in cls.__dict__:  # the Config of this game: the base's keys and ``game``
+            cls.Config = create_model(f"{cls.__name__}Config", __base__=AgentConfig, __doc__=f"The config of a {cls.game} player.",
+                                      game=(cls.game_config_model, Field(default_factory=cls.game_config_model,
+                                                                         description=f"the {cls.game}'s settings")))
 
-        Raises:
-            SpecError: an invalid ``config.game``.
-        """
+    async def restore(self, workspace: AgentWorkspace | Path, service_proxy: ServiceProxy, **kwargs: Any) -> None:
+        """Restore the base (which reads ``config["game"]`` too, by the class's Config)."""
         await super().restore(workspace, service_proxy, **kwargs)
-        try:
-            self.game_config = self.game_config_model.model_validate(self.config.get("game") or {})
-        except ValidationError as error:
-            raise SpecError(str(error), path="config.game") from None
+        self.game_config = self.settings.game  # type: ignore[attr-defined]  # a field of the Config made above
         self._moved_in_round: int | None = None
         self._moves_sent = 0  #: moves that reached the environment in this step
 

@@ -15,13 +15,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.agent.base import AgentBase
+from engine.agent.config import AgentConfig
 from engine.agent.outcome import StepOutcome
 from engine.agent.service_proxy import ServiceProxy
 from engine.agent.workspace import AgentWorkspace
-from engine.errors import SpecError, ToolCallError
+from engine.errors import ToolCallError
 from engine.format_template import check_format_template
 from engine.instruction_template import is_bare_template
 
@@ -108,17 +109,15 @@ def decide(config: RuleConfig, seen: list[Move], *, triggered: bool = False) -> 
 class RuleBasedAgent(AgentBase):
     """A deterministic, LLM-free player (tit-for-tat, grim trigger, threshold, always-C/D), for baselines."""
 
-    async def restore(self, workspace: AgentWorkspace | Path, service_proxy: ServiceProxy, **kwargs: Any) -> None:
-        """Restore the base, then read ``config["rule"]``.
+    class Config(AgentConfig):
+        """The config of a rule-based player: the base's keys and ``rule``."""
 
-        Raises:
-            SpecError: an invalid ``config.rule``.
-        """
+        rule: RuleConfig = Field(default_factory=RuleConfig, description="the rule it plays and how it announces moves")
+
+    async def restore(self, workspace: AgentWorkspace | Path, service_proxy: ServiceProxy, **kwargs: Any) -> None:
+        """Restore the base (which reads ``config["rule"]`` too, by :class:`Config`)."""
         await super().restore(workspace, service_proxy, **kwargs)
-        try:
-            self.rule = RuleConfig.model_validate(self.config.get("rule") or {})
-        except ValidationError as error:
-            raise SpecError(str(error), path="config.rule") from None
+        self.rule: RuleConfig = self.settings.rule  # type: ignore[attr-defined]  # settings is a Config here
 
     def build_react_messages(
         self, *, tick: int, t: datetime, observations: list[str], question: str | None = None, readonly: bool = False

@@ -132,7 +132,7 @@ async def _answer_one(
             assert llm is not None
             answers = await answer_questionnaire(
                 llm, _persona(agent, job.t), q, agent_id=agent_id,
-                max_attempts=int(agent.config.get("max_parse_attempts", 3)),
+                max_attempts=agent.settings.max_parse_attempts,
             )
         except BudgetExhaustedError:
             # Not a failed answer: the questionnaire stops and is asked again once there is budget.

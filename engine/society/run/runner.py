@@ -97,10 +97,8 @@ def _clients(spec: ExperimentSpec, cache_dir: RunLocation | None, limits: Limite
     if limits is not None:
         extra["limits"] = limits
     coder = spec.llm.coder or spec.llm.default
-    return {
-        "default": LLMClient(role="default", **extra, **spec.llm.default.model_dump()),
-        "coder": LLMClient(role="coder", **extra, **coder.model_dump()),
-    }
+    return {role: LLMClient(role=role, **extra, **client.model_dump(exclude={"extra"}) | {"options": client.request_options()})
+            for role, client in (("default", spec.llm.default), ("coder", coder))}
 
 
 def _resume_state(spec: ExperimentSpec, run_dir: Path | str, force: bool) -> tuple[SocietyStep, bool]:
