@@ -127,7 +127,8 @@ def _role_as_code(match: re.Match[str]) -> str:
 
 
 def spec_page() -> str:
-    from engine.spec import ExperimentSpec, spec_json_schema
+    from engine.spec import ExperimentSpec
+    from engine.spec_schema import spec_json_schema
 
     schema = spec_json_schema()
     defs: dict[str, Any] = schema.get("$defs", {})
@@ -166,11 +167,12 @@ def _refs(node: Any) -> list[str]:
 
 
 def _reachable(schema: dict[str, Any], defs: dict[str, Any]) -> list[str]:
-    """The root model, then every model it uses, breadth first in field order."""
+    """The root model, then every model it uses, breadth first in field order, plugin configs after fields."""
     order = [schema["title"]]
     queue = [schema]
     while queue:
-        for ref in _refs(queue.pop(0).get("properties", {})):
+        node = queue.pop(0)  # its fields, then the plugin configs its fields take (engine.spec_schema)
+        for ref in _refs([node.get("properties", {}), node.get("allOf", [])]):
             if ref not in order:
                 order.append(ref)
                 queue.append(defs[ref])

@@ -42,7 +42,7 @@ from engine.storage.query_limits import QueryLimits
 from engine.storage.reader import CappedResult, ReplayReader
 from engine.storage.run_layout import as_location, is_url, run_child, run_store
 from engine.storage.sweep_layout import SWEEP_FILE
-from engine.sweep import MAX_CELLS, SweepCell, check_grid_keys
+from engine.sweep import MAX_CELLS, SweepCell, check_grid_keys, check_sweep_values
 
 __all__ = [
     "MAX_CELLS",
@@ -70,6 +70,7 @@ __all__ = [
     "atomic_write_text",
     "check_as_of_kept",
     "check_dataset_name",
+    "check_sweep_values",
     "check_grid_keys",
     "cluster_dashboard",
     "completed_steps_at",

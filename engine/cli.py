@@ -298,7 +298,7 @@ def _workspace_export(args: argparse.Namespace) -> int:
 
 
 def _spec_schema(args: argparse.Namespace) -> int:
-    from engine.spec import spec_json_schema
+    from engine.spec_schema import spec_json_schema
 
     print(json.dumps(spec_json_schema(), indent=2))
     return 0

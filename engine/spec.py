@@ -1,7 +1,7 @@
 """The experiment spec: the one contract between the service, the CLI and the engine.
 
 A spec is user input (``*Spec``), validated once at the edge and frozen. Errors name the field
-path (``agents.3.type``). ``load_spec`` reads JSON or YAML; ``spec_json_schema`` is what
+path (``agents.3.type``). ``load_spec`` reads JSON or YAML; :func:`engine.spec_schema.spec_json_schema` is what
 ``polis spec-schema`` prints.
 """
 
@@ -40,7 +40,9 @@ __all__ = [
     "PopulationSpec",
     "QuestionSpec",
     "QuestionnaireStep",
+    "RUN_OPTIONS",
     "RouterName",
+    "RunOptions",
     "RunStep",
     "SnapshotsSpec",
     "StorageSpec",
@@ -51,7 +53,6 @@ __all__ = [
     "load_spec",
     "parse_spec",
     "read_document",
-    "spec_json_schema",
 ]
 
 
@@ -73,11 +74,9 @@ def _known_agent_type(name: str) -> str:
 
 
 def _known_env_module(name: str) -> str:
-    from engine.env.registry import env_module_known, env_module_names
+    from engine.env.registry import ENV_MODULES
 
-    if not env_module_known(name):
-        raise ValueError(f"unknown environment module type {name!r}; known: {', '.join(env_module_names())}")
-    return name
+    return ENV_MODULES.check_name(name)
 
 
 #: The largest id, tick count or seed a spec may hold: datasets store them as 64-bit integers.
@@ -115,30 +114,69 @@ class EnvModuleSpec(_Frozen):
     @field_validator("kwargs")
     @classmethod
     def _kwargs_fit_the_module(cls, kwargs: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        from engine.env.registry import module_params, resolve_env_module
+        from engine.env.registry import ENV_MODULES
 
-        type_name = info.data.get("type")
-        accepted = module_params(resolve_env_module(type_name)) if type_name is not None else None
-        for key in kwargs:
-            if accepted is not None and key not in accepted:
-                near = difflib.get_close_matches(key, sorted(accepted), n=1)
-                hint = f"did you mean {near[0]!r}? " if near else ""
-                raise PydanticCustomError(
-                    "module_kwargs", "{module} takes no argument '{name}'; {hint}it takes: {accepted}",
-                    {"key": key, "module": type_name, "name": key, "hint": hint,
-                     "accepted": ", ".join(sorted(accepted)) or "no kwargs"})
-        return kwargs
+        checked: dict[str, Any] = ENV_MODULES.check_config(info.data.get("type"), kwargs)
+        return checked
+
+
+#: Settings of the codegen router that were once the environment's own (a spec may still give them there).
+_CODEGEN_SETTINGS = {"cache_similarity": 0.85, "final_summary": False}
 
 
 class EnvironmentSpec(_Frozen):
     """The environment: a router kind and its modules."""
 
     router: RouterName = Field(DEFAULT_ROUTER, description="the router that maps ask_env instructions to tool calls")
-    cache_similarity: float = Field(0.85, gt=0, le=1, description="codegen: reuse cached code above this embedding similarity")
+    router_config: dict[str, Any] = Field(
+        default_factory=dict, description="the router's own settings (its Config): codegen cache_similarity, "
+        "final_summary; plan_execute and two_tier_plan_execute max_replans; search_tool top_k")
     embedder: str = Field("sim", description="codegen template cache embeddings: sim, wordllama, auto, or a litellm model")
+    embedder_config: dict[str, Any] = Field(
+        default_factory=dict, description="the embedder's settings: dim (sim, wordllama, auto), dimensions (a litellm model)")
     modules: list[EnvModuleSpec] = Field(default_factory=lambda: [EnvModuleSpec(type="MessagingSpace")], min_length=1)
-    max_router_steps: int = Field(3, ge=1, le=50)
-    final_summary: bool = Field(False, description="codegen: one more coder call turns the executed code's results into the answer")
+    max_router_steps: int = Field(3, ge=1, le=50, description="tool calls (codegen: code attempts) one ask_env may make")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _codegen_settings_moved(cls, data: Any) -> Any:
+        """``cache_similarity`` and ``final_summary`` beside ``router`` (as specs and stored runs had them) go into
+        ``router_config``; for another router, only at their old defaults (what a stored spec of it holds)."""
+        if not isinstance(data, dict) or not any(key in data for key in _CODEGEN_SETTINGS):
+            return data
+        data = dict(data)
+        config = dict(data.get("router_config") or {})
+        codegen = data.get("router", DEFAULT_ROUTER) == "codegen"
+        for key, default in _CODEGEN_SETTINGS.items():
+            if key in data:
+                value = data.pop(key)
+                if codegen:
+                    config.setdefault(key, value)
+                elif value != default:
+                    raise PydanticCustomError("codegen_setting", "{name} is a setting of the codegen router, not of {router}",
+                                              {"key": key, "name": key, "router": data.get("router")})
+        data["router_config"] = config
+        return data
+
+    @field_validator("router_config")
+    @classmethod
+    def _fits_the_router(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        from engine.env.routers import ROUTERS
+
+        checked: dict[str, Any] = ROUTERS.check_config(info.data.get("router"), value)
+        return checked
+
+    @field_validator("embedder_config")
+    @classmethod
+    def _fits_the_embedder(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        from engine.env.routers.embedding import embedder_class
+        from engine.plugins import check_config
+
+        embedder = info.data.get("embedder")
+        if embedder is None:
+            return value
+        checked: dict[str, Any] = check_config(embedder_class(embedder).Config, value, f"embedder {embedder}")
+        return checked
 
 
 class RunStep(_Frozen):
@@ -264,8 +302,31 @@ class SweepSpec(_Frozen):
         return value
 
 
-class ExperimentSpec(_Frozen):
-    """A whole experiment."""
+class RunOptions(_Frozen):
+    """How a run is carried out, apart from what it simulates: batching, concurrency, what it keeps and how.
+
+    A spec holds these beside its science, but they are not part of what it simulates: the spec hash leaves them
+    out, and a resumed run may change them (a new batch size or worker count for a larger cluster, another
+    transcript cap or snapshot count), except ``storage.workspaces``, the layout the run's files already have.
+    """
+
+    batch_size: int = Field(
+        256, ge=1, le=100_000,
+        description="agents per batch future, at most; a tick has at least one batch per task slot of the cluster "
+        "while each keeps 16 agents. May change on resume",
+    )
+    max_workers: int | None = Field(None, ge=1, description="cap on concurrently running batch futures. May change on resume")
+    transcripts: TranscriptsSpec = Field(default_factory=TranscriptsSpec)
+    snapshots: SnapshotsSpec = Field(default_factory=SnapshotsSpec)
+    storage: StorageSpec = Field(default_factory=StorageSpec)
+
+
+#: The spec's fields that are run options (:class:`RunOptions`), not science.
+RUN_OPTIONS = frozenset(RunOptions.model_fields)
+
+
+class ExperimentSpec(RunOptions):
+    """A whole experiment: its science, and the run options it inherits from :class:`RunOptions`."""
 
     name: str = Field(min_length=1, max_length=200)
     seed: int = Field(0, ge=-(2**63), le=INT64_MAX)
@@ -275,16 +336,7 @@ class ExperimentSpec(_Frozen):
     population: list[PopulationSpec] = Field(default_factory=list)
     environment: EnvironmentSpec = Field(default_factory=EnvironmentSpec)
     steps: list[StepSpec] = Field(min_length=1)
-    batch_size: int = Field(
-        256, ge=1, le=100_000,
-        description="agents per batch future, at most; a tick has at least one batch per task slot of the cluster "
-        "while each keeps 16 agents",
-    )
-    max_workers: int | None = Field(None, ge=1, description="cap on concurrently running batch futures")
     budget: BudgetSpec | None = None
-    transcripts: TranscriptsSpec = Field(default_factory=TranscriptsSpec)
-    snapshots: SnapshotsSpec = Field(default_factory=SnapshotsSpec)
-    storage: StorageSpec = Field(default_factory=StorageSpec)
     max_error_rate: float = Field(
         0.05, ge=0, le=1,
         description="share of agent-steps ending in error (or llm_error) above which a run ends 'failed' "
@@ -356,10 +408,22 @@ class ExperimentSpec(_Frozen):
     def total_ticks(self) -> int:
         return sum(step.num_steps for step in self.steps if isinstance(step, RunStep))
 
+    def run_options(self) -> RunOptions:
+        return RunOptions.model_validate(self.model_dump(include=set(RUN_OPTIONS)))
+
+    def science(self) -> dict[str, Any]:
+        """The spec without its run options: what :meth:`spec_hash` hashes."""
+        return self.model_dump(mode="json", exclude=set(RUN_OPTIONS))
+
+    def with_options(self, options: RunOptions) -> ExperimentSpec:
+        """This science, run with ``options``."""
+        return self.model_copy(update=dict(options))
+
     def spec_hash(self) -> str:
+        """A hash of the science: equal for two specs that simulate the same thing, whatever their run options."""
         import hashlib
 
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps(self.science(), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _error_path(item: Any) -> str:
@@ -373,8 +437,21 @@ def format_validation_error(error: ValidationError) -> str:
     """One line per problem, each led by its dotted field path."""
     lines = []
     for item in error.errors():
-        lines.append(f"{_error_path(item) or '<spec>'}: {item['msg'].removeprefix('Value error, ')}")
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            message = _unknown_field(item["loc"])
+        lines.append(f"{_error_path(item) or '<spec>'}: {message}")
     return "\n".join(lines)
+
+
+def _unknown_field(loc: tuple[Any, ...]) -> str:
+    """What an unknown field of the spec is told: the nearest field there is, if one is near."""
+    from engine.plugins import field_names_at
+
+    known = field_names_at(ExperimentSpec, [str(part) for part in loc[:-1]])
+    near = difflib.get_close_matches(str(loc[-1]), known, n=1)
+    return f"unknown field; did you mean {near[0]!r}?" if near else f"unknown field; known: {', '.join(known)}" if known else \
+        "unknown field"
 
 
 def parse_spec(data: Any, *, locate: Locate | None = None) -> ExperimentSpec:
@@ -427,8 +504,3 @@ def read_document(path: str | Path, what: str) -> Any:
         return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as error:
         raise SpecError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}") from None
-
-
-def spec_json_schema() -> dict[str, Any]:
-    """The JSON Schema of ``ExperimentSpec``."""
-    return ExperimentSpec.model_json_schema()

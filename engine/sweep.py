@@ -27,7 +27,7 @@ from engine.errors import SpecError
 from engine.spec import ExperimentSpec, parse_spec
 from engine.storage.sweep_layout import cell_dir, param_column
 
-__all__ = ["MAX_CELLS", "SweepCell", "check_grid_keys", "derive_seed", "describe_params", "expand_sweep"]
+__all__ = ["MAX_CELLS", "SweepCell", "check_grid_keys", "check_sweep_values", "derive_seed", "describe_params", "expand_sweep"]
 
 #: The most cells one sweep may expand to.
 MAX_CELLS = 10_000
@@ -168,10 +168,7 @@ def expand_sweep(spec: ExperimentSpec) -> list[SweepCell]:
     total = replications * math.prod(len(values) for values in grid.values())
     if total > MAX_CELLS:
         raise SpecError(f"the sweep expands to {total} cells; at most {MAX_CELLS} are allowed", path="sweep")
-    try:
-        targets = check_grid_keys(grid, {name: getattr(spec, name) for name in type(spec).model_fields})
-    except ValueError as error:
-        raise SpecError(str(error), path="sweep") from None
+    targets = _targets(spec)
     base = spec.model_dump(mode="json", exclude={"sweep"})
     cells: list[SweepCell] = []
     seeds: set[int] = set()
@@ -184,20 +181,53 @@ def expand_sweep(spec: ExperimentSpec) -> list[SweepCell]:
             while (seed := derive_seed(spec.seed, params, replication, salt)) in seeds:
                 salt += 1
             seeds.add(seed)
-            data = copy.deepcopy(base)
-            for key, value in params.items():
-                for path in targets[key]:
-                    _assign(data, path, value)
             suffix = f"-{cell_id}"
-            data.update(seed=seed, name=spec.name[: 200 - len(suffix)] + suffix)
-            try:
-                cell_spec = parse_spec(data)
-            except SpecError as error:
-                wrapped = SpecError(f"sweep {cell_id} ({describe_params(params)}) is not a valid spec:\n{error}")
-                wrapped.path = error.path
-                raise wrapped from None
-            cells.append(SweepCell(index, cell_id, params, replication, seed, cell_spec))
+            data = {**_with_params(base, targets, params), "seed": seed, "name": spec.name[: 200 - len(suffix)] + suffix}
+            cells.append(SweepCell(index, cell_id, params, replication, seed, _parse_cell(data, cell_id, params)))
     return cells
+
+
+def check_sweep_values(spec: ExperimentSpec) -> None:
+    """Check each value of each grid key in the spec it makes (the other keys as the spec has them): what a
+    submitted sweep is checked with, so that no cell's value is found invalid only when that cell's turn comes.
+    One parse per value, not per cell: values that are valid alone but not together are found by
+    :func:`expand_sweep`.
+
+    Raises:
+        SpecError: a value that makes an invalid spec (the message names the key and value, the path the field).
+    """
+    if spec.sweep is None:
+        return
+    targets = _targets(spec)
+    base = spec.model_dump(mode="json", exclude={"sweep"})
+    for key, values in spec.sweep.grid.items():
+        for value in values:
+            _parse_cell(_with_params(base, targets, {key: value}), "value", {key: value})
+
+
+def _targets(spec: ExperimentSpec) -> dict[str, list[tuple[Segment, ...]]]:
+    assert spec.sweep is not None
+    try:
+        return check_grid_keys(spec.sweep.grid, {name: getattr(spec, name) for name in type(spec).model_fields})
+    except ValueError as error:
+        raise SpecError(str(error), path="sweep") from None
+
+
+def _with_params(base: dict[str, Any], targets: Mapping[str, list[tuple[Segment, ...]]], params: Mapping[str, Any]) -> dict[str, Any]:
+    data = copy.deepcopy(base)
+    for key, value in params.items():
+        for path in targets[key]:
+            _assign(data, path, value)
+    return data
+
+
+def _parse_cell(data: dict[str, Any], what: str, params: Mapping[str, Any]) -> ExperimentSpec:
+    try:
+        return parse_spec(data)
+    except SpecError as error:
+        wrapped = SpecError(f"sweep {what} ({describe_params(params)}) is not a valid spec:\n{error}")
+        wrapped.path = error.path
+        raise wrapped from None
 
 
 def describe_params(params: Mapping[str, Any]) -> str:

@@ -37,6 +37,7 @@ from engine.spec import (
     InterveneStep,
     QuestionnaireStep,
     QuestionSpec,
+    RunOptions,
     RunStep,
     SweepSpec,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "RunFuture",
     "RunProgress",
     "RunStatus",
+    "RunOptions",
     "RunStep",
     "Session",
     "SpecError",

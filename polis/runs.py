@@ -14,7 +14,7 @@ from engine.run_status import RunStatus
 from engine.society.lease import effective_status
 from engine.society.run.extend import stored_spec
 from engine.society.status import read_society_step
-from engine.spec import AskStep, BudgetSpec, QuestionSpec, StepSpec
+from engine.spec import AskStep, BudgetSpec, QuestionSpec, RunOptions, StepSpec
 from engine.storage.reader import ReplayReader
 from engine.storage.run_layout import RunLocation, resolve_location, run_name
 from engine.storage.sweep_layout import read_sweep_manifest
@@ -139,11 +139,11 @@ class Run:
         return self._on_session().fork(self, at_step, run_dir, patch=patch, progress=progress, **options)
 
     def resume(self, *, steps: Sequence[StepSpec | Mapping[str, Any]] = (), budget: BudgetSpec | Mapping[str, Any] | None = None,
-               progress: bool | None = None, **options: Any) -> Run:
+               run_options: RunOptions | Mapping[str, Any] | None = None, progress: bool | None = None, **options: Any) -> Run:
         """Continue this run from its last committed transaction (after a cancel, a crash or a spent budget),
-        optionally with steps appended or a new budget; see :meth:`polis.Session.resume`."""
+        optionally with steps appended, a new budget or other run options; see :meth:`polis.Session.resume`."""
         self.close()
-        return self._on_session().resume(self, steps=steps, budget=budget, progress=progress, **options)
+        return self._on_session().resume(self, steps=steps, budget=budget, run_options=run_options, progress=progress, **options)
 
     def ask(self, question: str, *, as_of_step: int | None = None, progress: bool | None = None) -> str:
         """Ask the society a question (the plan-and-execute helper reads the env and may interview agents);

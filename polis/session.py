@@ -35,7 +35,7 @@ from engine.society.run.cluster import open_client
 from engine.society.run.dashboard import experiment_page
 from engine.society.run.extend import extend_spec, parse_steps, stored_spec
 from engine.society.run.sweep import run_spec
-from engine.spec import BudgetSpec, ExperimentSpec, StepSpec, load_spec, parse_spec
+from engine.spec import BudgetSpec, ExperimentSpec, RunOptions, StepSpec, load_spec, parse_spec
 from engine.storage.run_layout import RunLocation, resolve_location, run_name
 from polis.progress import ProgressBar
 from polis.runs import Run
@@ -161,14 +161,17 @@ class Session:
         return self._start(drive, location, progress).result()
 
     def resume(self, run: Run | RunLocation, *, steps: Sequence[StepSpec | Mapping[str, Any]] = (),
-               budget: BudgetSpec | Mapping[str, Any] | None = None, progress: bool | None = None, **options: Any) -> Run:
+               budget: BudgetSpec | Mapping[str, Any] | None = None, run_options: RunOptions | Mapping[str, Any] | None = None,
+               progress: bool | None = None, **options: Any) -> Run:
         """Continue a stored run from its last committed transaction, to the end of its spec.
 
         Args:
             run: the run (a :class:`Run`, its directory or store URL, or a sweep root).
             steps: questionnaire, ask or intervene steps to append first (models or dicts); their answers land
                 in the run's own datasets.
-            budget: a new budget for what follows (``{"max_calls": 500}``): the one change resuming allows.
+            budget: a new budget for what follows (``{"max_calls": 500}``).
+            run_options: run options to change (``{"batch_size": 64, "max_workers": 8}``; see :class:`RunOptions`):
+                what follows runs with them, and later resumes start from them. What the run simulates stays.
             progress: show a progress bar; default: when interactive.
             **options: more for the run driver (``force=True`` resumes although the spec changed).
 
@@ -180,8 +183,9 @@ class Session:
         spec = stored_spec(location)
         if steps:
             spec = extend_spec(spec, parse_steps([plain(step) for step in steps]))
-        if budget is not None:
-            spec = parse_spec({**spec.model_dump(mode="json"), "budget": plain(budget)})
+        if budget is not None or run_options is not None:
+            changes = {"budget": plain(budget)} if budget is not None else {}
+            spec = parse_spec({**spec.model_dump(mode="json"), **changes, **plain(run_options or {})})
 
         async def drive(on_progress: Callable[[RunProgress], None]) -> Run:
             summary = await run_spec(spec, location, self._client, on_progress=on_progress, resume=True,

@@ -153,12 +153,15 @@ class PolisClient:
         """
         return self._model(ExperimentAccepted, "POST", f"/experiments/{experiment_id}/cancel")
 
-    def resume(self, experiment_id: str, budget: dict[str, Any] | None = None) -> ExperimentAccepted:
+    def resume(self, experiment_id: str, budget: dict[str, Any] | None = None, *, batch_size: int | None = None,
+               max_workers: int | None = None) -> ExperimentAccepted:
         """Queue a stopped experiment again, from its last committed tick.
 
         Args:
             experiment_id: a cancelled, interrupted or budget-exhausted experiment.
             budget: a raised budget (the spec's ``BudgetSpec`` fields), or None to keep it.
+            batch_size: agents per batch future from now on (None: unchanged).
+            max_workers: batch futures running at once from now on (None: unchanged).
 
         Returns:
             The experiment, queued again.
@@ -166,7 +169,8 @@ class PolisClient:
         Raises:
             ConflictError: it is queued or running.
         """
-        body = {"budget": budget} if budget is not None else None
+        given = {"budget": budget, "batch_size": batch_size, "max_workers": max_workers}
+        body = {key: value for key, value in given.items() if value is not None} or None
         return self._model(ExperimentAccepted, "POST", f"/experiments/{experiment_id}/resume", json=body)
 
     def steps(self, experiment_id: str, steps: builtins.list[dict[str, Any]]) -> ExperimentAccepted:

@@ -40,6 +40,7 @@ from engine.api import (
     MAX_CELLS,
     ExperimentSpec,
     InputRoots,
+    check_sweep_values,
     input_roots,
     parse_spec,
     read_population_files,
@@ -195,6 +196,7 @@ class Intake:
         check_counts(counts, quota, owner)
         check_disk(disk_used(owner), quota, owner)
         spec = parse_spec(data)
+        check_sweep_values(spec)
         self._check_module_inputs(spec)
         self.grants.check_spec(spec, owner)
         return spec

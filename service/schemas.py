@@ -157,6 +157,14 @@ class ResumeRequest(BaseModel):
 
     #: Replaces the spec's budget (raise it to continue a ``budget_exhausted`` run); omitted = unchanged.
     budget: BudgetSpec | None = None
+    #: Run options: agents per batch future from now on (the spec's ``batch_size``); omitted = unchanged.
+    batch_size: int | None = Field(None, ge=1, le=100_000)
+    #: Run options: batch futures running at once from now on (the spec's ``max_workers``); omitted = unchanged.
+    max_workers: int | None = Field(None, ge=1)
+
+    def run_options(self) -> dict[str, Any]:
+        """The run options given, as the spec holds them."""
+        return self.model_dump(mode="json", exclude_unset=True, exclude={"budget"})
 
 
 class ExperimentList(BaseModel):

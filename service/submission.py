@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -194,13 +194,15 @@ class Submitter:
         self._dispatch()
         return queued
 
-    def resume(self, experiment_id: str, caller: Principal = LOCAL_ADMIN, budget: BudgetSpec | None = None) -> ExperimentRecord:
+    def resume(self, experiment_id: str, caller: Principal = LOCAL_ADMIN, budget: BudgetSpec | None = None,
+               run_options: Mapping[str, Any] | None = None) -> ExperimentRecord:
         """Queue a finished experiment again, to continue from its last committed transaction.
 
         Args:
             experiment_id: the experiment.
             caller: who asks (another owner's experiment is not found).
             budget: a new budget (e.g. a raised one for a ``budget_exhausted`` run); None keeps the spec's.
+            run_options: run options to change (``batch_size``, ``max_workers``: :class:`~engine.spec.RunOptions`).
 
         Returns:
             The record, ``queued`` again.
@@ -213,8 +215,9 @@ class Submitter:
         record = self._registry.get(experiment_id, caller)
         if record.status in ACTIVE_STATUSES:
             raise ExperimentBusyError(experiment_id, record.status, "resume")
-        if budget is not None:
-            spec = parse_spec({**record.spec, "budget": budget.model_dump(mode="json")})
+        if budget is not None or run_options:
+            changes = {"budget": budget.model_dump(mode="json")} if budget is not None else {}
+            spec = parse_spec({**record.spec, **changes, **(run_options or {})})
             record = self._registry.update(experiment_id, spec=spec.model_dump(mode="json"))
         else:
             spec = parse_spec(record.spec)

@@ -14,9 +14,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
+from pydantic_core import PydanticCustomError
 
-from engine.agent.config import AgentConfig, config_error
+from engine.agent.config import AgentConfig
 from engine.agent.env_instruction import templatize
 from engine.agent.memory.episodes import EpisodeStore
 from engine.agent.memory.thread import ThreadMemory
@@ -37,6 +38,7 @@ from engine.llm.meter import Meter
 from engine.llm.prompt import PromptTemplate
 from engine.llm.protocol import ChatModel
 from engine.llm.structured import complete_structured
+from engine.plugins import check_config
 from engine.trace import TraceRecorder
 
 __all__ = ["AgentBase"]
@@ -131,11 +133,11 @@ class AgentBase(ABC):
         self.profile = static.get("profile", {})
         self.config = static.get("config", {})
         try:
-            self.settings = type(self).Config.model_validate(self.config)
-        except ValidationError as error:
-            problem = config_error(type(self).__name__, type(self).Config, error)
+            check_config(type(self).Config, self.config, f"agent type {type(self).__name__}")
+        except PydanticCustomError as problem:
             where = f"config.{problem.context['key']}" if problem.context else "config"
             raise SpecError(f"agent {self.id}: {where}: {problem.message()}", path=where) from None
+        self.settings = type(self).Config.model_validate(self.config)
         self.state = dynamic.get("state", {})
         self._step_count = int(dynamic.get("step_count", 0))
         self._budget = budget

@@ -17,17 +17,19 @@ import shutil
 import tempfile
 import traceback
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from engine.env.control import BeginTick, EndConsult, EndTick, TickEnd
 from engine.env.input_files import InputRoots, input_roots
 from engine.env.metrics import ENV_METRICS, metric_rows
 from engine.env.module_datasets import module_datasets
 from engine.env.registry import resolve_env_module
 from engine.env.requests import EnvReply, EnvRequest, ToolCall
-from engine.env.router_base import RouterBase
+from engine.env.router_base import RouterBase, RouterSetup
 from engine.env.routers import ROUTERS, CodeGenRouter
 from engine.env.routers.cache_ledger import CODEGEN_CACHE, CacheLedger
 from engine.env.tool_calls import ENV_TOOL_CALLS, tool_call_rows
@@ -79,15 +81,16 @@ class EnvRouterConfig:
     max_steps: int = 3
     coder: LLMClient = field(default_factory=lambda: LLMClient(role="coder"))
     run_dir: RunLocation | None = None
-    cache_similarity: float = 0.85  #: codegen only
-    embedder: str = "sim"  #: codegen only
+    #: the spec's ``environment.router_config``: what the router's ``Config`` takes
+    router_config: Mapping[str, Any] = field(default_factory=dict)
+    embedder: str = "sim"  #: for a router that embeds (codegen's template cache)
+    embedder_config: Mapping[str, Any] = field(default_factory=dict)
     #: codegen only: the template cache's directory, shared across runs (``$POLIS_HOME/codegen_cache``,
     #: from ``EngineSettings.template_cache_dir``); None: see :func:`template_cache_dir`
     template_cache_dir: Path | None = None
     #: directories whose files module kwargs may name besides ``<run_dir>/inputs`` and bundled data
     #: (``POLIS_INPUT_DIRS``, from ``EngineSettings.input_dirs``); see :mod:`engine.env.input_files`
     input_dirs: tuple[Path, ...] = ()
-    final_summary: bool = False  #: codegen only: one more coder call turns the code's results into the answer
 
 
 def template_cache_dir(config: EnvRouterConfig) -> Path | None:
@@ -97,6 +100,8 @@ def template_cache_dir(config: EnvRouterConfig) -> Path | None:
     local disk, and None (no template cache) for a run in object storage."""
     if config.template_cache_dir is not None:
         return Path(config.template_cache_dir)
+    if config.coder.cache_dir is not None and is_url(config.coder.cache_dir):
+        return None  # a response cache in object storage: the run is there too
     responses = Path(config.coder.cache_dir) if config.coder.cache_dir is not None else None
     run_dir = Path(config.run_dir) if config.run_dir is not None and not is_url(config.run_dir) else None
     if responses is not None and (run_dir is None or not responses.resolve().is_relative_to(run_dir.resolve())):
@@ -120,16 +125,10 @@ def build_router(config: EnvRouterConfig, *, trace: TraceRecorder | None = None,
         modules = [resolve_env_module(type_name)(**kwargs) for type_name, kwargs in config.modules]
     meter = Meter()
     llm = caller_model(config.coder, meter, caller="router", role="coder", trace=trace, budget=budget)
-    options: dict[str, Any] = {}
-    if config.router == "codegen":
-        options = {
-            "cache_dir": template_cache_dir(config),
-            "similarity_threshold": config.cache_similarity,
-            "embedder": config.embedder,
-            "final_summary": config.final_summary,
-            "seed": config.coder.seed,
-        }
-    router = ROUTERS[config.router](modules, llm, meter=meter, max_steps=config.max_steps, **options)
+    cls = ROUTERS.resolve(config.router)
+    setup = RouterSetup(meter, config.max_steps, template_cache_dir(config), config.coder.seed, config.embedder,
+                        config.embedder_config)
+    router = cls.from_config(modules, llm, cls.Config.model_validate(dict(config.router_config)), setup)
     if env_root is None and config.run_dir is not None and not is_url(config.run_dir):
         env_root = RunLayout(Path(config.run_dir)).env
     if env_root is not None:
@@ -150,7 +149,7 @@ class EnvRouterActor:
     def __init__(self, config: EnvRouterConfig) -> None:
         self.config = config
         self._trace = TraceRecorder()
-        #: the router's share of each transaction's budget (the driver renews it: :meth:`open_budget`)
+        #: the router's share of each transaction's budget (the driver renews it: :meth:`begin_tick`)
         self._budget = BudgetGate(Allowance())
         # A run in object storage: the modules' live state in a scratch folder of this process, removed when the actor
         # closes or is dropped (a released actor is never closed).
@@ -203,19 +202,16 @@ class EnvRouterActor:
             self.router.set_world_description(self._world.text)
         return self._world.text
 
-    async def open_budget(self, allowance: Allowance | None) -> None:
-        """Charge the router's LLM calls from now on to ``allowance`` (None: unlimited), as the
-        driver does with each batch's share; refusals count from zero again. Calls the driver has not
-        drained yet (init's world description) are charged to it: the driver did not know of them."""
-        self._budget.renew(allowance or Allowance())
-        self._budget.used = Usage.of_calls(r.as_row() for r in self.router.meter.records)
-
-    async def budget_refused(self) -> int:
-        """How many router LLM calls the budget refused since :meth:`open_budget`."""
-        return self._budget.refused
-
-    async def set_current_time(self, t: datetime) -> None:
-        self.router.set_current_time(t)
+    async def begin_tick(self, begin: BeginTick) -> None:
+        """Begin a transaction: set the tick's simulated time (None: it stays), and charge the router's LLM calls
+        from now on to ``begin.allowance``, as the driver does with each batch's share (None: the gate stays as it
+        is); refusals count from zero again. Calls the driver has not drained yet (init's world description) are
+        charged to the share: the driver did not know of them."""
+        if begin.t is not None:
+            self.router.set_current_time(begin.t)
+        if begin.allowance is not None:
+            self._budget.renew(begin.allowance)
+            self._budget.used = Usage.of_calls(r.as_row() for r in self.router.meter.records)
 
     async def _serve(self, request: EnvRequest) -> EnvReply:
         """Answer one request; an exception becomes this request's ``"error"`` reply, and only its."""
@@ -266,22 +262,24 @@ class EnvRouterActor:
         self.batches_served += 1
         return list(await asyncio.gather(*(self._serve(r) for r in requests)))
 
-    async def step(self, step: int, tick: int, t: datetime, txn: int, run: str) -> dict[str, Any]:
-        """Run the env step inside transaction ``txn``: apply the tick's updates, stage its replay rows
-        (the modules' own datasets, their metrics as ``env_metrics``, tool calls, codegen cache
-        traffic; every row carrying run id ``run``) and trace, and write the state snapshot the
-        transaction commits.
+    async def end_tick(self, end: EndTick) -> TickEnd:
+        """End a tick: drain the router's call records and read the budget's refusals; then, unless the budget
+        stopped or refused anything (:meth:`EndTick.steps`), run the env step inside transaction ``end.txn``: apply
+        the tick's updates, stage its replay rows (the modules' own datasets, their metrics as ``env_metrics``,
+        tool calls, codegen cache traffic; every row carrying run id ``end.run``) and trace, and write the state
+        snapshot the transaction commits.
 
-        The tool-call history is drained here whether or not there is a run directory: the actor
+        The tool-call history is drained by the step whether or not there is a run directory: the actor
         holds one step's calls at most.
-
-        Returns:
-            ``{"counts": rows per dataset, "staged": staged keys, "snapshot": snapshot name}``.
 
         Raises:
             EnvMetricError: a module reported an undeclared metric or a value that is not a finite number.
         """
-        await self.router.step(tick, t)
+        records, refused = self._drain()
+        if not end.steps(refused):
+            return TickEnd(records, refused)
+        step, t, txn, run = end.step, end.t_end, end.txn, end.run
+        await self.router.step(end.tick, t)
         calls = tool_call_rows(run, step, t, self.router.drain_tool_calls())
         cache_row = self._ledger.row(run, step, t) if self._ledger is not None else None
         counts: dict[str, int] = {}
@@ -312,9 +310,25 @@ class EnvRouterActor:
             failpoint("env_step", step=step)
         await asyncio.to_thread(flush_response_caches)  # the router's answers are on disk before the tick commits
         refresh_response_caches()  # and next tick's first miss looks for the packs the batches wrote
-        return {"counts": counts, "staged": staged, "snapshot": await self.snapshot(txn)}
+        return TickEnd(records, refused, tuple(staged), counts, await self._snapshot(txn))
 
-    async def snapshot(self, txn: int) -> str | None:
+    async def end_consult(self, end: EndConsult) -> TickEnd:
+        """End an ask or intervene: drain the router's call records and read the budget's refusals; an intervention
+        the budget refused nothing of (:meth:`EndConsult.settles`) then applies the updates it queued, without
+        advancing time, and writes the snapshot its transaction commits."""
+        records, refused = self._drain()
+        if not end.settles(refused):
+            return TickEnd(records, refused)
+        self.router.apply_pending()
+        return TickEnd(records, refused, snapshot=await self._snapshot(end.txn))
+
+    def _drain(self) -> tuple[tuple[CallRecord, ...], int]:
+        """The router's call records since the last drain, and how many calls the budget refused since :meth:`begin_tick`."""
+        records = tuple(self.router.meter.records)
+        self.router.meter.records.clear()
+        return records, self._budget.refused
+
+    async def _snapshot(self, txn: int) -> str | None:
         """Write every module's state as snapshot ``txn_<txn>``: the run's keys ``env/_snapshots/txn_<txn>/...``.
 
         The modules write a scratch folder, which then replaces the keys of the snapshot (a re-run of the same
@@ -338,10 +352,6 @@ class EnvRouterActor:
         files = put_tree(store, prefix, folder)
         store.set_json(prefix + ENV_SNAPSHOT_DONE, {"files": files})  # last: the snapshot is whole
 
-    async def settle(self) -> int:
-        """Apply queued updates now (after an intervention), without advancing time."""
-        return self.router.apply_pending()
-
     async def usage(self) -> dict[str, Any]:
         """The router's LLM usage, the requests and batches served, and (codegen) the run's
         template cache counts under ``codegen_cache``."""
@@ -353,12 +363,6 @@ class EnvRouterActor:
         if self._ledger is not None:
             usage["codegen_cache"] = self._ledger.totals().as_dict()
         return usage
-
-    async def drain_llm_records(self) -> list[CallRecord]:
-        """The router's call records since the last drain (with their text, for ``transcripts``)."""
-        records = list(self.router.meter.records)
-        self.router.meter.records.clear()
-        return records
 
     async def where(self) -> dict[str, Any]:
         """The worker address and process id hosting this actor."""

@@ -1,20 +1,19 @@
-"""Environment module types by name: built-ins plus the ``polis.env_modules`` entry points."""
+"""Environment module types by name: built-ins plus the ``polis.env_modules`` entry points
+(:class:`~engine.plugins.PluginRegistry`). A module's ``Config`` (what a spec's ``kwargs`` for it may hold) is made
+from its constructor's typed signature unless the class declares one."""
 
 from __future__ import annotations
 
-import inspect
-from functools import lru_cache
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
-from engine.errors import SpecError
+from engine.plugins import PluginRegistry
 
 if TYPE_CHECKING:
     from engine.env.base import EnvBase
 
-__all__ = ["env_module_known", "env_module_names", "module_params", "resolve_env_module"]
+__all__ = ["ENV_MODULES", "env_module_known", "env_module_names", "resolve_env_module"]
 
-_BUILTIN = {
+ENV_MODULES: PluginRegistry[EnvBase] = PluginRegistry("environment module type", {
     "MessagingSpace": "engine.env.modules.messaging:MessagingSpace",
     "SimpleSocialSpace": "engine.env.modules.simple_social:SimpleSocialSpace",
     "SocialMediaSpace": "engine.env.modules.social_media:SocialMediaSpace",
@@ -28,27 +27,16 @@ _BUILTIN = {
     "PublicGoodsGame": "engine.env.modules.games:PublicGoodsGame",
     "TrustGame": "engine.env.modules.games:TrustGame",
     "WeatherSpace": "engine.env.modules.weather:WeatherSpace",
-}
-# Names the reference system's configs use for the same modules.
-_ALIASES = {"messaging": "MessagingSpace", "WeatherEnvironment": "WeatherSpace"}
-
-
-@lru_cache(maxsize=1)
-def _table() -> dict[str, str]:
-    # Entry points are scanned once per process: the scan reads every installed distribution.
-    table = dict(_BUILTIN)
-    for ep in entry_points(group="polis.env_modules"):
-        table.setdefault(ep.name, ep.value)
-    return table
+}, group="polis.env_modules", aliases={"messaging": "MessagingSpace", "WeatherEnvironment": "WeatherSpace"})
 
 
 def env_module_names() -> list[str]:
-    return sorted(_table())
+    return ENV_MODULES.names()
 
 
 def env_module_known(name: str) -> bool:
     """True when ``name`` (or its alias) is a registered module type."""
-    return _ALIASES.get(name, name) in _table()
+    return ENV_MODULES.known(name)
 
 
 def resolve_env_module(name: str) -> type[EnvBase]:
@@ -57,18 +45,4 @@ def resolve_env_module(name: str) -> type[EnvBase]:
     Raises:
         SpecError: no such module type (names the known ones).
     """
-    import importlib
-
-    target = _table().get(_ALIASES.get(name, name))
-    if target is None:
-        raise SpecError(f"unknown environment module type {name!r}; known: {', '.join(env_module_names())}")
-    module_name, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module_name), attr)
-
-
-def module_params(cls: type) -> set[str] | None:
-    """The keyword arguments ``cls(...)`` takes (what a spec's ``kwargs`` may hold); None when it takes ``**kwargs``."""
-    params = list(inspect.signature(cls).parameters.values())
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        return None
-    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return ENV_MODULES.resolve(name)

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
 
 from engine.env.base import EnvBase
 from engine.env.requests import EnvReply, EnvRequest, EnvStatus
@@ -16,7 +20,7 @@ from engine.errors import ToolCallError
 from engine.llm.meter import Meter
 from engine.llm.protocol import ChatModel
 
-__all__ = ["STATUS_DESCRIPTIONS", "RouterBase"]
+__all__ = ["STATUS_DESCRIPTIONS", "RouterBase", "RouterConfig", "RouterSetup"]
 
 STATUS_DESCRIPTIONS: dict[EnvStatus, str] = {
     "success": "The task has been completed successfully.",
@@ -25,6 +29,25 @@ STATUS_DESCRIPTIONS: dict[EnvStatus, str] = {
     "error": "An error occurred while executing tools.",
     "unknown": "Execution status unknown.",
 }
+
+
+class RouterConfig(BaseModel):
+    """What a spec's ``environment.router_config`` may set for a router; a router that reads more declares a
+    subclass as its ``Config`` (``max_router_steps`` is every router's, beside it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class RouterSetup:
+    """What every router is built with besides its ``Config``: the spec's other environment settings and the run's."""
+
+    meter: Meter
+    max_steps: int = 3  #: the spec's ``max_router_steps``
+    cache_dir: Path | None = None  #: where a router that caches keeps its cache across runs
+    seed: int = 0  #: the run's
+    embedder: str = "sim"  #: the spec's ``environment.embedder``, for a router that embeds
+    embedder_config: Mapping[str, Any] = field(default_factory=dict)
 
 
 class RouterBase(ABC):
@@ -36,6 +59,13 @@ class RouterBase(ABC):
         meter: where the router's LLM usage accumulates.
         max_steps: tool calls one ask may make (interpreted by subclasses).
     """
+
+    Config: ClassVar[type[RouterConfig]] = RouterConfig
+
+    @classmethod
+    def from_config(cls, env_modules: list[EnvBase], llm: ChatModel | None, config: RouterConfig, setup: RouterSetup) -> RouterBase:
+        """The router a spec describes: ``config`` is its ``router_config`` (validated), ``setup`` the rest."""
+        return cls(env_modules, llm, meter=setup.meter, max_steps=setup.max_steps, **dict(config))
 
     def __init__(self, env_modules: list[EnvBase], llm: ChatModel | None = None, *, meter: Meter | None = None, max_steps: int = 3) -> None:
         self.env_modules = env_modules

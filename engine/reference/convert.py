@@ -15,7 +15,7 @@ How they map onto the spec:
   agent and every listed agent has a pair; an agent whose profile has no ``name`` takes its pair's.
 - The reference always routes with generated code: the spec's router is ``codegen``, and
   ``codegen_router.final_summary_enabled`` (default true, also when ``codegen_router`` is absent) is
-  ``environment.final_summary``: one more coder call turns the executed code's results into the answer.
+  ``environment.router_config.final_summary``: one more coder call turns the executed code's results into the answer.
 - ``start_t`` becomes ``start_time`` (absent: the spec's default); each step maps one to one onto a step model.
 
 Every problem names its place in the reference files, e.g.
@@ -75,7 +75,7 @@ def _router(raw: Any, label: str, problems: Problems) -> dict[str, Any]:
     if not isinstance(enabled, bool):
         problems.add(f"{where}.final_summary_enabled", f"true or false is required, got {enabled!r}")
         return {}
-    return {"router": "codegen", "final_summary": enabled}
+    return {"router": "codegen", "router_config": {"final_summary": enabled}}
 
 
 def _declared_names(modules: list[dict[str, Any]], agents: list[dict[str, Any]], label: str, problems: Problems) -> None:

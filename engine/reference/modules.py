@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.env.registry import env_module_known, env_module_names, module_params, resolve_env_module
+from engine.env.registry import ENV_MODULES, env_module_known, env_module_names, resolve_env_module
 from engine.reference.problems import Problems, at, mapping, only
 
 __all__ = ["REFERENCE_MODULE_TYPES", "convert_modules", "our_module_type"]
@@ -60,9 +60,10 @@ def convert_modules(raw: Any, label: str, problems: Problems) -> list[dict[str, 
                          f"{kind} appears twice (also env_modules.{seen[ours]}); the reference keeps one module per type")
             continue
         seen[ours] = i
-        accepted = module_params(resolve_env_module(ours))
+        config = ENV_MODULES.config_model(ours)
         for key in kwargs or {}:
-            if accepted is not None and key not in accepted:
+            if config.model_config.get("extra") == "forbid" and key not in config.model_fields:
+                accepted = config.model_fields
                 named = ours if ours == kind else f"{ours} (module_type {kind})"
                 problems.add(f"{where}.kwargs.{key}",
                              f"not supported by {named}; it takes: {', '.join(sorted(accepted)) or 'no kwargs'}")

@@ -5,6 +5,9 @@ forever". The host keeps the actor's future (which keeps the actor alive) but ta
 an address-only handle, so a call to a dead actor fails instead of silently reaching the blank actor
 Dask would rebuild from the future. :meth:`restart` starts a new actor on a live worker and restores
 it from the last committed env snapshot; the society then re-runs the tick.
+
+The society controls the actor through the typed calls of :mod:`engine.env.control` (:meth:`EnvHost.begin_tick`,
+:meth:`EnvHost.end_tick`, :meth:`EnvHost.end_consult`): two round trips per transaction.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 from distributed import Client
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig, template_cache_dir
+from engine.env.control import BeginTick, EndConsult, EndTick, TickEnd
 from engine.env.detached import DetachedActor
 from engine.env.module_datasets import module_datasets
 from engine.env.proxy import EnvRouterProxy, fail_env_actor
@@ -65,7 +69,7 @@ class EnvHost:
         self._future = self._client.submit(EnvRouterActor, self._config, actor=True, key=key)
         actor = await self._future
         self._handle = DetachedActor(actor._address, actor.key)
-        self.info = await self.call("init", self._start_t, self._agent_ids, snapshot, allowance)
+        self.info = await self._call("init", self._start_t, self._agent_ids, snapshot, allowance)
         self.proxy = EnvRouterProxy(
             address=actor._address, key=actor.key, world_description=self.info["world_description"],
             env_skill_dirs=tuple(tuple(pair) for pair in self.info["env_skill_dirs"]),
@@ -87,7 +91,7 @@ class EnvHost:
         """True once the scheduler has lost the actor (its worker died)."""
         return self._future is not None and self._future.status != "finished"
 
-    async def call(self, method: str, *args: Any) -> Any:
+    async def _call(self, method: str, *args: Any) -> Any:
         """Call an actor method.
 
         Raises:
@@ -104,8 +108,25 @@ class EnvHost:
             await asyncio.sleep(0.2)
         await self._client.run(fail_env_actor, self.key, "its worker died", on_error="ignore")
 
+    async def begin_tick(self, begin: BeginTick) -> None:
+        """Begin a transaction on the actor (:meth:`EnvRouterActor.begin_tick`); an idle begin costs no round trip."""
+        if not begin.idle:
+            await self._call("begin_tick", begin)
+
+    async def end_tick(self, end: EndTick) -> TickEnd:
+        """End a tick on the actor: its call records and refusals, and the env step's (:meth:`EnvRouterActor.end_tick`)."""
+        return await self._call("end_tick", end)
+
+    async def end_consult(self, end: EndConsult) -> TickEnd:
+        """End an ask or intervene on the actor (:meth:`EnvRouterActor.end_consult`)."""
+        return await self._call("end_consult", end)
+
+    async def usage(self) -> dict[str, Any]:
+        """The router's usage and the requests served (:meth:`EnvRouterActor.usage`)."""
+        return await self._call("usage")
+
     async def where(self) -> dict[str, Any]:
-        return await self.call("where")
+        return await self._call("where")
 
     async def restart(self, snapshot: str | None) -> EnvRouterProxy:
         """Drop the lost actor and start a new one from ``snapshot``."""

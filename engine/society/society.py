@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from distributed import Client
 
 from engine.agent.service_proxy import ServiceProxy
+from engine.env.control import BeginTick, EndConsult, EndTick, TickEnd
 from engine.errors import BudgetExhaustedError, EnvUnavailableError, RunError
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
@@ -294,9 +295,9 @@ class AgentSociety:
         t_end = self._status.current_time + timedelta(seconds=tick)
         attempt = uuid.uuid4().hex
         self._phase(Phase(RunPhase.TICK))
-        await self._env.call("set_current_time", self._status.current_time)
         batches = plan_batches(self.agent_ids, self._batch_size, await task_slots(self._client, self._max_workers))
-        allowances = await self._share_budget(len(batches))
+        allowances, router = self._share_budget(len(batches))
+        await self._env.begin_tick(BeginTick(self._status.current_time, router))
         texts = self.transcripts.open(len(batches))
         proxy = self.proxy
         scope = self._live.open() if self._live is not None else None
@@ -305,40 +306,38 @@ class AgentSociety:
                 for i, ids in enumerate(batches)]
         results = await self._run_batches(jobs)
         self._phase(Phase(RunPhase.COMMITTING))
-        stopped = sum(r.budget_stopped for r in results)
-        router_calls, refused = await self._stage_router_calls(step, txn, "tick")
-        if stopped or refused:
-            self.set_status(RunStatus.BUDGET_EXHAUSTED, f"{stopped} agent-steps and {refused} router calls of step {step} wait for more budget")
-            raise BudgetExhaustedError(f"budget exhausted during step {step}: {stopped} agent-steps not run, {refused} router calls refused")
-        env = await self._env.call("step", step, tick, t_end, txn, self.run_id)
-        staged = [path for r in results for path in r.staged] + env["staged"] + router_calls
+        end = EndTick(step, tick, t_end, txn, self.run_id, stopped=sum(r.budget_stopped for r in results))
+        env = await self._env.end_tick(end)  # the env steps only when the budget stopped and refused nothing
+        router_calls = self._stage_router_calls(env, step, txn, "tick")
+        if not end.steps(env.refused):
+            self.set_status(RunStatus.BUDGET_EXHAUSTED,
+                            f"{end.stopped} agent-steps and {env.refused} router calls of step {step} wait for more budget")
+            raise BudgetExhaustedError(
+                f"budget exhausted during step {step}: {end.stopped} agent-steps not run, {env.refused} router calls refused")
+        staged = [path for r in results for path in r.staged] + list(env.staged) + router_calls
         self._status.current_time = t_end
         self._status.step_count = step
         self._status.agent_steps_done += sum(r.agents for r in results)
         by_batch = {r.batch: r for r in results}
         self._status.workspaces = self._agents_at.stage(txn, ((by_batch[j.batch].pack, j.agent_ids, by_batch[j.batch].pack_reads)
                                                               for j in jobs))
-        self._commit(staged, env_snapshot=env["snapshot"], kind=TICK)
+        self._commit(staged, env_snapshot=env.snapshot, kind=TICK)
         return results
 
-    async def _share_budget(self, holders: int, env: EnvHost | None = None) -> list[Allowance | None]:
-        """Share what remains of the budget over ``holders`` and the env router (``env``, default the run's),
-        which gets the last share now (its calls serve every holder's env requests): together they cannot overspend."""
+    def _share_budget(self, holders: int) -> tuple[list[Allowance | None], Allowance | None]:
+        """Share what remains of the budget over ``holders`` and the env router, whose share (the last; its calls
+        serve every holder's env requests) its :class:`BeginTick` carries: together they cannot overspend."""
         if self._budget is None:
-            return [None] * holders  # the router's gate stays as the actor starts: unlimited
+            return [None] * holders, None  # the router's gate stays as the actor starts: unlimited
         *shares, router = split_allowance(self._budget, self.usage, holders + 1)
-        await (env or self._env).call("open_budget", router)
-        return [*shares]  # a list of Allowance | None (the list itself is invariant)
+        return [*shares], router  # a list of Allowance | None (the list itself is invariant)
 
-    async def _stage_router_calls(self, step: int, txn: int, scope: str, env: EnvHost | None = None) -> tuple[list[str], int]:
-        """Stage the env router's (``env``'s, default the run's) LLM call rows of this transaction (call ids in
-        ``scope``) and count their provider usage; returns the staged paths and how many calls the budget refused."""
-        env = env or self._env
-        records = await env.call("drain_llm_records")
-        staged, usage = stage_router_calls(records, self._run_dir, self.run_id, step=step, txn=txn, scope=scope, ledger=self.transcripts)
+    def _stage_router_calls(self, end: TickEnd, step: int, txn: int, scope: str) -> list[str]:
+        """Stage the env router's LLM call rows ``end`` drained in this transaction (call ids in ``scope``) and count
+        their provider usage; returns the staged paths."""
+        staged, usage = stage_router_calls(end.records, self._run_dir, self.run_id, step=step, txn=txn, scope=scope, ledger=self.transcripts)
         self.usage.add(usage)
-        refused = await env.call("budget_refused") if self._budget is not None else 0
-        return staged, refused
+        return staged
 
     async def _run_batches(self, jobs: list[BatchJob]) -> list[BatchResult]:
         def on_result(result: BatchResult) -> None:
@@ -437,23 +436,21 @@ class AgentSociety:
             with AsOfAgents(self._run_dir, at, txn) if at is not None else contextlib.nullcontext() as as_of:
                 env = await start_as_of_env(self._env, as_of) if as_of is not None else self._env
                 try:  # an as-of ask reads a second env actor, the env as the tick left it
-                    (allowance,) = await self._share_budget(1, env)
+                    (allowance,), router = self._share_budget(1)
+                    await env.begin_tick(BeginTick(None, router))
                     result, staged, usage = await run_helper(self, kind, text, txn=txn, step_index=step_index,
                                                              allowance=allowance, as_of=as_of, env=env)
                     self.usage.add(usage)
-                    router_calls, refused = await self._stage_router_calls(self.step_count, txn, consult_scope(kind, self, step_index), env)
+                    # an intervention settles its queued updates and snapshots the env, unless the budget refused a call
+                    end = await env.end_consult(EndConsult(txn, settle=kind == "intervene"))
                 finally:
                     if env is not self._env:
                         env.release()
-            staged += router_calls
-            if refused:
-                raise BudgetExhaustedError(f"budget exhausted during the {kind} step: {refused} router calls refused")
-            snapshot = None
+            staged += self._stage_router_calls(end, self.step_count, txn, consult_scope(kind, self, step_index))
+            if end.refused:
+                raise BudgetExhaustedError(f"budget exhausted during the {kind} step: {end.refused} router calls refused")
             self._phase(Phase(RunPhase.COMMITTING))
-            if kind == "intervene":
-                await self._env.call("settle")
-                snapshot = await self._env.call("snapshot", txn)
-            self._commit(staged, step_index=step_index, env_snapshot=snapshot)
+            self._commit(staged, step_index=step_index, env_snapshot=end.snapshot)
             return result
 
         return await self._with_env_recovery(attempt)

@@ -97,12 +97,14 @@ async def resume_experiment(
 ) -> ExperimentAccepted:
     """Queue a finished experiment again; it continues from its last committed transaction.
 
-    The optional ``budget`` replaces the spec's (raise it to continue a ``budget_exhausted`` run).
+    The optional ``budget`` replaces the spec's (raise it to continue a ``budget_exhausted`` run); ``batch_size`` and
+    ``max_workers`` change how the rest runs (say, for a larger cluster), not what it simulates.
     409 while the experiment is queued or running.
     """
     state.registry.get(experiment_id, caller)
     state.check_llm_calls(caller.owner, "resuming an experiment")
-    record = await state.engine.call(state.submitter.resume, experiment_id, caller, body.budget if body is not None else None)
+    body = body or ResumeRequest()
+    record = await state.engine.call(state.submitter.resume, experiment_id, caller, body.budget, body.run_options())
     return ExperimentAccepted.from_record(record, state.experiment_dashboard_link)
 
 

@@ -15,7 +15,8 @@ import pytest
 
 import polis
 from engine.settings import EngineSettings
-from engine.spec import ExperimentSpec, spec_json_schema
+from engine.spec import ExperimentSpec
+from engine.spec_schema import spec_json_schema
 from service.settings import ServiceSettings
 
 ROOT = Path(__file__).resolve().parents[2]

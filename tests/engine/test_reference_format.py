@@ -60,7 +60,7 @@ def test_example_files_convert_to_agents_profiles_configs_and_modules(example):
     [module] = example.environment.modules
     assert module.type == "SimpleSocialSpace"
     assert module.kwargs == {"agent_id_name_pairs": [[1, "Alice"], [2, "Bob"], [3, "Chen"], [4, "Dana"]]}
-    assert (example.environment.router, example.environment.final_summary) == ("codegen", True)
+    assert (example.environment.router, example.environment.router_config["final_summary"]) == ("codegen", True)
 
 
 def test_example_steps_map_onto_the_spec_step_models(example):
@@ -82,11 +82,11 @@ def test_overrides_set_the_name_and_llm():
 
 
 def test_codegen_router_final_summary_defaults_to_on_and_can_be_switched_off():
-    assert reference_to_spec({**_config(), "codegen_router": {}}, RUN_ONLY).environment.final_summary is True
+    assert reference_to_spec({**_config(), "codegen_router": {}}, RUN_ONLY).environment.router_config["final_summary"] is True
     off = reference_to_spec({**_config(), "codegen_router": {"final_summary_enabled": False}}, RUN_ONLY)
-    assert (off.environment.router, off.environment.final_summary) == ("codegen", False)
+    assert (off.environment.router, off.environment.router_config["final_summary"]) == ("codegen", False)
     absent = reference_to_spec(_config(), RUN_ONLY).environment  # the reference's router summarises by default
-    assert (absent.router, absent.final_summary) == ("codegen", True)
+    assert (absent.router, absent.router_config["final_summary"]) == ("codegen", True)
     assert _error({**_config(), "codegen_router": {"final_summary_enabled": "yes", "model": "x"}}).splitlines() == [
         "init_config.json:codegen_router.model: unknown key; expected final_summary_enabled",
         "init_config.json:codegen_router.final_summary_enabled: true or false is required, got 'yes'",

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from engine.errors import SpecError
 from engine.format_template import MAX_FORMAT_WIDTH
-from engine.spec import ExperimentSpec, load_spec, parse_spec, spec_json_schema
+from engine.spec import ExperimentSpec, load_spec, parse_spec
+from engine.spec_schema import spec_json_schema
 
 BASE = {"name": "t", "agents": [{"id": 1, "profile": {"name": "A"}}], "steps": [{"type": "run", "num_steps": 2}]}
 
@@ -134,3 +136,55 @@ def test_json_schema_describes_the_spec():
     assert schema["title"] == "ExperimentSpec"
     assert {"name", "seed", "llm", "agents", "population", "environment", "steps", "batch_size"} <= set(schema["properties"])
     assert ExperimentSpec.model_fields["batch_size"].default == 256
+
+
+def _environment(**environment: Any) -> dict[str, Any]:
+    return {"name": "x", "agents": [{"id": 0}], "steps": [{"type": "run", "num_steps": 1}], "environment": environment}
+
+
+def test_codegen_settings_beside_the_router_move_into_its_router_config() -> None:
+    assert parse_spec(_environment(cache_similarity=0.5, final_summary=True)).environment.router_config == {
+        "cache_similarity": 0.5, "final_summary": True}
+    # a stored spec of another router holds them at their old defaults: they go
+    assert parse_spec(_environment(router="react", cache_similarity=0.85, final_summary=False)).environment.router_config == {}
+    with pytest.raises(SpecError, match="environment.cache_similarity: cache_similarity is a setting of the codegen router, not of react"):
+        parse_spec(_environment(router="react", cache_similarity=0.5))
+
+
+def test_an_unknown_field_anywhere_names_the_field_it_means() -> None:
+    with pytest.raises(SpecError, match=r"^batch_sise: unknown field; did you mean 'batch_size'\?$"):
+        parse_spec({**_environment(), "batch_sise": 8})
+    with pytest.raises(SpecError, match=r"(?m)^steps.0.run.num_step: unknown field; did you mean .num_steps.\?$"):
+        parse_spec({**_environment(), "steps": [{"type": "run", "num_step": 1}]})
+
+
+def test_the_json_schema_checks_every_plugin_config_as_the_parser_does() -> None:
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(spec_json_schema())
+    good = {**_environment(router="search_tool", router_config={"top_k": 2}, embedder="openai/text-embedding-3-small",
+                           embedder_config={"dimensions": 64}, modules=[{"type": "MessagingSpace", "kwargs": {"groups": {}}}]),
+            "agents": [{"id": 0, "config": {"max_react_turns": 2}}, {"id": 1, "type": "PublicGoodsAgent", "config": {"game": {}}}]}
+    parse_spec(good)
+    assert list(validator.iter_errors(good)) == []
+    bad = {**_environment(router_config={"top_k": 2}, embedder_config={"dimensions": 64},
+                          modules=[{"type": "MessagingSpace", "kwargs": {"grups": {}}}]),
+           "agents": [{"id": 0, "config": {"max_react_turn": 2}}]}
+    flagged = {tuple(error.absolute_path) for error in validator.iter_errors(bad)}
+    assert flagged == {("agents", 0, "config"), ("environment", "modules", 0, "kwargs"), ("environment", "router_config"),
+                       ("environment", "embedder_config")}
+    for path in flagged:  # the parser refuses each of them too
+        with pytest.raises(SpecError, match=r"takes no key '(max_react_turn|grups|top_k|dimensions)'"):
+            parse_spec(_only(bad, path))
+
+
+def _only(bad: dict[str, Any], path: tuple[Any, ...]) -> dict[str, Any]:
+    """``bad`` with only the problem at ``path``: the other plugin configs made empty."""
+    spec = {**_environment(modules=[{"type": "MessagingSpace"}]), "agents": [{"id": 0}]}
+    if path[0] == "agents":
+        spec["agents"] = bad["agents"]
+    elif path[-1] == "kwargs":
+        spec["environment"]["modules"] = bad["environment"]["modules"]
+    else:
+        spec["environment"][path[-1]] = bad["environment"][path[-1]]
+    return spec

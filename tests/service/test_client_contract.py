@@ -68,14 +68,16 @@ class Recorder:
         return PolisClient("http://polis.test", token="polis_t", transport=httpx.MockTransport(self))
 
 
-def test_resume_posts_an_optional_budget() -> None:
+def test_resume_posts_an_optional_budget_and_run_options() -> None:
     fake = Recorder({("POST", "/experiments/e1/resume"): httpx.Response(202, json=accepted("e1"))})
     with fake.client() as client:
         resumed = client.resume("e1")
         client.resume("e1", budget={"max_calls": 500})
+        client.resume("e1", batch_size=64, max_workers=4)
     assert isinstance(resumed, ExperimentAccepted) and resumed.status == "queued" and resumed.events == "/experiments/e1/events"
     assert fake.requests[0].content == b""
     assert json.loads(fake.requests[1].content) == {"budget": {"max_calls": 500}}
+    assert json.loads(fake.requests[2].content) == {"batch_size": 64, "max_workers": 4}
     assert fake.requests[0].headers["authorization"] == "Bearer polis_t"
 
 

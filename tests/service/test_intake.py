@@ -237,3 +237,33 @@ def test_a_city_file_under_the_input_dirs_is_accepted(service: dict[str, Any], m
     accepted = service["http"].post("/experiments", json=spec, headers=as_owner(service, "lab-b"))
     assert accepted.status_code == 201, accepted.text
     assert service["http"].post(f"/experiments/{accepted.json()['id']}/cancel", headers=as_owner(service, "lab-b")).status_code in (202, 409)
+
+
+#: A typo in each kind of plugin config (and in LLM options): where it is, the typo, and the name it means.
+PLUGIN_TYPOS = {
+    "agent config": ({"agents": [{"id": 0, "config": {"max_react_turn": 2}}]}, ["agents", 0, "config", "max_react_turn"], "max_react_turns"),
+    "population config": ({"population": [{"count": 2, "config": {"max_parse_attempt": 2}}]},
+                          ["population", 0, "config", "max_parse_attempt"], "max_parse_attempts"),
+    "env module kwargs": ({"environment": {"modules": [{"type": "MessagingSpace", "kwargs": {"grups": {}}}]}},
+                          ["environment", "modules", 0, "kwargs", "grups"], "groups"),
+    "router config": ({"environment": {"router": "search_tool", "router_config": {"topk": 2}}},
+                      ["environment", "router_config", "topk"], "top_k"),
+    "embedder config": ({"environment": {"embedder": "sim", "embedder_config": {"dims": 64}}},
+                        ["environment", "embedder_config", "dims"], "dim"),
+    "llm options": ({"llm": {"default": {"model": "sim/default", "options": {"temprature": 0.2}}}},
+                    ["llm", "default", "options", "temprature"], "temperature"),
+}
+
+
+@pytest.mark.parametrize("kind", PLUGIN_TYPOS)
+def test_a_typo_in_any_plugin_config_is_422_with_its_path_and_the_name_it_means(
+        service: dict[str, Any], make_spec_data: Callable[..., dict], kind: str) -> None:
+    changes, path, meant = PLUGIN_TYPOS[kind]
+    spec = {**make_spec_data(f"typo-{kind.replace(' ', '-')}"), **changes}
+    before = written(service["data"])
+    response = service["http"].post("/experiments", json=spec, headers=as_owner(service, "lab-b"))
+    assert response.status_code == 422, response.text
+    [detail] = response.json()["detail"]
+    assert detail["loc"] == ["body", *path]
+    assert f"did you mean '{meant}'?" in detail["msg"]
+    assert written(service["data"]) == before

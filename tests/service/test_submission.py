@@ -266,11 +266,11 @@ async def test_events_carry_status_changes_one_tick_per_tick_and_a_final(registr
     assert [e.seq for e in events] == list(range(1, 7))
 
 
-async def test_resume_requeues_a_finished_experiment_with_a_new_budget_and_resume_on(registry, spec, tmp_path) -> None:
+async def test_resume_requeues_a_finished_experiment_with_a_new_budget_a_new_batch_size_and_resume_on(registry, spec, tmp_path) -> None:
     seen: list[dict[str, Any]] = []
 
     async def run(spec: ExperimentSpec, run_dir: Path, client: Any, *, on_progress=None, **options: Any) -> Any:
-        seen.append({"budget": spec.budget, **options})
+        seen.append({"budget": spec.budget, "batch_size": spec.batch_size, **options})
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "SOCIETY_STEP.json").write_text("{}")  # what a started run leaves
         return await fake_run()(spec, run_dir, client, on_progress=on_progress)
@@ -279,12 +279,13 @@ async def test_resume_requeues_a_finished_experiment_with_a_new_budget_and_resum
     record = registry.create(spec)
     submitter.submit(record, spec)
     await _settle(submitter)
-    resumed = submitter.resume(record.id, budget=BudgetSpec(max_calls=99))
-    assert resumed.status == "queued" and resumed.spec["budget"]["max_calls"] == 99
+    resumed = submitter.resume(record.id, budget=BudgetSpec(max_calls=99), run_options={"batch_size": 7})
+    assert resumed.status == "queued" and resumed.spec["budget"]["max_calls"] == 99 and resumed.spec["batch_size"] == 7
     await _settle(submitter)
     assert registry.get(record.id).status == "completed"
-    assert seen[0] == {"budget": None, "experiment_id": record.id}  # a new run: no resume
+    assert seen[0] == {"budget": None, "batch_size": spec.batch_size, "experiment_id": record.id}  # a new run: no resume
     assert seen[1]["resume"] is True and seen[1]["force"] is False and seen[1]["budget"].max_calls == 99
+    assert seen[1]["batch_size"] == 7
 
 
 async def test_resume_of_a_live_experiment_is_refused(registry, spec) -> None:

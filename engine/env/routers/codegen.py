@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from engine.env.base import EnvBase
 from engine.env.requests import EnvReply, EnvRequest, EnvStatus, ToolCall
-from engine.env.router_base import STATUS_DESCRIPTIONS, RouterBase
+from engine.env.router_base import STATUS_DESCRIPTIONS, RouterBase, RouterConfig, RouterSetup
 from engine.env.routers.codegen_examples import example_call, template_examples
 from engine.env.routers.codegen_prompts import (
     CODEGEN_FEEDBACK,
@@ -147,6 +147,17 @@ class CodeGenRouter(RouterBase):
         final_summary: after code ran, one more LLM call turns its results into the answer
             (``CODEGEN_SUMMARY``); False answers with the results themselves.
     """
+
+    class Config(RouterConfig):
+        cache_similarity: float = Field(0.85, gt=0, le=1, description="reuse cached code above this embedding similarity")
+        final_summary: bool = Field(False, description="one more coder call turns the executed code's results into the answer")
+
+    @classmethod
+    def from_config(cls, env_modules: list[EnvBase], llm: ChatModel | None, config: RouterConfig, setup: RouterSetup) -> CodeGenRouter:
+        assert isinstance(config, CodeGenRouter.Config)
+        return cls(env_modules, llm, meter=setup.meter, max_steps=setup.max_steps, cache_dir=setup.cache_dir, seed=setup.seed,
+                   similarity_threshold=config.cache_similarity, final_summary=config.final_summary,
+                   embedder=resolve_embedder(setup.embedder, seed=setup.seed, config=setup.embedder_config))
 
     def __init__(
         self,

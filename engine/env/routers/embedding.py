@@ -5,12 +5,34 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import math
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Mapping
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from engine.errors import SpecError
 from engine.llm.sim.model import SimLLM
 
-__all__ = ["Embedder", "LiteLLMEmbedder", "SimEmbedder", "WordLlamaEmbedder", "resolve_embedder", "wordllama_available"]
+__all__ = [
+    "Embedder",
+    "LiteLLMEmbedder",
+    "SimEmbedder",
+    "VectorSize",
+    "WordLlamaEmbedder",
+    "embedder_class",
+    "resolve_embedder",
+    "wordllama_available",
+]
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class VectorSize(_Config):
+    """An embedder whose vector length is chosen (``embedder_config.dim``)."""
+
+    dim: int = Field(256, ge=8, le=4096, description="vector length")
 
 
 @runtime_checkable
@@ -31,6 +53,8 @@ class SimEmbedder:
         seed: the simulated model's seed.
         dim: vector length (more dimensions, fewer accidental collisions between words).
     """
+
+    Config: ClassVar[type[BaseModel]] = VectorSize
 
     def __init__(self, seed: int = 0, dim: int = 256) -> None:
         self._sim = SimLLM(name="embedding", seed=seed)
@@ -56,6 +80,8 @@ class WordLlamaEmbedder:
         SpecError: wordllama is not installed.
     """
 
+    Config: ClassVar[type[BaseModel]] = VectorSize
+
     def __init__(self, dim: int = 256) -> None:
         if not wordllama_available():
             raise SpecError("the 'wordllama' embedder needs the optional package wordllama (pip install wordllama)")
@@ -77,37 +103,52 @@ class LiteLLMEmbedder:
 
     Args:
         model: the litellm model string.
+        dimensions: vector length, for models that shorten theirs on request (None: the model's own).
     """
 
-    def __init__(self, model: str) -> None:
+    class Config(_Config):
+        dimensions: int | None = Field(None, ge=1, description="vector length, for models that shorten theirs on request")
+
+    def __init__(self, model: str, dimensions: int | None = None) -> None:
         self.model = model
-        self.name = f"litellm/{model}"
+        self.dimensions = dimensions
+        self.name = f"litellm/{model}" + (f"/{dimensions}" if dimensions is not None else "")
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         import litellm
 
-        response = await litellm.aembedding(model=self.model, input=texts)
+        sized = {"dimensions": self.dimensions} if self.dimensions is not None else {}
+        response = await litellm.aembedding(model=self.model, input=texts, **sized)
         return [_unit([float(x) for x in item["embedding"]]) for item in response.data]
 
 
-def resolve_embedder(spec: str | None, *, seed: int = 0) -> Embedder:
+def embedder_class(spec: str | None) -> type[SimEmbedder] | type[WordLlamaEmbedder] | type[LiteLLMEmbedder]:
+    """The class a spec string names (``auto`` is checked as the simulated one, whose config wordllama's matches)."""
+    if spec in (None, "sim", "auto"):
+        return SimEmbedder
+    return WordLlamaEmbedder if spec == "wordllama" else LiteLLMEmbedder
+
+
+def resolve_embedder(spec: str | None, *, seed: int = 0, config: Mapping[str, Any] | None = None) -> Embedder:
     """The embedder named by a spec string.
 
     Args:
         spec: None or ``"sim"`` (default), ``"wordllama"``, ``"auto"`` (wordllama when installed,
             else sim), or a litellm embedding model string.
         seed: the seed of the simulated embedder.
+        config: the spec's ``embedder_config`` (its class's ``Config``).
 
     Raises:
         SpecError: ``"wordllama"`` without the package installed.
+        pydantic.ValidationError: ``config`` does not fit the embedder (a parsed spec's always does).
     """
-    if spec in (None, "sim"):
-        return SimEmbedder(seed=seed)
-    if spec == "auto":
-        return WordLlamaEmbedder() if wordllama_available() else SimEmbedder(seed=seed)
-    if spec == "wordllama":
-        return WordLlamaEmbedder()
-    return LiteLLMEmbedder(spec)
+    settings = dict(embedder_class(spec).Config.model_validate(dict(config or {})))
+    if spec in (None, "sim") or (spec == "auto" and not wordllama_available()):
+        return SimEmbedder(seed=seed, **settings)
+    if spec in ("auto", "wordllama"):
+        return WordLlamaEmbedder(**settings)
+    assert spec is not None
+    return LiteLLMEmbedder(spec, **settings)
 
 
 def _unit(vector: list[float]) -> list[float]:

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from engine.env.base import EnvBase
 from engine.env.requests import EnvReply, EnvRequest
-from engine.env.router_base import RouterBase
+from engine.env.router_base import RouterBase, RouterConfig
 from engine.env.routers.decision import FINAL_ANSWER, FinalAnswerArgs
 from engine.env.routers.decision import _llm_args_model as llm_arguments
 from engine.env.routers.prompts import PLAN_INSTRUCTION, PLAN_SYSTEM, REPLAN_INSTRUCTION
@@ -146,6 +146,9 @@ class PlanExecuteRouter(RouterBase):
         max_steps: longest plan, and tool calls per ask across replans.
         max_replans: replan calls after failing steps, per ask.
     """
+
+    class Config(RouterConfig):
+        max_replans: int = Field(1, ge=0, le=20, description="replan calls after failing steps, per ask")
 
     def __init__(
         self, env_modules: list[EnvBase], llm: ChatModel | None = None, *, meter: Meter | None = None,

@@ -12,10 +12,12 @@ import re
 from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
+from pydantic import Field
+
 from engine.env.base import EnvBase
 from engine.env.prompts import REACT_SYSTEM
 from engine.env.requests import EnvReply, EnvRequest
-from engine.env.router_base import RouterBase
+from engine.env.router_base import RouterBase, RouterConfig
 from engine.env.routers.decision import build_router_decision
 from engine.env.routers.react import DecisionCache, react_loop, readonly_note, resolve_instruction, tool_lines
 from engine.env.tool import ToolInfo
@@ -107,6 +109,9 @@ class SearchToolRouter(RouterBase):
         top_k: tools offered to the LLM per ask.
         embedder: optional embeddings to rank by meaning as well as by words.
     """
+
+    class Config(RouterConfig):
+        top_k: int = Field(5, ge=1, le=100, description="tools offered to the LLM per ask, the best matches of a search")
 
     def __init__(
         self, env_modules: list[EnvBase], llm: ChatModel | None = None, *, meter: Meter | None = None,

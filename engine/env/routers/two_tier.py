@@ -16,7 +16,7 @@ from engine.env.prompts import REACT_SYSTEM
 from engine.env.requests import EnvReply, EnvRequest
 from engine.env.router_base import RouterBase
 from engine.env.routers.decision import build_router_decision
-from engine.env.routers.plan_execute import PlanExecutor
+from engine.env.routers.plan_execute import PlanExecuteRouter, PlanExecutor
 from engine.env.routers.prompts import MODULE_INSTRUCTION, MODULE_SYSTEM
 from engine.env.routers.react import (
     DecisionCache,
@@ -153,6 +153,8 @@ class TwoTierPlanExecuteRouter(TwoTierRouter):
     Args:
         max_replans: replan calls after failing steps, per ask.
     """
+
+    Config = PlanExecuteRouter.Config
 
     def __init__(self, env_modules: list[EnvBase], llm: ChatModel | None = None, *, meter: Meter | None = None,
                  max_steps: int = 3, max_replans: int = 1) -> None:

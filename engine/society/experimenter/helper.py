@@ -7,7 +7,7 @@ real tool results into the answer. An ``ask`` is offered no mutating tool, and t
 one even if a plan names it. Apart from the awaited tools the loop does no I/O.
 
 Intervention messages and env changes are queued by the env modules; the caller applies them with
-``EnvRouterActor.settle()`` (``RouterBase.apply_pending()``) so agents see them in the next tick.
+``EnvRouterActor.end_consult`` (``RouterBase.apply_pending()``) so agents see them in the next tick.
 """
 
 from __future__ import annotations

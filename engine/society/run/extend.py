@@ -73,14 +73,14 @@ def extend_spec(stored: ExperimentSpec, steps: Sequence[StepSpec]) -> Experiment
 
 
 def is_extension(before: ExperimentSpec, after: ExperimentSpec) -> bool:
-    """Whether ``after`` is ``before`` with non-run steps appended (budgets aside)."""
+    """Whether ``after`` is ``before`` with non-run steps appended (budgets and run options aside)."""
     n = len(before.steps)
     if len(after.steps) <= n or list(after.steps[:n]) != list(before.steps):
         return False
     if any(isinstance(step, RunStep) for step in after.steps[n:]):
         return False
     bare: dict[str, Any] = {"budget": None, "steps": []}
-    return before.model_copy(update=bare) == after.model_copy(update=bare)
+    return {**before.science(), **bare} == {**after.science(), **bare}
 
 
 def stored_spec(run_dir: RunLocation) -> ExperimentSpec:

@@ -102,26 +102,35 @@ def _clients(spec: ExperimentSpec, cache_dir: RunLocation | None, limits: Limite
 
 
 def _resume_state(spec: ExperimentSpec, run_dir: Path | str, force: bool) -> tuple[SocietyStep, bool]:
-    """Where a run stands, after checking that ``spec`` is the one it was started with, and whether
-    ``spec`` extends it with new non-run steps (:mod:`engine.society.run.extend`).
+    """Where a run stands, after checking that ``spec`` is the one it was started with, and whether ``SOCIETY.json``
+    is to record ``spec``: it extends the run with new non-run steps (:mod:`engine.society.run.extend`) or changes
+    its run options (:class:`~engine.spec.RunOptions`).
 
     Raises:
         RunError: nothing to resume in ``run_dir``.
-        SpecError: the spec changed (other than its budget, or by appended steps) and ``force`` is off.
+        SpecError: the spec changed (other than its budget and run options, or by appended steps) and ``force`` is
+            off; or it changes ``storage.workspaces``.
     """
     stored = read_society(run_dir)
     status = read_society_step(run_dir)
     if stored is None or status is None:
         raise RunError(f"{run_dir} holds no run to resume (SOCIETY.json / SOCIETY_STEP.json missing)")
     before = parse_spec(stored["spec"])
+    if spec.storage.workspaces != before.storage.workspaces:
+        raise SpecError(f"{run_dir} keeps its workspaces {before.storage.workspaces!r}; a resumed run cannot change "
+                        f"storage.workspaces to {spec.storage.workspaces!r}", path="storage.workspaces")
     extends = is_extension(before, spec)
-    if before.model_copy(update={"budget": None}) != spec.model_copy(update={"budget": None}) and not extends and not force:
+    if _without_budget(before) != _without_budget(spec) and not extends and not force:
         raise SpecError(
             f"the spec differs from the one {run_dir} was started with (hash {stored.get('spec_hash')}); "
-            "only the budget may change on resume, and questionnaire, ask or intervene steps be appended. "
-            "Pass --force to resume anyway."
+            "only the budget and the run options (batch_size, max_workers, transcripts, snapshots, storage.checkpoint_every) "
+            "may change on resume, and questionnaire, ask or intervene steps be appended. Pass --force to resume anyway."
         )
-    return status, extends
+    return status, extends or before.run_options() != spec.run_options()
+
+
+def _without_budget(spec: ExperimentSpec) -> dict[str, Any]:
+    return {**spec.science(), "budget": None}
 
 
 def _budget(spec: ExperimentSpec) -> Allowance | None:
@@ -251,7 +260,7 @@ async def run_experiment(
                 raise SpecError(f"a run at a URL ({run_dir}) keeps its agents in packs: storage.workspaces "
                                 f"{spec.storage.workspaces!r} needs a local run directory", path="storage.workspaces")
             await asyncio.to_thread(check_store, run_store(run_dir))
-        state, extends = _resume_state(spec, run_dir, force) if resume else (None, False)
+        state, record = _resume_state(spec, run_dir, force) if resume else (None, False)
         if state is not None:
             check_as_of_kept(spec, run_dir, state)
         if state is None and has_society_step(run_dir):
@@ -272,7 +281,7 @@ async def run_experiment(
             run_dir.mkdir(parents=True, exist_ok=True)
         with experiment_span(experiment_id or run_name(run_dir)):  # every task of the run joins it
             async with RunLease(run_dir) as lease:
-                if extends:  # under the lease: a later resume, or another extension, starts from this spec
+                if record:  # under the lease: a later resume, or another extension, starts from this spec
                     record_spec(run_dir, spec)
                 clients = _clients(spec, llm_cache_dir or run_child(run_dir, LLM_CACHE_DIR), llm_limits)
                 if any(is_local(c) for c in clients.values()):
@@ -298,9 +307,9 @@ async def run_experiment(
                     max_steps=spec.environment.max_router_steps,
                     coder=clients["coder"],
                     run_dir=run_dir,
-                    cache_similarity=spec.environment.cache_similarity,
+                    router_config=dict(spec.environment.router_config),
                     embedder=spec.environment.embedder,
-                    final_summary=spec.environment.final_summary,
+                    embedder_config=dict(spec.environment.embedder_config),
                     template_cache_dir=template_cache_dir,
                     input_dirs=tuple(input_dirs),
                 )
@@ -326,7 +335,7 @@ async def run_experiment(
                     working = True
                     await _run_steps(spec, society, on_tick)
                     enter(Phase(RunPhase.FINISHING))
-                    env_usage = await society.env.call("usage")
+                    env_usage = await society.env.usage()
                     await society.forget_journals()
                     tally = await asyncio.to_thread(read_run_tally, run_dir)
                     verdict = judge(tally, expected_agent_steps=society.step_count * len(agents),

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engine.agent.registry import _REGISTERED, register_agent, resolve_agent
+from engine.agent.registry import AGENTS, register_agent, resolve_agent
 from engine.agent.service_proxy import ServiceProxy
 from engine.env.modules.messaging import MessagingSpace
 from engine.env.routers.react import ReActRouter
@@ -40,7 +40,7 @@ def minimal_agent():
     try:
         yield cls
     finally:
-        _REGISTERED.pop("MinimalAgent", None)
+        AGENTS.unregister("MinimalAgent")
 
 
 async def test_the_documented_minimal_agent_registers_and_steps(minimal_agent, tmp_path: Path) -> None:

@@ -30,16 +30,20 @@ PLUGIN_MODULES = {
 
 def register_plugin_modules() -> None:
     """Make the plugin modules' names resolvable in this process (the registry caches its table)."""
-    from engine.env import registry
+    import importlib
 
-    registry._table().update(PLUGIN_MODULES)
+    from engine.env.registry import ENV_MODULES
+
+    for name, target in PLUGIN_MODULES.items():
+        module, _, attr = target.partition(":")
+        ENV_MODULES.register(getattr(importlib.import_module(module), attr), name)
 
 
 def unregister_plugin_modules() -> None:
-    from engine.env import registry
+    from engine.env.registry import ENV_MODULES
 
     for name in PLUGIN_MODULES:
-        registry._table().pop(name, None)
+        ENV_MODULES.unregister(name)
 
 
 class PluginModulesOnWorkers(WorkerPlugin):

@@ -8,6 +8,7 @@ from datetime import datetime
 import pytest
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
+from engine.env.control import EndTick
 from engine.env.proxy import EnvRouterProxy, fail_env_actor
 from engine.env.requests import EnvRequest
 from engine.errors import EnvUnavailableError, ToolCallError
@@ -46,7 +47,7 @@ async def test_200_concurrent_calls_from_two_tasks_lose_no_update(dask_client, a
     handle, proxy = actor
     halves = [list(range(0, 100)), list(range(100, 200))]
     sent = await dask_client.gather([dask_client.submit(_send_all, proxy, half, pure=False) for half in halves])
-    await handle.step(1, 600, START, 1, "run-1")
+    await handle.end_tick(EndTick(1, 600, START, 1, "run-1"))
     usage = await handle.usage()
 
     inbox = await dask_client.submit(_inbox_of_0, proxy, pure=False)

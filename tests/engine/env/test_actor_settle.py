@@ -1,4 +1,4 @@
-"""settle() on the env actor applies every module's queued updates, and the snapshot after it holds none."""
+"""An intervention's end on the env actor applies every module's queued updates, and the snapshot after it holds none."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 from datetime import datetime
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
+from engine.env.control import EndConsult
 from engine.env.requests import EnvRequest
 from engine.storage.run_layout import RunLayout
 
@@ -39,15 +40,16 @@ def _saved(run_dir, module: str) -> dict:
     return json.loads(path.read_text())
 
 
-async def test_settle_applies_the_queued_updates_of_every_module_and_the_snapshot_keeps_none(dask_client, tmp_path):
+async def test_an_intervention_settles_the_queued_updates_of_every_module_and_the_snapshot_keeps_none(dask_client, tmp_path):
     handle = await dask_client.submit(EnvRouterActor, EnvRouterConfig(modules=MODULES, run_dir=tmp_path), actor=True)
     await handle.init(START, [0, 1, 2, 3])
     replies = await handle.ask_many([EnvRequest("call_tool", 0, name, arguments=args) for name, args in CALLS])
     assert [r.status for r in replies] == ["success"] * len(CALLS), [r.answer for r in replies]
 
-    assert await handle.settle() == len(CALLS)
-    assert await handle.settle() == 0
-    assert await handle.snapshot(1) == "txn_000001"
+    assert (await handle.end_consult(EndConsult(1))).snapshot is None  # an ask's end: nothing settled, no snapshot
+    assert not RunLayout(tmp_path).env_snapshots.exists()
+    end = await handle.end_consult(EndConsult(1, settle=True))
+    assert (end.refused, end.snapshot) == (0, "txn_000001")
 
     saved = {name: _saved(tmp_path, name) for name, _ in MODULES}
     assert all(s["updates"]["updates"] == [] for s in saved.values())

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
+from engine.env.control import EndTick
 from engine.env.proxy import EnvRouterProxy
 from engine.env.requests import EnvRequest
 from engine.storage.catalog import Catalog
@@ -51,7 +52,7 @@ async def test_template_asks_cross_the_actor_with_their_variables(dask_client, t
     asks = [(1, 2, "hello"), (3, 4, "tea?"), (5, 6, "bye")]
     statuses = await dask_client.submit(_ask_as, proxy, asks, pure=False)
     usage = await handle.usage()
-    result = await handle.step(1, 600, START, 1, "run-1")
+    result = await handle.end_tick(EndTick(1, 600, START, 1, "run-1"))
     inboxes = [await dask_client.submit(_inbox, proxy, to, pure=False) for _, to, _ in asks]
 
     assert statuses == ["success"] * 3
@@ -59,7 +60,7 @@ async def test_template_asks_cross_the_actor_with_their_variables(dask_client, t
     assert (cache["requests"], cache["generations"], cache["hits_exact"] + cache["misses"]) == (3, 1, 3)
     assert usage["calls"] == 1 + 1  # one coder call served all three agents (+ the world description at init)
     assert [inbox.splitlines()[1] for inbox in inboxes] == [f"- from agent {s}: {text}" for s, _, text in asks]
-    assert result["counts"]["codegen_cache"] == 1
+    assert result.counts["codegen_cache"] == 1
     assert "codegen_cache" in Catalog(tmp_path / "replay").load()
 
 
@@ -70,11 +71,11 @@ async def test_a_plain_router_serves_template_asks_and_reports_no_cache(dask_cli
     proxy = EnvRouterProxy(address=handle._address, key=handle.key)
     statuses = await dask_client.submit(_ask_as, proxy, [(1, 2, "hello")], pure=False)
     usage = await handle.usage()
-    result = await handle.step(1, 600, START, 1, "run-1")
-    assert len(statuses) == 1 and "codegen_cache" not in usage and "codegen_cache" not in result["counts"]
+    result = await handle.end_tick(EndTick(1, 600, START, 1, "run-1"))
+    assert len(statuses) == 1 and "codegen_cache" not in usage and "codegen_cache" not in result.counts
 
 
-def _row(run: Path, staged: list[str]) -> dict:
+def _row(run: Path, staged: tuple[str, ...]) -> dict:
     [key] = [k for k in staged if "/codegen_cache/" in k]
     return pq.read_table(io.BytesIO(run_store(run).get(key))).to_pylist()[0]
 
@@ -84,19 +85,19 @@ async def test_a_rebuilt_actor_continues_the_counts_and_reuses_the_cache_file(tm
     await first.init(START, list(range(10)))
     for sender in (1, 2):
         await first.ask_many([EnvRequest("ask", sender, SEND, template_mode=True, variables={"agent": 5, "text": "hi"})])
-    step1 = await first.step(1, 600, START, 1, "run-1")
-    assert (_row(tmp_path, step1["staged"])["requests"], _row(tmp_path, step1["staged"])["generations"]) == (2, 1)
+    step1 = await first.end_tick(EndTick(1, 600, START, 1, "run-1"))
+    assert (_row(tmp_path, step1.staged)["requests"], _row(tmp_path, step1.staged)["generations"]) == (2, 1)
 
     # The worker holding the actor dies; the society starts a new one from the committed snapshot.
     second = EnvRouterActor(codegen_config(tmp_path))
-    await second.init(START, list(range(10)), step1["snapshot"])
+    await second.init(START, list(range(10)), step1.snapshot)
     assert (await second.usage())["codegen_cache"] == (await first.usage())["codegen_cache"]
     [reply] = await second.ask_many([EnvRequest("ask", 3, SEND, template_mode=True, variables={"agent": 6, "text": "yo"})])
-    step2 = await second.step(2, 600, START, 2, "run-1")
+    step2 = await second.end_tick(EndTick(2, 600, START, 2, "run-1"))
 
     # a hit on the reloaded file; the world description too came from the run's file: no call at all
     assert reply.status == "success" and second.router.meter.calls == 0
-    row = _row(tmp_path, step2["staged"])
+    row = _row(tmp_path, step2.staged)
     assert (row["step"], row["requests"], row["hits_exact"], row["misses"], row["generations"]) == (2, 1, 1, 0, 0)
     assert row["hit_rate"] == pytest.approx(2 / 3)
     assert (await second.usage())["codegen_cache"]["requests"] == 3

@@ -10,6 +10,7 @@ import pytest
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
 from engine.env.base import EnvBase
+from engine.env.control import EndTick
 from engine.env.module_datasets import module_datasets
 from engine.env.modules.messaging import MessagingSpace
 from engine.env.registry import env_module_names, resolve_env_module
@@ -57,8 +58,8 @@ async def test_the_actor_stamps_each_module_row_with_the_run_id_of_its_step(tmp_
     send: dict[str, Any] = {"agent_id": 1, "to_agent_id": 2, "content": "hi"}
     for step, run in ((1, "first-aaaaaa"), (2, "second-bbbbbb")):  # a resumed run: another driver, another id
         await actor.ask_many([EnvRequest("call_tool", 1, "send_message", arguments=send)])
-        result = await actor.step(step, 600, START + timedelta(minutes=10 * step), step, run)
-        commit_staged(run_store(tmp_path), result["staged"])
+        result = await actor.end_tick(EndTick(step, 600, START + timedelta(minutes=10 * step), step, run))
+        commit_staged(run_store(tmp_path), result.staged)
     with ReplayReader(tmp_path) as reader:
         names = [s.name for s in MessagingSpace.replay_datasets()]
         runs = {name: reader.query(f"SELECT step, run FROM {name} ORDER BY step").to_pylist() for name in names}

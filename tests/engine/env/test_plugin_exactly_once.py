@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
+from engine.env.control import EndTick
 from engine.env.proxy import EnvRouterProxy
 from engine.failpoints import arm
 from engine.society.run.dashboard import ENV_ROUTER, key_kind
@@ -60,7 +61,7 @@ async def test_discard_through_the_proxy_drops_a_failed_steps_updates_of_a_plugi
 
     dropped, _ = await client.gather([client.submit(_failed_then_retried, proxy, 1, pure=False),
                                       client.submit(_once, proxy, 2, pure=False)])
-    await handle.step(1, 3600, START + timedelta(hours=1), 1, "run-1")
+    await handle.end_tick(EndTick(1, 3600, START + timedelta(hours=1), 1, "run-1"))
 
     assert dropped == 1
     assert await client.submit(_tally, proxy, 1, pure=False) == "tally 5"

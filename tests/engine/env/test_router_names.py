@@ -10,7 +10,7 @@ from engine.spec import DEFAULT_ROUTER, ROUTER_NAMES, EnvironmentSpec, RouterNam
 
 
 def test_every_router_name_the_spec_allows_has_a_router_and_no_other_router_is_registered() -> None:
-    assert set(ROUTERS) == set(ROUTER_NAMES) == set(get_args(RouterName))
+    assert set(ROUTERS.names()) == set(ROUTER_NAMES) == set(get_args(RouterName))
 
 
 def test_a_config_built_without_a_router_gets_the_specs_default() -> None:

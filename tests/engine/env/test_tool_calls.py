@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
+from engine.env.control import EndTick, TickEnd
 from engine.env.module_datasets import module_datasets
 from engine.env.modules.messaging import MessagingSpace
 from engine.env.requests import EnvRequest
@@ -33,9 +34,9 @@ async def _actor(run_dir: Path) -> EnvRouterActor:
     return actor
 
 
-async def _step(actor: EnvRouterActor, step: int) -> dict:
-    result = await actor.step(step, 600, START + timedelta(minutes=10 * step), step, "run-1")
-    commit_staged(run_store(actor.config.run_dir), result["staged"])  # what the society's commit does after its commit point
+async def _step(actor: EnvRouterActor, step: int) -> TickEnd:
+    result = await actor.end_tick(EndTick(step, 600, START + timedelta(minutes=10 * step), step, "run-1"))
+    commit_staged(run_store(actor.config.run_dir), result.staged)  # what the society's commit does after its commit point
     return result
 
 
@@ -60,7 +61,7 @@ async def test_each_env_step_writes_one_row_per_tool_call_and_forgets_them(tmp_p
     second = await _step(actor, 2)
     await _step(actor, 3)  # a step without calls writes no shard
 
-    assert (first["counts"]["env_tool_calls"], second["counts"]["env_tool_calls"]) == (4, 2)
+    assert (first.counts["env_tool_calls"], second.counts["env_tool_calls"]) == (4, 2)
     with ReplayReader(tmp_path) as reader:
         rows = reader.query("SELECT * FROM env_tool_calls ORDER BY step, seq").to_pylist()
         spans = {r["span_id"]: r for r in reader.query("SELECT span_id, trace_id, attrs FROM spans WHERE name = 'env.ask'").to_pylist()}
@@ -100,5 +101,5 @@ async def test_without_a_run_directory_the_step_still_forgets_its_calls() -> Non
     actor = EnvRouterActor(EnvRouterConfig(modules=(("MessagingSpace", {}),)))
     await actor.init(START, list(range(4)))
     await actor.ask_many([_send(1, 2), EnvRequest("observe", 2, "")])
-    result = await actor.step(1, 600, START, 1, "run-1")
-    assert result["counts"] == {} and actor.router.get_tool_call_history() == []
+    result = await actor.end_tick(EndTick(1, 600, START, 1, "run-1"))
+    assert result.counts == {} and actor.router.get_tool_call_history() == []

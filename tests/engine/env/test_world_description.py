@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
+from engine.env.control import EndConsult
 from engine.env.modules.messaging import MessagingSpace
 from engine.env.modules.weather import WeatherSpace
 from engine.env.prompts import WORLD_DESCRIPTION
@@ -97,5 +98,5 @@ async def test_a_run_asks_once_and_a_recovered_actor_reads_the_runs_file(dask_cl
     handle = await dask_client.submit(EnvRouterActor, config, actor=True)
     info = await handle.init(START, [0, 1, 2])
     assert info["world_description"] == saved["text"]
-    assert [r for r in await handle.drain_llm_records() if r.prompt_name == WORLD_DESCRIPTION.name] == []
+    assert [r for r in (await handle.end_consult(EndConsult(1))).records if r.prompt_name == WORLD_DESCRIPTION.name] == []
     await handle.close()

@@ -10,6 +10,7 @@ import pytest
 from engine.llm.sim import SimLLM
 from engine.llm.sim.background import serving
 from engine.society.run.runner import run_experiment
+from engine.society.workspaces.manifest import agent_workspace
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 
@@ -116,6 +117,38 @@ async def test_budget_stops_within_one_batch_then_resumes_after_raising_it(dask_
     # description (asked once, in the first session; the resumed one read the run's file).
     assert resumed.provider_calls == 16 + 1
     assert not list(run.rglob("*.staged-*"))
+
+
+async def test_a_run_resumes_with_another_batch_size_and_worker_count_and_steps_each_agent_once(dask_client, tmp_path):
+    population = [{"count": 10, "profile_template": {"name": "P{i}"}, "config": {"max_react_turns": 1, "tools": ["finish"]}}]
+    steps = [{"type": "run", "num_steps": 3, "tick": 600}]
+    run = tmp_path / "run"
+    first = small_spec(population=population, steps=steps, batch_size=3, budget={"max_calls": 15})
+    stopped = await run_experiment(first, run, dask_client)
+    assert stopped.status == "budget_exhausted"  # mid tick 2: some of its batches done, the others not
+
+    # The stopped tick re-runs in batches of 4 on one worker slot, then tick 3 too.
+    regrouped = small_spec(population=population, steps=steps, batch_size=4, max_workers=1, budget={"max_calls": 100})
+    assert small_spec(population=population, steps=steps, batch_size=4, max_workers=1).spec_hash() == \
+        small_spec(population=population, steps=steps).spec_hash() != small_spec(population=population, steps=steps, seed=4).spec_hash()
+    resumed = await run_experiment(regrouped, run, dask_client, resume=True)
+    assert resumed.status == "completed", resumed.error
+    with ReplayReader(run) as reader:
+        rows = reader.query("SELECT agent_id, step, count(*) AS n FROM actions GROUP BY ALL").to_pylist()
+    assert len(rows) == 10 * 3 and {r["n"] for r in rows} == {1}
+    for agent in range(10):  # each workspace counted each tick once, whatever batch it was in
+        assert agent_steps(run, agent) == 3
+    assert resumed.provider_calls == 30 + 1  # one call per agent-step (the stopped tick's finished ones from the cache)
+    stored = json.loads((run / "SOCIETY.json").read_text())
+    assert (stored["spec"]["batch_size"], stored["spec"]["max_workers"]) == (4, 1)  # a later resume starts from these
+    assert stored["spec_hash"] == regrouped.spec_hash()
+
+
+def agent_steps(run, agent_id: int) -> int:
+    """The steps the agent's committed workspace has counted."""
+    workspace = agent_workspace(run, agent_id)
+    assert workspace is not None
+    return int(workspace.read_json("AGENT.json")["step_count"])
 
 
 async def test_resume_refuses_a_changed_spec(dask_client, tmp_path):

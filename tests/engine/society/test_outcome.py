@@ -51,12 +51,12 @@ def test_duplicate_action_rows_fail():
 
 
 def rule_spec(bad_agents: int, *, agents: int = 10, **changes) -> dict:
-    """Rule-based agents calling a tool directly (no LLM); ``bad_agents`` of them format a message
-    naming an unknown field, so every one of their steps fails its rule's check (a SpecError: an isolated agent error)."""
+    """Rule-based agents calling a tool directly (no LLM); ``bad_agents`` of them address their message to no
+    agent id, so the tool refuses every one of their steps (an isolated agent error, not a spec error)."""
     def rule(i: int) -> dict:
-        content = "I {label} in round {nonexistent}" if i < bad_agents else "I {label} in round {round}"
+        to = "nobody" if i < bad_agents else (i + 1) % agents
         return {"rule": {"rule": "always_cooperate", "tool": "send_message",
-                         "arguments": {"to_agent_id": (i + 1) % agents, "content": content}}}
+                         "arguments": {"to_agent_id": to, "content": "I {label} in round {round}"}}}
 
     spec = {
         "name": "outcome",
@@ -73,7 +73,7 @@ async def test_agent_errors_within_the_rate_end_completed_with_errors(dask_clien
     summary = await run_experiment(parse_spec(rule_spec(1, max_error_rate=0.2)), tmp_path / "run", dask_client)
     assert summary.status == RunStatus.COMPLETED_WITH_ERRORS, summary.error
     assert summary.errors == 2  # one agent, two ticks
-    assert summary.first_error.startswith("step 1, agent 0: SpecError")
+    assert summary.first_error.startswith("step 1, agent 0: played cooperate in round 1") and "bad arguments" in summary.first_error
     assert json.loads((tmp_path / "run" / "SOCIETY_STEP.json").read_text())["status"] == "completed_with_errors"
 
 
@@ -113,4 +113,4 @@ def test_cli_exit_code_and_summary_for_agent_errors(tmp_path: Path, bad, rate, c
                          capture_output=True, text=True, timeout=180)
     assert run.returncode == code, run.stdout + run.stderr
     assert f"status: {status}\n" in run.stdout
-    assert "errors: 2  first: step 1, agent 0: SpecError" in run.stdout
+    assert "errors: 2  first: step 1, agent 0: played cooperate" in run.stdout

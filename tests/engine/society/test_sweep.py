@@ -14,7 +14,7 @@ from engine.spec import parse_spec
 from engine.storage.atomic import read_json
 from engine.storage.reader import ReplayReader
 from engine.storage.sweep_layout import SweepLog, read_sweep
-from engine.sweep import derive_seed, expand_sweep
+from engine.sweep import check_sweep_values, derive_seed, expand_sweep
 
 TEMPERATURE = "llm.default.options.temperature"
 COUNT = "population.0.count"
@@ -133,6 +133,14 @@ def test_grid_value_that_breaks_the_spec_names_the_cell_and_its_field():
     assert caught.value.path == "population.0.count"
 
 
+def test_each_grid_value_is_checked_once_before_any_cell_is_expanded():
+    grid = {"environment.modules.0.kwargs.groups": [{"all": [0, 1]}, 5], COUNT: [2, 3]}
+    with pytest.raises(SpecError, match=r"sweep value \(environment.modules.0.kwargs.groups=5\) is not a valid spec") as caught:
+        check_sweep_values(parse_spec(_spec_data({"grid": grid})))
+    assert caught.value.path == "environment.modules.0.kwargs.groups"
+    check_sweep_values(parse_spec(_spec_data({"grid": {COUNT: [2, 3]}})))
+
+
 async def test_sweep_cells_run_concurrently_and_one_query_compares_them(dask_client, tmp_path):
     root = tmp_path / "sweep"
     summary = await run_sweep(parse_spec(_spec_data(GRID_2X2)), root, dask_client)
@@ -162,8 +170,8 @@ async def test_sweep_cells_run_concurrently_and_one_query_compares_them(dask_cli
 
 
 async def test_a_failing_cell_does_not_stop_the_others(dask_client, tmp_path):
-    # groups must be a mapping: the environment module fails to build in the second cell only.
-    grid = {"environment.modules.0.kwargs.groups": [{"all": [0, 1, 2]}, 5]}
+    # The second cell names agent 0 twice: its environment module fails to build (a spec check could not know).
+    grid = {"environment.modules.0.kwargs.agent_id_name_pairs": [[[0, "Ann"]], [[0, "Ann"], [0, "Bo"]]]}
     root = tmp_path / "sweep"
     summary = await run_sweep(parse_spec(_spec_data({"grid": grid})), root, dask_client)
 
@@ -173,8 +181,8 @@ async def test_a_failing_cell_does_not_stop_the_others(dask_client, tmp_path):
     assert [(c["status"], c["error"] is None) for c in cells] == [("completed", True), ("failed", False)]
     with ReplayReader(root) as reader:
         assert reader.query("SELECT DISTINCT cell FROM actions").to_pylist() == [{"cell": 0}]
-        params = reader.query("SELECT param_environment_modules_0_kwargs_groups AS g FROM cells ORDER BY cell")
-        assert params.column("g").to_pylist() == ['{"all": [0, 1, 2]}', "5"]
+        params = reader.query("SELECT param_environment_modules_0_kwargs_agent_id_name_pairs AS g FROM cells ORDER BY cell")
+        assert params.column("g").to_pylist() == ['[[0, "Ann"]]', '[[0, "Ann"], [0, "Bo"]]']
     with pytest.raises(RunError, match="already holds a sweep"):
         await run_sweep(parse_spec(_spec_data({"grid": grid})), root, dask_client)
 
