@@ -11,6 +11,7 @@ from __future__ import annotations
 from engine.engine_loop import EngineLoop
 from engine.env.input_files import InputRoots, input_roots, resolve_input_file
 from engine.env.registry import resolve_env_module
+from engine.grid_keys import check_grid_keys
 from engine.population import read_population_files
 from engine.results.agents import list_agent_files, read_agent, read_agent_file
 from engine.results.datasets import check_dataset_name, export_dataset, list_datasets
@@ -42,7 +43,7 @@ from engine.storage.query_limits import QueryLimits
 from engine.storage.reader import CappedResult, ReplayReader
 from engine.storage.run_layout import as_location, is_url, run_child, run_store
 from engine.storage.sweep_layout import SWEEP_FILE
-from engine.sweep import MAX_CELLS, SweepCell, check_grid_keys, check_sweep_values
+from engine.sweep import MAX_CELLS, SweepCell, check_sweep_values
 
 __all__ = [
     "MAX_CELLS",

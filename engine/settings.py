@@ -16,21 +16,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from engine.cluster_options import THREADS_PER_WORKER, ClusterOptions
 from engine.llm.client import LimiterConfig
 from engine.storage.query_limits import QueryLimits, check_memory_limit
 
 if TYPE_CHECKING:
     from distributed.security import Security
 
-    from engine.society.run.cluster import ClusterOptions
-
+# THREADS_PER_WORKER is the default of POLIS_THREADS_PER_WORKER (defined with the cluster's options).
 __all__ = ["THREADS_PER_WORKER", "EngineSettings"]
-
-#: Task slots per Dask worker process, in the LocalCluster and in the shipped deployments. A batch
-#: task spends most of its time waiting on LLM calls; with one slot a worker runs its batches one
-#: after the other and idles through each one's first and last round trip. Two slots let the next
-#: batch fill those waits (llm_bound_tick, 2 workers, 200 ms LLM: warm-tick ratio 1.32 -> 1.04).
-THREADS_PER_WORKER = 2
 
 
 class EngineSettings(BaseSettings):

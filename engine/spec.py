@@ -12,7 +12,7 @@ import json
 import random
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -22,11 +22,10 @@ from engine.errors import SpecError
 from engine.llm_spec import LLMClientSpec, LLMSpec, PriceSpec
 from engine.population import MAX_POPULATION_CHARS, Locate, read_population_files, spec_folder
 from engine.population.spec import PopulationSpec
+from engine.router_names import DEFAULT_ROUTER, RouterName
 
 __all__ = [
-    "DEFAULT_ROUTER",
     "MAX_POPULATION_CHARS",
-    "ROUTER_NAMES",
     "AgentSpec",
     "AskStep",
     "BudgetSpec",
@@ -41,7 +40,6 @@ __all__ = [
     "QuestionSpec",
     "QuestionnaireStep",
     "RUN_OPTIONS",
-    "RouterName",
     "RunOptions",
     "RunStep",
     "SnapshotsSpec",
@@ -54,13 +52,6 @@ __all__ = [
     "parse_spec",
     "read_document",
 ]
-
-
-#: The env routers a spec may name (``environment.router``); ``engine.env.routers.ROUTERS`` implements each.
-RouterName = Literal["codegen", "react", "plan_execute", "two_tier_react", "two_tier_plan_execute", "search_tool"]
-ROUTER_NAMES: tuple[RouterName, ...] = get_args(RouterName)
-#: The router of a spec that names none, and of an ``EnvRouterConfig`` built without one.
-DEFAULT_ROUTER: RouterName = "codegen"
 
 
 class _Frozen(BaseModel):
@@ -349,9 +340,9 @@ class ExperimentSpec(RunOptions):
     @classmethod
     def _grid_keys_resolve(cls, value: SweepSpec | None, info: ValidationInfo) -> SweepSpec | None:
         if value is not None:
-            from engine.sweep import check_grid_keys
+            from engine.grid_keys import check_grid_keys  # the storage layer (pyarrow): only for a spec with a sweep
 
-            check_grid_keys(value.grid, info.data)
+            check_grid_keys(value.grid, info.data, field_names=cls.model_fields)
         return value
 
     @model_validator(mode="after")

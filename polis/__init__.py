@@ -43,7 +43,7 @@ from engine.spec import (
 )
 from engine.storage.run_layout import RunLocation
 from polis.remote import RemoteRun, RemoteSession, connect
-from polis.runs import Run, open_run
+from polis.runs import Run
 from polis.session import PolisUsageError, RunFuture, Session, SpecLike, default_session
 
 __all__ = [
@@ -99,6 +99,16 @@ async def arun(spec: SpecLike, run_dir: RunLocation | None = None, *, progress: 
 def submit(spec: SpecLike, run_dir: RunLocation | None = None, *, progress: bool | None = None, **options: Any) -> RunFuture:
     """Start a run on the default session and return its :class:`RunFuture` at once."""
     return default_session().submit(spec, run_dir, progress=progress, **options)
+
+
+def open_run(location: RunLocation, *, session: Session | None = None) -> Run:
+    """Open a stored run (a run directory, a store URL or a sweep root) on ``session`` (default: the default session),
+    which its :meth:`~Run.fork`, :meth:`~Run.resume`, :meth:`~Run.ask` and :meth:`~Run.interview` run on.
+
+    Raises:
+        NotARunError: ``location`` holds no run and no sweep; the message says what it found there.
+    """
+    return (session if session is not None else default_session()).open_run(location)
 
 
 # Re-homed: this package's own classes say ``polis`` (as httpx does). The engine's keep their modules: they

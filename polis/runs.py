@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.errors import DatasetNotFoundError, NotARunError, RunError, StorageError
 from engine.results.agents import read_agent
@@ -26,9 +26,20 @@ if TYPE_CHECKING:
 
     from engine.results import AgentMemory
     from engine.society.run.runner import RunSummary
-    from polis.session import Session
 
-__all__ = ["Question", "Run", "answer_of", "answers_query", "interview_step", "open_run", "write_page"]
+__all__ = ["Question", "Run", "SessionLike", "answer_of", "answers_query", "interview_step", "open_run", "write_page"]
+
+
+class SessionLike(Protocol):
+    """What a :class:`Run` continues on (a :class:`polis.Session`): its :meth:`Run.fork` and :meth:`Run.resume`, and so
+    :meth:`Run.ask` and :meth:`Run.interview`, which resume it with one more step."""
+
+    def fork(self, parent: Run, at_step: int, run_dir: RunLocation | None = None, *,
+             patch: Mapping[str, Any] | None = None, progress: bool | None = None, **options: Any) -> Run: ...
+
+    def resume(self, run: Run, *, steps: Sequence[StepSpec | Mapping[str, Any]] = (),
+               budget: BudgetSpec | Mapping[str, Any] | None = None, run_options: RunOptions | Mapping[str, Any] | None = None,
+               progress: bool | None = None, **options: Any) -> Run: ...
 
 
 class Run:
@@ -41,10 +52,10 @@ class Run:
         location: the run directory, its store URL (``s3://bucket/prefix/name``) or a sweep root.
         summary: what the run's driver reported when it ended, if this process drove it.
         session: the session that ran or opened it, which :meth:`fork`, :meth:`resume`, :meth:`ask` and
-            :meth:`interview` run on (default: :func:`polis.default_session`).
+            :meth:`interview` run on (:func:`polis.open_run` gives the default session).
     """
 
-    def __init__(self, location: RunLocation, summary: RunSummary | None = None, *, session: Session | None = None) -> None:
+    def __init__(self, location: RunLocation, summary: RunSummary | None = None, *, session: SessionLike) -> None:
         self.location: Path | str = resolve_location(location)  #: the directory (absolute) or URL
         self._summary = summary
         self._session = session
@@ -136,14 +147,14 @@ class Run:
     def fork(self, at_step: int, run_dir: RunLocation | None = None, *, patch: dict[str, Any] | None = None,
              progress: bool | None = None, **options: Any) -> Run:
         """A new run from this one's state at its committed tick ``at_step``; see :meth:`polis.Session.fork`."""
-        return self._on_session().fork(self, at_step, run_dir, patch=patch, progress=progress, **options)
+        return self._session.fork(self, at_step, run_dir, patch=patch, progress=progress, **options)
 
     def resume(self, *, steps: Sequence[StepSpec | Mapping[str, Any]] = (), budget: BudgetSpec | Mapping[str, Any] | None = None,
                run_options: RunOptions | Mapping[str, Any] | None = None, progress: bool | None = None, **options: Any) -> Run:
         """Continue this run from its last committed transaction (after a cancel, a crash or a spent budget),
         optionally with steps appended, a new budget or other run options; see :meth:`polis.Session.resume`."""
         self.close()
-        return self._on_session().resume(self, steps=steps, budget=budget, run_options=run_options, progress=progress, **options)
+        return self._session.resume(self, steps=steps, budget=budget, run_options=run_options, progress=progress, **options)
 
     def ask(self, question: str, *, as_of_step: int | None = None, progress: bool | None = None) -> str:
         """Ask the society a question (the plan-and-execute helper reads the env and may interview agents);
@@ -184,11 +195,6 @@ class Run:
         index = len(stored_spec(self.location).steps)
         self.resume(steps=[step], progress=progress)
         return index
-
-    def _on_session(self) -> Session:
-        from polis.session import default_session
-
-        return self._session if self._session is not None else default_session()
 
     def close(self) -> None:
         """Close the reader (a later read opens it again)."""
@@ -262,8 +268,8 @@ def answer_of(run: Any, index: int) -> str:
     return str(rows[0]["answer"])
 
 
-def open_run(location: RunLocation, *, session: Session | None = None) -> Run:
-    """Open a stored run: a run directory, a store URL or a sweep root.
+def open_run(location: RunLocation, *, session: SessionLike) -> Run:
+    """Open a stored run on ``session``: a run directory, a store URL or a sweep root (:func:`polis.open_run`).
 
     Raises:
         NotARunError: ``location`` holds no run and no sweep; the message says what it found there.

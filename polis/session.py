@@ -38,7 +38,7 @@ from engine.society.run.sweep import run_spec
 from engine.spec import BudgetSpec, ExperimentSpec, RunOptions, StepSpec, load_spec, parse_spec
 from engine.storage.run_layout import RunLocation, resolve_location, run_name
 from polis.progress import ProgressBar
-from polis.runs import Run
+from polis.runs import Run, open_run
 
 __all__ = ["PolisUsageError", "RunFuture", "Session", "SpecLike", "as_spec", "default_session", "plain"]
 
@@ -229,9 +229,7 @@ class Session:
         return future
 
     def open_run(self, location: RunLocation) -> Run:
-        """Open a stored run (directory, store URL or sweep root); see :func:`polis.open_run`."""
-        from polis.runs import open_run
-
+        """Open a stored run (directory, store URL or sweep root) on this session; see :func:`polis.open_run`."""
         return open_run(location, session=self)
 
     # ---- the cluster ---------------------------------------------------------------------------------------

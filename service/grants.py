@@ -248,7 +248,7 @@ def _cell_configs(spec: ExperimentSpec) -> Iterator[tuple[dict[str, Any], list[s
     if not grid:
         yield base, []
         return
-    targets = check_grid_keys(grid, {"llm": spec.llm, "environment": spec.environment})
+    targets = check_grid_keys(grid, {"llm": spec.llm, "environment": spec.environment}, field_names=ExperimentSpec.model_fields)
     distinct = [list({json.dumps(v, default=str): v for v in values}.values()) for values in grid.values()]
     for combo in itertools.product(*distinct):
         data = copy.deepcopy(base)

@@ -31,7 +31,16 @@ from engine.errors import StorageError
 from engine.run_status import RunStatus
 from service.auth import LOCAL_ADMIN, Principal
 from service.errors import ExperimentBusyError, ExperimentNotFoundError, IdempotencyConflictError
-from service.schemas import ExperimentStatus, ForkedFrom
+from service.schemas import (
+    ExperimentAccepted,
+    ExperimentBrief,
+    ExperimentDetail,
+    ExperimentStatus,
+    ForkedFrom,
+    Progress,
+    Usage,
+    without_server_paths,
+)
 
 __all__ = [
     "ACTIVE_STATUSES",
@@ -105,6 +114,49 @@ class ExperimentRecord(BaseModel):
     @classmethod
     def _location(cls, value: Any) -> Path | str:
         return as_location(value)
+
+    # ---- as the HTTP API shows it ----------------------------------------------------------------------
+    def brief(self) -> ExperimentBrief:
+        """The record as listed."""
+        return ExperimentBrief(**self._brief_fields())
+
+    def accepted(self, dashboard_link: str | None = None) -> ExperimentAccepted:
+        """The record as a submit, fork, added steps, resume or cancel leaves it (``dashboard_link``: the cluster's
+        experiment page, if any)."""
+        return ExperimentAccepted(**self._accepted_fields(dashboard_link))
+
+    def detail(self, dashboard_link: str | None = None) -> ExperimentDetail:
+        """The record in full: its spec and, once the run has ended, its usage (``dashboard_link`` as :meth:`accepted`)."""
+        usage = None
+        calls, tokens_in, tokens_out, seconds = self.llm_calls, self.input_tokens, self.output_tokens, self.duration_s
+        if calls is not None and tokens_in is not None and tokens_out is not None and seconds is not None:
+            usage = Usage(llm_calls=calls, input_tokens=tokens_in, output_tokens=tokens_out, duration_s=seconds)
+        return ExperimentDetail(**self._accepted_fields(dashboard_link), usage=usage, spec=self.spec)
+
+    def _brief_fields(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "owner": self.owner,
+            "status": self.status,
+            "created_at": self.created_at,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "progress": Progress(
+                ticks_done=self.ticks_done,
+                ticks_total=self.ticks_total,
+                agent_steps_done=self.agent_steps_done,
+                agent_steps_total=self.agent_steps_total,
+                phase=self.phase if self.status == RunStatus.RUNNING else None,
+            ),
+            "error": without_server_paths(self.error, self.run_dir) if self.error else self.error,
+            "resumed_after_restart": self.resumed_after_restart,
+            "forked_from": self.forked_from,
+        }
+
+    def _accepted_fields(self, dashboard_link: str | None) -> dict[str, Any]:
+        return {**self._brief_fields(), "dashboard_link": dashboard_link, "report": f"/experiments/{self.id}/report",
+                "events": f"/experiments/{self.id}/events"}
 
 
 class ExperimentRegistry:

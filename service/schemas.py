@@ -8,16 +8,13 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.results import AgentFile, AgentFiles, AgentMemory, ColumnInfo, DatasetInfo
 from engine.run_status import RunStatus
 from engine.spec import BudgetSpec
-
-if TYPE_CHECKING:
-    from service.registry import ExperimentRecord
 
 __all__ = [
     "AgentFile",
@@ -96,11 +93,6 @@ class ExperimentBrief(BaseModel):
     #: A fork's lineage: the parent experiment and the parent's tick it starts from (null: not a fork).
     forked_from: ForkedFrom | None = None
 
-    @classmethod
-    def from_record(cls, record: ExperimentRecord) -> ExperimentBrief:
-        """Build the listed view of a record."""
-        return cls(**_brief_fields(record))
-
 
 class ExperimentAccepted(ExperimentBrief):
     """An experiment as a submit, fork, added steps, resume or cancel leaves it: its state and where to follow it.
@@ -117,11 +109,6 @@ class ExperimentAccepted(ExperimentBrief):
     #: Its live events (server-sent), relative to the service.
     events: str
 
-    @classmethod
-    def from_record(cls, record: ExperimentRecord, dashboard_link: str | None = None) -> ExperimentAccepted:
-        """Build the accepted view of a record (``dashboard_link``: the cluster's experiment page, if any)."""
-        return cls(**_accepted_fields(record, dashboard_link))
-
 
 class ExperimentDetail(ExperimentAccepted):
     """One experiment in full: its spec, its usage, and where to watch the cluster."""
@@ -129,25 +116,6 @@ class ExperimentDetail(ExperimentAccepted):
     #: Known once the run has ended (``null`` before, and for runs that never reported it).
     usage: Usage | None
     spec: dict[str, Any]
-
-    @classmethod
-    def from_record(cls, record: ExperimentRecord, dashboard_link: str | None = None) -> ExperimentDetail:
-        """Build the full view of a record.
-
-        Args:
-            record: the experiment's record.
-            dashboard_link: the dashboard page of the experiment, if the cluster has a dashboard.
-        """
-        usage = None
-        calls, tokens_in, tokens_out, seconds = (
-            record.llm_calls,
-            record.input_tokens,
-            record.output_tokens,
-            record.duration_s,
-        )
-        if calls is not None and tokens_in is not None and tokens_out is not None and seconds is not None:
-            usage = Usage(llm_calls=calls, input_tokens=tokens_in, output_tokens=tokens_out, duration_s=seconds)
-        return cls(**_accepted_fields(record, dashboard_link), usage=usage, spec=record.spec)
 
 
 class ResumeRequest(BaseModel):
@@ -201,33 +169,6 @@ class Health(BaseModel):
     status: str
     running: int
     dashboard_link: str | None
-
-
-def _brief_fields(record: ExperimentRecord) -> dict[str, Any]:
-    return {
-        "id": record.id,
-        "name": record.name,
-        "owner": record.owner,
-        "status": record.status,
-        "created_at": record.created_at,
-        "started_at": record.started_at,
-        "finished_at": record.finished_at,
-        "progress": Progress(
-            ticks_done=record.ticks_done,
-            ticks_total=record.ticks_total,
-            agent_steps_done=record.agent_steps_done,
-            agent_steps_total=record.agent_steps_total,
-            phase=record.phase if record.status == RunStatus.RUNNING else None,
-        ),
-        "error": without_server_paths(record.error, record.run_dir) if record.error else record.error,
-        "resumed_after_restart": record.resumed_after_restart,
-        "forked_from": record.forked_from,
-    }
-
-
-def _accepted_fields(record: ExperimentRecord, dashboard_link: str | None) -> dict[str, Any]:
-    return {**_brief_fields(record), "dashboard_link": dashboard_link, "report": f"/experiments/{record.id}/report",
-            "events": f"/experiments/{record.id}/events"}
 
 
 def without_server_paths(text: str, run_dir: Path | str) -> str:

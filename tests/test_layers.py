@@ -8,7 +8,9 @@
 - nothing in ``engine.llm``, ``engine.storage`` or ``engine.trace`` imports agent, env or society
   code (the lower layers know no simulation);
 - nothing in ``engine.agent`` or ``engine.env`` imports the society or the CLI;
-- ``engine.spec`` imports nothing from ``engine.society``.
+- ``engine.spec`` imports nothing from ``engine.society``;
+- a sans-IO core (the tick transaction's, the env control's messages) reaches no asyncio, Dask or file API when it
+  runs, through any project module it imports.
 
 Every import counts: at module level, inside functions, and under ``TYPE_CHECKING``.
 """
@@ -31,14 +33,18 @@ def module_name(path: Path, root: Path = ROOT) -> str:
     return ".".join(parts)
 
 
-def imported(path: Path, root: Path = ROOT) -> set[str]:
-    """Every module ``path`` imports, relative imports resolved."""
+def imported(path: Path, root: Path = ROOT, *, runtime: bool = False) -> set[str]:
+    """Every module ``path`` imports, relative imports resolved (``runtime``: not those under ``TYPE_CHECKING``)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     package = module_name(path, root).split(".")
     if path.name != "__init__.py":
         package.pop()
     names: set[str] = set()
+    typing_only = {id(inner) for node in ast.walk(tree) if runtime and isinstance(node, ast.If)
+                   and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING") for inner in ast.walk(node)}
     for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -159,3 +165,39 @@ def test_no_module_is_over_600_lines():
 def test_the_society_keeps_only_the_tick_transaction_at_its_top_level():
     top = sorted(path.name for path in (ROOT / "engine" / "society").glob("*.py"))
     assert len(top) <= 12, top
+
+
+#: What a sans-IO core must not reach, directly or through the project modules it imports.
+IO = ("asyncio", "distributed", "dask", "fsspec", "duckdb", "pyarrow", "os", "pathlib", "shutil", "tempfile", "io",
+      "socket", "subprocess", "threading", "httpx", "litellm")
+
+
+def reached(module: str, root: Path = ROOT) -> dict[str, set[str]]:
+    """The project modules ``module`` imports when it runs (not for type checking), directly or through others
+    (a package's ``__init__`` only when imported by name), each with the outside modules it imports itself."""
+    found: dict[str, set[str]] = {}
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        path = root / (name.replace(".", "/") + ".py")
+        if not path.is_file():
+            path = root / name.replace(".", "/") / "__init__.py"
+        names = imported(path, root, runtime=True)
+        found[name] = {n for n in names if n.split(".")[0] not in ("engine", "service", "polis")}
+        for other in names:
+            if other.split(".")[0] == "engine" and (root / (other.replace(".", "/") + ".py")).is_file():
+                todo.append(other)
+    return found
+
+
+def test_the_io_check_sees_io_where_there_is_some():
+    assert {"asyncio", "distributed"} <= reached("engine.society.society")["engine.society.society"]
+    assert "engine.society.batch" in reached("engine.society.society")
+
+
+@pytest.mark.parametrize("core", ["engine.society.tick_core", "engine.env.control"])
+def test_a_sans_io_core_reaches_no_io(core: str):
+    leaks = {name: sorted(n for n in outside if n.split(".")[0] in IO) for name, outside in reached(core).items()}
+    assert {name: io for name, io in leaks.items() if io} == {}

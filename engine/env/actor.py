@@ -40,7 +40,7 @@ from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.client import LLMClient
 from engine.llm.dispatcher import caller_model, flush_response_caches, refresh_response_caches
 from engine.llm.meter import CallRecord, Meter, serving_agent
-from engine.spec import DEFAULT_ROUTER, RouterName
+from engine.router_names import DEFAULT_ROUTER, RouterName
 from engine.storage.atomic import atomic_write_json, read_json
 from engine.storage.catalog import RUN_COLUMN, Catalog
 from engine.storage.replay import ReplayWriter

@@ -15,15 +15,12 @@ import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from engine.errors import EnvMetricError
 from engine.storage.catalog import RUN_COLUMN, Column, DatasetSchema
 
-if TYPE_CHECKING:
-    from engine.env.base import EnvBase
-
-__all__ = ["ENV_METRICS", "check_declared", "gini", "metric_rows"]
+__all__ = ["ENV_METRICS", "MetricSource", "check_declared", "gini", "metric_rows"]
 
 ENV_METRICS = DatasetSchema(
     name="env_metrics",
@@ -40,6 +37,17 @@ ENV_METRICS = DatasetSchema(
         Column(name="description", type="string", description="what the metric measures, as the module declares it"),
     ),
 )
+
+
+class MetricSource(Protocol):
+    """What :func:`metric_rows` reads of a module (an ``EnvBase``): its name, its declared series, this step's values."""
+
+    @property
+    def name(self) -> str: ...
+
+    def metric_descriptions(self) -> dict[str, str]: ...
+
+    def metrics(self) -> dict[str, float]: ...
 
 
 def gini(values: Sequence[float]) -> float | None:
@@ -87,7 +95,7 @@ def _value(module: str, metric: str, value: Any) -> float:
     return number
 
 
-def metric_rows(run: str, step: int, t: datetime, modules: Iterable[EnvBase]) -> list[dict[str, Any]]:
+def metric_rows(run: str, step: int, t: datetime, modules: Iterable[MetricSource]) -> list[dict[str, Any]]:
     """The ``env_metrics`` rows of one env step: each module's reported values, in its declaration order.
 
     Args:

@@ -5,6 +5,7 @@ into batches, one ``step_agent_batch`` future per batch (at most ``max_workers``
 its rows and a state snapshot, :func:`engine.society.transaction.commit` makes it all visible at once, and a ``tick``
 span records its wall time. A tick failing before its commit (killed driver, lost env actor, exhausted budget) re-runs
 from the state before it: agents roll back to their journals, the env restores its last snapshot, staged files go.
+A tick's policy is :class:`~engine.society.tick_core.TickCore`, without I/O; this class carries out its commands.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from distributed import Client
 
 from engine.agent.service_proxy import ServiceProxy
-from engine.env.control import BeginTick, EndConsult, EndTick, TickEnd
+from engine.env.control import BeginTick, EndConsult, TickEnd
 from engine.errors import BudgetExhaustedError, EnvUnavailableError, RunError
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
@@ -38,10 +39,31 @@ from engine.society.experimenter.interview import ask_agents
 from engine.society.fanout import task_slots
 from engine.society.fork.as_of import AsOf, AsOfAgents, find_as_of, start_as_of_env
 from engine.society.history import TICK, KeptTicks
-from engine.society.planning import SocietyTotals, plan_batches, split_allowance
 from engine.society.questionnaire.batch import QuestionnaireBatchResult, distribute_questionnaire
 from engine.society.run.live_calls import LiveCalls
 from engine.society.status import SocietyStep, read_society, read_society_step, write_society, write_society_step
+from engine.society.tick_core import (
+    MAX_ENV_RECOVERIES,
+    BatchesRan,
+    BeginEnv,
+    Commit,
+    Committed,
+    EndEnv,
+    EnvEnded,
+    EnvLost,
+    Report,
+    Restart,
+    Restarted,
+    RunBatches,
+    SocietyTotals,
+    Started,
+    Stop,
+    TickCore,
+    TickPlan,
+    TickState,
+    plan_batches,
+    split_allowance,
+)
 from engine.society.transaction import commit, recover
 from engine.society.transcripts import TranscriptLedger, stage_router_calls
 from engine.society.workspaces.journaled import FolderAgents
@@ -55,8 +77,6 @@ __all__ = ["AgentSociety", "SocietyTotals", "plan_batches", "split_allowance"]
 
 T = TypeVar("T")
 
-#: how often one transaction may lose its env actor before the run fails
-MAX_ENV_RECOVERIES = 3
 
 
 class AgentSociety:
@@ -72,7 +92,7 @@ class AgentSociety:
         run_dir: the run directory (``agents/`` holds the workspaces).
         client: an asynchronous distributed Client.
         run_id: names replay rows and ends task keys (:func:`~engine.society.run.dashboard.task_key`).
-        batch_size: agents per batch future, at most (:func:`~engine.society.planning.plan_batches`).
+        batch_size: agents per batch future, at most (:func:`~engine.society.tick_core.plan_batches`).
         max_workers: batch futures in flight at once (None: all).
         budget: the run's budget (None: unlimited).
         on_batch: called after each batch completes (progress reporting).
@@ -281,7 +301,7 @@ class AgentSociety:
                 resumed run re-runs it (agents that finished it hit the response cache).
         """
         started, started_unix_ms = time.perf_counter(), time.time() * 1000
-        results = await self._with_env_recovery(lambda: self._tick(tick))
+        results = await self._tick(tick)
         self.totals.tick_seconds.append(time.perf_counter() - started)  # recoveries included
         write_tick_span(self._run_dir, self._status.step_count, started_unix_ms, self.totals.tick_seconds[-1])
         return results
@@ -291,38 +311,65 @@ class AgentSociety:
             await self.step(tick)
 
     async def _tick(self, tick: int) -> list[BatchResult]:
-        txn, step = self._status.txn + 1, self._status.step_count + 1
-        t_end = self._status.current_time + timedelta(seconds=tick)
-        attempt = uuid.uuid4().hex
-        self._phase(Phase(RunPhase.TICK))
-        batches = plan_batches(self.agent_ids, self._batch_size, await task_slots(self._client, self._max_workers))
-        allowances, router = self._share_budget(len(batches))
-        await self._env.begin_tick(BeginTick(self._status.current_time, router))
-        texts = self.transcripts.open(len(batches))
+        """Carry out what the tick's :class:`~engine.society.tick_core.TickCore` commands, feeding back what happened."""
+        status = self._status
+        core = TickCore(TickState(status.txn, status.step_count, status.current_time, status.agent_steps_done, status.env_snapshot),
+                        tick, tuple(self.agent_ids), self._batch_size, self.run_id, self._budget)
+        commands = core.handle(Started(await task_slots(self._client, self._max_workers), uuid.uuid4().hex, self.usage))
+        results: list[BatchResult] = []
+        jobs: list[BatchJob] = []
+        staged: list[str] = []
+        while commands:
+            command = commands.pop(0)
+            try:
+                if isinstance(command, Report):
+                    self._phase(command.phase)
+                elif isinstance(command, BeginEnv):
+                    await self._env.begin_tick(command.begin)
+                elif isinstance(command, RunBatches):
+                    jobs = self._jobs(command.plan)
+                    results = await self._run_batches(jobs)
+                    commands += core.handle(BatchesRan(sum(r.agents for r in results), sum(r.budget_stopped for r in results)))
+                elif isinstance(command, EndEnv):
+                    env = await self._env.end_tick(command.end)  # the env steps only when the budget stopped and refused nothing
+                    staged = [path for r in results for path in r.staged] + list(env.staged)
+                    staged += self._stage_router_calls(env, command.end.step, command.end.txn, "tick")
+                    commands += core.handle(EnvEnded(env.refused, env.snapshot))
+                elif isinstance(command, Commit):
+                    self._commit_tick(command.state, jobs, results, staged)
+                    commands += core.handle(Committed())
+                elif isinstance(command, Restart):
+                    self.env_recoveries += 1
+                    recover(self._run_dir, self._status)
+                    await self._env.restart(command.snapshot)
+                    commands += core.handle(Restarted(await task_slots(self._client, self._max_workers), uuid.uuid4().hex, self.usage))
+                elif isinstance(command, Stop):
+                    if command.status is not None:
+                        self.set_status(command.status, command.status_error)
+                    raise BudgetExhaustedError(command.error) if command.budget else RunError(command.error)
+            except EnvUnavailableError as error:
+                if isinstance(command, Restart):
+                    raise
+                commands = core.handle(EnvLost(str(error)))  # what the lost attempt had left to do is void
+        return results
+
+    def _jobs(self, plan: TickPlan) -> list[BatchJob]:
+        """The batch futures' jobs of one attempt."""
+        texts = self.transcripts.open(len(plan.batches))
         proxy = self.proxy
         scope = self._live.open() if self._live is not None else None
-        jobs = [BatchJob(ids, step, i, tick, t_end, proxy, allowances[i], txn, attempt, self._session, texts[i], self.snapshots_keep,
-                         self._agents_at.packs_of(ids), self.storage.checkpoint_every, scope)
-                for i, ids in enumerate(batches)]
-        results = await self._run_batches(jobs)
-        self._phase(Phase(RunPhase.COMMITTING))
-        end = EndTick(step, tick, t_end, txn, self.run_id, stopped=sum(r.budget_stopped for r in results))
-        env = await self._env.end_tick(end)  # the env steps only when the budget stopped and refused nothing
-        router_calls = self._stage_router_calls(env, step, txn, "tick")
-        if not end.steps(env.refused):
-            self.set_status(RunStatus.BUDGET_EXHAUSTED,
-                            f"{end.stopped} agent-steps and {env.refused} router calls of step {step} wait for more budget")
-            raise BudgetExhaustedError(
-                f"budget exhausted during step {step}: {end.stopped} agent-steps not run, {env.refused} router calls refused")
-        staged = [path for r in results for path in r.staged] + list(env.staged) + router_calls
-        self._status.current_time = t_end
-        self._status.step_count = step
-        self._status.agent_steps_done += sum(r.agents for r in results)
+        return [BatchJob(ids, plan.step, i, plan.tick, plan.t_end, proxy, plan.allowances[i], plan.txn, plan.attempt, self._session,
+                         texts[i], self.snapshots_keep, self._agents_at.packs_of(ids), self.storage.checkpoint_every, scope)
+                for i, ids in enumerate(plan.batches)]
+
+    def _commit_tick(self, state: TickState, jobs: list[BatchJob], results: list[BatchResult], staged: list[str]) -> None:
+        self._status.current_time, self._status.step_count = state.current_time, state.step_count
+        self._status.agent_steps_done = state.agent_steps_done
         by_batch = {r.batch: r for r in results}
-        self._status.workspaces = self._agents_at.stage(txn, ((by_batch[j.batch].pack, j.agent_ids, by_batch[j.batch].pack_reads)
-                                                              for j in jobs))
-        self._commit(staged, env_snapshot=env.snapshot, kind=TICK)
-        return results
+        self._status.workspaces = self._agents_at.stage(state.txn, ((by_batch[j.batch].pack, j.agent_ids, by_batch[j.batch].pack_reads)
+                                                                    for j in jobs))
+        self._commit(staged, env_snapshot=state.env_snapshot, kind=TICK)
+        assert self._status.txn == state.txn
 
     def _share_budget(self, holders: int) -> tuple[list[Allowance | None], Allowance | None]:
         """Share what remains of the budget over ``holders`` and the env router, whose share (the last; its calls

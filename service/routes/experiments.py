@@ -11,7 +11,7 @@ from fastapi import APIRouter, Header, Request, Response
 from service.auth import Caller
 from service.intake import spec_request_body
 from service.registry import ExperimentRecord, Idempotency
-from service.schemas import ExperimentAccepted, ExperimentBrief, ExperimentDetail, ExperimentList, ResumeRequest
+from service.schemas import ExperimentAccepted, ExperimentDetail, ExperimentList, ResumeRequest
 from service.state import ServiceState, State
 
 __all__ = ["router"]
@@ -68,19 +68,19 @@ def _submitted(record: ExperimentRecord, state: ServiceState, response: Response
     response.headers["Location"] = f"/experiments/{record.id}"
     if replayed:
         response.headers["Idempotent-Replayed"] = "true"
-    return ExperimentAccepted.from_record(record, state.experiment_dashboard_link)
+    return record.accepted(state.experiment_dashboard_link)
 
 
 @router.get("", response_model=ExperimentList)
 async def list_experiments(state: State, caller: Caller) -> ExperimentList:
     """List the caller's experiments (an admin's: everyone's), newest first."""
-    return ExperimentList(experiments=[ExperimentBrief.from_record(r) for r in state.registry.records(caller)])
+    return ExperimentList(experiments=[r.brief() for r in state.registry.records(caller)])
 
 
 @router.get("/{experiment_id}", response_model=ExperimentDetail)
 async def get_experiment(experiment_id: str, state: State, caller: Caller) -> ExperimentDetail:
     """One experiment: status, progress, error, spec, and the Dask dashboard to watch it on."""
-    return ExperimentDetail.from_record(state.registry.get(experiment_id, caller), state.experiment_dashboard_link)
+    return state.registry.get(experiment_id, caller).detail(state.experiment_dashboard_link)
 
 
 @router.post("/{experiment_id}/cancel", status_code=202, response_model=ExperimentAccepted)
@@ -88,7 +88,7 @@ async def cancel_experiment(experiment_id: str, state: State, caller: Caller) ->
     """Ask a queued or running experiment to stop; it ends ``cancelled``. 409 if it has finished."""
     state.registry.get(experiment_id, caller)
     await state.engine.call(state.submitter.cancel, experiment_id)
-    return ExperimentAccepted.from_record(state.registry.get(experiment_id, caller), state.experiment_dashboard_link)
+    return state.registry.get(experiment_id, caller).accepted(state.experiment_dashboard_link)
 
 
 @router.post("/{experiment_id}/resume", status_code=202, response_model=ExperimentAccepted)
@@ -105,7 +105,7 @@ async def resume_experiment(
     state.check_llm_calls(caller.owner, "resuming an experiment")
     body = body or ResumeRequest()
     record = await state.engine.call(state.submitter.resume, experiment_id, caller, body.budget, body.run_options())
-    return ExperimentAccepted.from_record(record, state.experiment_dashboard_link)
+    return record.accepted(state.experiment_dashboard_link)
 
 
 @router.delete("/{experiment_id}", status_code=204, response_class=Response)

@@ -81,7 +81,7 @@ async def fork_experiment(
     record = state.registry.create(spec, owner=caller.owner, forked_from=ForkedFrom(experiment=parent.id, at_step=body.at_step))
     queued = await state.engine.call(state.submitter.submit, record, spec, resume=True)
     response.headers["Location"] = f"/experiments/{record.id}"
-    return ExperimentAccepted.from_record(queued, state.experiment_dashboard_link)
+    return queued.accepted(state.experiment_dashboard_link)
 
 
 def _admit(state: ServiceState, parent: ExperimentRecord, body: ForkRequest, owner: str) -> ExperimentSpec:

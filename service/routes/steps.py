@@ -75,7 +75,7 @@ async def add_steps(
         idempotency = Idempotency(key=idempotency_key, body_sha256=hashlib.sha256(await request.body()).hexdigest())
         if state.registry.steps_added(record.id, idempotency):
             response.headers["Idempotent-Replayed"] = "true"
-            return ExperimentAccepted.from_record(record, state.experiment_dashboard_link)
+            return record.accepted(state.experiment_dashboard_link)
     if record.status in ACTIVE_STATUSES:
         raise ExperimentBusyError(record.id, record.status, "add steps to")
     quota = state.intake.quotas.for_owner(record.owner)
@@ -89,8 +89,8 @@ async def add_steps(
     record, added = state.registry.add_steps(record.id, spec, idempotency)
     if not added:  # a concurrent retry with the same key added them
         response.headers["Idempotent-Replayed"] = "true"
-        return ExperimentAccepted.from_record(record, state.experiment_dashboard_link)
+        return record.accepted(state.experiment_dashboard_link)
     # The submitter marks it queued and publishes that event before this answers, so a client that
     # opens the event stream next never takes the earlier run's final event for this one's.
     queued = await state.engine.call(state.submitter.submit, record, spec, resume=True, force=True)
-    return ExperimentAccepted.from_record(queued, state.experiment_dashboard_link)
+    return queued.accepted(state.experiment_dashboard_link)

@@ -42,7 +42,7 @@ async def test_a_blocking_stretch_on_the_engine_loop_does_not_hold_up_the_caller
     engine = EngineLoop()
     release = threading.Event()
     try:
-        blocked = asyncio.ensure_future(engine.call(release.wait, 10))  # the engine loop is stuck in a sync wait
+        blocked = asyncio.ensure_future(engine.call(release.wait, 120))  # the engine loop is stuck in a sync wait
         ticks = 0
         for _ in range(5):
             await asyncio.sleep(0.01)

@@ -134,4 +134,4 @@ def test_wait_gives_up_after_its_timeout_and_a_running_run_does_not_resume(servi
         with pytest.raises(ConflictError):
             long.resume()  # still queued or running
         remote_session.client.cancel(long.id)
-        assert long.wait(timeout=60) is long and long.status == "cancelled"
+        assert long.wait(timeout=120) is long and long.status == "cancelled"  # the timeout only bounds a hang

@@ -105,8 +105,9 @@ class Page:
         assert "exceptionDetails" not in result, result["exceptionDetails"]
         return result["result"].get("value")
 
-    async def bokeh_rendered(self, timeout_ms: int = 30_000) -> dict[str, Any]:
-        """Wait until the page's Bokeh documents are idle; report each figure (see :data:`BOKEH_RENDERED_JS`)."""
+    async def bokeh_rendered(self, timeout_ms: int = 90_000) -> dict[str, Any]:
+        """Wait until the page's Bokeh documents are idle; report each figure (see :data:`BOKEH_RENDERED_JS`).
+        The timeout only bounds a hang (a busy machine draws slowly), within the 120 s any browser call may take."""
         value: dict[str, Any] = await self.evaluate(f"({BOKEH_RENDERED_JS})({int(timeout_ms)})")
         return value
 

@@ -118,7 +118,7 @@ def test_cancel_stops_a_queued_or_running_experiment(polis: PolisClient, make_sp
     spec["steps"] = [{"type": "run", "num_steps": 200, "tick": 60}]
     experiment_id = polis.submit(spec).id
     assert polis.cancel(experiment_id).id == experiment_id
-    assert polis.wait(experiment_id, progress=False, timeout=60).status == "cancelled"
+    assert polis.wait(experiment_id, progress=False, timeout=120).status == "cancelled"  # the timeout only bounds a hang
 
 
 def test_cancel_of_a_finished_experiment_raises_conflict(polis: PolisClient, finished: dict[str, Any]) -> None:

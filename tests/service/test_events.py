@@ -7,7 +7,6 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,6 @@ from engine.spec import parse_spec
 from service.events import EventHub, EventLog
 from service.registry import ExperimentRegistry
 from service.routes.events import _stream
-from service.server import GRACEFUL_SHUTDOWN_S
 from service.settings import ServiceSettings
 from tests.service.live import serve, wait_until_final
 from tests.service.sse import SseEvent, parse_sse, read_events
@@ -128,9 +126,8 @@ async def test_an_event_appended_from_another_thread_wakes_a_waiting_reader() ->
     log = EventLog()
     timer = threading.Timer(0.05, log.append, args=("tick", {"ticks_done": 1}))
     timer.start()
-    started = datetime.now(UTC)
-    assert await log.wait(0, timeout=5) is True
-    assert (datetime.now(UTC) - started).total_seconds() < 2
+    # Woken, not timed out (False): the bound only turns a reader that is never woken into a failure.
+    assert await log.wait(0, timeout=120) is True
     assert [e.data for e in log.since(0)] == [{"ticks_done": 1}]
     assert await log.wait(1, timeout=0.01) is False
 
@@ -163,16 +160,18 @@ def test_stopping_the_service_with_an_open_stream_does_not_wait_for_the_experime
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # only bounds a hang
         while not any(isinstance(e, SseEvent) and e.name == "tick" for e in seen):
             assert time.monotonic() < deadline, seen
             time.sleep(0.05)
-        stopping = time.monotonic()
-    assert time.monotonic() - stopping < GRACEFUL_SHUTDOWN_S + 30  # the stream was cut, the run cancelled
-    reader.join(timeout=10)
+    # The service stopped (serve() bounds that) without waiting for the experiment: the run was cancelled, far
+    # short of its 1000 ticks, and the stream cut. (Within the 5 s graceful shutdown and a few more on an idle machine:
+    # a speed goal, not behaviour.)
+    reader.join(timeout=120)  # only bounds a hang
     assert not reader.is_alive()
     on_disk = json.loads((tmp_path / "experiments" / f"{experiment_id}.json").read_text())
     assert on_disk["status"] == "interrupted" and on_disk["resume_on_start"] is True
+    assert on_disk["ticks_done"] < 1000
 
 
 def test_the_hub_drops_the_oldest_ended_logs_past_its_limit_and_keeps_live_ones(tmp_path: Path, make_spec_data) -> None:

@@ -31,8 +31,8 @@ def _page_view(tag: str, dask_scheduler: Any) -> tuple[list[str], list[str]]:
     return tags, list(page.visible_functions)
 
 
-def _wait_for_view(dask: Client, experiment_id: str, timeout_s: float = 20.0) -> tuple[list[str], list[str]]:
-    """Worker metrics reach the scheduler with heartbeats: wait until the page charts the experiment's batches."""
+def _wait_for_view(dask: Client, experiment_id: str, timeout_s: float = 120.0) -> tuple[list[str], list[str]]:
+    """Worker metrics reach the scheduler with heartbeats (late, on a busy machine): wait until the page charts the experiment's batches."""
     deadline = time.monotonic() + timeout_s
     while True:
         tags, charted = dask.run_on_scheduler(_page_view, experiment_id)

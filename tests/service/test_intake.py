@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,8 @@ import httpx
 import pytest
 import yaml
 
+from engine.population.spec import PopulationSpec
+from service import intake as intake_module
 from service.auth import create_token
 from service.settings import ServiceSettings
 from tests.service.live import serve, wait_until_final
@@ -45,6 +46,49 @@ def as_owner(service: dict[str, Any], owner: str) -> dict[str, str]:
 
 def written(data_dir: Path) -> set[str]:
     return {str(p.relative_to(data_dir)) for p in data_dir.rglob("*")}
+
+
+def _experiment_of(path: str) -> str | None:
+    parts = Path(path).parts  # experiments/<id>.json (written via .<id>.json.tmp-...), runs/<id>/...
+    return parts[1].lstrip(".").split(".")[0] if len(parts) > 1 and parts[0] in ("experiments", "runs") else None
+
+
+def new_writes(data_dir: Path, before: set[str]) -> set[str]:
+    """The paths under ``data_dir`` that are not in ``before`` (``written``), leaving out those of experiments already
+    there then: an earlier test's run may still be writing its last record or files, for as long as the machine takes."""
+    earlier = {_experiment_of(path) for path in before} - {None}
+    return {path for path in written(data_dir) - before if _experiment_of(path) not in earlier}
+
+
+@pytest.fixture
+def members_made(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the populations whose members anything (the server runs in this process) starts making
+    during the test; making them is refused, so a spec that slipped past its checks fails fast, not after
+    minutes and gigabytes."""
+    made: list[int] = []
+
+    def profiles(self: PopulationSpec, *args: Any, **kwargs: Any) -> Any:
+        made.append(self.size)
+        raise RuntimeError(f"a population of {self.size} members was expanded")
+
+    monkeypatch.setattr(PopulationSpec, "profiles", profiles)
+    return made
+
+
+@pytest.fixture
+def intake_steps(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The steps after decoding that the server's intake took during the test (``service.intake``'s order:
+    the quotas' counts, then validation): each walks the whole decoded body."""
+    taken: list[str] = []
+    for name in ("count_spec", "parse_spec"):
+        real = getattr(intake_module, name)
+
+        def spy(*args: Any, _name: str = name, _real: Any = real, **kwargs: Any) -> Any:
+            taken.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(intake_module, name, spy)
+    return taken
 
 
 def test_a_body_over_the_size_limit_gets_413_whether_declared_or_streamed(service: dict[str, Any]) -> None:
@@ -82,45 +126,49 @@ def test_a_yaml_spec_is_accepted_and_runs(service: dict[str, Any], make_spec_dat
     assert final["progress"]["agent_steps_done"] == 8
 
 
-def test_a_yaml_alias_bomb_is_refused_with_422(service: dict[str, Any]) -> None:
+def test_a_yaml_alias_bomb_is_refused_with_422(service: dict[str, Any], intake_steps: list[str]) -> None:
     lines = ['a: &a ["x","x","x","x","x","x","x","x","x"]']
     lines += [f'{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)},*{chr(97 + i)},*{chr(97 + i)},*{chr(97 + i)}]' for i in range(9)]
     bomb = "\n".join(lines) + "\nname: bomb\nsteps: [{type: run, num_steps: 1}]\nagents: [{id: 0, profile: {x: *j}}]\n"
     before = written(service["data"])
-    started = time.perf_counter()
     response = service["http"].post("/experiments", content=bomb.encode(),
                                     headers={**as_owner(service, "lab-b"), "Content-Type": "application/yaml"})
     assert response.status_code == 422, response.text
     assert "aliases" in response.json()["detail"][0]["msg"]
-    assert time.perf_counter() - started < 1.0
-    assert written(service["data"]) == before
+    # Refused while decoding: nothing walked the 2.4 million strings *j stands for (the speed goal, refused
+    # in well under a second however big the expansion, follows from that; speed goals live in benchmarks/).
+    assert intake_steps == []
+    assert new_writes(service["data"], before) == set()
 
 
-def test_a_million_agent_spec_gets_422_naming_the_quota_within_a_second_and_writes_nothing(service: dict[str, Any]) -> None:
+def test_a_million_agent_spec_gets_422_naming_the_quota_before_validation_and_writes_nothing(
+    service: dict[str, Any], intake_steps: list[str], members_made: list[int]
+) -> None:
     assert len(MILLION) < 120
     before = written(service["data"])
-    started = time.perf_counter()
     response = service["http"].post("/experiments", content=MILLION,
                                     headers={**as_owner(service, "lab-b"), "Content-Type": "application/json"})
-    elapsed = time.perf_counter() - started
     assert response.status_code == 422, response.text
     [detail] = response.json()["detail"]
     assert detail["loc"] == ["body", "population", 0, "count"]
     assert "at most 10000 agents" in detail["msg"] and "POLIS_QUOTA_MAX_AGENTS" in detail["msg"]
-    assert elapsed < 1.0
-    assert written(service["data"]) == before
+    # The quota is checked on the raw counts, before validation could expand the population (which is what
+    # kept this refusal within a second, the speed goal; speed goals live in benchmarks/).
+    assert intake_steps == ["count_spec"] and members_made == []
+    assert new_writes(service["data"], before) == set()
 
 
-def test_the_format_width_bomb_gets_422(service: dict[str, Any], make_spec_data: Callable[..., dict]) -> None:
+def test_the_format_width_bomb_gets_422(
+    service: dict[str, Any], make_spec_data: Callable[..., dict], members_made: list[int]
+) -> None:
     spec = {**make_spec_data("bomb"), "population": [{"count": 3, "profile_template": {"bio": "{i:>300000000}"}}]}
     before = written(service["data"])
-    started = time.perf_counter()
     response = service["http"].post("/experiments", json=spec, headers=as_owner(service, "lab-b"))
     assert response.status_code == 422, response.text
     assert response.json()["detail"][0]["loc"][:4] == ["body", "population", 0, "profile_template"]
     assert "at most 1000" in response.json()["detail"][0]["msg"]
-    assert time.perf_counter() - started < 1.0
-    assert written(service["data"]) == before
+    assert members_made == []  # refused on the template: no 300 MB bio was made (nor, so, seconds spent on it)
+    assert new_writes(service["data"], before) == set()
 
 
 def test_quotas_are_per_owner_from_the_grants_file(service: dict[str, Any], make_spec_data: Callable[..., dict]) -> None:
@@ -181,7 +229,7 @@ def test_a_population_table_is_read_over_rest_only_from_under_the_input_dirs(
         [detail] = refused.json()["detail"]
         assert detail["loc"] == ["body", "population", 0, "from"]
         assert detail["msg"] == f"population.0.from must be a file under {service['inputs']}/"
-    assert written(service["data"]) == before
+    assert new_writes(service["data"], before) == set()
     accepted = http.post("/experiments", content=yaml.safe_dump(table_spec("people.csv", count=2, columns=["name", "city"])),
                          headers={**headers, "Content-Type": "application/yaml"})
     assert accepted.status_code == 201, accepted.text
@@ -227,7 +275,7 @@ def test_a_spec_that_would_fail_at_run_time_is_refused_at_submit_naming_the_fiel
     [detail] = refused.json()["detail"]
     assert detail["loc"] == loc and message in detail["msg"], detail
     assert str(service["data"]) not in refused.text
-    assert written(service["data"]) == before
+    assert new_writes(service["data"], before) == set()
 
 
 def test_a_city_file_under_the_input_dirs_is_accepted(service: dict[str, Any], make_spec_data: Callable[..., dict]) -> None:
@@ -237,6 +285,9 @@ def test_a_city_file_under_the_input_dirs_is_accepted(service: dict[str, Any], m
     accepted = service["http"].post("/experiments", json=spec, headers=as_owner(service, "lab-b"))
     assert accepted.status_code == 201, accepted.text
     assert service["http"].post(f"/experiments/{accepted.json()['id']}/cancel", headers=as_owner(service, "lab-b")).status_code in (202, 409)
+    # Ended before the next test: its last record writes must not land in another test's "wrote nothing".
+    with httpx.Client(base_url=service["http"].base_url, headers=as_owner(service, "lab-b"), timeout=30) as lab_b:
+        assert wait_until_final(lab_b, accepted.json()["id"])["status"] in ("cancelled", "completed")
 
 
 #: A typo in each kind of plugin config (and in LLM options): where it is, the typo, and the name it means.
@@ -266,4 +317,4 @@ def test_a_typo_in_any_plugin_config_is_422_with_its_path_and_the_name_it_means(
     [detail] = response.json()["detail"]
     assert detail["loc"] == ["body", *path]
     assert f"did you mean '{meant}'?" in detail["msg"]
-    assert written(service["data"]) == before
+    assert new_writes(service["data"], before) == set()

@@ -241,14 +241,14 @@ def test_a_service_killed_mid_run_resumes_the_experiment_when_it_starts_again(
     process = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 120  # only bounds a hang: it starts its own cluster, slowly on a busy machine
             while True:
                 assert process.poll() is None, "polis serve exited during start-up"
                 try:
                     http.get("/health")
                     break
                 except httpx.TransportError:
-                    assert time.monotonic() < deadline, "polis serve did not start within 60 s"
+                    assert time.monotonic() < deadline, "polis serve did not start within 120 s"
                     time.sleep(0.2)
             experiment_id = _submit(http, _spec(make_spec_data, "killed-service", ticks))
             _wait_for_tick(http, experiment_id, 2)

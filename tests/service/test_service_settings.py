@@ -110,18 +110,18 @@ def test_polis_serve_starts_its_local_cluster_as_the_polis_variables_say(tmp_pat
         env=env, stderr=subprocess.PIPE, text=True,
     )
     try:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 120  # only bounds a hang: it starts its own cluster, slowly on a busy machine
         while True:
             assert process.poll() is None, process.stderr.read() if process.stderr else ""
             try:
                 health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).json()
                 break
             except httpx.TransportError:
-                assert time.monotonic() < deadline, "polis serve did not answer within 90 s"
+                assert time.monotonic() < deadline, "polis serve did not answer within 120 s"
                 time.sleep(0.2)
         assert health["dashboard_link"] == f"http://127.0.0.1:{dashboard}/status"
-        assert httpx.get(health["dashboard_link"], timeout=10).status_code == 200
-        identity = httpx.get(f"http://127.0.0.1:{dashboard}/json/identity.json", timeout=10).json()
+        assert httpx.get(health["dashboard_link"], timeout=30).status_code == 200
+        identity = httpx.get(f"http://127.0.0.1:{dashboard}/json/identity.json", timeout=30).json()
         assert [worker["nthreads"] for worker in identity["workers"].values()] == [3]
     finally:
         process.terminate()

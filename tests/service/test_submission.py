@@ -74,13 +74,13 @@ def spec(make_spec_data: Callable[..., dict[str, Any]]) -> ExperimentSpec:
     return parse_spec(make_spec_data("submission-test"))
 
 
-async def _settle(submitter: Submitter, timeout: float = 5.0) -> None:
+async def _settle(submitter: Submitter, timeout: float = 60.0) -> None:  # only bounds a hang
     async with asyncio.timeout(timeout):
         while submitter.active():
             await asyncio.sleep(0.01)
 
 
-async def _until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+async def _until(predicate: Callable[[], bool], timeout: float = 60.0) -> None:  # only bounds a hang
     async with asyncio.timeout(timeout):
         while not predicate():
             await asyncio.sleep(0.01)

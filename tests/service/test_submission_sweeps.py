@@ -67,7 +67,7 @@ def run_spec(make_spec_data: Callable[..., dict[str, Any]]) -> ExperimentSpec:
     return parse_spec(make_spec_data("one-tick"))
 
 
-async def _until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+async def _until(predicate: Callable[[], bool], timeout: float = 60.0) -> None:  # only bounds a hang
     async with asyncio.timeout(timeout):
         while not predicate():
             await asyncio.sleep(0.01)

@@ -20,7 +20,7 @@ __all__ = [
     "TwoTierReActRouter",
 ]
 
-#: The router class for each name a spec may give (``engine.spec.RouterName`` lists the same names, for the schema).
+#: The router class for each name a spec may give (``engine.router_names.RouterName`` lists the same names, for the spec).
 ROUTERS: PluginRegistry[RouterBase] = PluginRegistry("router", {
     "codegen": "engine.env.routers.codegen:CodeGenRouter",
     "react": "engine.env.routers.react:ReActRouter",

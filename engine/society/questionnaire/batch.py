@@ -33,11 +33,11 @@ from engine.llm.meter import serving_agent
 from engine.society.datasets import LLM_CALLS, QUESTIONNAIRE_ANSWERS, TRANSCRIPTS
 from engine.society.fanout import fan_out, task_slots
 from engine.society.lease import check_session
-from engine.society.planning import plan_batches, split_allowance
 from engine.society.questionnaire.ask import Persona, answer_questionnaire
 from engine.society.questionnaire.items import Questionnaire, QuestionnaireAnswer, QuestionnaireResponse, failed_answers
 from engine.society.run.dashboard import QUESTIONNAIRE, task_key
 from engine.society.run.live_calls import LiveCalls, publishing
+from engine.society.tick_core import plan_batches, split_allowance
 from engine.society.transcripts import TranscriptLedger, TranscriptTally, call_rows, write_call_shards
 from engine.society.workspaces.manifest import AgentSource
 from engine.storage.catalog import Catalog
@@ -243,7 +243,7 @@ async def distribute_questionnaire(
     as_of_step: int | None = None,
     live: LiveCalls | None = None,
 ) -> tuple[QuestionnaireResponse, list[str]]:
-    """Put ``questionnaire`` to ``agent_ids`` in batch futures (:func:`~engine.society.planning.plan_batches`), at most ``max_workers`` at once.
+    """Put ``questionnaire`` to ``agent_ids`` in batch futures (:func:`~engine.society.tick_core.plan_batches`), at most ``max_workers`` at once.
 
     Args:
         client: an asynchronous distributed Client.

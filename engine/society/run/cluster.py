@@ -6,7 +6,6 @@ import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TypedDict
 
 import dask
 from distributed import Client, LocalCluster
@@ -14,22 +13,13 @@ from distributed.comm import get_address_host
 from distributed.security import Security
 from distributed.utils import silence_logging_cmgr
 
-from engine.settings import THREADS_PER_WORKER
+from engine.cluster_options import THREADS_PER_WORKER
 
-__all__ = ["CLUSTER_CONFIG", "ClusterOptions", "driver_host", "open_client"]
+__all__ = ["CLUSTER_CONFIG", "driver_host", "open_client"]
 
 #: Dask settings for clusters Polis starts. A call to an actor whose worker died retries its
 #: connection until this timeout (30 s by default) before the society can replace the actor.
 CLUSTER_CONFIG = {"distributed.comm.timeouts.connect": "10s"}
-
-
-class ClusterOptions(TypedDict):
-    """How ``open_client`` starts a LocalCluster (``EngineSettings.cluster_options``)."""
-
-    n_workers: int | None
-    threads_per_worker: int
-    dashboard_address: str
-    security: Security | None
 
 
 def driver_host(client: Client) -> str:

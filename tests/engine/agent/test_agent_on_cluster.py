@@ -66,10 +66,10 @@ async def test_killing_a_worker_mid_step_leaves_every_workspace_readable(storage
     client = await Client(cluster, asynchronous=True)
     try:
         run = asyncio.ensure_future(run_experiment(spec, tmp_path / "run", client))
-        for _ in range(400):  # wait until agents have stepped at least once
-            await asyncio.sleep(0.05)
-            if (tmp_path / "run" / "replay" / "actions").exists():
-                break
+        async with asyncio.timeout(120):  # wait until agents have stepped at least once (only bounds a hang)
+            while not (tmp_path / "run" / "replay" / "actions").exists():
+                assert not run.done(), run
+                await asyncio.sleep(0.05)
         pids = await client.run(os.getpid)
         # Kill the worker that does not host the env actor (losing the actor is issue 6's recovery).
         holders = {addr for key, addrs in (await client.who_has()).items() if key_kind(key) == ENV_ROUTER for addr in addrs}

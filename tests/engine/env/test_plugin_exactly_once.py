@@ -91,10 +91,10 @@ async def _actor_worker(client) -> str:  # noqa: ANN001
 
 
 async def _wait_for_workers(client, n: int = 2) -> None:  # noqa: ANN001
-    for _ in range(100):
-        if len(await client.run(os.getpid)) >= n:
-            return
-        await asyncio.sleep(0.2)
+    """Until the session cluster has ``n`` workers again (its nanny restarts a killed one: slowly, on a busy machine)."""
+    async with asyncio.timeout(120):  # only bounds a hang
+        while len(await client.run(os.getpid)) < n:
+            await asyncio.sleep(0.2)
 
 
 def _final_totals(run) -> dict[str, int]:  # noqa: ANN001

@@ -1,4 +1,4 @@
-"""Router names have one definition (``engine.spec.RouterName``): every one has a router, and the defaults agree."""
+"""Router names have one definition (``engine.router_names.RouterName``): every one has a router, and the defaults agree."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from typing import get_args
 
 from engine.env.actor import EnvRouterConfig
 from engine.env.routers import ROUTERS
-from engine.spec import DEFAULT_ROUTER, ROUTER_NAMES, EnvironmentSpec, RouterName
+from engine.router_names import DEFAULT_ROUTER, ROUTER_NAMES, RouterName
+from engine.spec import EnvironmentSpec
 
 
 def test_every_router_name_the_spec_allows_has_a_router_and_no_other_router_is_registered() -> None:

@@ -16,16 +16,17 @@ from engine.llm.single_flight import SingleFlightModel
 
 
 class CountingModel:
-    """A slow fake provider that counts calls."""
+    """A slow fake provider that counts calls; with a ``gate``, each call lasts until the gate is set."""
 
-    def __init__(self, delay: float = 0.05, fail: bool = False) -> None:
+    def __init__(self, delay: float = 0.05, fail: bool = False, gate: asyncio.Event | None = None) -> None:
         self.calls = 0
         self.delay = delay
         self.fail = fail
+        self.gate = gate
 
     async def complete(self, messages, **kwargs) -> ChatResult:
         self.calls += 1
-        await asyncio.sleep(self.delay)
+        await (self.gate.wait() if self.gate is not None else asyncio.sleep(self.delay))
         if self.fail:
             raise LLMCallError("provider down", status=500)
         return ChatResult(text=f"answer to {messages[-1]['content']}", model="m", input_tokens=3, output_tokens=2)
@@ -60,13 +61,18 @@ async def test_single_flight_shares_a_failure_with_every_waiter():
 
 
 async def test_a_cancelled_caller_does_not_cancel_the_shared_call():
-    provider = CountingModel(delay=0.05)
+    # The call lasts until the test lets it end (not 50 ms, which a busy machine can spend before the second
+    # caller comes, which then finds no call to share).
+    provider = CountingModel(gate=asyncio.Event())
     model = SingleFlightModel(provider, model="m", seed=1)
     first = asyncio.ensure_future(model.complete(MSG))
-    await asyncio.sleep(0.01)
+    while provider.calls == 0:
+        await asyncio.sleep(0)
     second = asyncio.ensure_future(model.complete(MSG))
     await asyncio.sleep(0)
     first.cancel()
+    await asyncio.sleep(0)
+    provider.gate.set()
     assert (await second).text == "answer to q"
     assert provider.calls == 1
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from engine.errors import LLMRateLimitError
-from engine.llm.aimd_window import Cohort
+from engine.llm.aimd import Cohort
 from engine.llm.client import LimiterConfig, LLMClient
 from engine.llm.dispatcher import get_chat_model, limiter_for
 from engine.llm.limited import LimitedModel

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 import warnings
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
@@ -32,6 +33,7 @@ from engine.llm.dispatcher import get_chat_model
 from engine.llm.openai_http import OpenAIHTTPChatModel, parse_retry_after
 from engine.llm.retry import RetryingModel
 from engine.llm.sim import SimFaults, SimLLM
+from engine.llm.sim import server as sim_server
 from engine.llm.sim.background import serving
 from engine.llm.sim.server import create_app
 from engine.llm.structured import complete_structured
@@ -64,14 +66,17 @@ def _completion(content: str) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def uvicorn_serving(app: Any, *, keep_alive_s: int = 60) -> Iterator[str]:
-    """Any ASGI app on a real uvicorn server in a background thread; yields its base URL."""
+def uvicorn_serving(app: Any, *, keep_alive_s: int = 60, servers: list[uvicorn.Server] | None = None) -> Iterator[str]:
+    """Any ASGI app on a real uvicorn server in a background thread; yields its base URL (the server goes into
+    ``servers``, for a test that watches its connections)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", timeout_keep_alive=keep_alive_s))
+    if servers is not None:
+        servers.append(server)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # only bounds a hang
     while not server.started:
         assert thread.is_alive() and time.monotonic() < deadline, "the test server did not start"
         time.sleep(0.01)
@@ -299,12 +304,10 @@ async def test_connection_refused_is_a_retryable_call_error():
 
 
 async def test_a_hung_request_times_out_as_a_retryable_call_error():
-    with serving(faults=SimFaults(rate_hang=1.0)) as url:
-        started = time.perf_counter()
+    with serving(faults=SimFaults(rate_hang=1.0)) as url:  # a hang of an hour: an error at all is the timeout's
         with pytest.raises(LLMCallError) as caught:
-            await _model(url, limits=LimiterConfig(timeout_s=0.3)).complete(HI)
+            await asyncio.wait_for(_model(url, limits=LimiterConfig(timeout_s=0.3)).complete(HI), 120)  # bounds a hang
 
-    assert time.perf_counter() - started < 5
     assert caught.value.status is None
 
 
@@ -320,15 +323,24 @@ async def test_sequential_calls_reuse_one_keep_alive_connection():
     assert len(counter.peers) == 1
 
 
-async def test_200_concurrent_tasks_all_get_answers_on_at_most_200_connections():
-    counter = PeerCounter(create_app(SimLLM(seed=1), SimFaults(latency_ms=50)))
+async def test_200_concurrent_tasks_all_get_answers_on_at_most_200_connections(monkeypatch: pytest.MonkeyPatch):
+    # The first round's latency lasts until all 200 calls are in (not a fixed 50 ms, which a busy machine can spend
+    # before the last caller starts, letting it reuse a connection): so the first round is concurrent on any machine.
+    counter, real_sleep = PeerCounter(create_app(SimLLM(seed=1), SimFaults(latency_ms=50))), asyncio.sleep
+
+    async def held(seconds: float, result: Any = None) -> Any:
+        while counter.requests < 200:
+            await real_sleep(0.01)
+        return await real_sleep(seconds, result)
+
+    monkeypatch.setattr(sim_server, "asyncio", types.SimpleNamespace(**{**vars(asyncio), "sleep": held}))
     with uvicorn_serving(counter) as url:
         model = _model(url)
 
         async def caller(i: int) -> list[str | None]:
             return [(await model.complete([{"role": "user", "content": f"task {i} call {k}"}])).text for k in range(3)]
 
-        answers = await asyncio.gather(*(caller(i) for i in range(200)))
+        answers = await asyncio.wait_for(asyncio.gather(*(caller(i) for i in range(200))), 150)  # bounds a hang
 
     assert all(text for texts in answers for text in texts)
     assert counter.requests == 600
@@ -337,11 +349,13 @@ async def test_200_concurrent_tasks_all_get_answers_on_at_most_200_connections()
 
 async def test_a_connection_the_server_closed_for_idleness_is_not_an_error():
     # uvicorn closes idle connections after its keep-alive (5 s by default; 1 s here)
-    counter = PeerCounter(create_app(SimLLM(seed=1), SimFaults()))
-    with uvicorn_serving(counter, keep_alive_s=1) as url:
+    counter, servers = PeerCounter(create_app(SimLLM(seed=1), SimFaults())), list[uvicorn.Server]()
+    with uvicorn_serving(counter, keep_alive_s=1, servers=servers) as url:
         model = _model(url)
         await model.complete(HI)
-        await asyncio.sleep(1.5)
+        async with asyncio.timeout(120):  # until the server has closed it (1 s on, or later on a busy machine)
+            while servers[0].server_state.connections:
+                await asyncio.sleep(0.05)
         result = await model.complete(HI)
 
     assert result.text

@@ -41,9 +41,8 @@ class Script:
 async def test_a_hung_request_is_cancelled_and_retried():
     inner = Script("hang")
     model = RetryingModel(TimeoutModel(inner, timeout=0.1), base_delay=0.01)
-    started = time.perf_counter()
-    assert (await model.complete([])).text == "ok"
-    assert time.perf_counter() - started < 2
+    # The hang is an hour: an answer at all means it was cut; the outer bound only turns a hang into a failure.
+    assert (await asyncio.wait_for(model.complete([]), 120)).text == "ok"
     assert inner.calls == 2 and inner.cancelled == 1
 
 
@@ -92,12 +91,14 @@ async def test_a_retried_error_is_freed_before_the_backoff_sleep():
                 raise Sleepy("busy", status=429, retry_after=0.2)
             return OK
 
-    model = RetryingModel(BusyOnce(), base_delay=0.01)
+    busy = BusyOnce()
+    model = RetryingModel(busy, base_delay=0.01)
     gc.disable()  # what stays alive during the sleep must be freed by reference counting alone
     try:
         call = asyncio.ensure_future(model.complete([]))
-        await asyncio.sleep(0.1)
-        lingering = [o for o in gc.get_objects() if isinstance(o, Sleepy)]
+        while busy.calls == 0:  # the step that makes the first call raises, and ends in the backoff sleep
+            await asyncio.sleep(0)
+        lingering = [o for o in gc.get_objects() if isinstance(o, Sleepy)]  # looked at during that sleep
         assert (await call).text == "ok"
     finally:
         gc.enable()

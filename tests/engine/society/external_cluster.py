@@ -75,10 +75,10 @@ class ExternalCluster:
         root: where the scheduler file and the logs go; it is also every process's cwd.
         n_workers: workers started with the cluster.
         nanny: start workers with a nanny (slower to start; a killed worker process is restarted).
-        timeout_s: how long a process may take to come up.
+        timeout_s: how long a process may take to come up (only bounds a hang: a busy machine starts them slowly).
     """
 
-    def __init__(self, root: Path, *, n_workers: int = 2, nanny: bool = False, timeout_s: float = 60.0) -> None:
+    def __init__(self, root: Path, *, n_workers: int = 2, nanny: bool = False, timeout_s: float = 120.0) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.n_workers = n_workers

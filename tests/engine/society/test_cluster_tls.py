@@ -48,7 +48,7 @@ async def test_a_tls_cluster_runs_a_society_and_admits_only_the_deployments_cert
         summary = await run_experiment(spec, tmp_path / "run", client)
         assert summary.status == "completed" and summary.agent_steps == 3
 
-        async with Client(address, security=settings.security(), asynchronous=True, timeout="10s") as again:
+        async with Client(address, security=settings.security(), asynchronous=True, timeout="60s") as again:  # bounds a hang
             assert await again.submit(operator.mul, 6, 7) == 42  # what the service does with POLIS_TLS_*
 
         rogue = Security(require_encryption=True, tls_ca_file=str(rogue_cert), tls_client_cert=str(rogue_cert),

@@ -41,11 +41,12 @@ async def _reference_state(client, root: Path, storage: str) -> dict[str, object
 
 
 async def _wait_gone(pgid: int) -> bool:
-    for _ in range(50):
+    deadline = time.monotonic() + 60  # only bounds a hang: orphans see their driver gone late on a busy machine
+    while time.monotonic() < deadline:
         if group_is_gone(pgid):
             return True
         await asyncio.sleep(0.1)
-    return False
+    return group_is_gone(pgid)
 
 
 #: Every point on a folder per agent; on packs, the points of a tick (a worker or the driver lost mid-tick, after the commit).
@@ -96,11 +97,10 @@ async def test_a_crashed_run_can_be_resumed_by_the_cli_and_reports_its_status(tm
     out, _ = await asyncio.to_thread(status.communicate, timeout=60)
     assert "status: crashed (last written: running)" in out
 
-    started = time.monotonic()
     resumed = start_driver(["run", "--resume", "--run-dir", str(run)], cwd=Path.cwd())
-    out, err = await asyncio.to_thread(resumed.communicate, timeout=150)
+    out, err = await asyncio.to_thread(resumed.communicate, timeout=150)  # only bounds a hang
     assert resumed.returncode == 0, err[-3000:]
-    assert "status: completed" in out and time.monotonic() - started < 150
+    assert "status: completed" in out
     with ReplayReader(run) as reader:
         rows = reader.query("SELECT agent_id, step, count(*) AS n FROM actions GROUP BY ALL").to_pylist()
     assert len(rows) == AGENTS * 3 and {r["n"] for r in rows} == {1}

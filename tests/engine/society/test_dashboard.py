@@ -96,8 +96,8 @@ def _execute_prefixes(tag: str, dask_scheduler: Any) -> list[str]:
     return sorted({key[1] for key in metrics if key[0] == "execute"})
 
 
-async def _wait_for_prefixes(client: Client, tag: str, expected: set[str], timeout_s: float = 20.0) -> list[str]:
-    """Worker metrics reach the scheduler with heartbeats: wait until ``expected`` shows under ``tag``."""
+async def _wait_for_prefixes(client: Client, tag: str, expected: set[str], timeout_s: float = 120.0) -> list[str]:
+    """Worker metrics reach the scheduler with heartbeats (late, on a busy machine): wait until ``expected`` shows under ``tag``."""
     deadline = time.monotonic() + timeout_s
     while True:
         prefixes = await client.run_on_scheduler(_execute_prefixes, tag)

@@ -24,10 +24,12 @@ def _running(run_dir) -> None:  # noqa: ANN001
 
 async def test_the_lease_is_renewed_while_held_and_released_on_exit(tmp_path):
     _running(tmp_path)
-    async with RunLease(tmp_path, ttl_s=1.0, interval_s=0.1):
+    # A ttl far past any renewal's lateness on a busy machine; waiting for a renewal, not a fixed 0.35 s.
+    async with RunLease(tmp_path, ttl_s=60.0, interval_s=0.1):
         first = read_lease(tmp_path)["renewed_at"]
-        await asyncio.sleep(0.35)
-        assert read_lease(tmp_path)["renewed_at"] > first
+        async with asyncio.timeout(60):  # only bounds a hang
+            while read_lease(tmp_path)["renewed_at"] <= first:
+                await asyncio.sleep(0.05)
         assert effective_status(tmp_path) == "running"
     assert read_lease(tmp_path)["released"] is True
     assert effective_status(tmp_path) == "crashed"  # still says running, but nobody holds it

@@ -94,7 +94,7 @@ async def test_llm_calls_are_reported_as_they_happen_not_once_per_batch(dask_cli
             if report.llm_calls > 0:
                 sim.gate.set()  # a call of tick 1 reached the driver while its batch is held
 
-    # 3 agents are one batch (engine.society.planning.MIN_SPREAD), so a per-batch count would move once in tick 1.
+    # 3 agents are one batch (engine.society.tick_core.MIN_SPREAD), so a per-batch count would move once in tick 1.
     summary = await run_experiment(spec({"model": "openai/sim", "base_url": url}, [{"type": "run", "num_steps": 2, "tick": 600}]),
                                    tmp_path / "run", dask_client, on_progress=on_progress)
 

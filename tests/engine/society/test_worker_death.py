@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
@@ -67,10 +68,10 @@ async def _run_and_kill(client, run: Path, spec: dict, choose, experiment_id: st
 
 
 async def _wait_for_workers(client, n: int = 2) -> None:
-    for _ in range(100):
-        if len(await client.run(os.getpid)) >= n:
-            return
-        await asyncio.sleep(0.2)
+    """Until the session cluster has ``n`` workers again (its nanny restarts a killed one: slowly, on a busy machine)."""
+    async with asyncio.timeout(120):  # only bounds a hang
+        while len(await client.run(os.getpid)) < n:
+            await asyncio.sleep(0.2)
 
 
 async def test_killing_a_batch_worker_mid_tick_still_steps_every_agent_exactly_once(dask_client, tmp_path):
@@ -127,29 +128,29 @@ async def test_killing_the_env_actors_worker_recovers_the_actor_and_reruns_the_t
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-async def test_a_signal_cancels_within_10_s_leaves_no_process_and_the_run_resumes(sig, dask_client, tmp_path):
+async def test_a_signal_cancels_the_run_leaves_no_process_and_the_run_resumes(sig, dask_client, tmp_path):
     spec = _long_spec(40)
     run = tmp_path / "run"
     driver = start_driver(["run", str(write_spec(tmp_path / "spec.yaml", spec)), "--run-dir", str(run)], cwd=Path.cwd())
     try:
-        for _ in range(600):  # wait for the first committed tick
+        deadline = time.monotonic() + 120  # wait for the first committed tick (only bounds a hang)
+        while True:
             status_file = run / "SOCIETY_STEP.json"
             if status_file.exists() and '"step_count": 1' in status_file.read_text():
                 break
             assert driver.poll() is None, driver.communicate()[1][-3000:]
+            if time.monotonic() > deadline:
+                pytest.fail("the run never committed a tick")
             await asyncio.sleep(0.1)
-        else:
-            pytest.fail("the run never committed a tick")
-        sent = time.monotonic()
         driver.send_signal(sig)
-        out, err = await asyncio.to_thread(driver.communicate, timeout=30)
-        took = time.monotonic() - sent
-        assert took < 10, f"stopping took {took:.1f} s"
+        # Cancelled, not run to its end: 40 ticks are left. The timeout only bounds a hang; stopping within 10 s of
+        # the signal is a speed goal, not behaviour (speed goals live in benchmarks/).
+        out, err = await asyncio.to_thread(driver.communicate, timeout=120)
         assert driver.returncode == 130, err[-3000:]
         assert "status: cancelled" in out
-        for _ in range(50):
-            if group_is_gone(driver.pid):
-                break
+        assert json.loads(status_file.read_text())["step_count"] < 40
+        gone_by = time.monotonic() + 60  # the group's processes end once they see theirs did (only bounds a hang)
+        while not group_is_gone(driver.pid) and time.monotonic() < gone_by:
             await asyncio.sleep(0.1)
         assert group_is_gone(driver.pid), "a process of the cancelled run is still alive"
     finally:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import time
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -266,21 +267,39 @@ def test_limits_are_set_before_the_lock_and_no_sql_can_raise_them(run_dir: Path)
         assert setting("threads") == 1
 
 
+def _query_in_a_thread(reader: ReplayReader, sql: str, hang_s: float = 120) -> Any:
+    """``reader.query(sql)`` in another thread, whose error is raised here; a query still running after ``hang_s``
+    (these run for hours unless stopped) fails the test instead of hanging it. How soon after its limit a query
+    stops (a second or two on an idle machine) is a speed goal, not behaviour: speed goals live in benchmarks/."""
+    outcome: list[Any] = []
+    thread = threading.Thread(target=lambda: outcome.append(_outcome_of(reader.query, sql)), daemon=True)
+    thread.start()
+    thread.join(hang_s)
+    assert outcome, f"the query still runs after {hang_s} s: its time limit did not stop it"
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
+def _outcome_of(call: Any, *args: Any) -> Any:
+    try:
+        return call(*args)
+    except Exception as error:  # raised again in the test's thread
+        return error
+
+
 def test_a_query_past_its_time_limit_is_interrupted_with_a_clear_error(run_dir: Path) -> None:
     with ReplayReader(run_dir, QueryLimits(timeout_s=0.5)) as reader:
-        started = time.perf_counter()
         with pytest.raises(QueryError, match=r"^the query ran past its 0\.5 s time limit and was stopped$"):
-            reader.query("SELECT count(*) FROM range(100000) a, range(100000) b, range(100000) c WHERE a.range + b.range = c.range")
-        assert time.perf_counter() - started < 3
+            _query_in_a_thread(reader, "SELECT count(*) FROM range(100000) a, range(100000) b, range(100000) c "
+                                       "WHERE a.range + b.range = c.range")
         assert reader.query("SELECT 1 AS one").column("one")[0].as_py() == 1  # the reader still serves
 
 
 def test_a_streaming_result_past_its_time_limit_is_interrupted_too(run_dir: Path) -> None:
     with ReplayReader(run_dir, QueryLimits(memory_limit="100GB", timeout_s=0.5)) as reader:
-        started = time.perf_counter()
         with pytest.raises(QueryError, match="ran past its 0.5 s time limit"):
-            reader.query("SELECT a.range AS x FROM range(1000000) a, range(1000000) b WHERE b.range % 1000 = 0")
-        assert time.perf_counter() - started < 5
+            _query_in_a_thread(reader, "SELECT a.range AS x FROM range(1000000) a, range(1000000) b WHERE b.range % 1000 = 0")
 
 
 def test_a_memory_hungry_aggregate_fails_cleanly_at_the_memory_limit(run_dir: Path) -> None:

@@ -7,6 +7,7 @@ no host but 127.0.0.1 (``tests.service.browser``), and every request it makes is
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,29 @@ async def test_the_sql_box_shows_the_services_answer(http: httpx.Client, demo: d
     assert any(urlparse(u).path == f"/experiments/{demo['id']}/sql" for u in page.requests)
 
 
+#: What the page shows of the run: its status and the ticks its tick_duration plot has, or null while it reloads
+#: (it builds itself again when a new plot appears) and has no status or plot yet.
+SHOWN_JS = """(() => {
+  const doc = window.Bokeh && Bokeh.documents[0];
+  const source = doc && doc.get_model_by_name('tick_duration/0');
+  const status = document.getElementById('polis-status');
+  return status && source ? [status.textContent, source.get_length()] : null; })()"""
+
+
+async def caught_up(page: Page, hang_s: float = 120) -> Any:
+    """What the page shows once it shows the completed run with all its ticks (or, after ``hang_s``, what it shows
+    then): polled from here, so a reload between two looks (which ends a script running in the page) does no harm."""
+    shown: Any = None
+    deadline = time.monotonic() + hang_s  # only bounds a hang
+    while shown != ["completed", LIVE_TICKS] and time.monotonic() < deadline:
+        try:
+            shown = await page.evaluate(SHOWN_JS)
+        except AssertionError as error:  # the page was reloading: its script context went away mid-look
+            shown = f"not readable: {error}"
+        await asyncio.sleep(0.1)
+    return shown
+
+
 async def test_the_page_follows_a_running_experiment_to_its_end(http: httpx.Client, tmp_path: Path) -> None:
     spec = demo_with_questionnaire()
     spec["name"] = "live-report"
@@ -109,7 +133,7 @@ async def test_the_page_follows_a_running_experiment_to_its_end(http: httpx.Clie
     async with Browser.start(tmp_path) as browser:  # chromium starts before the run: under load it takes seconds
         page = await browser.new_page()
         experiment = http.post("/experiments", json=spec).json()
-        for _ in range(600):  # open the page once the first tick is in, while the rest still run
+        for _ in range(2400):  # open the page once the first tick is in, while the rest still run (120 s: bounds a hang)
             body = http.get(f"/experiments/{experiment['id']}").json()
             if body["progress"]["ticks_done"] >= 1 or body["status"] not in ("queued", "running"):
                 break
@@ -119,20 +143,10 @@ async def test_the_page_follows_a_running_experiment_to_its_end(http: httpx.Clie
         ticks_at_first = {f["name"]: f["rows"] for f in first["figures"]}["tick_duration"][0]
         final = await asyncio.to_thread(wait_until_final, http, experiment["id"])
         assert final["status"] == "completed", final["error"]
-        shown = await page.evaluate(f"""(async () => {{
-            for (let i = 0; i < 300; i++) {{
-              const doc = window.Bokeh && Bokeh.documents[0];
-              const source = doc && doc.get_model_by_name('tick_duration/0');
-              const status = document.getElementById('polis-status').textContent;
-              if (status === 'completed' && source && source.get_length() === {LIVE_TICKS}) {{
-                return [status, source.get_length()];
-              }}
-              await new Promise((resolve) => setTimeout(resolve, 100));
-            }}
-            return null; }})()""")
+        shown = await caught_up(page)
         rendered = await page.bokeh_rendered()
     assert ticks_at_first < LIVE_TICKS
-    assert shown == ["completed", LIVE_TICKS], "the page did not catch up with the finished run"
+    assert shown == ["completed", LIVE_TICKS], f"the page did not catch up with the finished run: {shown}"
     assert_every_plot_drew(rendered, http.get(f"/experiments/{experiment['id']}/report/data").json()["report"]["panels"])
     paths = [urlparse(u).path for u in page.requests]
     assert f"/experiments/{experiment['id']}/events" in paths

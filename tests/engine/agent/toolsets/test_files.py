@@ -7,7 +7,7 @@ import hashlib
 import json
 import os
 import random
-import time
+import threading
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from engine.agent.toolsets import files as files_module
 from engine.agent.toolsets.files import RUNTIME_OWNED
 from engine.agent.workspace import AgentWorkspace, DirWorkspace, workspace_path
 from engine.env.actor import EnvRouterConfig, build_router
+from engine.linear_regex import compile_untrusted
 from engine.llm.client import LLMClient
 from engine.llm.decision import build_decision_model
 from engine.llm.meter import MeteredModel
@@ -189,34 +190,54 @@ async def test_grep_refuses_invalid_patterns_and_says_what_re2_lacks(files: File
     assert await call(files, "grep", pattern=r"(a\+)b") == "1 matches:\nx.txt:1: a+b"
 
 
-class Ticker:
-    """Counts event-loop turns beside a tool call, and the longest time the loop was away."""
+class WatchedPattern:
+    """A compiled grep pattern that counts its searches (lines) and notes the threads they ran in."""
 
-    def __init__(self) -> None:
-        self.ticks, self.longest_gap_s = 0, 0.0
+    def __init__(self, regex: Any) -> None:
+        self.regex, self.searches, self.threads = regex, 0, set[int]()
+
+    def search(self, text: str) -> Any:
+        self.searches += 1
+        self.threads.add(threading.get_ident())
+        return self.regex.search(text)
+
+
+class Ticker:
+    """Turns of the event loop beside a tool call, each noting how many lines the scan had searched by then."""
+
+    def __init__(self, watched: list[WatchedPattern]) -> None:
+        self.watched, self.seen = watched, list[int]()
 
     async def run(self, done: asyncio.Event) -> None:
-        last = time.perf_counter()
         while not done.is_set():
             await asyncio.sleep(0.005)
-            now = time.perf_counter()
-            self.ticks, self.longest_gap_s = self.ticks + 1, max(self.longest_gap_s, now - last)
-            last = now
+            self.seen.append(self.watched[0].searches if self.watched else 0)
+
+    def mid_scan(self) -> set[int]:
+        """The line counts the loop saw strictly inside the scan: it turned between two of its searches."""
+        return {n for n in self.seen if 0 < n < self.watched[0].searches}
 
 
-async def grep_beside_a_ticker(files: FileTools, **args: Any) -> tuple[str, float, Ticker]:
-    ticker, done = Ticker(), asyncio.Event()
+async def grep_beside_a_ticker(files: FileTools, monkeypatch: pytest.MonkeyPatch, **args: Any) -> tuple[str, WatchedPattern, Ticker]:
+    watched: list[WatchedPattern] = []
+
+    def compile_watched(pattern: str) -> WatchedPattern:
+        watched.append(WatchedPattern(compile_untrusted(pattern)))
+        return watched[-1]
+
+    monkeypatch.setattr(files_module, "compile_untrusted", compile_watched)
+    ticker, done = Ticker(watched), asyncio.Event()
     ticking = asyncio.create_task(ticker.run(done))
     await asyncio.sleep(0.02)  # the ticker is running before the scan starts
-    started = time.perf_counter()
     try:
         result = await call(files, "grep", **args)
     finally:
-        elapsed = time.perf_counter() - started
         await asyncio.sleep(0.02)
         done.set()
         await ticking
-    return result, elapsed, ticker
+    [pattern] = watched
+    assert threading.get_ident() not in pattern.threads  # every line was searched off the event loop's thread
+    return result, pattern, ticker
 
 
 @pytest.mark.parametrize(("pattern", "line"), [
@@ -225,26 +246,36 @@ async def grep_beside_a_ticker(files: FileTools, **args: Any) -> tuple[str, floa
     ("(x+x+)+y", "x" * 1000),  # exponential on re; the old nested-quantifier filter refused it instead
     (r"(\w+\s?)*$", "word " * 199 + "!"),
 ])
-async def test_catastrophic_patterns_finish_in_well_under_a_second_beside_a_ticking_loop(
-    files: FileTools, ws: AgentWorkspace, pattern: str, line: str
+async def test_catastrophic_patterns_are_searched_to_the_end_beside_a_ticking_loop(
+    files: FileTools, ws: AgentWorkspace, monkeypatch: pytest.MonkeyPatch, pattern: str, line: str
 ) -> None:
+    # A time budget that only bounds a hang: on a backtracking engine (Python's re) these take from 10 s a line to
+    # forever, so the scan stops at the budget, or never answers; on RE2 it reads every line, at any machine speed.
+    # (The speed goal, all 50 lines in well under a second with the loop never away 0.5 s, is not asserted here:
+    # speed goals live in benchmarks/.)
+    monkeypatch.setattr(files_module, "_GREP_SECONDS", 120.0)
     (ws.root / "hostile.txt").write_text((line + "\n") * 50)
-    result, elapsed, ticker = await grep_beside_a_ticker(files, pattern=pattern, path="hostile.txt")
-    assert elapsed < 1.0, (pattern, elapsed)
+    result, searched, _ = await grep_beside_a_ticker(files, monkeypatch, pattern=pattern, path="hostile.txt")
     assert result.startswith("no matches for") or result.startswith("50 matches:"), result[:200]
-    assert ticker.ticks > 0 and ticker.longest_gap_s < 0.5
+    assert "[stopped after" not in result and searched.searches == 50, result[-200:]  # every line, within the budget
 
 
-async def test_a_scan_that_runs_to_its_deadline_leaves_the_event_loop_free(files: FileTools, ws: AgentWorkspace) -> None:
-    # A large program over full-width varied lines: a few ms per line here, far past the deadline in all.
+async def test_a_scan_that_runs_to_its_deadline_leaves_the_event_loop_free(
+    files: FileTools, ws: AgentWorkspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A large program over full-width varied lines: a few ms per line here, far past the deadline in all
+    # (on a slower machine, further still).
     pattern = "(.*a.{1,30}b.{1,30}){1,3}z"
     rng = random.Random(1)
     for i in range(8):
         (ws.root / f"wide{i}.txt").write_text("".join("".join(rng.choices("abcdefghij ", k=999)) + "\n" for _ in range(900)))
-    result, elapsed, ticker = await grep_beside_a_ticker(files, pattern=pattern)
+    result, searched, ticker = await grep_beside_a_ticker(files, monkeypatch, pattern=pattern)
     assert result.startswith("no matches for") and "[stopped after 2 s; results are incomplete" in result
-    assert elapsed < files_module._GREP_SECONDS + 1.5
-    assert ticker.ticks >= 50 and ticker.longest_gap_s < 0.5, (ticker.ticks, ticker.longest_gap_s)
+    assert 0 < searched.searches < 8 * 900
+    # The loop turned between the scan's searches, again and again, while the scan ran (that the deadline is
+    # checked after every line: the test below). Not asserted: that the scan ends within 1.5 s of its deadline
+    # and the loop is never away 0.5 s, speed goals (benchmarks/), not behaviour.
+    assert len(ticker.mid_scan()) >= 2, (ticker.seen[:20], searched.searches)
 
 
 async def test_grep_sees_only_the_head_of_long_lines_and_stops_at_its_time_budget(

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from engine.env.sandbox import Executor, SandboxLimits, SandboxPool, SandboxTool, ThreadExecutor, execute
+from engine.env.sandbox import executor as sandbox_executor
+from engine.env.sandbox import pool as sandbox_pool
 from engine.errors import ToolCallError
 
 
@@ -25,6 +27,15 @@ def pool():
 def executor(request) -> Executor:
     """Every behaviour holds in a thread of the actor and in a sandbox process alike."""
     return ThreadExecutor() if request.param == "thread" else request.getfixturevalue("pool")
+
+
+@pytest.fixture
+def patient_backstops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backstops past a time limit (the pool kills the process 0.25 s on, the thread executor gives up 1 s on)
+    wait a minute instead: so what stops the code is the sandbox's own stop at the limit, however long a busy
+    machine takes to report it. (The backstops themselves: test_pool.py, test_hostile.py.)"""
+    monkeypatch.setattr(sandbox_pool, "_KILL_GRACE_S", 60.0)
+    monkeypatch.setattr(sandbox_executor, "_GRACE_S", 60.0)
 
 
 class Mailbox:
@@ -154,21 +165,22 @@ async def test_sized_methods_work_within_the_limits(executor: Executor) -> None:
 
 
 async def test_infinite_loop_is_stopped_by_the_step_limit(executor: Executor) -> None:
-    started = time.monotonic()
-    result = await execute("while True: pass", [], limits=SandboxLimits(max_steps=50_000), executor=executor)
+    # A time limit that only bounds a hang: the step limit, not the clock, must stop it, on any machine.
+    result = await execute("while True: pass", [], limits=SandboxLimits(max_steps=50_000, timeout_s=60), executor=executor)
     assert result.error == "stopped: step limit of 50000 loop iterations and calls exceeded"
     assert result.steps == 50_001
-    assert time.monotonic() - started < 1.0
 
 
-async def test_infinite_loop_is_stopped_by_the_time_limit_within_it(executor: Executor) -> None:
+async def test_infinite_loop_is_stopped_by_the_time_limit_within_it(executor: Executor, patient_backstops: None) -> None:
     started = time.monotonic()
     result = await execute(
         "x = 0\nwhile True:\n    x += 1", [], limits=SandboxLimits(timeout_s=0.3, max_steps=10**12), executor=executor
     )
     elapsed = time.monotonic() - started
+    # Its own stop (a backstop's message says "killed" or "stuck"), and not before the limit. How soon after it
+    # (within half a second on an idle machine) is a speed goal, not behaviour: speed goals live in benchmarks/.
     assert result.error == "stopped: time limit of 0.3 s exceeded"
-    assert 0.3 <= elapsed < 0.8
+    assert elapsed >= 0.3
 
 
 @pytest.mark.parametrize(
@@ -204,17 +216,17 @@ async def test_tool_calls_per_run_are_capped(executor: Executor) -> None:
     assert len(box.sent) == 5
 
 
-async def test_a_tool_that_hangs_is_abandoned_at_the_time_limit(executor: Executor) -> None:
+async def test_a_tool_that_hangs_is_abandoned_at_the_time_limit(executor: Executor, patient_backstops: None) -> None:
     async def hang(arguments: dict[str, Any]) -> str:
-        await asyncio.sleep(30)
+        await asyncio.sleep(3600)
         return "never"
 
-    started = time.monotonic()
-    result = await execute(
+    # The tool hangs for an hour: an answer at all means it was abandoned; the outer bound only turns waiting
+    # for it into a failure instead of a hang.
+    result = await asyncio.wait_for(execute(
         "hang()", [SandboxTool("hang", (), True, hang)], limits=SandboxLimits(timeout_s=0.3), executor=executor
-    )
+    ), 120)
     assert result.error == "stopped: time limit of 0.3 s exceeded while hang ran"
-    assert time.monotonic() - started < 1.0
 
 
 async def test_tool_arguments_must_be_plain_values(executor: Executor) -> None:
@@ -248,6 +260,6 @@ async def test_event_loop_stays_responsive_while_code_runs(executor: Executor) -
     task = asyncio.create_task(ticker())
     await execute("x = 0\nwhile True:\n    x += 1", [], limits=SandboxLimits(timeout_s=1.0, max_steps=10**12), executor=executor)
     task.cancel()
-    # A blocked loop would tick at most once; the sandbox thread shares the GIL, so on a loaded
-    # 2-core machine the loop gets a few ticks a second rather than a hundred.
-    assert ticks >= 4
+    # A blocked loop would tick at most once; a free one ticks, though the sandbox thread shares the GIL, and a
+    # loaded machine gives it few turns a second rather than a hundred: so two ticks, not a rate, are required.
+    assert ticks >= 2

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from engine.env.sandbox import SandboxLimits, SandboxPool, execute
@@ -80,11 +78,12 @@ async def test_re_offers_pythons_api_in_a_sandbox_process(pool: SandboxPool) -> 
 )
 async def test_catastrophic_backtracking_patterns_finish_at_once(pool: SandboxPool, pattern: str, text: str) -> None:
     code = f"import re\nresults['m'] = re.search({pattern!r}, {text}) is None"
-    started = time.monotonic()
-    result = await execute(code, [], executor=pool)
+    # On a backtracking engine these run for hours to forever, so they meet any time limit; this one only bounds a
+    # hang, so that a busy machine's RE2 (well under a second on an idle one: a speed goal, for benchmarks/) is
+    # never cut short.
+    result = await execute(code, [], limits=SandboxLimits(timeout_s=60), executor=pool)
     assert result.ok, result.error
     assert result.results == {"m": True}
-    assert time.monotonic() - started < 1.0
 
 
 async def test_a_match_in_results_is_a_clear_error() -> None:

@@ -4,6 +4,7 @@ concurrency is bounded, and no process outlives its pool."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
@@ -48,10 +49,14 @@ except ToolError as e:
 class Mailbox:
     """Tools over a list in this process; each call records the process and thread it ran on."""
 
-    def __init__(self) -> None:
+    def __init__(self, overlap: int = 0) -> None:
         self.sent: list[dict[str, Any]] = []
         self.where: list[tuple[int, int]] = []
         self.in_flight = self.most_in_flight = 0
+        #: ``slow`` calls hold until this many are in flight at once (once; 30 s at most, so a pool that runs fewer
+        #: at a time shows it in ``most_in_flight`` instead of hanging): concurrency that does not depend on two
+        #: processes happening to call within the same 20 ms.
+        self.overlap, self.overlapped = overlap, asyncio.Event()
 
     async def send(self, arguments: dict[str, Any]) -> str:
         self.where.append((os.getpid(), threading.get_ident()))
@@ -67,6 +72,10 @@ class Mailbox:
     async def slow(self, arguments: dict[str, Any]) -> str:
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        if self.in_flight >= self.overlap:
+            self.overlapped.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.overlapped.wait(), 30)
         await asyncio.sleep(0.02)
         self.in_flight -= 1
         return "done"
@@ -81,13 +90,22 @@ class Mailbox:
 
 async def _replaced(pool: SandboxPool, *gone: int) -> bool:
     """True once the processes ``gone`` ended and the pool is back to full size (replacements start in a thread)."""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 120  # only bounds a hang: a process starts slowly on a busy machine
     while time.monotonic() < deadline:
         pids = pool.pids()
         if len(pids) == pool.size and not set(gone) & set(pids):
             return True
         await asyncio.sleep(0.01)
     return False
+
+
+def _dead(pid: int) -> bool:
+    """Whether process ``pid`` has ended (gone, or a zombie nobody has reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
 
 
 @pytest.fixture
@@ -153,8 +171,10 @@ async def test_the_broker_stops_a_readonly_execution_from_reaching_a_write_tool_
 
 
 async def test_concurrent_executions_are_bounded_by_the_pool_size(pool: SandboxPool) -> None:
-    box = Mailbox()
-    results = await asyncio.gather(*(execute("results['r'] = slow()", box.tools(), executor=pool) for _ in range(20)))
+    box = Mailbox(overlap=pool.size)
+    unhurried = SandboxLimits(timeout_s=60)  # the first call waits for the second process: a busy machine's start-up
+    results = await asyncio.gather(*(execute("results['r'] = slow()", box.tools(), limits=unhurried, executor=pool)
+                                     for _ in range(20)))
     assert all(r.ok and r.results == {"r": "done"} for r in results)
     assert box.most_in_flight == pool.size
     assert {r.sandbox_pid for r in results} <= set(pool.pids())
@@ -176,7 +196,9 @@ async def test_executions_past_the_waiting_bound_are_refused() -> None:
 
 async def test_a_cancelled_execution_kills_its_process_and_the_pool_recovers(pool: SandboxPool) -> None:
     task = asyncio.ensure_future(execute("while True:\n    pass", [], limits=SandboxLimits(max_steps=10**12), executor=pool))
-    await asyncio.sleep(0.3)
+    async with asyncio.timeout(120):  # until a process has taken the code (only bounds a hang)
+        while pool.stats.executions == 0:
+            await asyncio.sleep(0.01)
     busy = set(pool.pids())
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -318,8 +340,11 @@ async def test_a_process_that_does_not_start_makes_the_pool_unavailable(tmp_path
 
 
 async def test_a_process_that_died_while_idle_is_replaced_before_code_reaches_it(pool: SandboxPool) -> None:
-    for pid in pool.pids():
+    killed = pool.pids()
+    for pid in killed:
         os.kill(pid, 9)  # e.g. the kernel's OOM killer
-    await asyncio.sleep(0.1)
+    async with asyncio.timeout(120):  # until they are dead (zombies until the pool reaps them; only bounds a hang)
+        while not all(_dead(pid) for pid in killed):
+            await asyncio.sleep(0.01)
     result = await execute("results['x'] = 1", [], executor=pool)
     assert result.ok and result.results == {"x": 1}

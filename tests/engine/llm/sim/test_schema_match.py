@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+import threading
 
 import pytest
 
@@ -11,11 +11,20 @@ from engine.llm.sim.schema_match import SchemaMatcher, pattern_found
 
 def test_a_catastrophic_pattern_is_checked_in_linear_time() -> None:
     matcher = SchemaMatcher(None)
-    started = time.perf_counter()
-    assert not matcher.ok("a" * 26, {"type": "string", "pattern": "(a|a)*b"})
-    assert not matcher.ok("a" * 120, {"type": "string", "pattern": "a*a*a*a*a*a*a*b"})
-    assert matcher.ok({"x" * 200: 1}, {"type": "object", "patternProperties": {"(x+x+)+y": False}})
-    assert time.perf_counter() - started < 1.0
+    answers: list[bool] = []
+
+    def check() -> None:
+        answers.append(matcher.ok("a" * 26, {"type": "string", "pattern": "(a|a)*b"}))
+        answers.append(matcher.ok("a" * 120, {"type": "string", "pattern": "a*a*a*a*a*a*a*b"}))
+        answers.append(matcher.ok({"x" * 200: 1}, {"type": "object", "patternProperties": {"(x+x+)+y": False}}))
+
+    # On a backtracking engine (Python's re) the second takes past 120 s and the third longer than the universe's
+    # age, so they never answer within the bound, which only turns that into a failure instead of a hang. (RE2's
+    # answer in well under a second is a speed goal: benchmarks/.)
+    checking = threading.Thread(target=check, daemon=True)
+    checking.start()
+    checking.join(timeout=60)
+    assert answers == [False, False, True]
 
 
 def test_patterns_search_unanchored_like_json_schema() -> None:
