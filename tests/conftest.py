@@ -86,3 +86,11 @@ def _unit_tier_stays_in_process(request: pytest.FixtureRequest, monkeypatch: pyt
     monkeypatch.setattr(subprocess.Popen, "__init__", no_process)
     monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", no_process)
     monkeypatch.setattr(socket.socket, "connect", no_network)
+
+
+@pytest.fixture
+def shell():
+    """The in-process shell: a run's batches and env router in this process (no cluster)."""
+    from engine.society.shells import InProcessShell
+
+    return InProcessShell()

@@ -17,7 +17,7 @@ from engine.env.detached import DetachedActor
 from engine.env.requests import EnvReply, EnvRequest
 from engine.errors import EnvError, EnvUnavailableError, ToolCallError
 
-__all__ = ["Coalescer", "EnvRouterProxy", "fail_env_actor"]
+__all__ = ["Coalescer", "EnvRequests", "EnvRouterProxy", "InProcessEnvProxy", "fail_env_actor"]
 
 _COALESCERS: dict[tuple[str, int], Coalescer] = {}
 _LOST: set[str] = set()  #: env actors the society reported lost (their requests fail at once)
@@ -114,38 +114,23 @@ async def fail_env_actor(key: str, reason: str) -> int:
     return failed
 
 
-@dataclass(frozen=True)
-class EnvRouterProxy:
-    """The :class:`~engine.env.handle.EnvHandle` ServiceProxy.env holds when the router lives in a Dask actor."""
+class EnvRequests:
+    """The :class:`~engine.env.handle.EnvHandle` methods, over one transport: a subclass's :meth:`request`."""
 
-    address: str
-    key: str
-    world_description: str = ""
-    env_skill_dirs: tuple[tuple[str, str], ...] = ()  #: (module class name, skill directory)
-    window_s: float = 0.002
-
-    def _coalescer(self) -> Coalescer:
-        if self.key in _LOST:
-            raise EnvUnavailableError(f"env actor {self.key} was lost")
-        loop_id = id(asyncio.get_running_loop())
-        coalescer = _COALESCERS.get((self.key, loop_id))
-        if coalescer is None:
-            handle = DetachedActor(self.address, self.key)
-            coalescer = Coalescer(handle.ask_many, window_s=self.window_s)
-            _COALESCERS[(self.key, loop_id)] = coalescer
-        return coalescer
+    world_description: str
+    env_skill_dirs: tuple[tuple[str, str], ...]
 
     async def request(self, request: EnvRequest) -> EnvReply:
-        """Send one request (coalesced with its neighbours).
+        """Send one request to the router; its reply.
 
         Raises:
-            EnvUnavailableError: the actor's worker cannot be reached (it died); the caller must not
+            EnvUnavailableError: the router cannot be reached (its actor was lost); the caller must not
                 treat this as the agent's own failure.
         """
-        return await self._coalescer().submit(request)
+        raise NotImplementedError
 
     async def ask(self, request: EnvRequest) -> EnvReply:
-        """Route one instruction in the actor (see :meth:`RouterBase.ask`); the request crosses as it is.
+        """Route one instruction in the router (see :meth:`RouterBase.ask`); the request crosses as it is.
 
         Raises:
             EnvUnavailableError: the actor's worker cannot be reached.
@@ -185,6 +170,58 @@ class EnvRouterProxy:
 
     def get_world_description(self) -> str:
         return self.world_description
+
+
+@dataclass(frozen=True)
+class EnvRouterProxy(EnvRequests):
+    """The :class:`~engine.env.handle.EnvHandle` ServiceProxy.env holds when the router lives in a Dask actor."""
+
+    address: str
+    key: str
+    world_description: str = ""
+    env_skill_dirs: tuple[tuple[str, str], ...] = ()  #: (module class name, skill directory)
+    window_s: float = 0.002
+
+    def _coalescer(self) -> Coalescer:
+        if self.key in _LOST:
+            raise EnvUnavailableError(f"env actor {self.key} was lost")
+        loop_id = id(asyncio.get_running_loop())
+        coalescer = _COALESCERS.get((self.key, loop_id))
+        if coalescer is None:
+            handle = DetachedActor(self.address, self.key)
+            coalescer = Coalescer(handle.ask_many, window_s=self.window_s)
+            _COALESCERS[(self.key, loop_id)] = coalescer
+        return coalescer
+
+    async def request(self, request: EnvRequest) -> EnvReply:
+        """Send one request (coalesced with its neighbours).
+
+        Raises:
+            EnvUnavailableError: the actor's worker cannot be reached (it died); the caller must not
+                treat this as the agent's own failure.
+        """
+        return await self._coalescer().submit(request)
+
+
+class InProcessEnvProxy(EnvRequests):
+    """The env handle of a router hosted in this process (:class:`~engine.society.shells.InProcessShell`).
+
+    Requests go through a :class:`Coalescer` to the actor object's ``ask_many``, as they reach a Dask actor, so
+    both shells group and isolate requests alike. :meth:`close` fails every waiting and later request
+    with :class:`~engine.errors.EnvUnavailableError`, as a lost actor does.
+    """
+
+    def __init__(self, ask_many: Any, *, world_description: str = "", env_skill_dirs: tuple[tuple[str, str], ...] = (),
+                 window_s: float = 0.002) -> None:
+        self.world_description = world_description
+        self.env_skill_dirs = env_skill_dirs
+        self._coalescer = Coalescer(ask_many, window_s=window_s)
+
+    async def request(self, request: EnvRequest) -> EnvReply:
+        return await self._coalescer.submit(request)
+
+    def close(self, reason: str) -> None:
+        self._coalescer.close(EnvUnavailableError(f"the in-process env was closed: {reason}"))
 
 
 def _checked(reply: EnvReply) -> EnvReply:

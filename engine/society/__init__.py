@@ -2,13 +2,13 @@
 ask/intervene, sweeps and whole-experiment runs."""
 
 from engine.society.batch import BatchJob, BatchResult, step_agent_batch
-from engine.society.env_host import EnvHost
 from engine.society.experimenter.helper import AgentSocietyHelper, HelperResult, PlanStep
 from engine.society.lease import RunLease, effective_status
 from engine.society.questionnaire.items import QuestionItem, Questionnaire, QuestionnaireAnswer, QuestionnaireResponse
 from engine.society.run.cluster import open_client
 from engine.society.run.runner import RunProgress, RunSummary, run_experiment
 from engine.society.run.sweep import SweepSummary, run_spec, run_sweep
+from engine.society.shells import DaskShell, EnvHost, InProcessShell
 from engine.society.society import AgentSociety, plan_batches
 from engine.sweep import SweepCell, expand_sweep
 
@@ -17,8 +17,10 @@ __all__ = [
     "AgentSocietyHelper",
     "BatchJob",
     "BatchResult",
+    "DaskShell",
     "EnvHost",
     "HelperResult",
+    "InProcessShell",
     "PlanStep",
     "QuestionItem",
     "Questionnaire",

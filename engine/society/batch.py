@@ -24,15 +24,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from distributed import Client
-
 from engine.agent.packed import DEFAULT_CHECKPOINT_EVERY, PackedWorkspaces
 from engine.agent.service_proxy import ServiceProxy
 from engine.errors import EnvUnavailableError, PolisError, RunError, StaleRunError
 from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.dispatcher import dispatcher_stats, flush_response_caches, refresh_response_caches
 from engine.society.datasets import ACTIONS, AGENT_MEMORY
-from engine.society.fanout import fan_out
 from engine.society.lease import check_session
 from engine.society.run.dashboard import AGENTS, task_key
 from engine.society.run.live_calls import publishing
@@ -43,7 +40,7 @@ from engine.storage.run_layout import RunLayout, run_store
 from engine.storage.shards import shard_name
 
 if TYPE_CHECKING:
-    from engine.society.env_host import EnvHost
+    from engine.society.shells.base import EnvHost, Shell
 
 __all__ = ["BatchJob", "BatchResult", "run_tick_batches", "step_agent_batch"]
 
@@ -185,24 +182,16 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
     )
 
 
-async def run_tick_batches(client: Client, jobs: list[BatchJob], env: EnvHost, run_id: str, *, limit: int | None,
+async def run_tick_batches(shell: Shell, jobs: list[BatchJob], env: EnvHost, run_id: str, *, limit: int | None,
                            on_result: Callable[[BatchResult], None]) -> list[BatchResult]:
-    """Run the tick's batches (see :func:`fan_out`; keys ``polis_<run_id>_agents-...``), sorted by batch.
+    """Run the tick's batches on ``shell`` (keys ``polis_<run_id>_agents-...``), sorted by batch.
 
     Raises:
-        EnvUnavailableError: the env actor was lost meanwhile (the attempt ends; the tick is re-run).
+        EnvUnavailableError: the env router was lost meanwhile (the attempt ends; the tick is re-run).
     """
 
-    def submit(job: BatchJob) -> Any:
-        key = task_key(AGENTS, run_id, job.txn, job.attempt[:8], f"{job.batch:04d}")
-        return client.submit(step_agent_batch, job, key=key, pure=False)
+    def key(job: BatchJob) -> str:
+        return task_key(AGENTS, run_id, job.txn, job.attempt[:8], f"{job.batch:04d}")
 
-    def lost() -> EnvUnavailableError | None:
-        return EnvUnavailableError("the env actor was lost during the tick") if env.lost else None
-
-    watcher = asyncio.create_task(env.watch())
-    try:
-        results = await fan_out(client, jobs, submit, limit=limit, on_result=on_result, stop=lost)
-    finally:
-        watcher.cancel()
+    results = await shell.fan_out(step_agent_batch, jobs, key, limit=limit, on_result=on_result, env=env)
     return sorted(results, key=lambda r: r.batch)

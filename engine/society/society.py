@@ -19,8 +19,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from distributed import Client
-
 from engine.agent.service_proxy import ServiceProxy
 from engine.env.control import BeginTick, EndConsult, TickEnd
 from engine.errors import BudgetExhaustedError, EnvUnavailableError, RunError
@@ -33,14 +31,13 @@ from engine.run_progress import Phase, RunPhase
 from engine.run_status import RunStatus
 from engine.society.batch import BatchJob, BatchResult, run_tick_batches
 from engine.society.datasets import ACTIONS, AGENT_MEMORY, LLM_CALLS, SOCIETY_QUERIES, TRANSCRIPTS
-from engine.society.env_host import EnvHost
 from engine.society.experimenter.consult import consult_scope, run_helper
 from engine.society.experimenter.interview import ask_agents
-from engine.society.fanout import task_slots
 from engine.society.fork.as_of import AsOf, AsOfAgents, find_as_of, start_as_of_env
 from engine.society.history import TICK, KeptTicks
 from engine.society.questionnaire.batch import QuestionnaireBatchResult, distribute_questionnaire
 from engine.society.run.live_calls import LiveCalls
+from engine.society.shells.base import EnvHost, Shell
 from engine.society.status import SocietyStep, read_society, read_society_step, write_society, write_society_step
 from engine.society.tick_core import (
     MAX_ENV_RECOVERIES,
@@ -90,7 +87,7 @@ class AgentSociety:
         llm: LLM clients by role (``default``, ``coder``).
         start_t: simulated start time.
         run_dir: the run directory (``agents/`` holds the workspaces).
-        client: an asynchronous distributed Client.
+        shell: where the batch jobs run (:mod:`engine.society.shells`: a Dask cluster or this process).
         run_id: names replay rows and ends task keys (:func:`~engine.society.run.dashboard.task_key`).
         batch_size: agents per batch future, at most (:func:`~engine.society.tick_core.plan_batches`).
         max_workers: batch futures in flight at once (None: all).
@@ -117,7 +114,7 @@ class AgentSociety:
         llm: dict[str, LLMClient],
         start_t: datetime,
         run_dir: RunLocation,
-        client: Client,
+        shell: Shell,
         run_id: str,
         batch_size: int = 256,
         max_workers: int | None = None,
@@ -137,7 +134,7 @@ class AgentSociety:
         self._session = session
         self._env, self._llm = env, llm
         self._run_dir = as_location(run_dir)
-        self._client = client
+        self._shell = shell
         self.run_id = run_id
         self._batch_size = batch_size
         self._max_workers = max_workers
@@ -315,7 +312,7 @@ class AgentSociety:
         status = self._status
         core = TickCore(TickState(status.txn, status.step_count, status.current_time, status.agent_steps_done, status.env_snapshot),
                         tick, tuple(self.agent_ids), self._batch_size, self.run_id, self._budget)
-        commands = core.handle(Started(await task_slots(self._client, self._max_workers), uuid.uuid4().hex, self.usage))
+        commands = core.handle(Started(await self._shell.slots(self._max_workers), uuid.uuid4().hex, self.usage))
         results: list[BatchResult] = []
         jobs: list[BatchJob] = []
         staged: list[str] = []
@@ -342,7 +339,7 @@ class AgentSociety:
                     self.env_recoveries += 1
                     recover(self._run_dir, self._status)
                     await self._env.restart(command.snapshot)
-                    commands += core.handle(Restarted(await task_slots(self._client, self._max_workers), uuid.uuid4().hex, self.usage))
+                    commands += core.handle(Restarted(await self._shell.slots(self._max_workers), uuid.uuid4().hex, self.usage))
                 elif isinstance(command, Stop):
                     if command.status is not None:
                         self.set_status(command.status, command.status_error)
@@ -398,7 +395,7 @@ class AgentSociety:
             failpoint("between_batches", step=result.step)
 
         try:
-            return await run_tick_batches(self._client, jobs, self._env, self.run_id, limit=self._max_workers, on_result=on_result)
+            return await run_tick_batches(self._shell, jobs, self._env, self.run_id, limit=self._max_workers, on_result=on_result)
         finally:
             if self._live is not None:
                 self._live.close()  # a failed attempt's batches in flight count no more
@@ -426,7 +423,7 @@ class AgentSociety:
 
         with AsOfAgents(self._run_dir, at, txn) if at is not None else contextlib.nullcontext() as as_of:
             response, staged = await distribute_questionnaire(
-                self._client, questionnaire, ids, proxy=self.proxy, txn=txn, step_count=self.step_count, step_index=index,
+                self._shell, questionnaire, ids, proxy=self.proxy, txn=txn, step_count=self.step_count, step_index=index,
                 t=at.t if at is not None else self.current_time, batch_size=self._batch_size, max_workers=self._max_workers,
                 budget=self.remaining_budget(), session=self._session, on_batch=on_batch,
                 transcripts=self.transcripts, agents=await self._agents(ids, as_of), as_of_step=as_of_step, live=self._live,

@@ -22,8 +22,8 @@ from engine.storage.shards import shard_name
 from engine.storage.staging import staged_key
 
 if TYPE_CHECKING:
-    from engine.society.env_host import EnvHost
     from engine.society.fork.as_of import AsOfAgents
+    from engine.society.shells.base import EnvHost
     from engine.society.society import AgentSociety
 
 __all__ = ["consult_scope", "run_helper"]

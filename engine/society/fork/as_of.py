@@ -41,7 +41,7 @@ from engine.storage.run_layout import INPUTS_DIR, RunLayout, RunLocation, as_loc
 from engine.storage.store import copy_keys
 
 if TYPE_CHECKING:
-    from engine.society.env_host import EnvHost
+    from engine.society.shells.base import EnvHost
 
 __all__ = ["AsOf", "AsOfAgents", "agent_as_of", "check_as_of_kept", "check_as_of_steps", "export_agent", "find_as_of", "start_as_of_env"]
 

@@ -1,4 +1,4 @@
-"""fork_experiment: make a fork's run directory and run it on a Dask client (the CLI's and the service's door)."""
+"""fork_experiment: make a fork's run directory and run it (on a Dask client or a shell; the CLI's and the service's door)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def load_patch(path: str | Path) -> dict[str, Any]:
     return data
 
 
-async def fork_experiment(parent: RunLocation, at_step: int, run_dir: RunLocation, client: Any, *, patch: dict[str, Any] | None = None,
+async def fork_experiment(parent: RunLocation, at_step: int, run_dir: RunLocation, cluster: Any, *, patch: dict[str, Any] | None = None,
                           **options: Any) -> tuple[ForkReport, RunSummary]:
     """Fork ``parent`` at its committed tick ``at_step`` into ``run_dir`` and run the fork's remaining steps.
 
@@ -40,5 +40,5 @@ async def fork_experiment(parent: RunLocation, at_step: int, run_dir: RunLocatio
     """
     point, fork = await asyncio.to_thread(plan_fork, parent, at_step, patch)
     report = await asyncio.to_thread(materialize_fork, point, fork, run_dir)
-    summary = await run_experiment(fork.spec, report.run_dir, client, resume=True, **options)
+    summary = await run_experiment(fork.spec, report.run_dir, cluster, resume=True, **options)
     return report, summary

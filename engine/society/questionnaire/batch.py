@@ -17,9 +17,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-
-from distributed import Client
+from typing import TYPE_CHECKING, Any
 
 from engine.agent.base import AgentBase
 from engine.agent.registry import resolve_agent
@@ -31,7 +29,6 @@ from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.dispatcher import flush_response_caches, refresh_response_caches
 from engine.llm.meter import serving_agent
 from engine.society.datasets import LLM_CALLS, QUESTIONNAIRE_ANSWERS, TRANSCRIPTS
-from engine.society.fanout import fan_out, task_slots
 from engine.society.lease import check_session
 from engine.society.questionnaire.ask import Persona, answer_questionnaire
 from engine.society.questionnaire.items import Questionnaire, QuestionnaireAnswer, QuestionnaireResponse, failed_answers
@@ -45,6 +42,9 @@ from engine.storage.run_layout import REPLAY_DIR, artifact_key, run_store
 from engine.storage.shards import shard_name
 from engine.storage.staging import staged_key
 from engine.trace import TraceRecorder
+
+if TYPE_CHECKING:
+    from engine.society.shells.base import Shell
 
 __all__ = [
     "QuestionnaireBatchResult",
@@ -224,7 +224,7 @@ def questionnaire_artifact(step_index: int, questionnaire_id: str) -> str:
 
 
 async def distribute_questionnaire(
-    client: Client,
+    shell: Shell,
     questionnaire: Questionnaire,
     agent_ids: list[int],
     *,
@@ -246,7 +246,7 @@ async def distribute_questionnaire(
     """Put ``questionnaire`` to ``agent_ids`` in batch futures (:func:`~engine.society.tick_core.plan_batches`), at most ``max_workers`` at once.
 
     Args:
-        client: an asynchronous distributed Client.
+        shell: where the batch jobs run (:mod:`engine.society.shells`).
         questionnaire: what to ask.
         agent_ids: who answers.
         proxy: the run's service handles (its ``run_dir`` receives the shards).
@@ -283,7 +283,7 @@ async def distribute_questionnaire(
     catalog = Catalog(run_store(run_dir).child(REPLAY_DIR))
     for schema in (QUESTIONNAIRE_ANSWERS, LLM_CALLS, TRANSCRIPTS):
         catalog.register(schema)
-    batches = plan_batches(list(agent_ids), batch_size, await task_slots(client, max_workers))
+    batches = plan_batches(list(agent_ids), batch_size, await shell.slots(max_workers))
     shares = split_allowance(budget, Usage(), len(batches)) if budget and batches else [None] * len(batches)
     texts = transcripts.open(len(batches)) if transcripts is not None else [None] * len(batches)
 
@@ -302,7 +302,7 @@ async def distribute_questionnaire(
         for i, ids in enumerate(batches)
     ]
     try:
-        finished = await fan_out(client, jobs, lambda job: _submit(client, job), limit=max_workers, on_result=on_result)
+        finished = await shell.fan_out(questionnaire_agent_batch, jobs, _key, limit=max_workers, on_result=on_result)
     finally:
         if live is not None:
             live.close()
@@ -328,6 +328,5 @@ async def distribute_questionnaire(
     return response, [k for r in results for k in r.staged] + [artifact]
 
 
-def _submit(client: Client, job: QuestionnaireJob) -> Any:
-    key = task_key(QUESTIONNAIRE, job.proxy.run_id, job.txn, f"{job.batch:04d}")
-    return client.submit(questionnaire_agent_batch, job, key=key, pure=False)
+def _key(job: QuestionnaireJob) -> str:
+    return task_key(QUESTIONNAIRE, job.proxy.run_id, job.txn, f"{job.batch:04d}")

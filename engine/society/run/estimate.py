@@ -23,6 +23,7 @@ from engine.llm.prices import cost_usd
 from engine.run_status import is_finished
 from engine.society.run.projection import Group, Range, over_budget, project, total
 from engine.society.run.runner import run_experiment
+from engine.society.shells import Shell
 from engine.spec import ExperimentSpec, LLMClientSpec, LLMSpec, QuestionnaireStep, RunStep, StepSpec
 from engine.storage.reader import ReplayReader
 from engine.sweep import expand_sweep
@@ -167,11 +168,11 @@ def _cost(spec: ExperimentSpec, groups: list[Group]) -> Range | None:
     return Range(low, expected, high)
 
 
-async def _estimate_one(spec: ExperimentSpec, client: Client, agents: int, ticks: int) -> Estimate:
+async def _estimate_one(spec: ExperimentSpec, cluster: Client | Shell, agents: int, ticks: int) -> Estimate:
     sample = _sample_spec(spec, agents, ticks)
     sample_ticks = max((s.num_steps for s in sample.steps if isinstance(s, RunStep)), default=0)
     with tempfile.TemporaryDirectory(prefix="polis-estimate-") as tmp:
-        summary = await run_experiment(sample, Path(tmp) / "run", client)
+        summary = await run_experiment(sample, Path(tmp) / "run", cluster)
         if not is_finished(summary.status):
             raise RuntimeError(f"the sample run did not complete: {summary.error}")
         with ReplayReader(Path(tmp) / "run") as reader:
@@ -216,12 +217,12 @@ def _sum(parts: list[tuple[Estimate, int]]) -> Estimate:
     )
 
 
-async def estimate(spec: ExperimentSpec, client: Client, *, agents: int = 20, ticks: int = 2) -> Estimate:
+async def estimate(spec: ExperimentSpec, cluster: Client | Shell, *, agents: int = 20, ticks: int = 2) -> Estimate:
     """Run a sample of ``spec`` (every step kind) on the simulated LLM and project calls, tokens and dollars.
 
     Args:
         spec: the spec to estimate; a sweep is estimated cell by cell (each distinct cell once).
-        client: an asynchronous distributed Client.
+        cluster: where the sample runs (as for :func:`~engine.society.run.runner.run_experiment`).
         agents: how many of its agents the sample runs.
         ticks: how many ticks of each run step the sample runs.
 
@@ -229,11 +230,11 @@ async def estimate(spec: ExperimentSpec, client: Client, *, agents: int = 20, ti
         RuntimeError: a sample run did not complete.
     """
     if spec.sweep is None:
-        return await _estimate_one(spec, client, agents, ticks)
+        return await _estimate_one(spec, cluster, agents, ticks)
     cells = expand_sweep(spec)
     distinct = Counter(cell.spec.model_copy(update={"seed": 0}).model_dump_json() for cell in cells)
     firsts = {cell.spec.model_copy(update={"seed": 0}).model_dump_json(): cell.spec for cell in reversed(cells)}
-    parts = [(await _estimate_one(firsts[key], client, agents, ticks), count) for key, count in distinct.items()]
+    parts = [(await _estimate_one(firsts[key], cluster, agents, ticks), count) for key, count in distinct.items()]
     return _sum(parts)
 
 
@@ -242,7 +243,7 @@ def estimate_refusal(spec: ExperimentSpec, found: Estimate) -> str | None:
     return over_budget(spec.budget, found.calls, found.tokens, found.cost_usd)
 
 
-async def refuse_over_budget(spec: ExperimentSpec, client: Client) -> None:
+async def refuse_over_budget(spec: ExperimentSpec, cluster: Client | Shell) -> None:
     """Before a run with a budget starts: estimate it, and refuse it when the upper estimate passes a cap.
 
     Raises:
@@ -250,7 +251,7 @@ async def refuse_over_budget(spec: ExperimentSpec, client: Client) -> None:
     """
     if spec.budget is None:
         return
-    found = await estimate(spec, client)
+    found = await estimate(spec, cluster)
     reason = estimate_refusal(spec, found)
     if reason is not None:
         raise OverBudgetError(f"not started: {reason} (estimate {span(found.calls)} calls, {span(found.tokens)} tokens); "

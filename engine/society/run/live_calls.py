@@ -51,6 +51,7 @@ __all__ = [
     "LIVE_INTERVAL_S",
     "LIVE_TOPIC",
     "LiveCalls",
+    "listening_here",
     "LivePublisher",
     "LiveTally",
     "fold_live",
@@ -165,15 +166,16 @@ def publishing(scope: str | None, *, run: str, batch: int, interval_s: float = L
     """Count the LLM calls recorded inside the block (and the items it reports finished) and send them to the driver.
 
     Call it in the batch task, on the worker's event loop, before the agents' tasks are created: they inherit
-    the listener. ``scope`` None (nobody listens), or no worker around (a test calling the task directly),
-    gives a silent publisher.
+    the listener. Off a worker, a run listening in this process (:func:`listening_here`) gets the messages
+    directly. ``scope`` None (nobody listens), or neither (a test calling the task directly), gives a silent publisher.
     """
     worker = _current_worker() if scope is not None else None
-    if worker is None or scope is None:
+    here = _HERE.get(run)
+    if scope is None or (worker is None and here is None):
         yield LivePublisher.silent()
         return
-    publisher = LivePublisher(lambda message: worker.log_event(LIVE_TOPIC, message), run=run, scope=scope, batch=batch,
-                              interval_s=interval_s)
+    send = here if worker is None else (lambda message: worker.log_event(LIVE_TOPIC, message))
+    publisher = LivePublisher(send, run=run, scope=scope, batch=batch, interval_s=interval_s)
     token = call_listener.set(publisher.call)
     try:
         yield publisher
@@ -299,6 +301,26 @@ class _TopicRouter:
 
 #: each client's router while one of its runs listens (weak: a closed client's goes with it)
 _ROUTERS: weakref.WeakKeyDictionary[Client, _TopicRouter] = weakref.WeakKeyDictionary()
+
+
+#: runs of the in-process shell listening in this process: their batches hand messages over directly
+_HERE: dict[str, Callable[[Mapping[str, Any]], None]] = {}
+
+
+@contextlib.contextmanager
+def listening_here(run: str, live: LiveCalls, on_heard: Callable[[], None]) -> Iterator[LiveCalls]:
+    """:func:`listening` for batches running in this process (the in-process shell): no topic, no client."""
+
+    def heard(message: Mapping[str, Any]) -> None:
+        if live.heard(message):
+            on_heard()
+
+    _HERE[run] = heard
+    try:
+        yield live
+    finally:
+        _HERE.pop(run, None)
+        live.close()
 
 
 @contextlib.asynccontextmanager

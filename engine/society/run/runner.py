@@ -24,18 +24,16 @@ from engine.llm.local import is_local, resolve_local_clients
 from engine.run_progress import Phase, RunPhase, RunProgress
 from engine.run_status import RunStatus, is_finished
 from engine.society.batch import BatchResult
-from engine.society.env_host import EnvHost
 from engine.society.fork.as_of import check_as_of_kept, check_as_of_steps
 from engine.society.lease import RunLease
 from engine.society.questionnaire.items import Questionnaire
-from engine.society.run.cluster import driver_host
 from engine.society.run.dashboard import experiment_span
 from engine.society.run.extend import is_extension, record_spec
 from engine.society.run.heartbeat import with_heartbeat
-from engine.society.run.live_calls import LiveCalls, fold_live, listening
+from engine.society.run.live_calls import LiveCalls, fold_live
 from engine.society.run.manifest import write_run_manifest
 from engine.society.run.outcome import RunTally, judge, read_run_tally
-from engine.society.run.preflight import preflight
+from engine.society.shells import Shell, as_shell
 from engine.society.society import AgentSociety
 from engine.society.status import SocietyStep, has_society_step, read_society, read_society_step
 from engine.society.workspaces.manifest import PACKED
@@ -167,7 +165,7 @@ async def _run_steps(spec: ExperimentSpec, society: AgentSociety, on_tick: Calla
 async def run_experiment(
     spec: ExperimentSpec,
     run_dir: RunLocation,
-    client: Client,
+    cluster: Client | Shell,
     *,
     on_progress: Callable[[RunProgress], None] | None = None,
     resume: bool = False,
@@ -184,7 +182,8 @@ async def run_experiment(
         spec: the experiment.
         run_dir: where everything lands: a directory, or a URL of object storage (``s3://bucket/runs/r1``; the
             credentials and endpoint come from the standard AWS environment of the driver and of every worker).
-        client: an asynchronous distributed Client.
+        cluster: where the batches and the env router run: an asynchronous distributed Client (its cluster), or
+            a :class:`~engine.society.shells.base.Shell` (:class:`~engine.society.shells.InProcessShell`: this process).
         on_progress: called at every phase (:class:`~engine.run_progress.RunPhase`), on every batch and tick, and
             as the batches' LLM calls happen (:mod:`engine.society.run.live_calls`; only while someone listens).
         resume: continue the run in ``run_dir`` from its last committed transaction.
@@ -205,6 +204,7 @@ async def run_experiment(
             resumes from its last committed transaction).
     """
     started = time.perf_counter()
+    shell = as_shell(cluster)
     run_dir = as_location(run_dir)
     agents = spec.all_agents()
     ticks_total = spec.total_ticks()
@@ -289,7 +289,7 @@ async def run_experiment(
                     # bound to the driver's address toward the scheduler so that every worker can reach it.
                     from engine.llm.local.server import LocalServerConfig  # stdlib only, but the module loads lazily
 
-                    served = LocalServerConfig(host=driver_host(client))
+                    served = LocalServerConfig(host=shell.driver_host())
                     log.info("local models: serving on %s (the driver's address toward the scheduler)", served.host)
                     enter(Phase(RunPhase.LOADING_MODEL))
                     loading = time.perf_counter()
@@ -299,7 +299,7 @@ async def run_experiment(
                     enter(Phase(RunPhase.MODEL_READY, seconds=time.perf_counter() - loading))
                 # Before tick 0: every worker runs this Polis, reads this run directory and reaches the LLMs.
                 enter(Phase(RunPhase.CHECKING_WORKERS))
-                await preflight(client, run_dir, clients)
+                await shell.preflight(run_dir, clients)
                 specs = [a.model_dump() for a in agents]
                 config = EnvRouterConfig(
                     modules=tuple((m.type, dict(m.kwargs)) for m in spec.environment.modules),
@@ -315,8 +315,8 @@ async def run_experiment(
                 )
                 run_id = f"{spec.name}-{uuid.uuid4().hex[:6]}"
                 options: dict[str, Any] = {
-                    "env": EnvHost(client, config, start_t=spec.start_time, agent_ids=[a.id for a in agents], run_id=run_id),
-                    "llm": clients, "client": client, "run_id": run_id, "batch_size": spec.batch_size,
+                    "env": shell.env_host(config, start_t=spec.start_time, agent_ids=[a.id for a in agents], run_id=run_id),
+                    "llm": clients, "shell": shell, "run_id": run_id, "batch_size": spec.batch_size,
                     "max_workers": spec.max_workers, "budget": _budget(spec), "on_batch": on_batch, "on_phase": enter,
                     "live": live if on_progress is not None else None,
                     "session": lease.session, "transcript_bytes": _transcript_cap(spec),
@@ -331,7 +331,7 @@ async def run_experiment(
                            else AgentSociety(specs, start_t=spec.start_time, run_dir=run_dir, **options))
                 async with contextlib.AsyncExitStack() as listeners, society:
                     if on_progress is not None:
-                        await listeners.enter_async_context(listening(client, run_id, live, report_live))
+                        await listeners.enter_async_context(shell.listening(run_id, live, report_live))
                     working = True
                     await _run_steps(spec, society, on_tick)
                     enter(Phase(RunPhase.FINISHING))

@@ -28,6 +28,7 @@ from engine.run_status import RunStatus, is_finished
 from engine.society.run.dashboard import experiment_span
 from engine.society.run.manifest import sweep_manifest
 from engine.society.run.runner import RunSummary, run_experiment
+from engine.society.shells import Shell
 from engine.society.status import has_society_step
 from engine.spec import ExperimentSpec
 from engine.storage.atomic import atomic_write_json
@@ -104,7 +105,7 @@ def _done(cell: SweepCell, root: Path, entry: dict[str, Any]) -> RunSummary:
 async def run_sweep(
     spec: ExperimentSpec,
     root: Path,
-    client: Client,
+    cluster: Client | Shell,
     *,
     max_concurrent_cells: int | None = None,
     cell_slot: CellSlot | None = None,
@@ -122,7 +123,7 @@ async def run_sweep(
     Args:
         spec: a spec with a ``sweep``.
         root: the sweep root.
-        client: an asynchronous distributed Client, shared by all cells.
+        cluster: where every cell runs (as for :func:`~engine.society.run.runner.run_experiment`), shared by all cells.
         max_concurrent_cells: run at most this many cells at once (default: the spec's
             ``sweep.max_concurrent_cells``, else :data:`DEFAULT_CONCURRENT_CELLS`).
         cell_slot: entered around each cell's run, e.g. a slot of the service's fair queue shared with
@@ -141,7 +142,7 @@ async def run_sweep(
             cancelled; cells that never started stay pending).
     """
     cells = await asyncio.to_thread(expand_sweep, spec)
-    return await _run_cells(spec, cells, Path(root), client, max_concurrent_cells=max_concurrent_cells, cell_slot=cell_slot,
+    return await _run_cells(spec, cells, Path(root), cluster, max_concurrent_cells=max_concurrent_cells, cell_slot=cell_slot,
                             on_progress=on_progress, resume=resume, force=force, experiment_id=experiment_id, **run_kwargs)
 
 
@@ -149,7 +150,7 @@ async def _run_cells(
     spec: ExperimentSpec,
     cells: list[SweepCell],
     root: Path,
-    client: Client,
+    cluster: Client | Shell,
     *,
     max_concurrent_cells: int | None,
     cell_slot: CellSlot | None,
@@ -179,7 +180,7 @@ async def _run_cells(
             record(cell, status=RunStatus.RUNNING)
             started = time.perf_counter()
             try:
-                run = await run_experiment(cell.spec, cell.run_dir(root), client, on_progress=report,
+                run = await run_experiment(cell.spec, cell.run_dir(root), cluster, on_progress=report,
                                            resume=started_before, force=force, experiment_id=cell.cell_id, **run_kwargs)
             except asyncio.CancelledError:
                 record(cell, status=RunStatus.CANCELLED)
@@ -244,7 +245,7 @@ class _SweepProgress:
 async def run_sweep_as_run(
     spec: ExperimentSpec,
     run_dir: Path,
-    client: Client,
+    cluster: Client | Shell,
     *,
     on_progress: Callable[[RunProgress], None] | None = None,
     max_concurrent_cells: int | None = None,
@@ -271,7 +272,7 @@ async def run_sweep_as_run(
             on_progress(summed)
 
     started = time.perf_counter()
-    sweep = await _run_cells(spec, cells, Path(run_dir), client, max_concurrent_cells=max_concurrent_cells, cell_slot=cell_slot,
+    sweep = await _run_cells(spec, cells, Path(run_dir), cluster, max_concurrent_cells=max_concurrent_cells, cell_slot=cell_slot,
                              on_progress=report, resume=resume, force=force, experiment_id=experiment_id, **kwargs)
     bad = [(cell, run) for cell, run in zip(sweep.cells, sweep.runs, strict=True) if run.status != RunStatus.COMPLETED]
     status = bad[0][1].status if bad else RunStatus.COMPLETED
@@ -286,14 +287,14 @@ async def run_sweep_as_run(
     )
 
 
-async def run_spec(spec: ExperimentSpec, run_dir: Path | str, client: Client, **kwargs: Any) -> RunSummary:
+async def run_spec(spec: ExperimentSpec, run_dir: Path | str, cluster: Client | Shell, **kwargs: Any) -> RunSummary:
     """Run ``spec`` whatever it is: a sweep through :func:`run_sweep_as_run`, else :func:`run_experiment`.
 
     Raises:
         SpecError: a sweep into a URL (a sweep's root is a local directory for now).
     """
     if spec.sweep is None:
-        return await run_experiment(spec, run_dir, client, **kwargs)
+        return await run_experiment(spec, run_dir, cluster, **kwargs)
     if isinstance(run_dir, str):
         raise SpecError(f"sweep: a sweep's root is a local directory for now, not {run_dir}", path="sweep")
-    return await run_sweep_as_run(spec, run_dir, client, **kwargs)
+    return await run_sweep_as_run(spec, run_dir, cluster, **kwargs)

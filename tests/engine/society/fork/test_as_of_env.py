@@ -6,9 +6,9 @@ from pathlib import Path
 
 from engine.env.actor import EnvRouterConfig
 from engine.llm.client import LLMClient
-from engine.society.env_host import EnvHost
 from engine.society.fork.as_of import AsOfAgents, find_as_of, start_as_of_env
 from engine.society.run.runner import run_experiment
+from engine.society.shells import DaskEnvHost
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 from engine.storage.run_layout import RunLayout, env_snapshot_kept, run_store
@@ -32,7 +32,7 @@ async def test_the_as_of_env_answers_as_the_tick_left_it_and_the_run_stays_as_it
     module = spec.environment.modules[0]
     config = EnvRouterConfig(modules=((module.type, dict(module.kwargs)),), router=spec.environment.router,
                              coder=LLMClient(role="coder", seed=spec.seed), run_dir=run)
-    host = EnvHost(dask_client, config, start_t=spec.start_time, agent_ids=list(range(AGENTS)), run_id="as-of-test")
+    host = DaskEnvHost(dask_client, config, start_t=spec.start_time, agent_ids=list(range(AGENTS)), run_id="as-of-test")
     before = file_hashes(run)
 
     at = find_as_of(run, 1, ticks_done=4, through_txn=4, agent_ids=[0])
