@@ -26,6 +26,7 @@ from engine.society.run.dashboard import cluster_dashboard, experiment_page
 from engine.society.run.extend import extend_spec
 from engine.society.run.runner import RunSummary
 from engine.society.run.sweep import run_spec
+from engine.society.shells import open_shell
 from engine.society.status import has_society_step, read_society_step
 from engine.spec import (
     BudgetSpec,
@@ -89,6 +90,7 @@ __all__ = [
     "load_report",
     "materialize_fork",
     "open_client",
+    "open_shell",
     "parse_spec",
     "plan_fork",
     "read_agent",

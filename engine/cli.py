@@ -67,8 +67,8 @@ def with_max_calls(spec: Any, max_calls: int) -> Any:
 async def _run(args: argparse.Namespace) -> int:
     from engine.failpoints import arm_process_group
     from engine.settings import EngineSettings
-    from engine.society.run.cluster import open_client
     from engine.society.run.runner import run_experiment
+    from engine.society.shells import open_shell
 
     if args.fork_from is not None:
         return await _fork(args)
@@ -100,24 +100,24 @@ async def _run(args: argparse.Namespace) -> int:
     if settings.scheduler is None:  # a LocalCluster takes seconds to start, before the run's first report
         show(_starting_cluster(spec))
     try:
-        async with open_client(settings.scheduler, **settings.cluster_options()) as client:
+        async with open_shell(settings.scheduler, **settings.cluster_options()) as shell:
             experiment_id = run_name(run_dir)  # the run's span and the name its task keys carry
-            show.note(await dashboard_line(client, experiment_id))
-            if line := local_models_line(spec, client):
+            show.note(await dashboard_line(shell, experiment_id))
+            if line := local_models_line(spec, shell):
                 show.note(line)
             if not args.resume and not args.force:
                 from engine.society.run.estimate import refuse_over_budget
 
-                await refuse_over_budget(spec, client)
+                await refuse_over_budget(spec, shell)
             if spec.sweep is not None:
                 from engine.society.run.sweep import run_sweep
 
                 if isinstance(run_dir, str):
                     raise SpecError(f"sweep: a sweep's root is a local directory for now, not {run_dir}")
                 show.end()  # a sweep prints its cells, not a progress line
-                sweep = await run_sweep(spec, run_dir, client, experiment_id=experiment_id, **options)
+                sweep = await run_sweep(spec, run_dir, shell, experiment_id=experiment_id, **options)
                 return print_sweep(sweep, run_dir)
-            summary = await run_experiment(spec, run_dir, client, on_progress=show, experiment_id=experiment_id, **options)
+            summary = await run_experiment(spec, run_dir, shell, on_progress=show, experiment_id=experiment_id, **options)
     except PolisError:
         if reference:
             reference(RunStatus.FAILED, spec, None)
@@ -150,7 +150,7 @@ async def _fork(args: argparse.Namespace) -> int:
     from engine.settings import EngineSettings
     from engine.society.fork.materialize import plan_fork
     from engine.society.fork.run import fork_experiment, load_patch
-    from engine.society.run.cluster import open_client
+    from engine.society.shells import open_shell
 
     if args.at_step is None or args.run_dir is None:
         raise SpecError("--fork-from needs --at-step K (the parent's committed tick) and --run-dir NEW")
@@ -173,9 +173,9 @@ async def _fork(args: argparse.Namespace) -> int:
     assert current is not None
     _stop_on_signals(current)
     try:
-        async with open_client(settings.scheduler, **settings.cluster_options()) as client:
-            print(await dashboard_line(client, run_name(run_dir)), file=sys.stderr)
-            made, summary = await fork_experiment(parent, args.at_step, run_dir, client, patch=patch,
+        async with open_shell(settings.scheduler, **settings.cluster_options()) as shell:
+            print(await dashboard_line(shell, run_name(run_dir)), file=sys.stderr)
+            made, summary = await fork_experiment(parent, args.at_step, run_dir, shell, patch=patch,
                                                   on_progress=progress_printer(), experiment_id=run_name(run_dir), **options)
     except asyncio.CancelledError:
         print(f"status: {RunStatus.CANCELLED}")
@@ -251,14 +251,14 @@ def _status(args: argparse.Namespace) -> int:
 
 async def _estimate(args: argparse.Namespace) -> int:
     from engine.settings import EngineSettings
-    from engine.society.run.cluster import open_client
     from engine.society.run.estimate import estimate
+    from engine.society.shells import open_shell
     from engine.spec import load_spec
 
     spec = load_spec(args.spec)
     settings = EngineSettings()
-    async with open_client(settings.scheduler, **settings.cluster_options()) as client:
-        result = await estimate(spec, client, agents=args.agents, ticks=args.ticks)
+    async with open_shell(settings.scheduler, **settings.cluster_options()) as shell:
+        result = await estimate(spec, shell, agents=args.agents, ticks=args.ticks)
     print(result.report())
     return 0
 

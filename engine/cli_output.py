@@ -79,24 +79,24 @@ def print_summary(summary: Any) -> int:
     return exit_code(summary.status)
 
 
-async def dashboard_line(client: Any, experiment_id: str) -> str:
+async def dashboard_line(shell: Any, experiment_id: str) -> str:
     """Where to watch the run: the page the service links too, and the span and task prefix to look for there."""
     from engine.society.run.dashboard import experiment_page, task_prefix
 
-    page = await experiment_page(client)
+    if shell.client is None:
+        return "Dask dashboard: none (in-process: no cluster)"
+    page = await experiment_page(shell.client)
     if page is None:
         return "Dask dashboard: none (the scheduler runs no dashboard)"
     return f"Dask dashboard: {page}  (filter by span tag {experiment_id!r}; tasks {task_prefix('*', (experiment_id,))})"
 
 
-def local_models_line(spec: Any, client: Any) -> str | None:
+def local_models_line(spec: Any, shell: Any) -> str | None:
     """Where the run's ``local/*`` models will listen (the driver's address toward the scheduler), if it has any."""
     from engine.llm.local import LOCAL_PREFIX
-    from engine.society.run.cluster import driver_host
-
     if not any(c is not None and c.model.startswith(LOCAL_PREFIX) for c in (spec.llm.default, spec.llm.coder)):
         return None
-    return f"local models: llama.cpp listens on {driver_host(client)} (the driver's address toward the scheduler)"
+    return f"local models: llama.cpp listens on {shell.driver_host()} (the driver's address toward the scheduler)"
 
 
 def exit_code(status: str) -> int:

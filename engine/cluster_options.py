@@ -11,7 +11,11 @@ from typing import TYPE_CHECKING, TypedDict
 if TYPE_CHECKING:
     from distributed.security import Security
 
-__all__ = ["THREADS_PER_WORKER", "ClusterOptions"]
+__all__ = ["IN_PROCESS", "THREADS_PER_WORKER", "ClusterOptions"]
+
+#: The scheduler "address" that runs a run's batches and env router in the driver process, with no Dask cluster
+#: (:class:`~engine.society.shells.InProcessShell`): for small runs in a notebook and for tests. No dashboard, no workers.
+IN_PROCESS = "in-process"
 
 #: Task slots per Dask worker process, in the LocalCluster and in the shipped deployments. A batch
 #: task spends most of its time waiting on LLM calls; with one slot a worker runs its batches one

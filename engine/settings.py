@@ -32,7 +32,8 @@ class EngineSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="POLIS_", frozen=True)
 
-    scheduler: str | None = None  #: POLIS_SCHEDULER: remote scheduler address; unset = LocalCluster
+    #: POLIS_SCHEDULER: remote scheduler address; unset = LocalCluster; ``in-process``: no cluster, the driver runs everything
+    scheduler: str | None = None
     n_workers: int | None = Field(default=None, ge=1)  #: POLIS_N_WORKERS: LocalCluster worker processes; unset = one per core
     #: POLIS_THREADS_PER_WORKER: task slots per LocalCluster worker process
     threads_per_worker: int = Field(default=THREADS_PER_WORKER, ge=1)

@@ -31,10 +31,10 @@ from engine.population import spec_folder
 from engine.run_progress import Phase, RunPhase, RunProgress
 from engine.run_status import RunStatus
 from engine.settings import EngineSettings
-from engine.society.run.cluster import open_client
 from engine.society.run.dashboard import experiment_page
 from engine.society.run.extend import extend_spec, parse_steps, stored_spec
 from engine.society.run.sweep import run_spec
+from engine.society.shells import open_shell
 from engine.spec import BudgetSpec, ExperimentSpec, RunOptions, StepSpec, load_spec, parse_spec
 from engine.storage.run_layout import RunLocation, resolve_location, run_name
 from polis.progress import ProgressBar
@@ -88,6 +88,8 @@ class Session:
     Args:
         settings: the settings tree; default: read from the ``POLIS_*`` environment, as the CLI reads it.
         **overrides: settings to change from those (``scheduler="tcp://host:8786"``, ``n_workers=2`` ...).
+            ``scheduler="in-process"`` runs everything in this process, with no cluster: it starts at once and
+            suits small runs (a few hundred agents) and tests; it has no Dask dashboard.
     """
 
     def __init__(self, settings: EngineSettings | None = None, **overrides: Any) -> None:
@@ -95,7 +97,7 @@ class Session:
         self.settings = base.model_copy(update=overrides) if overrides else base
         self._lock = threading.Lock()
         self._loop: EngineLoop | None = None
-        self._client: Any = None
+        self._shell: Any = None
         self._stack: contextlib.AsyncExitStack | None = None
         self.dashboard_link: str | None = None  #: the cluster's dashboard page for experiments, once connected
 
@@ -129,7 +131,7 @@ class Session:
         location = resolve_location(run_dir) if run_dir is not None else _default_run_dir(parsed.name)
 
         async def drive(on_progress: Callable[[RunProgress], None]) -> Run:
-            summary = await run_spec(parsed, location, self._client, on_progress=on_progress,
+            summary = await run_spec(parsed, location, self._shell, on_progress=on_progress,
                                      experiment_id=run_name(location), **{**self.settings.run_options(), **options})
             return Run(location, summary, session=self)
 
@@ -153,7 +155,7 @@ class Session:
         location = resolve_location(run_dir) if run_dir is not None else _default_run_dir(f"{run_name(source)}-fork{at_step}")
 
         async def drive(on_progress: Callable[[RunProgress], None]) -> Run:
-            _, summary = await fork_experiment(source, at_step, location, self._client, patch=dict(patch) if patch else None,
+            _, summary = await fork_experiment(source, at_step, location, self._shell, patch=dict(patch) if patch else None,
                                                on_progress=on_progress, experiment_id=run_name(location),
                                                **{**self.settings.run_options(), **options})
             return Run(location, summary, session=self)
@@ -188,7 +190,7 @@ class Session:
             spec = parse_spec({**spec.model_dump(mode="json"), **changes, **plain(run_options or {})})
 
         async def drive(on_progress: Callable[[RunProgress], None]) -> Run:
-            summary = await run_spec(spec, location, self._client, on_progress=on_progress, resume=True,
+            summary = await run_spec(spec, location, self._shell, on_progress=on_progress, resume=True,
                                      experiment_id=run_name(location), **{**self.settings.run_options(), **options})
             return Run(location, summary, session=self)
 
@@ -235,14 +237,14 @@ class Session:
     # ---- the cluster ---------------------------------------------------------------------------------------
     @property
     def client(self) -> Any:
-        """The session's asynchronous ``distributed.Client`` (connecting now if it is not yet)."""
-        return self._connect()[1]
+        """The session's asynchronous ``distributed.Client`` (connecting now if it is not yet); None in-process."""
+        return self._connect()[1].client
 
     def close(self) -> None:
         """Close the client (and the LocalCluster it started) and stop the loop thread. Idempotent."""
         with self._lock:
             loop, stack = self._loop, self._stack
-            self._loop = self._client = self._stack = None
+            self._loop = self._shell = self._stack = None
         if loop is None:
             return
         if stack is not None:
@@ -259,25 +261,24 @@ class Session:
     def _connect(self) -> tuple[EngineLoop, Any]:
         with self._lock:
             if self._loop is not None:
-                return self._loop, self._client
+                return self._loop, self._shell
             if self.settings.scheduler is None:
                 _spawned_processes_skip_main()
             loop = EngineLoop(name="polis-session")
             stack = contextlib.AsyncExitStack()
 
             async def start() -> Any:
-                client = await stack.enter_async_context(open_client(self.settings.scheduler,
-                                                                     **self.settings.cluster_options()))
-                self.dashboard_link = await experiment_page(client)
-                return client
+                shell = await stack.enter_async_context(open_shell(self.settings.scheduler, **self.settings.cluster_options()))
+                self.dashboard_link = await experiment_page(shell.client) if shell.client is not None else None
+                return shell
 
             try:
-                client = loop.submit(start()).result()
+                shell = loop.submit(start()).result()
             except BaseException:
                 loop.stop()
                 raise
-            self._loop, self._client, self._stack = loop, client, stack
-            return loop, client
+            self._loop, self._shell, self._stack = loop, shell, stack
+            return loop, shell
 
 
 

@@ -28,7 +28,7 @@ from service.routes import agents, events, experiments, forks, health, metrics, 
 from service.routes.docs import install_docs
 from service.settings import ServiceSettings
 from service.state import ServiceState
-from service.submission import Submitter, cluster_dashboard, experiment_page, open_client
+from service.submission import Submitter, cluster_dashboard, experiment_page, open_shell
 
 __all__ = ["create_app"]
 
@@ -43,8 +43,8 @@ def create_app(settings: ServiceSettings) -> FastAPI:
             engine settings every run and read gets.
 
     Returns:
-        The app. On startup it opens the shared Dask client (``open_client``: the scheduler's, or a
-        LocalCluster) on an :class:`~engine.engine_loop.EngineLoop`, where every run then executes;
+        The app. On startup it opens the shared shell (``open_shell``: the scheduler's client, a
+        LocalCluster's, or ``POLIS_SCHEDULER=in-process``: this process) on an :class:`~engine.engine_loop.EngineLoop`, where every run then executes;
         requests are answered on uvicorn's loop. Experiments still running at shutdown are cancelled
         and marked ``interrupted`` (``resume_on_start``); at start-up, what the last process left
         queued or running is queued again.
@@ -59,10 +59,11 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         engine = EngineLoop()
         stack = contextlib.AsyncExitStack()
         try:
-            shared = await engine.run(stack.enter_async_context(open_client(settings.scheduler, **settings.cluster_options())))
+            shared = await engine.run(stack.enter_async_context(open_shell(settings.scheduler, **settings.cluster_options())))
             submitter = Submitter(registry, shared, run_options=settings.run_options(), max_running=settings.max_running, max_concurrent=lambda owner: intake.quotas.for_owner(owner).max_concurrent,
                 llm_calls=LlmCallLedger(settings.data_dir / "llm_calls.json"))
-            dashboard, experiment_dashboard = await engine.run(cluster_dashboard(shared)), await engine.run(experiment_page(shared))
+            dashboard, experiment_dashboard = ((await engine.run(cluster_dashboard(shared.client)), await engine.run(experiment_page(shared.client)))
+                                              if shared.client is not None else (None, None))
             disk = DiskLedger(registry, reconcile_s=settings.disk_reconcile_s)
             app.state.polis = ServiceState(
                 registry, submitter, engine, dashboard, experiment_dashboard, disk,

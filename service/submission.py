@@ -39,7 +39,7 @@ from engine.api import (
     find_fork_point,
     has_society_step,
     materialize_fork,
-    open_client,
+    open_shell,
     parse_spec,
     plan_fork,
     run_spec,
@@ -60,7 +60,7 @@ from service.schemas import ForkedFrom
 
 __all__ = [
     "ProgressRecorder", "RunFunction", "Submitter", "check_as_of_kept", "check_fork", "cluster_dashboard", "experiment_page",
-    "extend_spec", "make_fork", "open_client",
+    "extend_spec", "make_fork", "open_shell",
 ]
 
 logger = logging.getLogger(__name__)

@@ -227,7 +227,7 @@ class AgentSociety:
         self.set_status(RunStatus.RUNNING)
 
     async def close(self) -> None:
-        self._env.release()
+        await self._env.release()
 
     def _phase(self, phase: Phase) -> None:
         if self._on_phase is not None:
@@ -489,7 +489,7 @@ class AgentSociety:
                     end = await env.end_consult(EndConsult(txn, settle=kind == "intervene"))
                 finally:
                     if env is not self._env:
-                        env.release()
+                        await env.release()
             staged += self._stage_router_calls(end, self.step_count, txn, consult_scope(kind, self, step_index))
             if end.refused:
                 raise BudgetExhaustedError(f"budget exhausted during the {kind} step: {end.refused} router calls refused")

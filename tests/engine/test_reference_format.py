@@ -1,4 +1,4 @@
-"""The reference system's init_config.json + steps.yaml, imported as a spec and run on a real LocalCluster."""
+"""The reference system's init_config.json + steps.yaml, imported as a spec (and its problems refused with their paths)."""
 
 from __future__ import annotations
 

@@ -35,9 +35,9 @@ def _ticks(reports: list[RunProgress]) -> list[RunProgress]:
     return out
 
 
-async def test_each_ticks_report_counts_the_agents_llm_calls_and_tokens_so_far(dask_client, tmp_path: Path) -> None:
+async def test_each_ticks_report_counts_the_agents_llm_calls_and_tokens_so_far(shell, tmp_path: Path) -> None:
     reports: list[RunProgress] = []
-    summary = await run_experiment(parse_spec(_spec(3)), tmp_path / "run", dask_client, on_progress=reports.append)
+    summary = await run_experiment(parse_spec(_spec(3)), tmp_path / "run", shell, on_progress=reports.append)
     assert summary.status == "completed", summary.error
     ticks = _ticks(reports)
     assert [t.ticks_done for t in ticks] == [1, 2, 3]
@@ -50,14 +50,14 @@ async def test_each_ticks_report_counts_the_agents_llm_calls_and_tokens_so_far(d
     assert summary.llm_calls >= ticks[-1].llm_calls
 
 
-async def test_a_resumed_run_reports_counts_from_where_the_earlier_driver_left_off(dask_client, tmp_path: Path) -> None:
+async def test_a_resumed_run_reports_counts_from_where_the_earlier_driver_left_off(shell, tmp_path: Path) -> None:
     run = tmp_path / "run"
     first: list[RunProgress] = []
-    stopped = await run_experiment(parse_spec(_spec(4, {"max_calls": 8})), run, dask_client, on_progress=first.append)
+    stopped = await run_experiment(parse_spec(_spec(4, {"max_calls": 8})), run, shell, on_progress=first.append)
     assert stopped.status == "budget_exhausted"
     committed = stopped.llm_calls
     resumed: list[RunProgress] = []
-    done = await run_experiment(parse_spec(_spec(4, {"max_calls": 10_000})), run, dask_client, on_progress=resumed.append,
+    done = await run_experiment(parse_spec(_spec(4, {"max_calls": 10_000})), run, shell, on_progress=resumed.append,
                                 resume=True)
     assert done.status == "completed", done.error
     assert resumed[0].status == RunStatus.STARTING

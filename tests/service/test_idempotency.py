@@ -11,16 +11,17 @@ from typing import Any
 import httpx
 import pytest
 
+from engine.cluster_options import IN_PROCESS
 from service.auth import create_token
 from service.settings import ServiceSettings
 from tests.service.live import serve
 
 
 @pytest.fixture(scope="module")
-def service(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tokens = tmp_path_factory.mktemp("polis-idempotency-tokens") / "tokens.json"
     a, b = create_token(tokens, "lab-a"), create_token(tokens, "lab-b")
-    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("polis-idempotency"), scheduler=cluster_address, auth_tokens=tokens)
+    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("polis-idempotency"), scheduler=IN_PROCESS, auth_tokens=tokens)
     with serve(settings, token=a) as http:
         yield {"http": http, "b": {"Authorization": f"Bearer {b}"}}
 

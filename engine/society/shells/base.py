@@ -93,8 +93,8 @@ class EnvHost:
         """Fail the requests waiting on the router at once when it is lost (returns only then)."""
         raise NotImplementedError
 
-    def release(self) -> None:
-        """Let the router go (a released router serves no more requests)."""
+    async def release(self) -> None:
+        """Let the router go (a released router serves no more requests; one in this process is closed)."""
         raise NotImplementedError
 
     def _relocated(self, run_dir: RunLocation, name: str) -> tuple[EnvRouterConfig, str]:
@@ -140,7 +140,7 @@ class EnvHost:
 
     async def restart(self, snapshot: str | None) -> EnvRequests:
         """Drop the lost router and start a new one from ``snapshot``."""
-        self.release()
+        await self.release()
         return await self.start(snapshot)
 
 

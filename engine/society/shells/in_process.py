@@ -23,6 +23,7 @@ from engine.env.actor import EnvRouterActor, EnvRouterConfig
 from engine.env.proxy import EnvRequests, InProcessEnvProxy
 from engine.errors import EnvUnavailableError
 from engine.llm.client import LLMClient
+from engine.society.run.dashboard import ENV_ROUTER, task_key
 from engine.society.run.live_calls import LiveCalls, listening_here
 from engine.society.shells.base import EnvHost
 from engine.storage.run_layout import RunLocation
@@ -47,7 +48,7 @@ class InProcessEnvHost(EnvHost):
         self.calls: list[str] = []  #: every control call, in order (round trips, as a Dask actor would count them)
 
     async def _create(self) -> None:
-        self.key = f"env-router-{self._run_id}-{self.generation}"
+        self.key = task_key(ENV_ROUTER, self._run_id, self.generation)
         self._actor = EnvRouterActor(self._config)
         self._lost = asyncio.Event()
 
@@ -87,16 +88,12 @@ class InProcessEnvHost(EnvHost):
         config, run_id = self._relocated(run_dir, name)
         return InProcessEnvHost(config, start_t=self._start_t, agent_ids=self._agent_ids, run_id=run_id)
 
-    def release(self) -> None:
+    async def release(self) -> None:
         if self._proxy is not None:
             self._proxy.close("released")
         actor, self._actor = self._actor, None
         if actor is not None:
-            _closing.add(task := asyncio.ensure_future(actor.close()))
-            task.add_done_callback(_closing.discard)
-
-
-_closing: set[asyncio.Future[None]] = set()  #: routers closing in the background (a reference keeps each task alive)
+            await actor.close()
 
 
 class InProcessShell:
@@ -106,6 +103,9 @@ class InProcessShell:
     Args:
         slots: batch jobs in flight at once (a spec's ``max_workers`` lowers it).
     """
+
+    #: no Dask client: no dashboard, no workers
+    client = None
 
     def __init__(self, slots: int = DEFAULT_SLOTS) -> None:
         if slots < 1:

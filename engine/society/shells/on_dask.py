@@ -89,7 +89,7 @@ class DaskEnvHost(EnvHost):
         config, run_id = self._relocated(run_dir, name)
         return DaskEnvHost(self._client, config, start_t=self._start_t, agent_ids=self._agent_ids, run_id=run_id)
 
-    def release(self) -> None:
+    async def release(self) -> None:
         if self._future is not None:
             self._future.release()
             self._future = None

@@ -1,4 +1,4 @@
-"""An intervention's end on the env actor applies every module's queued updates, and the snapshot after it holds none."""
+"""An intervention's end on the env router (the actor object, in this process) applies every module's queued updates, and the snapshot after it holds none."""
 
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ def _saved(run_dir, module: str) -> dict:
     return json.loads(path.read_text())
 
 
-async def test_an_intervention_settles_the_queued_updates_of_every_module_and_the_snapshot_keeps_none(dask_client, tmp_path):
-    handle = await dask_client.submit(EnvRouterActor, EnvRouterConfig(modules=MODULES, run_dir=tmp_path), actor=True)
+async def test_an_intervention_settles_the_queued_updates_of_every_module_and_the_snapshot_keeps_none(tmp_path):
+    handle = EnvRouterActor(EnvRouterConfig(modules=MODULES, run_dir=tmp_path))
     await handle.init(START, [0, 1, 2, 3])
     replies = await handle.ask_many([EnvRequest("call_tool", 0, name, arguments=args) for name, args in CALLS])
     assert [r.status for r in replies] == ["success"] * len(CALLS), [r.answer for r in replies]

@@ -1,5 +1,6 @@
 """Template-mode asks through the env actor: the fields cross the boundary, the cache is counted per
-step, and its counts and file survive an actor rebuilt from a snapshot."""
+step, and its counts and file survive an actor rebuilt from a snapshot: the actor object, in this process
+(the fields' crossing into a real Dask actor is in ``tests/engine/society/shells/test_on_dask.py``)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ import pytest
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
 from engine.env.control import EndTick
-from engine.env.proxy import EnvRouterProxy
+from engine.env.proxy import EnvRequests, InProcessEnvProxy
 from engine.env.requests import EnvRequest
-from engine.storage.catalog import Catalog
 from engine.storage.run_layout import run_store
 
 START = datetime(2026, 1, 1, 8)
@@ -26,8 +26,8 @@ def codegen_config(run_dir: Path, **changes) -> EnvRouterConfig:
     return EnvRouterConfig(modules=(("MessagingSpace", {}),), router="codegen", run_dir=run_dir, **changes)
 
 
-async def _ask_as(proxy: EnvRouterProxy, asks: list[tuple[int, int, str]]) -> list[str]:
-    """On a worker: each (sender, recipient, text) asks the same template with its own variables."""
+async def ask_as(proxy: EnvRequests, asks: list[tuple[int, int, str]]) -> list[str]:
+    """In a batch: each (sender, recipient, text) asks the same template with its own variables."""
     replies = await asyncio.gather(*(
         proxy.ask(EnvRequest("ask", sender, SEND, template_mode=True, variables={"agent": to, "text": text}))
         for sender, to, text in asks
@@ -35,41 +35,16 @@ async def _ask_as(proxy: EnvRouterProxy, asks: list[tuple[int, int, str]]) -> li
     return [reply.status for reply in replies]
 
 
-async def _inbox(proxy: EnvRouterProxy, agent_id: int) -> str:
-    return await proxy.observe(agent_id)
-
-
 def test_template_fields_default_to_a_plain_ask() -> None:
     request = EnvRequest("ask", 3, "look around")
     assert (request.template_mode, request.variables) == (False, None)
 
 
-async def test_template_asks_cross_the_actor_with_their_variables(dask_client, tmp_path):
-    handle = await dask_client.submit(EnvRouterActor, codegen_config(tmp_path), actor=True)
-    await handle.init(START, list(range(10)))
-    proxy = EnvRouterProxy(address=handle._address, key=handle.key)
-
-    asks = [(1, 2, "hello"), (3, 4, "tea?"), (5, 6, "bye")]
-    statuses = await dask_client.submit(_ask_as, proxy, asks, pure=False)
-    usage = await handle.usage()
-    result = await handle.end_tick(EndTick(1, 600, START, 1, "run-1"))
-    inboxes = [await dask_client.submit(_inbox, proxy, to, pure=False) for _, to, _ in asks]
-
-    assert statuses == ["success"] * 3
-    cache = usage["codegen_cache"]
-    assert (cache["requests"], cache["generations"], cache["hits_exact"] + cache["misses"]) == (3, 1, 3)
-    assert usage["calls"] == 1 + 1  # one coder call served all three agents (+ the world description at init)
-    assert [inbox.splitlines()[1] for inbox in inboxes] == [f"- from agent {s}: {text}" for s, _, text in asks]
-    assert result.counts["codegen_cache"] == 1
-    assert "codegen_cache" in Catalog(tmp_path / "replay").load()
-
-
-async def test_a_plain_router_serves_template_asks_and_reports_no_cache(dask_client, tmp_path):
+async def test_a_plain_router_serves_template_asks_and_reports_no_cache(tmp_path):
     config = EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react", run_dir=tmp_path)
-    handle = await dask_client.submit(EnvRouterActor, config, actor=True)
+    handle = EnvRouterActor(config)
     await handle.init(START, list(range(10)))
-    proxy = EnvRouterProxy(address=handle._address, key=handle.key)
-    statuses = await dask_client.submit(_ask_as, proxy, [(1, 2, "hello")], pure=False)
+    statuses = await ask_as(InProcessEnvProxy(handle.ask_many), [(1, 2, "hello")])
     usage = await handle.usage()
     result = await handle.end_tick(EndTick(1, 600, START, 1, "run-1"))
     assert len(statuses) == 1 and "codegen_cache" not in usage and "codegen_cache" not in result.counts

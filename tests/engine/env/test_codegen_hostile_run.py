@@ -100,7 +100,7 @@ def sim_url():
         yield url
 
 
-async def test_a_coder_that_often_writes_a_top_level_return_still_yields_a_completed_run(dask_client, tmp_path, sim_url):
+async def test_a_coder_that_often_writes_a_top_level_return_still_yields_a_completed_run(shell, tmp_path, sim_url):
     coder = ScriptedCoder()
     with serving_app(coder.app()) as coder_url:
         spec = parse_spec({
@@ -114,7 +114,7 @@ async def test_a_coder_that_often_writes_a_top_level_return_still_yields_a_compl
             "steps": [{"type": "run", "num_steps": TICKS, "tick": 600}],
             "batch_size": 8,
         })  # fmt: skip
-        summary = await run_experiment(spec, tmp_path / "run", dask_client)
+        summary = await run_experiment(spec, tmp_path / "run", shell)
 
     assert summary.status == "completed", (summary.status, summary.error, summary.first_error)
     with ReplayReader(tmp_path / "run") as reader:

@@ -9,13 +9,12 @@ from datetime import datetime
 import pytest
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
-from engine.env.proxy import EnvRouterProxy
+from engine.env.proxy import EnvRequests, InProcessEnvProxy
 from engine.env.registry import env_module_names, resolve_env_module
 from engine.env.requests import EnvRequest
 from engine.env.routers.react import ReActRouter
 from engine.llm.scripted import ScriptedModel
 from tests.engine.env.plugin_modules import (
-    PluginModulesOnWorkers,
     SlowPrivateSpace,
     SlowSharedSpace,
     register_plugin_modules,
@@ -28,36 +27,33 @@ SAFE = {"MobilitySpace"}
 
 
 @pytest.fixture
-async def plugin_workers(dask_client):
+def plugin_modules():
     register_plugin_modules()
-    await dask_client.register_plugin(PluginModulesOnWorkers())
     try:
-        yield dask_client
+        yield
     finally:
-        await dask_client.unregister_worker_plugin(PluginModulesOnWorkers.name)
         unregister_plugin_modules()
 
 
-async def _two_lookups_then_log(proxy: EnvRouterProxy) -> list[list[object]]:
+async def _two_lookups_then_log(proxy: EnvRequests) -> list[list[object]]:
     """In a batch task: two agents' lookups at once (each awaits 0.3 s), then the module's log of them."""
     await asyncio.gather(*(proxy.call_tool("lookup", {"agent_id": a, "seconds": 0.3}, readonly=True) for a in (1, 2)))
     return json.loads(await proxy.call_tool("lookup_log", {}, readonly=True))
 
 
-async def _log_of(client, module: str) -> list[list[object]]:
-    handle = await client.submit(EnvRouterActor, EnvRouterConfig(modules=((module, {}),), router="react"), actor=True)
+async def _log_of(module: str) -> list[list[object]]:
+    handle = EnvRouterActor(EnvRouterConfig(modules=((module, {}),), router="react"))
     await handle.init(START, [1, 2])
-    proxy = EnvRouterProxy(address=handle._address, key=handle.key)
     try:
-        return await client.submit(_two_lookups_then_log, proxy, pure=False)
+        return await _two_lookups_then_log(InProcessEnvProxy(handle.ask_many))
     finally:
         await handle.close()
 
 
-async def test_a_concurrency_safe_modules_calls_interleave_and_an_unsafe_ones_are_serialised(plugin_workers) -> None:
-    safe = await _log_of(plugin_workers, "SlowPrivateSpace")
+async def test_a_concurrency_safe_modules_calls_interleave_and_an_unsafe_ones_are_serialised(plugin_modules) -> None:
+    safe = await _log_of("SlowPrivateSpace")
     assert [event for event, _ in safe] == ["start", "start", "end", "end"]  # the second began before the first ended
-    unsafe = await _log_of(plugin_workers, "SlowSharedSpace")
+    unsafe = await _log_of("SlowSharedSpace")
     assert [event for event, _ in unsafe] == ["start", "end", "start", "end"]
     assert unsafe[0][1] == unsafe[1][1] and unsafe[2][1] == unsafe[3][1]  # each call ran whole before the next
 

@@ -95,7 +95,7 @@ def test_an_oversized_input_file_is_refused(tmp_path: Path, monkeypatch: pytest.
         resolve_input_file("city_file", "big.json", roots=InputRoots((tmp_path,)))
 
 
-async def test_a_run_naming_a_server_file_fails_before_tick_0_without_reading_it(dask_client, tmp_path: Path) -> None:
+async def test_a_run_naming_a_server_file_fails_before_tick_0_without_reading_it(shell, tmp_path: Path) -> None:
     (tmp_path / "secret.json").write_text(json.dumps({"secret": SECRET}))
     spec = parse_spec({
         "name": "leak",
@@ -103,7 +103,7 @@ async def test_a_run_naming_a_server_file_fails_before_tick_0_without_reading_it
         "environment": {"router": "react", "modules": [{"type": "MobilitySpace", "kwargs": {"city_file": str(tmp_path / "secret.json")}}]},
         "steps": [{"type": "run", "num_steps": 1, "tick": 600}],
     })
-    summary = await run_experiment(spec, tmp_path / "run", dask_client)
+    summary = await run_experiment(spec, tmp_path / "run", shell)
 
     assert summary.status == "failed" and summary.ticks_done == 0 and summary.agent_steps == 0
     assert "city_file must be a file under" in (summary.error or "")

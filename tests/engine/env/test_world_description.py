@@ -77,7 +77,7 @@ async def test_the_cached_file_is_reused_for_the_same_tools_only(tmp_path: Path)
     assert other.text == "Only letters here."
 
 
-async def test_a_run_asks_once_and_a_recovered_actor_reads_the_runs_file(dask_client, tmp_path: Path) -> None:
+async def test_a_run_asks_once_and_a_recovered_actor_reads_the_runs_file(shell, tmp_path: Path) -> None:
     spec = parse_spec({
         "name": "world", "seed": 2,
         "population": [{"count": 3, "profile_template": {"name": "P{i}"}, "config": {"max_react_turns": 1}}],
@@ -86,7 +86,7 @@ async def test_a_run_asks_once_and_a_recovered_actor_reads_the_runs_file(dask_cl
         "steps": [{"type": "run", "num_steps": 2, "tick": 600}],
     })
     run = tmp_path / "run"
-    summary = await run_experiment(spec, run, dask_client)
+    summary = await run_experiment(spec, run, shell)
     assert summary.status == "completed", summary.error
     with ReplayReader(run) as reader:
         assert reader.query(WORLD_ROWS).to_pylist() == [{"caller": "router", "status": "ok", "n": 1}]
@@ -95,7 +95,7 @@ async def test_a_run_asks_once_and_a_recovered_actor_reads_the_runs_file(dask_cl
 
     # An actor rebuilt for this run (after its worker died, or on resume) reads the file: no LLM call.
     config = EnvRouterConfig(modules=(("MessagingSpace", {}), ("WeatherEnvironment", {})), router="react", run_dir=run)
-    handle = await dask_client.submit(EnvRouterActor, config, actor=True)
+    handle = EnvRouterActor(config)
     info = await handle.init(START, [0, 1, 2])
     assert info["world_description"] == saved["text"]
     assert [r for r in (await handle.end_consult(EndConsult(1))).records if r.prompt_name == WORLD_DESCRIPTION.name] == []

@@ -179,7 +179,7 @@ async def test_litellm_turns_malformed_replies_into_retried_call_errors(broken, 
     assert [r.status for r in meter.records] == ["error"]
 
 
-async def test_a_run_whose_llm_answers_empty_choices_to_one_agent_ends_honestly_with_error_rows(dask_client, tmp_path) -> None:
+async def test_a_run_whose_llm_answers_empty_choices_to_one_agent_ends_honestly_with_error_rows(shell, tmp_path) -> None:
     app = BrokenLLM(create_app(SimLLM(name="half-broken", seed=4), SimFaults()), poison="Mallory")
     with serving_app(app) as url:
         spec = parse_spec({
@@ -191,7 +191,7 @@ async def test_a_run_whose_llm_answers_empty_choices_to_one_agent_ends_honestly_
             "steps": [{"type": "run", "num_steps": 1, "tick": 600}],
             "max_error_rate": 0.5,
         })
-        summary = await run_experiment(spec, tmp_path / "run", dask_client)
+        summary = await run_experiment(spec, tmp_path / "run", shell)
 
     assert summary.status == "completed_with_errors", summary.error
     assert app.hits["poisoned"] >= 4  # Mallory's call, tried four times

@@ -1,4 +1,4 @@
-"""The shipped persona example runs on a real LocalCluster: one agent per sampled row, one action per persona per step."""
+"""The shipped persona example runs (in this process): one agent per sampled row, one action per persona per step."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from engine.storage.run_layout import RunLayout
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
-async def test_the_persona_example_makes_one_action_per_persona_per_step(dask_client, tmp_path: Path):
+async def test_the_persona_example_makes_one_action_per_persona_per_step(shell, tmp_path: Path):
     spec = load_spec(EXAMPLES / "personas.yaml")
     run = tmp_path / "run"
-    summary = await run_experiment(spec, run, dask_client)
+    summary = await run_experiment(spec, run, shell)
     assert summary.status == "completed", summary.error
     with ReplayReader(run) as reader:
         actions = reader.query("SELECT agent_id, step, count(*) AS n FROM actions GROUP BY agent_id, step").to_pylist()

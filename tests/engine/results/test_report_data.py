@@ -1,4 +1,4 @@
-"""The results page's data, read from a real demo run and a real 2x2 sweep on the LocalCluster (real Parquet, real DuckDB)."""
+"""The results page's data, read from a real demo run and a real 2x2 sweep run in this process (real Parquet, real DuckDB)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from distributed import Client
 
 from engine.env.metrics import ENV_METRICS
 from engine.errors import NotARunError
 from engine.results.report import load_report
 from engine.society.run.runner import run_experiment
 from engine.society.run.sweep import run_sweep
+from engine.society.shells import InProcessShell
 from engine.spec import parse_spec
 from engine.storage import ReplayWriter, atomic_write_json, read_json, shard_name
 from engine.storage.reader import ReplayReader
@@ -26,26 +26,22 @@ from engine.storage.sweep_layout import cell_dir, read_sweep
 from tests.engine.results.report_specs import demo_with_questionnaire, sweep_2x2
 
 
-def _on_cluster(cluster_address: str, job: Callable[[Client], Coroutine[Any, Any, Any]]) -> Any:
-    async def main() -> Any:
-        async with Client(cluster_address, asynchronous=True) as client:
-            return await job(client)
-
-    return asyncio.run(main())
+def _in_process(job: Callable[[InProcessShell], Coroutine[Any, Any, Any]]) -> Any:
+    return asyncio.run(job(InProcessShell()))
 
 
 @pytest.fixture(scope="module")
-def demo_run(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = tmp_path_factory.mktemp("report-demo") / "run"
-    summary = _on_cluster(cluster_address, lambda c: run_experiment(parse_spec(demo_with_questionnaire()), run_dir, c))
+    summary = _in_process(lambda shell: run_experiment(parse_spec(demo_with_questionnaire()), run_dir, shell))
     assert summary.status == "completed", summary.error
     return run_dir
 
 
 @pytest.fixture(scope="module")
-def sweep_root(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def sweep_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("report-sweep") / "sweep"
-    _on_cluster(cluster_address, lambda c: run_sweep(parse_spec(sweep_2x2((2, 3))), root, c))
+    _in_process(lambda shell: run_sweep(parse_spec(sweep_2x2((2, 3))), root, shell))
     assert [c["status"] for c in read_sweep(root)["cells"]] == ["completed"] * 4
     return root
 

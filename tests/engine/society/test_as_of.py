@@ -17,6 +17,7 @@ import yaml
 from pydantic import TypeAdapter
 
 from engine.agent.service_proxy import ServiceProxy
+from engine.cluster_options import IN_PROCESS
 from engine.env.actor import EnvRouterConfig, build_router
 from engine.errors import ForkError, SpecError
 from engine.llm.client import LLMClient
@@ -77,8 +78,8 @@ def _changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
     return sorted(changed + added)
 
 
-async def _finished_run(run: Path, dask_client: Any, **changes: Any) -> None:
-    summary = await run_experiment(parse_spec(_spec_data(**changes)), run, dask_client)
+async def _finished_run(run: Path, shell: Any, **changes: Any) -> None:
+    summary = await run_experiment(parse_spec(_spec_data(**changes)), run, shell)
     assert summary.status == "completed", summary.error
 
 
@@ -111,18 +112,18 @@ def load_steps_from(steps: list[dict[str, Any]]) -> list[StepSpec]:
     return TypeAdapter(list[StepSpec]).validate_python(steps)
 
 
-async def test_a_spec_reading_a_tick_in_its_future_fails_before_it_starts(dask_client, tmp_path: Path) -> None:
+async def test_a_spec_reading_a_tick_in_its_future_fails_before_it_starts(shell, tmp_path: Path) -> None:
     spec = parse_spec(_spec_data(steps=[{"type": "run", "num_steps": 1, "tick": 600}, _questionnaire("early", 2)]))
-    summary = await run_experiment(spec, tmp_path / "run", dask_client)
+    summary = await run_experiment(spec, tmp_path / "run", shell)
     assert summary.status == "failed"
     assert summary.error is not None and "steps.1.as_of_step" in summary.error
     assert not (tmp_path / "run").exists()
 
 
-async def test_a_spec_s_own_as_of_step_reads_an_earlier_tick_mid_run(dask_client, tmp_path: Path) -> None:
+async def test_a_spec_s_own_as_of_step_reads_an_earlier_tick_mid_run(shell, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    await _finished_run(run, dask_client, steps=[{"type": "run", "num_steps": 2, "tick": 600}, _questionnaire("back", 1),
-                                                 {"type": "run", "num_steps": 1, "tick": 600}])
+    await _finished_run(run, shell, steps=[{"type": "run", "num_steps": 2, "tick": 600}, _questionnaire("back", 1),
+                                           {"type": "run", "num_steps": 1, "tick": 600}])
     with ReplayReader(run) as reader:
         answers = reader.query("SELECT DISTINCT step, as_of_step FROM questionnaire_answers").to_pylist()
         lines = _recent_lines(reader, 0)
@@ -133,14 +134,14 @@ async def test_a_spec_s_own_as_of_step_reads_an_earlier_tick_mid_run(dask_client
     assert not RunLayout(run).scratch.exists()
 
 
-async def test_an_as_of_questionnaire_answers_from_tick_k_and_changes_nothing_stored(dask_client, tmp_path: Path) -> None:
+async def test_an_as_of_questionnaire_answers_from_tick_k_and_changes_nothing_stored(shell, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    await _finished_run(run, dask_client)
+    await _finished_run(run, shell)
     before = _hashes(run)
     status_before = json.loads(RunLayout(run).society_step_file.read_text())
 
     extended = extend_spec(_stored_spec(run), load_steps_from([_questionnaire("then", AS_OF), _questionnaire("now")]))
-    summary = await run_experiment(extended, run, dask_client, resume=True)
+    summary = await run_experiment(extended, run, shell, resume=True)
     assert summary.status == "completed", summary.error
 
     after = _hashes(run)
@@ -177,14 +178,14 @@ async def test_an_as_of_questionnaire_answers_from_tick_k_and_changes_nothing_st
         assert compared > 0  # the agents did something after tick K that the as-of answers must not see
 
 
-async def test_an_as_of_ask_records_its_tick_and_changes_nothing_stored(dask_client, tmp_path: Path) -> None:
+async def test_an_as_of_ask_records_its_tick_and_changes_nothing_stored(shell, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    await _finished_run(run, dask_client)
+    await _finished_run(run, shell)
     before = _hashes(run)
     # With this seed the helper's plans call current_time, then ask_env (read-only, on the env as of tick 1).
     questions = [{"type": "ask", "question": "Ask every agent how their day went.", "as_of_step": 1},
                  {"type": "ask", "question": "What do agents 0 and 1 say about their mood?", "as_of_step": 1}]
-    summary = await run_experiment(extend_spec(_stored_spec(run), load_steps_from(questions)), run, dask_client, resume=True)
+    summary = await run_experiment(extend_spec(_stored_spec(run), load_steps_from(questions)), run, shell, resume=True)
     assert summary.status == "completed", summary.error
     assert _changed(before, _hashes(run)) == []
     assert not RunLayout(run).scratch.exists()
@@ -201,27 +202,27 @@ async def test_an_as_of_ask_records_its_tick_and_changes_nothing_stored(dask_cli
             assert f"Current simulated time: {tick_one.isoformat()}" in message["messages"]
 
 
-async def test_a_tick_the_run_no_longer_keeps_is_refused_and_nothing_changes(dask_client, tmp_path: Path) -> None:
+async def test_a_tick_the_run_no_longer_keeps_is_refused_and_nothing_changes(shell, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    await _finished_run(run, dask_client, snapshots={"keep": 0})
+    await _finished_run(run, shell, snapshots={"keep": 0})
     before = _hashes(run)
     with pytest.raises(ForkError, match="snapshots.keep"):
         find_as_of(run, 1, ticks_done=TICKS, through_txn=TICKS + 1, agent_ids=[0, 1, 2], step_index=3)
     summary = await run_experiment(extend_spec(_stored_spec(run), load_steps_from([_questionnaire("gone", 1)])), run,
-                                   dask_client, resume=True)
+                                   shell, resume=True)
     assert summary.status == "failed"
     assert summary.error is not None and "ForkError" in summary.error and "snapshots.keep" in summary.error
     assert _hashes(run) == before  # refused before the lease: not even the status changed
     # The last tick is the workspaces themselves: always kept.
     latest = await run_experiment(extend_spec(_stored_spec(run), load_steps_from([_questionnaire("last", TICKS)])), run,
-                                  dask_client, resume=True)
+                                  shell, resume=True)
     assert latest.status == "completed", latest.error
     assert not RunLayout(run).scratch.exists()
 
 
-async def test_the_as_of_copies_of_a_dir_run_go_when_the_step_fails(dask_client, tmp_path: Path) -> None:
+async def test_the_as_of_copies_of_a_dir_run_go_when_the_step_fails(shell, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    await _finished_run(run, dask_client, storage={"workspaces": "dir"})
+    await _finished_run(run, shell, storage={"workspaces": "dir"})
     at = find_as_of(run, AS_OF, ticks_done=TICKS, through_txn=TICKS + 1, agent_ids=[0, 1, 2])
     assert (at.step, at.txn) == (AS_OF, AS_OF + 1)  # tick 1, the questionnaire, tick 2
     with pytest.raises(RuntimeError, match="the step failed"), AsOfAgents(run, at, txn=99) as agents:
@@ -231,9 +232,9 @@ async def test_the_as_of_copies_of_a_dir_run_go_when_the_step_fails(dask_client,
     assert not RunLayout(run).scratch.exists()
 
 
-async def test_a_packed_run_is_read_as_of_a_tick_from_its_packs_with_no_copy(dask_client, tmp_path: Path) -> None:
+async def test_a_packed_run_is_read_as_of_a_tick_from_its_packs_with_no_copy(shell, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    await _finished_run(run, dask_client)
+    await _finished_run(run, shell)
     at = find_as_of(run, AS_OF, ticks_done=TICKS, through_txn=TICKS + 1, agent_ids=[0, 2])
     with AsOfAgents(run, at, txn=99) as agents:
         source = agents.source([0, 2])
@@ -242,11 +243,11 @@ async def test_a_packed_run_is_read_as_of_a_tick_from_its_packs_with_no_copy(das
         assert then is not None and then.read_text("AGENT.json") != agent_workspace(run, 0).read_text("AGENT.json")
 
 
-async def test_polis_run_add_steps_takes_an_as_of_questionnaire(dask_client, tmp_path: Path, cluster_address: str) -> None:
+async def test_polis_run_add_steps_takes_an_as_of_questionnaire(shell, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    await _finished_run(run, dask_client)
+    await _finished_run(run, shell)
     before = _hashes(run)
-    env = {**os.environ, "POLIS_SCHEDULER": cluster_address}
+    env = {**os.environ, "POLIS_SCHEDULER": IN_PROCESS}  # the CLI runs the added steps in its own process
     polis = [sys.executable, "-m", "engine.cli", "run", "--resume", str(run), "--add-steps"]
     (tmp_path / "late.yaml").write_text(yaml.safe_dump({"steps": [_questionnaire("late", TICKS + 3)]}))
     refused = await asyncio.to_thread(subprocess.run, [*polis, str(tmp_path / "late.yaml")], capture_output=True, text=True,
@@ -271,10 +272,10 @@ async def test_polis_run_add_steps_takes_an_as_of_questionnaire(dask_client, tmp
                     {"questionnaire_id": "start", "agent_id": 2, "as_of_step": 0, "t": start, "parse_success": True}]
 
 
-async def test_agents_interviewed_as_of_tick_k_are_given_their_state_of_tick_k(dask_client, tmp_path: Path) -> None:
+async def test_agents_interviewed_as_of_tick_k_are_given_their_state_of_tick_k(shell, tmp_path: Path) -> None:
     # The helper (sim/default) plans its own tools, so the interview an as-of ask makes is checked here directly.
     run = tmp_path / "run"
-    await _finished_run(run, dask_client)
+    await _finished_run(run, shell)
     before = _hashes(run)
     at = find_as_of(run, 1, ticks_done=TICKS, through_txn=TICKS + 1, agent_ids=[0])
     router = build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react"))

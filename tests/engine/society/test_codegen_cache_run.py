@@ -1,4 +1,4 @@
-"""The CodeGen template cache in a real run: agents over HTTP to the simulated LLM, the env in a Dask actor."""
+"""The CodeGen template cache in a real run: agents over HTTP to the simulated LLM (in-process shell)."""
 
 from __future__ import annotations
 
@@ -50,9 +50,9 @@ def ask_env_calls(run: Path, step_t: dict[int, str]) -> list[dict]:
     return calls
 
 
-async def test_the_template_cache_answers_later_ticks_without_coder_calls(dask_client, tmp_path, sim_url):
+async def test_the_template_cache_answers_later_ticks_without_coder_calls(shell, tmp_path, sim_url):
     run = tmp_path / "run"
-    summary = await run_experiment(codegen_spec(sim_url), run, dask_client)
+    summary = await run_experiment(codegen_spec(sim_url), run, shell)
     assert summary.status == "completed", summary.error
 
     with ReplayReader(run) as reader:

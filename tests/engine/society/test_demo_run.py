@@ -1,14 +1,12 @@
-"""The demo spec through the engine on a real LocalCluster, read back with real DuckDB."""
+"""The demo spec through the engine (in-process shell), read back with real DuckDB."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-from engine.env.actor import EnvRouterActor, EnvRouterConfig
 from engine.society.run.runner import run_experiment
 from engine.society.workspaces.manifest import agent_workspace
 from engine.spec import load_spec
@@ -22,9 +20,9 @@ def demo_spec():
     return load_spec(DEMO)
 
 
-async def test_demo_yields_one_action_row_per_agent_per_tick(demo_spec, dask_client, tmp_path):
+async def test_demo_yields_one_action_row_per_agent_per_tick(demo_spec, shell, tmp_path):
     progress = []
-    summary = await run_experiment(demo_spec, tmp_path / "run", dask_client, on_progress=progress.append)
+    summary = await run_experiment(demo_spec, tmp_path / "run", shell, on_progress=progress.append)
 
     assert summary.status == "completed", summary.error
     assert summary.ticks_done == 3 and summary.agent_steps == 60
@@ -57,23 +55,12 @@ async def test_demo_yields_one_action_row_per_agent_per_tick(demo_spec, dask_cli
     assert status["workspaces"] == "workspaces/txn_000003.json"
 
 
-async def test_env_router_lives_inside_a_dask_actor_on_a_worker(dask_client, tmp_path):
-    config = EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react", run_dir=tmp_path)
-    actor = await dask_client.submit(EnvRouterActor, config, actor=True)
-    where = await actor.where()
-    worker_pids = await dask_client.run(os.getpid)  # {worker address: pid}
-
-    assert where["address"] in worker_pids
-    assert where["pid"] == worker_pids[where["address"]]
-    assert where["pid"] != os.getpid()
-
-
-async def test_same_seed_gives_identical_replay_whatever_the_batching(demo_spec, dask_client, tmp_path):
+async def test_same_seed_gives_identical_replay_whatever_the_batching(demo_spec, shell, tmp_path):
     wall_clock = {"duration_ms", "llm_latency_ms"}
     tables = []
     for i, batch_size in enumerate((256, 3)):
         spec = demo_spec.model_copy(update={"batch_size": batch_size})
-        summary = await run_experiment(spec, tmp_path / f"run{i}", dask_client)
+        summary = await run_experiment(spec, tmp_path / f"run{i}", shell)
         assert summary.status == "completed", summary.error
         with ReplayReader(tmp_path / f"run{i}") as reader:
             actions = reader.query("SELECT * EXCLUDE (run, duration_ms, llm_latency_ms) FROM actions ORDER BY step, agent_id")

@@ -25,9 +25,9 @@ def _spec() -> object:
     })
 
 
-async def test_env_tool_calls_has_one_row_per_tool_call_of_the_run(dask_client, tmp_path: Path) -> None:
+async def test_env_tool_calls_has_one_row_per_tool_call_of_the_run(shell, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    summary = await run_experiment(_spec(), run, dask_client)
+    summary = await run_experiment(_spec(), run, shell)
     assert summary.status == "completed", summary.error
 
     with ReplayReader(run) as reader:

@@ -1,5 +1,5 @@
 """``polis estimate`` against the runs it estimates: small versions of the demo, the reference example and a sweep,
-each estimated from a smaller sample and then run on the LocalCluster, land within ±25% of their calls and tokens.
+each estimated from a smaller sample and then run (in-process shell), land within ±25% of their calls and tokens.
 
 Measured on 2026-12-01 (estimate vs actual, calls / tokens):
 
@@ -61,13 +61,13 @@ def _actual(root: Path) -> tuple[int, int]:
 
 @pytest.mark.parametrize(("build", "agents"), [(small_demo, 4), (small_reference, 2), (small_sweep, 4)],
                          ids=["demo", "reference", "sweep"])
-async def test_the_estimate_lands_within_a_quarter_of_the_runs_calls_and_tokens(build, agents, dask_client, tmp_path) -> None:
+async def test_the_estimate_lands_within_a_quarter_of_the_runs_calls_and_tokens(build, agents, shell, tmp_path) -> None:
     spec = build()
-    found = await estimate(spec, dask_client, agents=agents, ticks=2)
+    found = await estimate(spec, shell, agents=agents, ticks=2)
     if spec.sweep is not None:
-        await run_sweep(spec, tmp_path / "run", dask_client)
+        await run_sweep(spec, tmp_path / "run", shell)
     else:
-        summary = await run_experiment(spec, tmp_path / "run", dask_client)
+        summary = await run_experiment(spec, tmp_path / "run", shell)
         assert summary.status == "completed", summary.error
     calls, tokens = _actual(tmp_path / "run")
 
@@ -80,8 +80,8 @@ async def test_the_estimate_lands_within_a_quarter_of_the_runs_calls_and_tokens(
     assert found.calls.low <= found.calls.expected <= found.calls.high
 
 
-async def test_the_estimate_covers_every_step_kind_of_the_reference(dask_client) -> None:
-    found = await estimate(small_reference(), dask_client, agents=2, ticks=1)
+async def test_the_estimate_covers_every_step_kind_of_the_reference(shell) -> None:
+    found = await estimate(small_reference(), shell, agents=2, ticks=1)
 
     assert set(found.calls_by_kind) >= {"tick", "questionnaire", "ask", "intervene", "once"}
     assert all(found.calls_by_kind[kind].expected > 0 for kind in ("tick", "questionnaire", "ask", "intervene"))
@@ -89,11 +89,11 @@ async def test_the_estimate_covers_every_step_kind_of_the_reference(dask_client)
     assert found.calls_by_kind["questionnaire"].expected >= 4
 
 
-async def test_a_priced_client_gets_dollars_and_a_budget_below_the_upper_estimate_is_refused(dask_client) -> None:
+async def test_a_priced_client_gets_dollars_and_a_budget_below_the_upper_estimate_is_refused(shell) -> None:
     spec = _demo(4)
     spec["llm"]["default"]["price"] = {"input_usd_per_mtok": 1.0, "output_usd_per_mtok": 4.0}
     spec["budget"] = {"max_cost_usd": 1e-6}
-    found = await estimate(parse_spec(spec), dask_client, agents=2, ticks=1)
+    found = await estimate(parse_spec(spec), shell, agents=2, ticks=1)
 
     assert found.cost_usd is not None
     assert found.cost_usd.expected == pytest.approx(

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from engine.cluster_options import IN_PROCESS
 from engine.errors import SpecError
 from engine.society.run.extend import extend_spec, is_extension, load_steps
 from engine.society.run.runner import run_experiment
@@ -65,9 +66,9 @@ def test_load_steps_reads_a_list_or_a_steps_mapping_and_names_the_bad_field(tmp_
     assert bad.value.path.startswith("steps.0")
 
 
-async def test_a_questionnaire_then_an_ask_on_a_finished_run_add_rows_and_keep_the_old_ones(dask_client, tmp_path: Path) -> None:
+async def test_a_questionnaire_then_an_ask_on_a_finished_run_add_rows_and_keep_the_old_ones(shell, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    first = await run_experiment(_spec(), run, dask_client)
+    first = await run_experiment(_spec(), run, shell)
     assert first.status == "completed", first.error
     with ReplayReader(run) as reader:
         actions_before = reader.query("SELECT * FROM actions ORDER BY agent_id").to_pylist()
@@ -75,7 +76,7 @@ async def test_a_questionnaire_then_an_ask_on_a_finished_run_add_rows_and_keep_t
 
     stored = parse_spec(json.loads((run / "SOCIETY.json").read_text())["spec"])
     extended = extend_spec(stored, [QuestionnaireStep.model_validate(QUESTIONNAIRE)])
-    second = await run_experiment(extended, run, dask_client, resume=True)
+    second = await run_experiment(extended, run, shell, resume=True)
     assert second.status == "completed", second.error
     society = json.loads((run / "SOCIETY.json").read_text())
     assert society["spec_hash"] == extended.spec_hash() and len(society["spec"]["steps"]) == 2
@@ -83,7 +84,7 @@ async def test_a_questionnaire_then_an_ask_on_a_finished_run_add_rows_and_keep_t
     assert (status["completed_steps"], status["step_count"], status["txn"]) == (2, 1, 2)  # one tick, one questionnaire
 
     third = await run_experiment(extend_spec(parse_spec(society["spec"]), [AskStep(question="How many agents are there?")]),
-                                 run, dask_client, resume=True)
+                                 run, shell, resume=True)
     assert third.status == "completed", third.error
     with ReplayReader(run) as reader:
         assert reader.query("SELECT * FROM actions ORDER BY agent_id").to_pylist() == actions_before
@@ -98,15 +99,15 @@ async def test_a_questionnaire_then_an_ask_on_a_finished_run_add_rows_and_keep_t
     assert json.loads((run / "SOCIETY_STEP.json").read_text())["completed_steps"] == 3
 
     # The stored spec is the extended one: resuming with it is a no-op that reports the finished run.
-    again = await run_experiment(parse_spec(json.loads((run / "SOCIETY.json").read_text())["spec"]), run, dask_client, resume=True)
+    again = await run_experiment(parse_spec(json.loads((run / "SOCIETY.json").read_text())["spec"]), run, shell, resume=True)
     assert again.status == "completed" and json.loads((run / "SOCIETY_STEP.json").read_text())["txn"] == 3
 
 
-async def test_polis_run_add_steps_runs_the_new_steps_on_the_stored_run(dask_client, tmp_path: Path, cluster_address: str) -> None:
+async def test_polis_run_add_steps_runs_the_new_steps_on_the_stored_run(shell, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    assert (await run_experiment(_spec(), run, dask_client)).status == "completed"
+    assert (await run_experiment(_spec(), run, shell)).status == "completed"
     (tmp_path / "steps.yaml").write_text(yaml.safe_dump({"steps": [QUESTIONNAIRE]}))
-    env = {**os.environ, "POLIS_SCHEDULER": cluster_address}
+    env = {**os.environ, "POLIS_SCHEDULER": IN_PROCESS}
     polis = [sys.executable, "-m", "engine.cli", "run", "--resume", str(run), "--add-steps"]
     added = await asyncio.to_thread(subprocess.run, [*polis, str(tmp_path / "steps.yaml")], capture_output=True, text=True,
                                     timeout=180, env=env)

@@ -1,4 +1,4 @@
-"""Run-level LLM behaviour on a real LocalCluster: dispatch reuse, secrets, cache replays, budgets."""
+"""Run-level LLM behaviour in process (the in-process shell): secrets, cache replays, budgets and resumes."""
 
 from __future__ import annotations
 
@@ -44,21 +44,9 @@ def sim_calls(url) -> int:
     return sum(httpx.get(f"{url}/stats").json()["calls"].values())
 
 
-async def test_llm_backend_is_built_once_per_worker_process_across_ticks(dask_client, tmp_path):
-    spec = small_spec(steps=[{"type": "run", "num_steps": 3, "tick": 600}], batch_size=2)  # 4 batches x 3 ticks
-    summary = await run_experiment(spec, tmp_path / "run", dask_client)
-    assert summary.status == "completed", summary.error
-    # 12 batches ran on 2 worker processes. Each process built this run's backend during its first
-    # batch and reused it through the last batch of tick 3: the count did not move after that.
-    assert len(summary.dispatcher_builds) == 2
-    assert all(first == last for first, last in summary.dispatcher_builds.values())
-
-
-async def test_a_secret_named_by_env_var_never_reaches_the_run_dir(dask_client, tmp_path, sim_url, monkeypatch):
-    monkeypatch.setenv("POLIS_TEST_SECRET", SECRET)
-    # Workers inherit the variable at start; set it there as a deployment would.
-    await dask_client.run(lambda: __import__("os").environ.__setitem__("POLIS_TEST_SECRET", SECRET))
-    summary = await run_experiment(small_spec(llm=http_llm(sim_url)), tmp_path / "run", dask_client)
+async def test_a_secret_named_by_env_var_never_reaches_the_run_dir(shell, tmp_path, sim_url, monkeypatch):
+    monkeypatch.setenv("POLIS_TEST_SECRET", SECRET)  # the batches run in this process, and read it here
+    summary = await run_experiment(small_spec(llm=http_llm(sim_url)), tmp_path / "run", shell)
     assert summary.status == "completed", summary.error
     assert summary.provider_calls > 0
     files = [p for p in (tmp_path / "run").rglob("*") if p.is_file()]
@@ -73,13 +61,13 @@ async def test_a_secret_named_by_env_var_never_reaches_the_run_dir(dask_client, 
     assert not [r for r in rows if any(SECRET in (r[k] or "") for k in ("messages", "reply", "error"))]
 
 
-async def test_rerun_from_the_cache_makes_no_call_and_repeats_the_actions(dask_client, tmp_path, sim_url):
-    await dask_client.run(lambda: __import__("os").environ.__setitem__("POLIS_TEST_SECRET", SECRET))
+async def test_rerun_from_the_cache_makes_no_call_and_repeats_the_actions(shell, tmp_path, sim_url, monkeypatch):
+    monkeypatch.setenv("POLIS_TEST_SECRET", SECRET)
     spec = small_spec(llm=http_llm(sim_url))
     cache = tmp_path / "cache"
-    first = await run_experiment(spec, tmp_path / "a", dask_client, llm_cache_dir=cache)
+    first = await run_experiment(spec, tmp_path / "a", shell, llm_cache_dir=cache)
     calls_after_first = sim_calls(sim_url)
-    second = await run_experiment(spec, tmp_path / "b", dask_client, llm_cache_dir=cache)
+    second = await run_experiment(spec, tmp_path / "b", shell, llm_cache_dir=cache)
 
     assert first.status == second.status == "completed"
     assert first.provider_calls > 0
@@ -91,13 +79,13 @@ async def test_rerun_from_the_cache_makes_no_call_and_repeats_the_actions(dask_c
         assert b.query("SELECT bool_and(cached) AS all_cached FROM llm_calls").column(0)[0].as_py() is True
 
 
-async def test_budget_stops_within_one_batch_then_resumes_after_raising_it(dask_client, tmp_path):
+async def test_budget_stops_within_one_batch_then_resumes_after_raising_it(shell, tmp_path):
     # One decision per agent-step and no env asks: exactly one provider call per agent-step.
     population = [{"count": 8, "profile_template": {"name": "P{i}"}, "config": {"max_react_turns": 1, "tools": ["finish"]}}]
     k = 11
     spec = small_spec(population=population, budget={"max_calls": k})
     run = tmp_path / "run"
-    stopped = await run_experiment(spec, run, dask_client)
+    stopped = await run_experiment(spec, run, shell)
 
     assert stopped.status == "budget_exhausted"
     assert k - 3 <= stopped.provider_calls <= k  # batch size 3: within one batch of K
@@ -107,7 +95,7 @@ async def test_budget_stops_within_one_batch_then_resumes_after_raising_it(dask_
         assert reader.query("SELECT max(step) AS s FROM actions").column("s")[0].as_py() == 1
     assert list(run.glob("replay/actions/*.staged-*"))
 
-    resumed = await run_experiment(small_spec(population=population, budget={"max_calls": 100}), run, dask_client, resume=True)
+    resumed = await run_experiment(small_spec(population=population, budget={"max_calls": 100}), run, shell, resume=True)
     assert resumed.status == "completed", resumed.error
     with ReplayReader(run) as reader:
         rows = reader.query("SELECT agent_id, step, count(*) AS n FROM actions GROUP BY ALL").to_pylist()
@@ -119,19 +107,19 @@ async def test_budget_stops_within_one_batch_then_resumes_after_raising_it(dask_
     assert not list(run.rglob("*.staged-*"))
 
 
-async def test_a_run_resumes_with_another_batch_size_and_worker_count_and_steps_each_agent_once(dask_client, tmp_path):
+async def test_a_run_resumes_with_another_batch_size_and_worker_count_and_steps_each_agent_once(shell, tmp_path):
     population = [{"count": 10, "profile_template": {"name": "P{i}"}, "config": {"max_react_turns": 1, "tools": ["finish"]}}]
     steps = [{"type": "run", "num_steps": 3, "tick": 600}]
     run = tmp_path / "run"
     first = small_spec(population=population, steps=steps, batch_size=3, budget={"max_calls": 15})
-    stopped = await run_experiment(first, run, dask_client)
+    stopped = await run_experiment(first, run, shell)
     assert stopped.status == "budget_exhausted"  # mid tick 2: some of its batches done, the others not
 
     # The stopped tick re-runs in batches of 4 on one worker slot, then tick 3 too.
     regrouped = small_spec(population=population, steps=steps, batch_size=4, max_workers=1, budget={"max_calls": 100})
     assert small_spec(population=population, steps=steps, batch_size=4, max_workers=1).spec_hash() == \
         small_spec(population=population, steps=steps).spec_hash() != small_spec(population=population, steps=steps, seed=4).spec_hash()
-    resumed = await run_experiment(regrouped, run, dask_client, resume=True)
+    resumed = await run_experiment(regrouped, run, shell, resume=True)
     assert resumed.status == "completed", resumed.error
     with ReplayReader(run) as reader:
         rows = reader.query("SELECT agent_id, step, count(*) AS n FROM actions GROUP BY ALL").to_pylist()
@@ -151,28 +139,28 @@ def agent_steps(run, agent_id: int) -> int:
     return int(workspace.read_json("AGENT.json")["step_count"])
 
 
-async def test_resume_refuses_a_changed_spec(dask_client, tmp_path):
+async def test_resume_refuses_a_changed_spec(shell, tmp_path):
     run = tmp_path / "run"
-    assert (await run_experiment(small_spec(), run, dask_client)).status == "completed"
-    changed = await run_experiment(small_spec(seed=99), run, dask_client, resume=True)
+    assert (await run_experiment(small_spec(), run, shell)).status == "completed"
+    changed = await run_experiment(small_spec(seed=99), run, shell, resume=True)
     assert changed.status == "failed"
     assert "differs" in changed.error and "--force" in changed.error
 
 
-async def test_a_questionnaire_stopped_by_the_budget_counts_what_it_spent_and_resumes(dask_client, tmp_path):
+async def test_a_questionnaire_stopped_by_the_budget_counts_what_it_spent_and_resumes(shell, tmp_path):
     population = [{"count": 4, "profile_template": {"name": "P{i}"}, "config": {"max_react_turns": 1, "tools": ["finish"]}}]
     steps = [
         {"type": "run", "num_steps": 1, "tick": 600},
         {"type": "questionnaire", "questionnaire_id": "q", "questions": [{"id": "a", "prompt": "Age?", "response_type": "integer"}]},
     ]
     run = tmp_path / "run"
-    stopped = await run_experiment(small_spec(population=population, steps=steps, batch_size=2, budget={"max_calls": 6}), run, dask_client)
+    stopped = await run_experiment(small_spec(population=population, steps=steps, batch_size=2, budget={"max_calls": 6}), run, shell)
     assert stopped.status == "budget_exhausted"
     status = json.loads((run / "SOCIETY_STEP.json").read_text())
     assert status["extra"]["usage"]["calls"] == 6  # 4 agent-steps + the 2 answers the budget allowed
 
     resumed = await run_experiment(small_spec(population=population, steps=steps, batch_size=2, budget={"max_calls": 100}),
-                                   run, dask_client, resume=True)
+                                   run, shell, resume=True)
     assert resumed.status == "completed", resumed.error
     assert resumed.provider_calls == 8 + 1  # the 2 answers given before the stop came from the cache; + the world description
     with ReplayReader(run) as reader:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.cluster_options import IN_PROCESS
 from engine.llm.sim.process import sim_llm_process
 from engine.society.run.manifest import environment, read_manifest, served_changes
 from engine.society.run.runner import run_experiment
@@ -60,10 +61,10 @@ def test_served_changes_name_a_new_served_id_or_fingerprint_of_a_known_model_onl
     assert len(lines) == 2 and "served model m-2" in lines[0] and "(m-1)" in lines[0] and "system_fingerprint fp_2" in lines[1]
 
 
-async def test_the_manifest_carries_the_served_model_an_http_server_names_instead_of_the_requested_one(dask_client, tmp_path) -> None:
+async def test_the_manifest_carries_the_served_model_an_http_server_names_instead_of_the_requested_one(shell, tmp_path) -> None:
     with sim_llm_process(name="asked", seed=3, served_model="gpt-served-2026-11-30", fingerprint="fp_served") as server:
         spec = parse_spec(_spec(server.base_url))
-        summary = await run_experiment(spec, tmp_path / "run", dask_client)
+        summary = await run_experiment(spec, tmp_path / "run", shell)
     assert summary.status == "completed", summary.error
 
     manifest = read_manifest(tmp_path / "run")
@@ -78,22 +79,22 @@ async def test_the_manifest_carries_the_served_model_an_http_server_names_instea
     assert rows == [{"model": REQUESTED, "served_model": "gpt-served-2026-11-30", "system_fingerprint": "fp_served"}]
 
 
-async def test_a_resume_served_by_another_model_warns_and_its_manifest_counts_both(dask_client, cluster_address, tmp_path) -> None:
+async def test_a_resume_served_by_another_model_warns_and_its_manifest_counts_both(shell, tmp_path) -> None:
     run_dir = tmp_path / "run"
     with sim_llm_process(name="asked", seed=3, served_model="snap-a", fingerprint="fp_a") as first:
         port = int(first.url.rsplit(":", 1)[1])
         # tick 1 (4 calls) and the world description use the 5 calls; tick 2 runs out
-        summary = await run_experiment(parse_spec(_spec(first.base_url, budget={"max_calls": 5})), run_dir, dask_client)
+        summary = await run_experiment(parse_spec(_spec(first.base_url, budget={"max_calls": 5})), run_dir, shell)
     assert summary.status == "budget_exhausted" and summary.manifest_warnings == ()
     manifest = read_manifest(run_dir)
     assert manifest is not None and _served(manifest["models"]) == {REQUESTED: ({"snap-a": 5}, {"fp_a": 5})}
 
-    # the same address now serves another snapshot: the resume (through the CLI, on the same cluster) warns
+    # the same address now serves another snapshot: the resume (through the CLI, in its process) warns
     with sim_llm_process(port=port, name="asked", seed=3, served_model="snap-b", fingerprint="fp_b"):
         resumed = subprocess.run(
             [sys.executable, "-m", "engine.cli", "run", "--resume", str(run_dir), "--max-calls", "50"],
             capture_output=True, text=True, timeout=240, cwd=ROOT,
-            env={**os.environ, "POLIS_SCHEDULER": cluster_address, "PYTHONPATH": str(ROOT)},
+            env={**os.environ, "POLIS_SCHEDULER": IN_PROCESS, "PYTHONPATH": str(ROOT)},
         )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr[-3000:]
     assert "status: completed" in resumed.stdout
@@ -106,14 +107,14 @@ async def test_a_resume_served_by_another_model_warns_and_its_manifest_counts_bo
     assert _served(manifest["models"]) == {REQUESTED: ({"snap-a": 5, "snap-b": 4}, {"fp_a": 5, "fp_b": 4})}
 
 
-async def test_a_sweep_root_lists_its_cells_and_each_cell_has_its_own_manifest(dask_client, tmp_path) -> None:
+async def test_a_sweep_root_lists_its_cells_and_each_cell_has_its_own_manifest(shell, tmp_path) -> None:
     spec = parse_spec({
         "name": "manifest-sweep", "seed": 5,
         "population": [{"count": 2, "config": {"max_react_turns": 1, "tools": ["finish"]}}],
         "steps": [{"type": "run", "num_steps": 1, "tick": 600}],
         "sweep": {"grid": {"llm.default.options.temperature": [0.2, 0.9]}},
     })
-    await run_sweep(spec, tmp_path / "sweep", dask_client)
+    await run_sweep(spec, tmp_path / "sweep", shell)
 
     root = read_manifest(tmp_path / "sweep")
     assert root is not None and root["spec_hash"] == spec.spec_hash() and root["polis"]["version"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from engine.cluster_options import IN_PROCESS
 from engine.run_status import RunStatus
 from engine.society.run.outcome import RunTally, judge, read_run_tally
 from engine.society.run.runner import run_experiment
@@ -69,22 +71,22 @@ def rule_spec(bad_agents: int, *, agents: int = 10, **changes) -> dict:
     return {**spec, **changes}
 
 
-async def test_agent_errors_within_the_rate_end_completed_with_errors(dask_client, tmp_path):
-    summary = await run_experiment(parse_spec(rule_spec(1, max_error_rate=0.2)), tmp_path / "run", dask_client)
+async def test_agent_errors_within_the_rate_end_completed_with_errors(shell, tmp_path):
+    summary = await run_experiment(parse_spec(rule_spec(1, max_error_rate=0.2)), tmp_path / "run", shell)
     assert summary.status == RunStatus.COMPLETED_WITH_ERRORS, summary.error
     assert summary.errors == 2  # one agent, two ticks
     assert summary.first_error.startswith("step 1, agent 0: played cooperate in round 1") and "bad arguments" in summary.first_error
     assert json.loads((tmp_path / "run" / "SOCIETY_STEP.json").read_text())["status"] == "completed_with_errors"
 
 
-async def test_agent_errors_past_the_rate_fail_the_run(dask_client, tmp_path):
-    summary = await run_experiment(parse_spec(rule_spec(1)), tmp_path / "run", dask_client)  # 10% > 5%
+async def test_agent_errors_past_the_rate_fail_the_run(shell, tmp_path):
+    summary = await run_experiment(parse_spec(rule_spec(1)), tmp_path / "run", shell)  # 10% > 5%
     assert summary.status == RunStatus.FAILED
     assert "above max_error_rate 5.0%" in summary.error
     assert summary.errors == 2
 
 
-async def test_summary_llm_calls_count_every_row_of_llm_calls(dask_client, tmp_path):
+async def test_summary_llm_calls_count_every_row_of_llm_calls(shell, tmp_path):
     spec = {
         "name": "calls", "seed": 4,
         "population": [{"count": 4, "config": {"max_react_turns": 2}}],
@@ -96,7 +98,7 @@ async def test_summary_llm_calls_count_every_row_of_llm_calls(dask_client, tmp_p
         ],
         "batch_size": 2,
     }
-    summary = await run_experiment(parse_spec(spec), tmp_path / "run", dask_client)
+    summary = await run_experiment(parse_spec(spec), tmp_path / "run", shell)
     assert summary.status == RunStatus.COMPLETED, summary.error
     with ReplayReader(tmp_path / "run") as reader:
         rows = reader.count("llm_calls")
@@ -109,8 +111,9 @@ async def test_summary_llm_calls_count_every_row_of_llm_calls(dask_client, tmp_p
 @pytest.mark.parametrize(("bad", "rate", "code", "status"), [(1, 0.05, 1, "failed"), (1, 0.5, 0, "completed_with_errors")])
 def test_cli_exit_code_and_summary_for_agent_errors(tmp_path: Path, bad, rate, code, status):
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(rule_spec(bad, agents=4, max_error_rate=rate)))
+    env = {**os.environ, "POLIS_SCHEDULER": IN_PROCESS}  # the CLI's outcome, not a cluster's: no LocalCluster to start
     run = subprocess.run([sys.executable, "-m", "engine.cli", "run", str(tmp_path / "spec.yaml"), "--run-dir", str(tmp_path / "run")],
-                         capture_output=True, text=True, timeout=180)
+                         capture_output=True, text=True, timeout=180, env=env)
     assert run.returncode == code, run.stdout + run.stderr
     assert f"status: {status}\n" in run.stdout
     assert "errors: 2  first: step 1, agent 0: played cooperate" in run.stdout

@@ -1,4 +1,4 @@
-"""Packed runs (``storage.workspaces: packed``) on a real LocalCluster: the same rows and workspaces as a
+"""Packed runs (``storage.workspaces: packed``), run in process: the same rows and workspaces as a
 run with a folder per agent, a few files per tick instead of several per agent, and forks and as-of
 reads that find a kept tick in its packs."""
 
@@ -42,9 +42,9 @@ def rows(run: Path, sql: str) -> list[dict[str, Any]]:
         return reader.query(sql).to_pylist()
 
 
-async def test_a_packed_run_ends_like_a_folder_run_in_a_few_files_per_tick(dask_client, tmp_path: Path) -> None:
+async def test_a_packed_run_ends_like_a_folder_run_in_a_few_files_per_tick(shell, tmp_path: Path) -> None:
     for storage in ("dir", "packed"):
-        summary = await run_experiment(parse_spec(spec(storage)), tmp_path / storage, dask_client)
+        summary = await run_experiment(parse_spec(spec(storage)), tmp_path / storage, shell)
         assert summary.status == "completed", summary.error
     folders, packed = tmp_path / "dir", tmp_path / "packed"
     state = final_state(packed)
@@ -66,11 +66,11 @@ async def test_a_packed_run_ends_like_a_folder_run_in_a_few_files_per_tick(dask_
         assert "AGENT.json" in exported and ".runtime/logs/thread_messages.jsonl" in exported
 
 
-async def test_a_fork_of_a_packed_run_links_its_packs_and_costs_no_provider_call_for_the_shared_past(dask_client, tmp_path: Path) -> None:
+async def test_a_fork_of_a_packed_run_links_its_packs_and_costs_no_provider_call_for_the_shared_past(shell, tmp_path: Path) -> None:
     parent = tmp_path / "parent"
-    summary = await run_experiment(parse_spec(spec("packed")), parent, dask_client)
+    summary = await run_experiment(parse_spec(spec("packed")), parent, shell)
     assert summary.status == "completed", summary.error
-    made, forked = await fork_experiment(parent, 1, tmp_path / "fork", dask_client)
+    made, forked = await fork_experiment(parent, 1, tmp_path / "fork", shell)
     assert forked.status == "completed", forked.error
     assert made.agents == AGENTS and made.workspace_bytes > 0
     fork = tmp_path / "fork"
@@ -80,13 +80,13 @@ async def test_a_fork_of_a_packed_run_links_its_packs_and_costs_no_provider_call
     assert (fork / tick_1.relative_to(parent)).stat().st_ino == tick_1.stat().st_ino
 
 
-async def test_an_as_of_questionnaire_on_a_packed_run_answers_as_on_a_folder_run(dask_client, tmp_path: Path) -> None:
+async def test_an_as_of_questionnaire_on_a_packed_run_answers_as_on_a_folder_run(shell, tmp_path: Path) -> None:
     question = {"type": "questionnaire", "questionnaire_id": "mood", "as_of_step": 1, "questions": [
         {"id": "happy", "prompt": "How happy are you (1-5)?", "response_type": "integer", "min": 1, "max": 5}]}
     answers = {}
     for storage in ("dir", "packed"):
         steps = [{"type": "run", "num_steps": 2, "tick": 3600}, question]
-        summary = await run_experiment(parse_spec(spec(storage, steps=steps)), tmp_path / storage, dask_client)
+        summary = await run_experiment(parse_spec(spec(storage, steps=steps)), tmp_path / storage, shell)
         assert summary.status == "completed", summary.error
         answers[storage] = rows(tmp_path / storage, "SELECT agent_id, value_json, parse_success, as_of_step FROM "
                                                     "questionnaire_answers ORDER BY agent_id")
@@ -94,11 +94,11 @@ async def test_an_as_of_questionnaire_on_a_packed_run_answers_as_on_a_folder_run
     assert answers["packed"] == answers["dir"]
 
 
-async def test_a_packed_run_keeps_only_the_packs_its_kept_ticks_read(dask_client, tmp_path: Path) -> None:
+async def test_a_packed_run_keeps_only_the_packs_its_kept_ticks_read(shell, tmp_path: Path) -> None:
     run = tmp_path / "run"
     kept = spec("packed", snapshots={"keep": 1}, steps=[{"type": "run", "num_steps": 4, "tick": 3600}])
     kept["storage"]["checkpoint_every"] = 2
-    summary = await run_experiment(parse_spec(kept), run, dask_client)
+    summary = await run_experiment(parse_spec(kept), run, shell)
     assert summary.status == "completed", summary.error
     store = run_store(run)
     status = json.loads((run / "SOCIETY_STEP.json").read_text())
@@ -109,6 +109,6 @@ async def test_a_packed_run_keeps_only_the_packs_its_kept_ticks_read(dask_client
     assert left == set(last.reads) | set(tick_3.reads)
     assert not any(p.startswith("packs/txn_000001/") for p in left)  # tick 1's packs: read by no kept tick
     with pytest.raises(ForkError, match="tick 2.* not kept.*snapshots.keep"):
-        await fork_experiment(run, 2, tmp_path / "too-old", dask_client)
-    made, forked = await fork_experiment(run, 3, tmp_path / "at-3", dask_client)
+        await fork_experiment(run, 2, tmp_path / "too-old", shell)
+    made, forked = await fork_experiment(run, 3, tmp_path / "at-3", shell)
     assert forked.status == "completed" and made.agents == AGENTS

@@ -1,12 +1,11 @@
-"""How a tick's agents are split into batch futures: the plan without a cluster, then a run spread over the session
-LocalCluster's task slots."""
+"""How a tick's agents are split into batch futures: the plan (sans-IO), then a run's batching in process (the
+in-process shell's slots). A cluster's task slots and a run spread over its workers are in ``tests/engine/society/shells/test_on_dask.py``."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.society.fanout import task_slots
 from engine.society.run.runner import run_experiment
 from engine.society.tick_core import MIN_SPREAD, plan_batches
 from engine.spec import parse_spec
@@ -51,15 +50,7 @@ def test_every_plan_keeps_order_bounds_and_balance(n, batch_size, slots):
     assert len(batches) == (max(-(-n // batch_size), min(slots, n // MIN_SPREAD)) if n else 0)
 
 
-# ---- on the cluster ------------------------------------------------------------------------------------
-
-
-async def test_task_slots_are_the_workers_threads_capped_by_max_workers(dask_client):
-    threads = sum((await dask_client.nthreads()).values())
-    assert threads >= 2
-    assert await task_slots(dask_client) == threads
-    assert await task_slots(dask_client, 1) == 1
-    assert await task_slots(dask_client, 10_000) == threads
+# ---- a run's batching ----------------------------------------------------------------------------------
 
 
 def spread_spec(**changes):
@@ -74,23 +65,11 @@ def spread_spec(**changes):
     return parse_spec(spec)
 
 
-async def test_a_run_of_fewer_agents_than_batch_size_uses_every_worker(dask_client, tmp_path):
-    slots = await task_slots(dask_client)
-    summary = await run_experiment(spread_spec(), tmp_path / "run", dask_client)
-    assert summary.status == "completed", summary.error
-    # 64 agents under the default batch_size of 256: one batch a task slot (16 agents each), on both workers
-    assert len(summary.dispatcher_builds) == 2
-    shards = sorted(p.name for p in (tmp_path / "run" / "replay" / "actions").glob("step_000001-*.parquet"))
-    assert len(shards) == min(slots, 64 // MIN_SPREAD)
-    with ReplayReader(tmp_path / "run") as reader:
-        per_step = reader.query("SELECT step, count(DISTINCT agent_id) AS n FROM actions GROUP BY step ORDER BY step").to_pylist()
-    assert per_step == [{"step": 1, "n": 64}, {"step": 2, "n": 64}]
-
-
-async def test_max_workers_caps_the_spread_and_the_replay_is_the_same_whatever_the_batching(dask_client, tmp_path):
+async def test_max_workers_caps_the_spread_and_the_replay_is_the_same_whatever_the_batching(shell, tmp_path):
+    assert await shell.slots() > 1  # room to spread
     runs = {}
     for name, changes in {"spread": {}, "one": {"max_workers": 1}}.items():
-        summary = await run_experiment(spread_spec(**changes), tmp_path / name, dask_client)
+        summary = await run_experiment(spread_spec(**changes), tmp_path / name, shell)
         assert summary.status == "completed", summary.error
         with ReplayReader(tmp_path / name) as reader:
             runs[name] = reader.query("SELECT agent_id, step, status, tools_called, summary, llm_calls FROM actions "

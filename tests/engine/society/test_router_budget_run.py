@@ -1,7 +1,7 @@
 """The env router's coder calls in a real run: charged to the run's budget and traced like agents' calls.
 
-Agents ask the env over a CodeGen router in a Dask actor; every LLM call goes over HTTP to the
-simulated LLM, which counts what it served.
+Agents ask the env over a CodeGen router (the in-process shell's env router); every LLM call goes over HTTP to
+the simulated LLM, which counts what it served.
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ def every_llm_calls_row(run: Path) -> list[dict]:
             for row in pq.read_table(path).to_pylist()]
 
 
-async def test_router_calls_never_take_the_run_past_its_call_budget(dask_client, tmp_path, sim_url):
+async def test_router_calls_never_take_the_run_past_its_call_budget(shell, tmp_path, sim_url):
     # Unbudgeted, the first tick makes this many calls, the router's among them:
-    free = await run_experiment(codegen_spec(sim_url), tmp_path / "free", dask_client)
+    free = await run_experiment(codegen_spec(sim_url), tmp_path / "free", shell)
     assert free.status == "completed", free.error
     with ReplayReader(tmp_path / "free") as reader:
         tick1 = {r["who"]: r["n"] for r in reader.query(
@@ -67,7 +67,7 @@ async def test_router_calls_never_take_the_run_past_its_call_budget(dask_client,
 
     before = served(sim_url)
     run = tmp_path / "run"
-    stopped = await run_experiment(codegen_spec(sim_url, budget={"max_calls": k}), run, dask_client)
+    stopped = await run_experiment(codegen_spec(sim_url, budget={"max_calls": k}), run, shell)
 
     assert stopped.status == "budget_exhausted", stopped.error
     assert served(sim_url) - before <= k  # what the provider saw
@@ -77,9 +77,9 @@ async def test_router_calls_never_take_the_run_past_its_call_budget(dask_client,
     assert json.loads((run / "SOCIETY_STEP.json").read_text())["extra"]["usage"]["calls"] <= k
 
 
-async def test_router_coder_calls_get_llm_completion_spans_like_agent_calls(dask_client, tmp_path, sim_url):
+async def test_router_coder_calls_get_llm_completion_spans_like_agent_calls(shell, tmp_path, sim_url):
     run = tmp_path / "run"
-    summary = await run_experiment(codegen_spec(sim_url, steps=[{"type": "run", "num_steps": 1, "tick": 600}]), run, dask_client)
+    summary = await run_experiment(codegen_spec(sim_url, steps=[{"type": "run", "num_steps": 1, "tick": 600}]), run, shell)
     assert summary.status == "completed", summary.error
     with ReplayReader(run) as reader:
         calls = {r["who"]: r["n"] for r in reader.query(

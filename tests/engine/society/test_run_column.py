@@ -22,9 +22,9 @@ def _spec() -> object:
     return parse_spec(spec)
 
 
-async def test_every_dataset_has_the_run_id_of_its_driver_first_and_in_every_row(dask_client, tmp_path: Path) -> None:
+async def test_every_dataset_has_the_run_id_of_its_driver_first_and_in_every_row(shell, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    summary = await run_experiment(_spec(), run, dask_client)
+    summary = await run_experiment(_spec(), run, shell)
     assert summary.status == "completed", summary.error
 
     with ReplayReader(run) as reader:

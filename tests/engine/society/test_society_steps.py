@@ -28,9 +28,9 @@ def _spec() -> dict:
     }
 
 
-async def test_ask_intervene_and_questionnaire_steps_each_commit_their_outputs(dask_client, tmp_path):
+async def test_ask_intervene_and_questionnaire_steps_each_commit_their_outputs(shell, tmp_path):
     run = tmp_path / "run"
-    summary = await run_experiment(parse_spec(_spec()), run, dask_client)
+    summary = await run_experiment(parse_spec(_spec()), run, shell)
     assert summary.status == "completed", summary.error
     assert effective_status(run) == "completed"
     status = json.loads((run / "SOCIETY_STEP.json").read_text())

@@ -1,8 +1,8 @@
 """A store that fails mid-tick: the tick rolls back, the run reports the store's error, and no committed tick is lost.
 
 The run's store is an fsspec filesystem of this process (``faulty://``, fsspec's memory filesystem with writes that
-fail on demand), and the cluster runs its workers as threads of this process, so every writer of the run, the
-driver, the batches and the env actor, meets the same fault.
+fail on demand), and the in-process shell runs the batches and the env router in this process, so every writer of the
+run, the driver, the batches and the env router, meets the same fault.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Any, ClassVar
 
 import fsspec
 import pytest
-from distributed import Client, LocalCluster
 from fsspec.implementations.memory import MemoryFileSystem
 
 from engine.run_status import RunStatus
@@ -56,23 +55,15 @@ def faulty() -> Iterator[type[FaultyFileSystem]]:
         FaultyFileSystem.store.clear()
 
 
-@pytest.fixture
-async def threaded_client() -> Any:
-    async with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, asynchronous=True, protocol="tcp://",
-                            host="127.0.0.1", dashboard_address="127.0.0.1:0") as cluster, \
-            Client(cluster, asynchronous=True) as client:
-        yield client
-
-
 @pytest.mark.parametrize("writes", [r"/packs/txn_000002/", r"/replay/actions/step_000002-"])
 async def test_a_store_that_fails_mid_tick_rolls_the_tick_back_and_a_resume_ends_like_a_clean_run(
-        faulty, threaded_client, writes):
+        faulty, shell, writes):
     spec = parse_spec(crash_spec(storage="packed"))
-    clean = await run_experiment(spec, "faulty://clean", threaded_client)
+    clean = await run_experiment(spec, "faulty://clean", shell)
     assert clean.status == RunStatus.COMPLETED, clean.error
 
     faulty.failing = re.compile(r"^/?broken" + writes)  # tick 2's agent packs, or its action rows
-    broken = await run_experiment(spec, "faulty://broken", threaded_client)
+    broken = await run_experiment(spec, "faulty://broken", shell)
     assert faulty.refused >= 1, (broken.status, broken.error)
     assert broken.status == RunStatus.FAILED
     assert "Input/output error (injected)" in (broken.error or "") and "faulty://" in (broken.error or "")
@@ -82,15 +73,15 @@ async def test_a_store_that_fails_mid_tick_rolls_the_tick_back_and_a_resume_ends
     assert not [k for k in run_store("faulty://broken").list_prefix("") if ".staged-" in k and "step_000001" in k]
 
     faulty.failing = None  # the store is back
-    resumed = await run_experiment(spec, "faulty://broken", threaded_client, resume=True)
+    resumed = await run_experiment(spec, "faulty://broken", shell, resume=True)
     assert resumed.status == RunStatus.COMPLETED, resumed.error
     state, expected = final_state("faulty://broken"), final_state("faulty://clean")
     for key in ("actions", "answers", "messaging", "env", "workspaces", "ticks", "completed_steps"):
         assert state[key] == expected[key], key
 
 
-async def test_a_folder_per_agent_is_refused_for_a_run_at_a_url(faulty, threaded_client):
-    summary = await run_experiment(parse_spec(crash_spec(storage="dir")), "faulty://folders", threaded_client)
+async def test_a_folder_per_agent_is_refused_for_a_run_at_a_url(faulty, shell):
+    summary = await run_experiment(parse_spec(crash_spec(storage="dir")), "faulty://folders", shell)
     assert summary.status == RunStatus.FAILED
     assert "storage.workspaces 'dir' needs a local run directory" in (summary.error or "")
     assert run_store("faulty://folders").list_prefix("") == []  # refused before anything was written

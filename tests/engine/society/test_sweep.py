@@ -1,4 +1,4 @@
-"""Parameter sweeps: grid expansion (sans-IO), and a real sweep on the LocalCluster read back as one SQL surface."""
+"""Parameter sweeps: grid expansion (sans-IO), and a real sweep (in-process shell) read back as one SQL surface."""
 
 from __future__ import annotations
 
@@ -141,9 +141,9 @@ def test_each_grid_value_is_checked_once_before_any_cell_is_expanded():
     check_sweep_values(parse_spec(_spec_data({"grid": {COUNT: [2, 3]}})))
 
 
-async def test_sweep_cells_run_concurrently_and_one_query_compares_them(dask_client, tmp_path):
+async def test_sweep_cells_run_concurrently_and_one_query_compares_them(shell, tmp_path):
     root = tmp_path / "sweep"
-    summary = await run_sweep(parse_spec(_spec_data(GRID_2X2)), root, dask_client)
+    summary = await run_sweep(parse_spec(_spec_data(GRID_2X2)), root, shell)
 
     assert summary.statuses() == {"completed": 8}, [r.error for r in summary.runs]
     manifest = read_sweep(root)
@@ -169,11 +169,11 @@ async def test_sweep_cells_run_concurrently_and_one_query_compares_them(dask_cli
     assert cells == [{"cell": i, "seed": c.seed, "status": "completed"} for i, c in enumerate(summary.cells)]
 
 
-async def test_a_failing_cell_does_not_stop_the_others(dask_client, tmp_path):
+async def test_a_failing_cell_does_not_stop_the_others(shell, tmp_path):
     # The second cell names agent 0 twice: its environment module fails to build (a spec check could not know).
     grid = {"environment.modules.0.kwargs.agent_id_name_pairs": [[[0, "Ann"]], [[0, "Ann"], [0, "Bo"]]]}
     root = tmp_path / "sweep"
-    summary = await run_sweep(parse_spec(_spec_data({"grid": grid})), root, dask_client)
+    summary = await run_sweep(parse_spec(_spec_data({"grid": grid})), root, shell)
 
     assert [r.status for r in summary.runs] == ["completed", "failed"]
     assert summary.runs[1].error
@@ -184,30 +184,30 @@ async def test_a_failing_cell_does_not_stop_the_others(dask_client, tmp_path):
         params = reader.query("SELECT param_environment_modules_0_kwargs_agent_id_name_pairs AS g FROM cells ORDER BY cell")
         assert params.column("g").to_pylist() == ['[[0, "Ann"]]', '[[0, "Ann"], [0, "Bo"]]']
     with pytest.raises(RunError, match="already holds a sweep"):
-        await run_sweep(parse_spec(_spec_data({"grid": grid})), root, dask_client)
+        await run_sweep(parse_spec(_spec_data({"grid": grid})), root, shell)
 
 
-async def test_a_resumed_sweep_keeps_completed_cells_and_finishes_the_rest(dask_client, tmp_path):
+async def test_a_resumed_sweep_keeps_completed_cells_and_finishes_the_rest(shell, tmp_path):
     spec = parse_spec(_spec_data({"grid": {COUNT: [2, 3]}, "replications": 1}))
     root = tmp_path / "sweep"
-    first = await run_sweep(spec, root, dask_client)
+    first = await run_sweep(spec, root, shell)
     assert first.statuses() == {"completed": 2}
     # As if the driver had died while cell 1 was still pending: its directory never got made.
     SweepLog(root).record(1, status="running", summary=None)
     shutil.rmtree(root / "cells" / "cell=0001")
     kept = (root / "cells" / "cell=0000" / "SOCIETY_STEP.json").read_text()
 
-    resumed = await run_sweep(spec, root, dask_client, resume=True)
+    resumed = await run_sweep(spec, root, shell, resume=True)
     assert resumed.statuses() == {"completed": 2}
     assert (root / "cells" / "cell=0000" / "SOCIETY_STEP.json").read_text() == kept  # not run again
     with ReplayReader(root) as reader:
         rows = reader.query("SELECT cell, count(*) AS n FROM actions GROUP BY cell ORDER BY cell").to_pylist()
     assert rows == [{"cell": 0, "n": 2}, {"cell": 1, "n": 3}]
     with pytest.raises(SpecError, match="differs"):
-        await run_sweep(parse_spec(_spec_data({"grid": {COUNT: [2, 4]}})), root, dask_client, resume=True)
+        await run_sweep(parse_spec(_spec_data({"grid": {COUNT: [2, 4]}})), root, shell, resume=True)
 
 
-async def test_max_concurrent_cells_bounds_the_cells_running_at_once(dask_client, tmp_path):
+async def test_max_concurrent_cells_bounds_the_cells_running_at_once(shell, tmp_path):
     data = _spec_data({"grid": {COUNT: [2, 3]}, "replications": 2, "max_concurrent_cells": 1})
     running: set[int] = set()
     most = 0
@@ -220,6 +220,6 @@ async def test_max_concurrent_cells_bounds_the_cells_running_at_once(dask_client
             running.discard(cell.index)
         most = max(most, len(running))
 
-    summary = await run_sweep(parse_spec(data), tmp_path / "sweep", dask_client, on_progress=on_progress)
+    summary = await run_sweep(parse_spec(data), tmp_path / "sweep", shell, on_progress=on_progress)
     assert summary.statuses() == {"completed": 4}
     assert most == 1

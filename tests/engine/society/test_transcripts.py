@@ -1,4 +1,4 @@
-"""The transcripts and agent_memory datasets of real runs on a LocalCluster (sim LLM), read with DuckDB."""
+"""The transcripts and agent_memory datasets of real runs (in-process shell, sim LLM), read with DuckDB."""
 
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ CALLS_AND_TRANSCRIPTS = (
 )
 
 
-async def test_every_llm_call_has_one_transcript_row_joined_on_its_call_id(dask_client, tmp_path):
-    summary = await run_experiment(spec(), tmp_path / "run", dask_client)
+async def test_every_llm_call_has_one_transcript_row_joined_on_its_call_id(shell, tmp_path):
+    summary = await run_experiment(spec(), tmp_path / "run", shell)
     assert summary.status == "completed", summary.error
 
     with ReplayReader(tmp_path / "run") as reader:
@@ -58,29 +58,29 @@ async def test_every_llm_call_has_one_transcript_row_joined_on_its_call_id(dask_
     assert "transcripts: " in summary.transcripts_line() and "dropped" not in summary.transcripts_line()
 
 
-async def test_a_seeded_rerun_gives_the_same_call_ids(dask_client, tmp_path):
+async def test_a_seeded_rerun_gives_the_same_call_ids(shell, tmp_path):
     small = spec(steps=[{"type": "run", "num_steps": 2, "tick": 600}])
-    first = await run_experiment(small, tmp_path / "a", dask_client)
-    second = await run_experiment(small, tmp_path / "b", dask_client)
+    first = await run_experiment(small, tmp_path / "a", shell)
+    second = await run_experiment(small, tmp_path / "b", shell)
     assert first.status == second.status == "completed"
     query = "SELECT call_id, caller, agent_id, prompt_name FROM llm_calls ORDER BY call_id"
     with ReplayReader(tmp_path / "a") as a, ReplayReader(tmp_path / "b") as b:
         assert a.query(query).to_pylist() == b.query(query).to_pylist()
 
 
-async def test_past_the_cap_later_rows_keep_metadata_and_drop_text(dask_client, tmp_path):
+async def test_past_the_cap_later_rows_keep_metadata_and_drop_text(shell, tmp_path):
     # One batch, one decision per agent-step and no env asks: the rows come in step order.
     population = [{"count": 4, "profile_template": {"name": "P{i}"}, "config": {"max_react_turns": 1, "tools": ["finish"]}}]
     run = tmp_path / "run"
     with_text = await run_experiment(spec(population=population, steps=[{"type": "run", "num_steps": 1, "tick": 600}]),
-                                     tmp_path / "probe", dask_client)
+                                     tmp_path / "probe", shell)
     with ReplayReader(tmp_path / "probe") as reader:
         step_bytes = reader.query("SELECT sum(text_bytes) AS b FROM transcripts WHERE caller LIKE 'agent:%'").column("b")[0].as_py()
     assert with_text.status == "completed" and step_bytes > 0
     cap = step_bytes * 2  # about two ticks of text; the world description's call takes its share too
     summary = await run_experiment(
         spec(population=population, batch_size=8, steps=[{"type": "run", "num_steps": 5, "tick": 600}],
-             transcripts={"max_bytes": cap}), run, dask_client)
+             transcripts={"max_bytes": cap}), run, shell)
     assert summary.status == "completed", summary.error
 
     with ReplayReader(run) as reader:
@@ -103,10 +103,10 @@ async def test_past_the_cap_later_rows_keep_metadata_and_drop_text(dask_client, 
     assert status["extra"]["transcripts"] == {"text_bytes": kept_bytes, "full": True}
 
 
-async def test_a_cap_of_zero_keeps_metadata_only_and_transcripts_can_be_off(dask_client, tmp_path):
+async def test_a_cap_of_zero_keeps_metadata_only_and_transcripts_can_be_off(shell, tmp_path):
     small = [{"type": "run", "num_steps": 1, "tick": 600}]
-    zero = await run_experiment(spec(steps=small, transcripts={"max_bytes": 0}), tmp_path / "zero", dask_client)
-    off = await run_experiment(spec(steps=small, transcripts={"enabled": False}), tmp_path / "off", dask_client)
+    zero = await run_experiment(spec(steps=small, transcripts={"max_bytes": 0}), tmp_path / "zero", shell)
+    off = await run_experiment(spec(steps=small, transcripts={"enabled": False}), tmp_path / "off", shell)
     assert zero.status == off.status == "completed"
     with ReplayReader(tmp_path / "zero") as reader:
         counts = reader.query("SELECT count(*) AS n, bool_and(text_dropped) AS all_dropped, count(messages) AS texts FROM transcripts").to_pylist()[0]
@@ -116,8 +116,8 @@ async def test_a_cap_of_zero_keeps_metadata_only_and_transcripts_can_be_off(dask
     assert off.transcripts_line() == "transcripts: off"
 
 
-async def test_agent_memory_has_one_row_per_agent_step_with_the_steps_episodes(dask_client, tmp_path):
-    summary = await run_experiment(spec(steps=[{"type": "run", "num_steps": 3, "tick": 600}]), tmp_path / "run", dask_client)
+async def test_agent_memory_has_one_row_per_agent_step_with_the_steps_episodes(shell, tmp_path):
+    summary = await run_experiment(spec(steps=[{"type": "run", "num_steps": 3, "tick": 600}]), tmp_path / "run", shell)
     assert summary.status == "completed", summary.error
     with ReplayReader(tmp_path / "run") as reader:
         memory = reader.query("SELECT agent_id, step, memory, todo, episodes FROM agent_memory ORDER BY agent_id, step").to_pylist()
@@ -131,19 +131,19 @@ async def test_agent_memory_has_one_row_per_agent_step_with_the_steps_episodes(d
         assert from_rows == stored
 
 
-async def test_a_resumed_run_continues_the_committed_byte_count(dask_client, tmp_path):
+async def test_a_resumed_run_continues_the_committed_byte_count(shell, tmp_path):
     population = [{"count": 4, "profile_template": {"name": "P{i}"}, "config": {"max_react_turns": 1, "tools": ["finish"]}}]
     steps = [{"type": "run", "num_steps": 4, "tick": 600}]
     run = tmp_path / "run"
     cap = 12_000  # about two and a half ticks of this population's text
     stopped = await run_experiment(spec(population=population, batch_size=8, steps=steps, transcripts={"max_bytes": cap},
-                                        budget={"max_calls": 9}), run, dask_client)
+                                        budget={"max_calls": 9}), run, shell)
     assert stopped.status == "budget_exhausted"
     before = json.loads(RunLayout(run).society_step_file.read_text())["extra"]["transcripts"]
     assert before["text_bytes"] > 0 and before["full"] is False
 
     resumed = await run_experiment(spec(population=population, batch_size=8, steps=steps, transcripts={"max_bytes": cap},
-                                        budget={"max_calls": 100}), run, dask_client, resume=True)
+                                        budget={"max_calls": 100}), run, shell, resume=True)
     assert resumed.status == "completed", resumed.error
     with ReplayReader(run) as reader:
         kept = reader.query("SELECT coalesce(sum(text_bytes), 0) AS b FROM transcripts WHERE NOT text_dropped").column("b")[0].as_py()

@@ -1,4 +1,5 @@
-"""Processes die under a live run: a batch worker, the env actor's worker, or the driver gets SIGINT/SIGTERM."""
+"""Processes die under a live run: a batch worker (also under a plugin module that only queues its updates), the env
+actor's worker, or the driver gets SIGINT/SIGTERM."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from engine.society.run.dashboard import ENV_ROUTER, key_kind
 from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
+from engine.storage.run_layout import RunLayout
+from tests.engine.env.plugin_modules import PluginModulesOnWorkers, register_plugin_modules, unregister_plugin_modules
 from tests.engine.society.crash_support import (
     AGENTS,
     crash_spec,
@@ -162,3 +165,66 @@ async def test_a_signal_cancels_the_run_leaves_no_process_and_the_run_resumes(si
     with ReplayReader(run) as reader:
         rows = reader.query("SELECT agent_id, step, count(*) AS n FROM actions GROUP BY ALL").to_pylist()
     assert len(rows) == AGENTS * 40 and {r["n"] for r in rows} == {1}
+
+
+# ---- a plugin module's queued updates when a batch worker dies ---------------------------------------------
+
+TALLY_AGENTS = 6
+TALLY_TICKS = 3
+
+
+@pytest.fixture
+async def plugin_workers(dask_client):
+    register_plugin_modules()  # this process validates the spec
+    await dask_client.register_plugin(PluginModulesOnWorkers())
+    try:
+        yield dask_client
+    finally:
+        await dask_client.unregister_worker_plugin(PluginModulesOnWorkers.name)
+        unregister_plugin_modules()
+
+
+def _tally_spec(storage: str) -> dict:
+    rule = {"rule": {"rule": "always_cooperate", "tool": "add", "arguments": {"points": 1}}}
+    return {
+        "name": "tally",
+        "seed": 3,
+        "agents": [{"id": i, "type": "RuleBasedAgent", "profile": {"name": f"R{i}"}, "config": rule} for i in range(TALLY_AGENTS)],
+        "environment": {"modules": [{"type": "TallySpace"}], "router": "react", "max_router_steps": 1},
+        "steps": [{"type": "run", "num_steps": TALLY_TICKS, "tick": 3600}],
+        "batch_size": 3,
+        "max_workers": 2,
+        "storage": {"workspaces": storage},
+    }
+
+
+def _final_totals(run) -> dict[str, int]:  # noqa: ANN001
+    layout = RunLayout(run)
+    status = json.loads(layout.society_step_file.read_text())
+    saved = layout.env_snapshots / status["env_snapshot"] / "TallySpace" / "state" / "ENV_STATE.json"
+    return json.loads(saved.read_text())["state"]["totals"]
+
+
+@pytest.mark.parametrize("storage", ["packed", "dir"])
+async def test_killing_a_batch_worker_mid_tick_applies_a_plugins_updates_exactly_once(storage, plugin_workers, tmp_path):
+    client = plugin_workers
+    await _wait_for_workers(client)
+    run = tmp_path / "run"
+    # The worker without the env actor dies right after the first agent of its first tick-2 batch
+    # committed. dir: the retried batch re-emits that agent and rolls its batch-mates back; packed: it
+    # steps them all again from the committed packs. Either way their queued additions must be dropped first.
+    task = asyncio.get_running_loop().create_task(run_experiment(parse_spec(_tally_spec(storage)), run, client))
+    while not RunLayout(run).society_step_file.exists():
+        await asyncio.sleep(0.01)
+    actor = await _actor_worker(client)
+    victim = next(a for a in await client.run(os.getpid) if a != actor)
+    await client.run(arm, "mid_batch:step=2:kill=self", workers=[victim])
+    summary = await task
+
+    assert summary.status == "completed", summary.error
+    assert summary.rolled_back >= 1 and (summary.replayed >= 1 if storage == "dir" else summary.replayed == 0), summary
+    assert _final_totals(run) == {str(i): TALLY_TICKS for i in range(TALLY_AGENTS)}
+    with ReplayReader(run) as reader:
+        rows = reader.query("SELECT agent_id, step, count(*) AS n FROM actions GROUP BY ALL").to_pylist()
+    assert len(rows) == TALLY_AGENTS * TALLY_TICKS and {r["n"] for r in rows} == {1}
+    await _wait_for_workers(client)

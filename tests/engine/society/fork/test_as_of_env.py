@@ -1,4 +1,4 @@
-"""An as-of ask's env: a second env actor restores a kept tick's snapshot into a scratch copy of ``env/``."""
+"""An as-of ask's env (in this process; the Dask actor path is the same ``EnvHost`` code): a second env actor restores a kept tick's snapshot into a scratch copy of ``env/``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from engine.env.actor import EnvRouterConfig
 from engine.llm.client import LLMClient
 from engine.society.fork.as_of import AsOfAgents, find_as_of, start_as_of_env
 from engine.society.run.runner import run_experiment
-from engine.society.shells import DaskEnvHost
+from engine.society.shells import InProcessShell
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
 from engine.storage.run_layout import RunLayout, env_snapshot_kept, run_store
@@ -22,17 +22,17 @@ def statistics_line(run: Path, step: int) -> str:
     return f"{row['messages_total']} direct messages and {row['group_posts_total']} group posts delivered; {row['groups']} groups"
 
 
-async def test_the_as_of_env_answers_as_the_tick_left_it_and_the_run_stays_as_it_was(dask_client, tmp_path: Path) -> None:
+async def test_the_as_of_env_answers_as_the_tick_left_it_and_the_run_stays_as_it_was(shell: InProcessShell, tmp_path: Path) -> None:
     spec = parse_spec(fork_parent_spec())
     run = tmp_path / "run"
-    summary = await run_experiment(spec, run, dask_client)
+    summary = await run_experiment(spec, run, shell)
     assert summary.status == "completed", summary.error
     then, now = statistics_line(run, 1), statistics_line(run, 4)
     assert then != now  # the agents messaged after tick 1
     module = spec.environment.modules[0]
     config = EnvRouterConfig(modules=((module.type, dict(module.kwargs)),), router=spec.environment.router,
                              coder=LLMClient(role="coder", seed=spec.seed), run_dir=run)
-    host = DaskEnvHost(dask_client, config, start_t=spec.start_time, agent_ids=list(range(AGENTS)), run_id="as-of-test")
+    host = shell.env_host(config, start_t=spec.start_time, agent_ids=list(range(AGENTS)), run_id="as-of-test")
     before = file_hashes(run)
 
     at = find_as_of(run, 1, ticks_done=4, through_txn=4, agent_ids=[0])
@@ -43,7 +43,7 @@ async def test_the_as_of_env_answers_as_the_tick_left_it_and_the_run_stays_as_it
             assert env_snapshot_kept(run_store(as_of.scratch), str(at.env_snapshot))
             assert temporary.key.endswith("-as-of-test-as-of-1")  # its own task key, beside the run's env actor
         finally:
-            temporary.release()
+            await temporary.release()
     assert not RunLayout(run).scratch.exists()
     assert file_hashes(run) == before
 
@@ -52,5 +52,5 @@ async def test_the_as_of_env_answers_as_the_tick_left_it_and_the_run_stays_as_it
         try:
             assert await current.live_proxy.call_tool("message_statistics", {}, readonly=True) == now
         finally:
-            current.release()
+            await current.release()
     assert file_hashes(run) == before

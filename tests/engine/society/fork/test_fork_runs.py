@@ -1,4 +1,4 @@
-"""Forks at a kept tick, through the CLI and fork_experiment: the shared past costs nothing, the parent never changes."""
+"""Forks at a kept tick, through the CLI and fork_experiment (in-process): the shared past costs nothing, the parent never changes."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from engine.cluster_options import IN_PROCESS
 from engine.errors import ForkError
 from engine.society.fork.run import fork_experiment
 from engine.society.run.runner import run_experiment
@@ -29,7 +30,7 @@ from tests.engine.society.fork.fork_support import (
 
 
 def polis(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "POLIS_N_WORKERS": "1", "POLIS_DASHBOARD_ADDRESS": "127.0.0.1:0"}
+    env = {**os.environ, "POLIS_SCHEDULER": IN_PROCESS}
     return subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=170)
 
 
@@ -66,13 +67,13 @@ def test_a_fork_at_tick_2_without_changes_ends_like_its_parent_with_no_provider_
     assert file_hashes(parent) == before
 
 
-async def test_a_fork_with_an_intervention_at_tick_2_differs_from_its_parent_only_after_tick_2(dask_client, tmp_path: Path) -> None:
+async def test_a_fork_with_an_intervention_at_tick_2_differs_from_its_parent_only_after_tick_2(shell, tmp_path: Path) -> None:
     with intervening_llm() as llm:
         spec = fork_parent_spec(llm)
-        summary = await run_experiment(parse_spec(spec), tmp_path / "parent", dask_client)
+        summary = await run_experiment(parse_spec(spec), tmp_path / "parent", shell)
         assert summary.status == "completed", summary.error
         before = file_hashes(tmp_path / "parent")
-        made, forked = await fork_experiment(tmp_path / "parent", 2, tmp_path / "fork", dask_client, patch=intervention_patch())
+        made, forked = await fork_experiment(tmp_path / "parent", 2, tmp_path / "fork", shell, patch=intervention_patch())
     assert forked.status == "completed", forked.error
     assert made.agents == AGENTS and made.workspace_bytes > 0
     parent, fork = tmp_path / "parent", tmp_path / "fork"
@@ -90,9 +91,9 @@ async def test_a_fork_with_an_intervention_at_tick_2_differs_from_its_parent_onl
     assert queries == [{"kind": "intervene", "step": 2, "status": "ok"}]
 
 
-async def test_only_kept_ticks_can_be_forked(dask_client, tmp_path: Path) -> None:
+async def test_only_kept_ticks_can_be_forked(shell, tmp_path: Path) -> None:
     # A folder per agent, whose step journals are what keeps a tick (packed runs: tests/engine/society/test_packed_runs.py).
-    summary = await run_experiment(parse_spec({**fork_parent_spec(keep=1), "storage": {"workspaces": "dir"}}), tmp_path / "parent", dask_client)
+    summary = await run_experiment(parse_spec({**fork_parent_spec(keep=1), "storage": {"workspaces": "dir"}}), tmp_path / "parent", shell)
     assert summary.status == "completed", summary.error
     parent = tmp_path / "parent"
     assert sorted(p.name for p in (parent / "env" / "_snapshots").iterdir()) == ["txn_000003", "txn_000004"]
@@ -100,15 +101,15 @@ async def test_only_kept_ticks_can_be_forked(dask_client, tmp_path: Path) -> Non
     assert journals == ["step_000004.json"]  # tick 3 as tick 4 began
     before = file_hashes(parent)
     with pytest.raises(ForkError, match="snapshots.keep"):
-        await fork_experiment(parent, 2, tmp_path / "too-old", dask_client)
+        await fork_experiment(parent, 2, tmp_path / "too-old", shell)
     assert not (tmp_path / "too-old").exists() and file_hashes(parent) == before
     for tick in (3, 4):
-        made, forked = await fork_experiment(parent, tick, tmp_path / f"at-{tick}", dask_client,
+        made, forked = await fork_experiment(parent, tick, tmp_path / f"at-{tick}", shell,
                                              patch={"steps": [{"type": "run", "num_steps": 5, "tick": 3600}]})
         assert forked.status == "completed", forked.error
         assert rows(tmp_path / f"at-{tick}", "SELECT max(step) AS s, count(*) AS n FROM actions") == [{"s": 5, "n": 5 * AGENTS}]
     with pytest.raises(ForkError, match="not empty"):
-        await fork_experiment(parent, 4, tmp_path / "at-4", dask_client)
+        await fork_experiment(parent, 4, tmp_path / "at-4", shell)
     assert file_hashes(parent) == before
 
 

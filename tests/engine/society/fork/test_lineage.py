@@ -31,14 +31,14 @@ def _runs_by_side(reader: ReplayReader, name: str) -> dict[str, set[str | None]]
     return {side: {r["run"] for r in rows if r["inherited"] == (side == "inherited")} for side in ("inherited", "own")}
 
 
-async def test_a_fork_keeps_the_parents_run_ids_up_to_its_tick_and_writes_its_own_after(dask_client, tmp_path: Path) -> None:
+async def test_a_fork_keeps_the_parents_run_ids_up_to_its_tick_and_writes_its_own_after(shell, tmp_path: Path) -> None:
     parent, fork = tmp_path / "parent", tmp_path / "fork"
-    summary = await run_experiment(parse_spec(_spec()), parent, dask_client)
+    summary = await run_experiment(parse_spec(_spec()), parent, shell)
     assert summary.status == "completed", summary.error
     with ReplayReader(parent) as reader:
         [parent_run] = [r["run"] for r in reader.query("SELECT DISTINCT run FROM llm_calls").to_pylist()]
 
-    report, forked = await fork_experiment(parent, AT, fork, dask_client)
+    report, forked = await fork_experiment(parent, AT, fork, shell)
     assert forked.status == "completed", forked.error
 
     with ReplayReader(fork) as reader:
@@ -58,10 +58,10 @@ async def test_a_fork_keeps_the_parents_run_ids_up_to_its_tick_and_writes_its_ow
     assert sides["society_queries"] == {"inherited": set(), "own": {fork_run}}  # asked after tick 4
 
 
-async def test_a_parent_whose_replay_cannot_be_read_is_an_error_before_the_fork_writes_anything(dask_client, tmp_path: Path) -> None:
+async def test_a_parent_whose_replay_cannot_be_read_is_an_error_before_the_fork_writes_anything(shell, tmp_path: Path) -> None:
     parent = tmp_path / "parent"
     spec = crash_spec(ticks_before=1, ticks_after=1)
-    summary = await run_experiment(parse_spec(spec), parent, dask_client)
+    summary = await run_experiment(parse_spec(spec), parent, shell)
     assert summary.status == "completed", summary.error
     point, fork = plan_fork(parent, 1)
     shard = sorted((parent / "replay" / "actions").glob("*.parquet"))[-1]

@@ -34,13 +34,13 @@ def _lineage(run: Path) -> dict:
     return json.loads((run / "SOCIETY.json").read_text(encoding="utf-8"))["fork"]
 
 
-async def test_fork_lineage_names_the_drivers_of_the_rows_it_starts_with(dask_client, tmp_path: Path) -> None:
+async def test_fork_lineage_names_the_drivers_of_the_rows_it_starts_with(shell, tmp_path: Path) -> None:
     parent, child = tmp_path / "parent", tmp_path / "child"
-    summary = await run_experiment(parse_spec(_spec()), parent, dask_client)
+    summary = await run_experiment(parse_spec(_spec()), parent, shell)
     assert summary.status == "completed", summary.error
     (founder,) = _drivers(parent, 3)
 
-    _, forked = await fork_experiment(parent, 1, child, dask_client)
+    _, forked = await fork_experiment(parent, 1, child, shell)
     assert forked.status == "completed", forked.error
     assert _lineage(child)["parent_runs"] == [founder]
     (own,) = set(_drivers(child, 3)) - {founder}  # the fork's driver wrote ticks 2-3 under its own run id
@@ -52,14 +52,14 @@ async def test_fork_lineage_names_the_drivers_of_the_rows_it_starts_with(dask_cl
     assert _drivers(tmp_path / "grandchild", 3) == sorted([founder, own])
 
 
-async def test_fork_without_a_patch_ends_like_its_parent_from_the_response_cache(dask_client, tmp_path: Path) -> None:
+async def test_fork_without_a_patch_ends_like_its_parent_from_the_response_cache(shell, tmp_path: Path) -> None:
     parent, child = tmp_path / "parent", tmp_path / "child"
-    summary = await run_experiment(parse_spec(crash_spec(ticks_before=2, ticks_after=1)), parent, dask_client)
+    summary = await run_experiment(parse_spec(crash_spec(ticks_before=2, ticks_after=1)), parent, shell)
     assert summary.status == "completed", summary.error
 
     # Tick 2 comes before the questionnaire: the fork answers it and steps tick 3 from copies of the workspaces
     # as tick 2 left them (the parent's tick 3 has rewritten and appended to them since).
-    report, forked = await fork_experiment(parent, 2, child, dask_client)
+    report, forked = await fork_experiment(parent, 2, child, shell)
     assert forked.status == "completed", forked.error
     assert report.agents == 6 and report.workspace_bytes > 0
 
