@@ -25,6 +25,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.cluster_options import IN_PROCESS
 from engine.engine_loop import EngineLoop
 from engine.errors import PolisError
 from engine.population import spec_folder
@@ -199,9 +200,9 @@ class Session:
     def _start(self, drive: Callable[[Callable[[RunProgress], None]], Coroutine[Any, Any, Run]], location: Path | str,
                progress: bool | None, totals: tuple[int, int] = (0, 0)) -> RunFuture:
         """Drive a run on the session's loop, reporting to its future and, if asked, to a progress bar (which shows
-        the cluster starting first, when this run starts it); ``totals``: the run's ticks and agent-steps, if known."""
+        the cluster starting first, when this run starts one); ``totals``: the run's ticks and agent-steps, if known."""
         bar = ProgressBar(run_name(location)) if (progress if progress is not None else _interactive()) else None
-        if bar is not None and self._loop is None:
+        if bar is not None and self._loop is None and self.settings.scheduler != IN_PROCESS:  # in-process: nothing to start
             bar(RunProgress(RunStatus.STARTING, 0, totals[0], 0, totals[1]).with_phase(Phase(RunPhase.STARTING_CLUSTER)))
         try:
             loop, _ = self._connect()

@@ -1,4 +1,6 @@
-"""The polis command as a user runs it (subprocesses, a real LocalCluster)."""
+"""The polis command as a user runs it (subprocesses): in process (``POLIS_SCHEDULER=in-process``), but where a test checks
+what only a cluster has: the dashboard line (of the CLI's own LocalCluster, of an external scheduler) and the address
+the workers reach a local model at."""
 
 from __future__ import annotations
 
@@ -13,13 +15,17 @@ import pytest
 import yaml
 from distributed import Client
 
+from engine.cluster_options import IN_PROCESS
 from tests.engine.society.span_ledger import SpanLedger, read_ledger
 
 POLIS = [sys.executable, "-m", "engine.cli"]
+IN_PROCESS_ENV = {**os.environ, "POLIS_SCHEDULER": IN_PROCESS}  #: a run in the CLI's own process: no LocalCluster to start
 
 
-def polis(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*POLIS, *args], capture_output=True, text=True, timeout=timeout)
+def polis(*args: str, timeout: float = 180, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``polis ARGS`` in process, or in ``env``."""
+    return subprocess.run([*POLIS, *args], capture_output=True, text=True, timeout=timeout,
+                          env=IN_PROCESS_ENV if env is None else env)
 
 
 def test_spec_schema_prints_json_schema():
@@ -35,7 +41,9 @@ def test_run_then_query_a_small_spec(tmp_path: Path):
         "steps": [{"type": "run", "num_steps": 2, "tick": 600}],
     }
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
-    run = polis("run", str(tmp_path / "spec.yaml"), "--run-dir", str(tmp_path / "run"), "--batch-size", "2")
+    # On the CLI's own LocalCluster (no POLIS_SCHEDULER): its dashboard is what this checks.
+    on_cluster = {k: v for k, v in os.environ.items() if k != "POLIS_SCHEDULER"}
+    run = polis("run", str(tmp_path / "spec.yaml"), "--run-dir", str(tmp_path / "run"), "--batch-size", "2", env=on_cluster)
     assert run.returncode == 0, run.stderr
     assert "status: completed" in run.stdout
     assert "Dask dashboard: http" in run.stderr
@@ -125,6 +133,7 @@ def test_resume_with_a_raised_budget_completes_the_run(tmp_path: Path):
     assert not (tmp_path / "run").exists()
     first = polis("run", str(tmp_path / "spec.yaml"), "--run-dir", str(tmp_path / "run"), "--force")
     assert first.returncode == 1
+    assert first.stderr.splitlines()[0] == "Dask dashboard: none (in-process: no cluster)"
     assert "status: budget_exhausted" in first.stdout
     resumed = polis("run", "--resume", str(tmp_path / "run"), "--max-calls", "50")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
@@ -154,7 +163,6 @@ def test_a_sweep_runs_from_the_cli_and_reports_every_cell(tmp_path: Path):
 
 
 def test_polis_input_dirs_lets_a_run_read_a_city_file_from_an_allowed_folder(tmp_path: Path):
-    import os
     import shutil
 
     allowed = tmp_path / "shared-inputs"
@@ -168,9 +176,9 @@ def test_polis_input_dirs_lets_a_run_read_a_city_file_from_an_allowed_folder(tmp
     }
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     argv = [*POLIS, "run", str(tmp_path / "spec.yaml")]
-    refused = subprocess.run([*argv, "--run-dir", str(tmp_path / "a")], capture_output=True, text=True, timeout=180)
+    refused = subprocess.run([*argv, "--run-dir", str(tmp_path / "a")], capture_output=True, text=True, timeout=180, env=IN_PROCESS_ENV)
     assert refused.returncode != 0 and "city_file must be a file under" in refused.stdout + refused.stderr
-    env = {**os.environ, "POLIS_INPUT_DIRS": str(allowed)}
+    env = {**IN_PROCESS_ENV, "POLIS_INPUT_DIRS": str(allowed)}
     allowed_run = subprocess.run([*argv, "--run-dir", str(tmp_path / "b")], capture_output=True, text=True, timeout=180, env=env)
     assert allowed_run.returncode == 0, allowed_run.stdout + allowed_run.stderr[-2000:]
     assert "status: completed" in allowed_run.stdout

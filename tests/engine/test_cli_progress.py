@@ -1,13 +1,15 @@
-"""The progress line of ``polis run`` as a user sees it (a subprocess, a real LocalCluster, the simulated LLM)."""
+"""The progress line of ``polis run`` as a user sees it (a subprocess running in process, the simulated LLM)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import yaml
 
+from engine.cluster_options import IN_PROCESS
 from engine.run_status import RunStatus
 from engine.storage.run_layout import RunLayout
 
@@ -25,7 +27,7 @@ def test_the_progress_line_ends_on_budget_exhausted_when_a_tiny_budget_runs_out(
     # --force: the estimate (13 calls) is past the cap, which is the point here
     run = subprocess.run([sys.executable, "-m", "engine.cli", "run", str(tmp_path / "spec.yaml"), "--run-dir", str(tmp_path / "run"),
                           "--force"],
-                         capture_output=True, timeout=180)
+                         capture_output=True, timeout=180, env={**os.environ, "POLIS_SCHEDULER": IN_PROCESS})
     stdout, stderr = run.stdout.decode(), run.stderr.decode()
     assert run.returncode == 1, stdout + stderr
     assert f"status: {RunStatus.BUDGET_EXHAUSTED}" in stdout

@@ -1,4 +1,4 @@
-"""The reference system's canonical files run end to end through ``polis run --config --steps`` (a real LocalCluster)."""
+"""The reference system's canonical files run end to end through ``polis run --config --steps`` (in process: no cluster)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 import uuid
 from pathlib import Path
 
+from engine.cluster_options import IN_PROCESS
 from engine.llm.sim.process import sim_llm_process
 from engine.storage.reader import ReplayReader
 
@@ -21,7 +22,7 @@ def _polis_run(config: Path, steps: Path, run: Path, **env: str) -> subprocess.C
     return subprocess.run(
         [sys.executable, "-m", "engine.cli", "run", "--config", str(config), "--steps", str(steps), "--run-dir", str(run)],
         capture_output=True, text=True, timeout=240,
-        env={**base, "POLIS_N_WORKERS": "1", "POLIS_DASHBOARD_ADDRESS": "127.0.0.1:0", **env},
+        env={**base, "POLIS_SCHEDULER": IN_PROCESS, **env},
     )
 
 

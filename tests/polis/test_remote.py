@@ -1,6 +1,6 @@
 """polis.connect: the same spec on a real `polis serve` gives a run with the same datasets and row counts as a
 local one, and the local run's agent, fork and results page; a wrong token is a typed 401 that never shows the
-token; a bad spec is refused before it is sent."""
+token; a bad spec is refused before it is sent. The service and the local session run in process (no cluster)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import polis
+from engine.cluster_options import IN_PROCESS
 from engine.results.report import ReportData, load_report
 from service.auth import create_token
 from service.client_errors import ConflictError, NotFoundError, SpecRejectedError, UnauthorizedError, WaitTimeoutError
@@ -22,20 +23,18 @@ from tests.service.live import serve
 
 
 @pytest.fixture(scope="module")
-def service(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     tokens = tmp_path_factory.mktemp("remote-tokens") / "tokens.json"
     token = create_token(tokens, "lab-a")
-    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("remote-data"), scheduler=cluster_address, auth_tokens=tokens)
+    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("remote-data"), scheduler=IN_PROCESS, auth_tokens=tokens)
     with serve(settings, token=token) as http:
         yield str(http.base_url).rstrip("/"), token
 
 
-def test_a_spec_run_remotely_reads_like_the_same_spec_run_locally(
-    service: tuple[str, str], cluster_address: str, tmp_path: Path
-) -> None:
+def test_a_spec_run_remotely_reads_like_the_same_spec_run_locally(service: tuple[str, str], tmp_path: Path) -> None:
     url, token = service
     spec = polis.ExperimentSpec.model_validate(spec_data("same-both-ways"))
-    with polis.Session(scheduler=cluster_address) as session:
+    with polis.Session(scheduler=IN_PROCESS) as session:
         local = session.run(spec, tmp_path / "local", progress=False)
     with polis.connect(url, token) as remote_session:
         remote = remote_session.run(spec)

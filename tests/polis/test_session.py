@@ -1,4 +1,4 @@
-"""The front door: ``import polis``, a run from a script with no ``__main__`` guard, a Session on a shared cluster,
+"""The front door: ``import polis``, a run from a script with no ``__main__`` guard, a Session (in process: no cluster),
 the Run handle (Arrow, pandas, SQL, the views in the user's own DuckDB), and the errors a new user meets first."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import duckdb
 import pytest
 
 import polis
+from engine.cluster_options import IN_PROCESS
 from polis.session import PolisUsageError, as_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,8 +28,8 @@ def spec_data(name: str = "front-door", **changes: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def session(cluster_address: str) -> Any:
-    with polis.Session(scheduler=cluster_address) as session:
+def session() -> Any:
+    with polis.Session(scheduler=IN_PROCESS) as session:  # the front door's behaviour, not a cluster's
         yield session
 
 
@@ -112,6 +113,7 @@ def test_submit_reports_progress_and_returns_the_run(session: polis.Session, tmp
     assert future.done() and run.location == tmp_path / "submitted"
     last = future.progress()
     assert last is not None and last.ticks_done == 2 and last.agent_steps_done == 6
+    assert session.client is None and session.dashboard_link is None  # in process: no cluster behind the session
 
 
 def test_a_sweep_opens_as_one_run_with_its_cells(session: polis.Session, tmp_path: Path) -> None:
@@ -179,11 +181,11 @@ def test_ask_and_interview_append_read_only_steps_and_return_their_answers(sessi
     assert run.status == "completed"
 
 
-def test_a_new_sessions_progress_bar_shows_the_cluster_starting_then_the_runs_phases(cluster_address: str, tmp_path: Path,
-                                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def shown_by_the_bar(monkeypatch: pytest.MonkeyPatch) -> list[polis.RunProgress]:
+    """Replace the session's tqdm bar with one keeping what it is shown (the list returned)."""
     shown: list[polis.RunProgress] = []
 
-    class Bar:  # the tqdm bar's interface, keeping what it is shown
+    class Bar:  # the tqdm bar's interface
         def __init__(self, name: str) -> None:
             self.name = name
 
@@ -197,6 +199,12 @@ def test_a_new_sessions_progress_bar_shows_the_cluster_starting_then_the_runs_ph
             pass
 
     monkeypatch.setattr(polis.session, "ProgressBar", Bar)
+    return shown
+
+
+def test_a_new_sessions_progress_bar_shows_the_cluster_starting_then_the_runs_phases(cluster_address: str, tmp_path: Path,
+                                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    shown = shown_by_the_bar(monkeypatch)
     with polis.Session(scheduler=cluster_address) as fresh:
         fresh.run(spec_data("phases"), tmp_path / "phases", progress=True)
     first = shown[0]
@@ -204,4 +212,14 @@ def test_a_new_sessions_progress_bar_shows_the_cluster_starting_then_the_runs_ph
     phases = [p.phase for p in shown]
     assert {"creating workspaces", "tick", "committing"} <= set(phases)
     assert shown[-1].status == "completed" and shown[-1].phase is None
+
+
+def test_an_in_process_sessions_progress_bar_names_no_cluster_and_no_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shown = shown_by_the_bar(monkeypatch)
+    with polis.Session(scheduler=IN_PROCESS) as fresh:
+        fresh.run(spec_data("phases"), tmp_path / "phases", progress=True)
+    phases = [p.phase for p in shown if p.phase is not None]
+    assert phases[0] == "creating workspaces"
+    assert not {"starting cluster", "checking workers"} & set(phases)
+    assert shown[-1].status == "completed"
 

@@ -298,8 +298,7 @@ async def run_experiment(
                         lambda seconds: enter(Phase(RunPhase.LOADING_MODEL, seconds=seconds)))
                     enter(Phase(RunPhase.MODEL_READY, seconds=time.perf_counter() - loading))
                 # Before tick 0: every worker runs this Polis, reads this run directory and reaches the LLMs.
-                enter(Phase(RunPhase.CHECKING_WORKERS))
-                await shell.preflight(run_dir, clients)
+                await shell.preflight(run_dir, clients, enter)
                 specs = [a.model_dump() for a in agents]
                 config = EnvRouterConfig(
                     modules=tuple((m.type, dict(m.kwargs)) for m in spec.environment.modules),

@@ -23,6 +23,7 @@ from engine.env.control import BeginTick, EndConsult, EndTick, TickEnd
 from engine.env.module_datasets import module_datasets
 from engine.env.registry import resolve_env_module
 from engine.llm.budget import Allowance
+from engine.run_progress import Phase
 from engine.storage.catalog import DatasetSchema
 from engine.storage.run_layout import RunLayout, RunLocation, is_url
 
@@ -170,8 +171,9 @@ class Shell(Protocol):
         """The address the batches reach this process by (where local model servers listen)."""
         ...
 
-    async def preflight(self, run_dir: RunLocation, llm_clients: Mapping[str, LLMClient]) -> None:
-        """Check, before tick 0, that the batches' processes can do their part (see :func:`~engine.society.run.preflight.preflight`).
+    async def preflight(self, run_dir: RunLocation, llm_clients: Mapping[str, LLMClient], on_phase: Callable[[Phase], None]) -> None:
+        """Check, before tick 0, that the batches' processes can do their part (see :func:`~engine.society.run.preflight.preflight`),
+        reporting :attr:`~engine.run_progress.RunPhase.CHECKING_WORKERS` to ``on_phase`` if there are workers to check.
 
         Raises:
             PreflightError: one cannot.

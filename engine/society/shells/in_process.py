@@ -23,6 +23,7 @@ from engine.env.actor import EnvRouterActor, EnvRouterConfig
 from engine.env.proxy import EnvRequests, InProcessEnvProxy
 from engine.errors import EnvUnavailableError
 from engine.llm.client import LLMClient
+from engine.run_progress import Phase
 from engine.society.run.dashboard import ENV_ROUTER, task_key
 from engine.society.run.live_calls import LiveCalls, listening_here
 from engine.society.shells.base import EnvHost
@@ -153,8 +154,8 @@ class InProcessShell:
     def driver_host(self) -> str:
         return "127.0.0.1"
 
-    async def preflight(self, run_dir: RunLocation, llm_clients: Mapping[str, LLMClient]) -> None:
-        """Nothing to check: the batches run in this process, which wrote ``run_dir`` and holds the LLM clients."""
+    async def preflight(self, run_dir: RunLocation, llm_clients: Mapping[str, LLMClient], on_phase: Callable[[Phase], None]) -> None:
+        """Nothing to check (no phase to report): the batches run in this process, which wrote ``run_dir`` and holds the LLM clients."""
 
     @asynccontextmanager
     async def listening(self, run: str, live: LiveCalls, on_heard: Callable[[], None]) -> AsyncIterator[LiveCalls]:

@@ -25,6 +25,7 @@ from engine.env.detached import DetachedActor
 from engine.env.proxy import EnvRequests, EnvRouterProxy, fail_env_actor
 from engine.errors import EnvUnavailableError
 from engine.llm.client import LLMClient
+from engine.run_progress import Phase, RunPhase
 from engine.society.fanout import fan_out, task_slots
 from engine.society.run.cluster import driver_host
 from engine.society.run.dashboard import ENV_ROUTER, task_key
@@ -130,7 +131,8 @@ class DaskShell:
     def driver_host(self) -> str:
         return driver_host(self.client)
 
-    async def preflight(self, run_dir: RunLocation, llm_clients: Mapping[str, LLMClient]) -> None:
+    async def preflight(self, run_dir: RunLocation, llm_clients: Mapping[str, LLMClient], on_phase: Callable[[Phase], None]) -> None:
+        on_phase(Phase(RunPhase.CHECKING_WORKERS))
         await preflight(self.client, run_dir, llm_clients)
 
     @asynccontextmanager
