@@ -1,4 +1,5 @@
-"""Fixtures for the service tests: small spec dicts (the real LocalCluster is ``cluster_address``, session-wide)."""
+"""Fixtures for the service tests: small spec dicts. The services they start run experiments in-process
+(``scheduler=IN_PROCESS``); a test of what only a Dask cluster has takes the session-wide LocalCluster, ``cluster_address``."""
 
 from __future__ import annotations
 

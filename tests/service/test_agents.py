@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from engine.cluster_options import IN_PROCESS
 from engine.storage.reader import ReplayReader
 from service.auth import create_token
 from service.settings import ServiceSettings
@@ -31,8 +32,8 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def http(cluster_address: str, data_dir: Path, tokens: dict[str, Any]) -> Iterator[httpx.Client]:
-    settings = ServiceSettings(data_dir=data_dir, scheduler=cluster_address, auth_tokens=tokens["path"])
+def http(data_dir: Path, tokens: dict[str, Any]) -> Iterator[httpx.Client]:
+    settings = ServiceSettings(data_dir=data_dir, scheduler=IN_PROCESS, auth_tokens=tokens["path"])
     with serve(settings, token=tokens["a"]) as client:
         yield client
 

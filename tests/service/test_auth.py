@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from engine.cluster_options import IN_PROCESS
 from polis.cli import main
 from service.auth import TokenStore, hash_token
 from service.errors import AuthConfigError
@@ -87,13 +88,13 @@ def test_with_tokens_the_service_says_how_many_and_never_which(tmp_path: Path, c
 
 
 @pytest.fixture(scope="module")
-def live(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     from service.auth import create_token
 
     root = tmp_path_factory.mktemp("auth")
     path = root / "tokens.json"
     tokens = {"a": create_token(path, "lab-a"), "b": create_token(path, "lab-b"), "admin": create_token(path, "ops", "admin")}
-    with serve(ServiceSettings(data_dir=root / "data", scheduler=cluster_address, auth_tokens=path)) as http:
+    with serve(ServiceSettings(data_dir=root / "data", scheduler=IN_PROCESS, auth_tokens=path)) as http:
         yield {"http": http, "tokens": tokens}
 
 

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 import yaml
 
+from engine.cluster_options import IN_PROCESS
 from engine.spec import ExperimentSpec
 from service.auth import create_token
 from service.client import FINAL_STATUSES, PolisClient
@@ -38,10 +39,10 @@ def tokens(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
 
 @pytest.fixture(scope="module")
 def service(
-    cluster_address: str, tmp_path_factory: pytest.TempPathFactory, tokens: tuple[Path, str, str]
+    tmp_path_factory: pytest.TempPathFactory, tokens: tuple[Path, str, str]
 ) -> Iterator[tuple[str, str]]:
     """A live service with a token file; yields its base URL and lab-a's token."""
-    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("client"), scheduler=cluster_address, auth_tokens=tokens[0])
+    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("client"), scheduler=IN_PROCESS, auth_tokens=tokens[0])
     with serve(settings) as http:
         yield str(http.base_url), tokens[1]
 

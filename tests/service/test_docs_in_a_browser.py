@@ -12,15 +12,16 @@ from pathlib import Path
 import httpx
 import pytest
 
+from engine.cluster_options import IN_PROCESS
 from service.settings import ServiceSettings
 from tests.service.browser import NO_NETWORK_FLAGS, require_chromium
 from tests.service.live import serve
 
 
 @pytest.fixture(scope="module")
-def http(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
     require_chromium()
-    with serve(ServiceSettings(data_dir=tmp_path_factory.mktemp("browser"), scheduler=cluster_address)) as client:
+    with serve(ServiceSettings(data_dir=tmp_path_factory.mktemp("browser"), scheduler=IN_PROCESS)) as client:
         yield client
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from engine.cluster_options import IN_PROCESS
 from engine.run_progress import RunProgress, render_progress
 from engine.spec import parse_spec
 from service.events import EventHub, EventLog
@@ -26,8 +27,8 @@ TICKS = 3
 
 
 @pytest.fixture(scope="module")
-def http(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
-    with serve(ServiceSettings(data_dir=tmp_path_factory.mktemp("polis-events"), scheduler=cluster_address)) as client:
+def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    with serve(ServiceSettings(data_dir=tmp_path_factory.mktemp("polis-events"), scheduler=IN_PROCESS)) as client:
         yield client
 
 
@@ -98,9 +99,9 @@ def test_events_of_an_unknown_experiment_are_404(http: httpx.Client) -> None:
 
 
 def test_a_restarted_service_streams_a_finished_experiments_status_and_final(
-    cluster_address: str, tmp_path: Path, make_spec_data: Callable[..., dict]
+    tmp_path: Path, make_spec_data: Callable[..., dict]
 ) -> None:
-    settings = ServiceSettings(data_dir=tmp_path, scheduler=cluster_address)
+    settings = ServiceSettings(data_dir=tmp_path, scheduler=IN_PROCESS)
     with serve(settings) as http:
         experiment_id = http.post("/experiments", json=make_spec_data("before-restart")).json()["id"]
         wait_until_final(http, experiment_id)
@@ -143,12 +144,12 @@ def test_the_log_keeps_only_its_newest_events_but_keeps_numbering() -> None:
 
 
 def test_stopping_the_service_with_an_open_stream_does_not_wait_for_the_experiment(
-    cluster_address: str, tmp_path: Path, make_spec_data: Callable[..., dict]
+    tmp_path: Path, make_spec_data: Callable[..., dict]
 ) -> None:
     spec = make_spec_data("endless")
     spec["steps"] = [{"type": "run", "num_steps": 1000, "tick": 60}]
     seen: list[SseEvent | str] = []
-    settings = ServiceSettings(data_dir=tmp_path, scheduler=cluster_address)
+    settings = ServiceSettings(data_dir=tmp_path, scheduler=IN_PROCESS)
     with serve(settings) as http:
         experiment_id = http.post("/experiments", json=spec).json()["id"]
 

@@ -1,5 +1,5 @@
 """An experiment on the Dask dashboard, through the service: a real uvicorn on the session LocalCluster
-(which runs a dashboard), its experiment JSON's ``dashboard_link``, and what that page shows for it."""
+(which runs a dashboard), ``/health``'s and its experiment JSON's ``dashboard_link``, and what that page shows for it."""
 
 from __future__ import annotations
 
@@ -79,3 +79,15 @@ def test_on_a_scheduler_without_a_dashboard_the_experiment_links_null(tmp_path: 
             health = http.get("/health").json()
     assert (created["dashboard_link"], finished["dashboard_link"], health["dashboard_link"]) == (None, None, None)
     assert finished["status"] == "completed", finished["error"]
+
+
+def test_on_a_cluster_health_and_an_experiment_link_the_dashboard(
+    cluster_address: str, tmp_path: Path, make_spec_data: Callable[..., dict]
+) -> None:
+    with serve(ServiceSettings(data_dir=tmp_path, scheduler=cluster_address)) as http:
+        body = http.get("/health").json()
+        completed = wait_until_final(http, http.post("/experiments", json=make_spec_data("http-dashboard")).json()["id"])
+    assert body["status"] == "ok"
+    assert body["dashboard_link"].startswith("http")
+    assert completed["status"] == "completed", completed["error"]
+    assert completed["dashboard_link"].startswith("http")

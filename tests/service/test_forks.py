@@ -1,4 +1,4 @@
-"""``POST /experiments/{id}/fork`` on a real uvicorn and the session LocalCluster: a fork at tick 2 of a seeded 4-tick
+"""``POST /experiments/{id}/fork`` on a real uvicorn, run in-process: a fork at tick 2 of a seeded 4-tick
 run ends as the parent did from the shared response cache, one with an intervention inserted runs it, the parent is
 untouched, and bad forks are refused before any experiment is made."""
 
@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from engine.cluster_options import IN_PROCESS
 from service.auth import create_token
 from service.settings import ServiceSettings
 from tests.engine.society.crash_support import crash_spec
@@ -59,13 +60,13 @@ class Service:
 
 
 @pytest.fixture(scope="module")
-def service(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     config = tmp_path_factory.mktemp("fork-config")
     tokens = config / "tokens.json"
     token, other = create_token(tokens, "lab-a"), create_token(tokens, "lab-b")
     grants = config / "grants.json"
     grants.write_text(json.dumps({"quotas": {"lab-a": {"max_agent_steps": MAX_AGENT_STEPS}}}), encoding="utf-8")
-    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("polis-forks"), scheduler=cluster_address,
+    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("polis-forks"), scheduler=IN_PROCESS,
                                auth_tokens=tokens, grants_file=grants)
     with serve(settings, token=token) as http:
         yield Service(http, other, settings.data_dir)

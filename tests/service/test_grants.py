@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from engine.cluster_options import IN_PROCESS
 from engine.errors import SpecError
 from engine.llm.sim.process import sim_llm_process
 from engine.spec import parse_spec
@@ -175,7 +176,7 @@ def sim_llm() -> Iterator[Any]:
 
 
 def test_over_rest_a_spec_naming_a_secret_variable_or_a_url_gets_422_and_the_url_sees_nothing(
-    cluster_address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sim_llm: Any,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sim_llm: Any,
     make_spec_data: Callable[..., dict[str, Any]],
 ) -> None:
     monkeypatch.setenv("POLIS_TEST_SERVER_SECRET", "s3cret-value")
@@ -183,7 +184,7 @@ def test_over_rest_a_spec_naming_a_secret_variable_or_a_url_gets_422_and_the_url
     token = create_token(tokens, "lab-a")
     grants = tmp_path / "grants.json"
     grants.write_text(json.dumps({"credentials": {"lab-a": {"sim": {"base_url": sim_llm.base_url}}}}))
-    settings = ServiceSettings(data_dir=tmp_path / "data", scheduler=cluster_address, auth_tokens=tokens, grants_file=grants)
+    settings = ServiceSettings(data_dir=tmp_path / "data", scheduler=IN_PROCESS, auth_tokens=tokens, grants_file=grants)
     with fake_llm_server() as (fake_url, seen), serve(settings, token=token) as http_:
         attempts = [
             ({"model": "openai/x", "base_url": fake_url, "api_key_env": "POLIS_TEST_SERVER_SECRET"}, "base_url"),

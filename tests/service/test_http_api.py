@@ -1,4 +1,6 @@
-"""The HTTP API end to end: a real uvicorn server, a real LocalCluster, the real engine, httpx."""
+"""The HTTP API end to end: a real uvicorn server, the real engine (in this process: ``scheduler="in-process"``), httpx.
+
+What only a Dask cluster has, the dashboard links, is in ``tests/service/test_experiment_dashboard.py``."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ pytest.importorskip("engine.society.run.cluster", reason="engine/society/run/clu
 import httpx
 import pyarrow.parquet as pq
 
+from engine.cluster_options import IN_PROCESS
 from service.settings import ServiceSettings
 from tests.service.live import serve, wait_until_final
 
@@ -32,8 +35,8 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def http(cluster_address: str, data_dir: Path) -> Iterator[httpx.Client]:
-    settings = ServiceSettings(data_dir=data_dir, scheduler=cluster_address)
+def http(data_dir: Path) -> Iterator[httpx.Client]:
+    settings = ServiceSettings(data_dir=data_dir, scheduler=IN_PROCESS)
     with serve(settings) as client:
         yield client
 
@@ -63,7 +66,7 @@ def test_experiment_completes_with_two_ticks_and_eight_agent_steps(completed: di
     assert completed["error"] is None
     assert completed["progress"] == {"ticks_done": 2, "ticks_total": 2, "agent_steps_done": 8, "agent_steps_total": 8,
                                      "phase": None}  # an ended run does nothing
-    assert completed["dashboard_link"].startswith("http")
+    assert completed["dashboard_link"] is None  # in-process: no Dask dashboard (on a cluster: the test below)
     assert completed["started_at"] and completed["finished_at"]
     assert completed["usage"]["llm_calls"] >= 1
 
@@ -184,9 +187,9 @@ def test_cancel_stops_a_running_experiment(http: httpx.Client, make_spec_data: C
 
 
 def test_stopping_the_service_mid_run_marks_the_experiment_interrupted(
-    cluster_address: str, tmp_path: Path, make_spec_data: Callable[..., dict]
+    tmp_path: Path, make_spec_data: Callable[..., dict]
 ) -> None:
-    settings = ServiceSettings(data_dir=tmp_path, scheduler=cluster_address)
+    settings = ServiceSettings(data_dir=tmp_path, scheduler=IN_PROCESS)
     with serve(settings) as http:
         experiment_id = http.post("/experiments", json=_long_spec(make_spec_data, "to-interrupt")).json()["id"]
         _wait_for_first_tick(http, experiment_id)
@@ -197,16 +200,16 @@ def test_stopping_the_service_mid_run_marks_the_experiment_interrupted(
     assert on_disk["resume_on_start"] is True  # the next start resumes it (tests/service/test_lifecycle.py)
 
 
-def test_health_reports_ok_and_the_dashboard(http: httpx.Client) -> None:
+def test_health_reports_ok_and_no_dashboard_in_process(http: httpx.Client) -> None:
     body = http.get("/health").json()
     assert body["status"] == "ok"
-    assert body["dashboard_link"].startswith("http")
+    assert body["dashboard_link"] is None
 
 
 def test_restarted_service_keeps_finished_experiments_and_resumes_running_ones(
-    cluster_address: str, tmp_path: Path, make_spec_data: Callable[..., dict]
+    tmp_path: Path, make_spec_data: Callable[..., dict]
 ) -> None:
-    settings = ServiceSettings(data_dir=tmp_path, scheduler=cluster_address)
+    settings = ServiceSettings(data_dir=tmp_path, scheduler=IN_PROCESS)
     with serve(settings) as http:
         experiment_id = http.post("/experiments", json=make_spec_data("before-restart")).json()["id"]
         assert wait_until_final(http, experiment_id)["status"] == "completed"
@@ -241,9 +244,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_run_serves_with_settings_from_the_environment_and_stops_on_sigterm(cluster_address: str, tmp_path: Path) -> None:
+def test_run_serves_with_settings_from_the_environment_and_stops_on_sigterm(tmp_path: Path) -> None:
     port = _free_port()
-    env = {**os.environ, "POLIS_DATA_DIR": str(tmp_path), "POLIS_SCHEDULER": cluster_address, "POLIS_PORT": str(port)}
+    env = {**os.environ, "POLIS_DATA_DIR": str(tmp_path), "POLIS_SCHEDULER": IN_PROCESS, "POLIS_PORT": str(port)}
     code = "from service import ServiceSettings, run; run(ServiceSettings())"
     process = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
     try:

@@ -10,6 +10,7 @@ from urllib.parse import urljoin
 import httpx
 import pytest
 
+from engine.cluster_options import IN_PROCESS
 from service.auth import create_token
 from service.openapi import ROUTE_ERRORS, ErrorBody
 from service.settings import ServiceSettings
@@ -29,8 +30,8 @@ def token(token_file: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def http(cluster_address: str, tmp_path_factory: pytest.TempPathFactory, token_file: Path, token: str) -> Iterator[httpx.Client]:
-    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("manners"), scheduler=cluster_address, auth_tokens=token_file)
+def http(tmp_path_factory: pytest.TempPathFactory, token_file: Path, token: str) -> Iterator[httpx.Client]:
+    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("manners"), scheduler=IN_PROCESS, auth_tokens=token_file)
     with serve(settings) as client:  # no token: the docs and the schema need none
         yield client
 

@@ -11,6 +11,7 @@ import httpx
 import pytest
 import yaml
 
+from engine.cluster_options import IN_PROCESS
 from engine.population.spec import PopulationSpec
 from service import intake as intake_module
 from service.auth import create_token
@@ -22,7 +23,7 @@ MILLION = b'{"name":"x","population":[{"count":1000000,"profile_template":{}}],"
 
 
 @pytest.fixture(scope="module")
-def service(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     root = tmp_path_factory.mktemp("intake")
     tokens = root / "tokens.json"
     owners = {owner: create_token(tokens, owner) for owner in ("lab-a", "lab-b", "lab-disk")}
@@ -34,7 +35,7 @@ def service(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> I
     inputs = root / "inputs"
     inputs.mkdir()
     (inputs / "people.csv").write_text("name,age,city\nAnn,34,Oslo\nBo,51,Rome\nCy,22,Lima\n")
-    settings = ServiceSettings(data_dir=root / "data", scheduler=cluster_address, auth_tokens=tokens, grants_file=grants,
+    settings = ServiceSettings(data_dir=root / "data", scheduler=IN_PROCESS, auth_tokens=tokens, grants_file=grants,
                                max_body_bytes=MAX_BODY, input_dirs=(inputs,))
     with serve(settings) as http:
         yield {"http": http, "tokens": owners, "data": root / "data", "inputs": inputs}

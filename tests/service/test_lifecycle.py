@@ -18,6 +18,7 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 
+from engine.cluster_options import IN_PROCESS
 from service.auth import create_token
 from service.settings import ServiceSettings
 from tests.service.live import serve, wait_until_final
@@ -77,9 +78,9 @@ def _intervals_do_not_overlap(records: list[dict[str, Any]]) -> bool:
 
 
 def test_three_experiments_with_a_concurrency_quota_of_one_run_one_after_another(
-    cluster_address: str, tmp_path: Path, make_spec_data: Callable[..., dict]
+    tmp_path: Path, make_spec_data: Callable[..., dict]
 ) -> None:
-    settings = ServiceSettings(data_dir=tmp_path, scheduler=cluster_address, max_running=3, quota_max_concurrent=1)
+    settings = ServiceSettings(data_dir=tmp_path, scheduler=IN_PROCESS, max_running=3, quota_max_concurrent=1)
     with serve(settings) as http:
         ids = [_submit(http, _spec(make_spec_data, f"one-at-a-time-{i}", 2)) for i in range(3)]
         dropped = _submit(http, _spec(make_spec_data, "cancelled-while-queued", 2))
@@ -96,11 +97,11 @@ def test_three_experiments_with_a_concurrency_quota_of_one_run_one_after_another
     assert [f["id"] for f in sorted(finals, key=lambda f: f["started_at"])] == ids  # one owner: in order
 
 
-def test_two_owners_queued_experiments_alternate(cluster_address: str, tmp_path: Path, make_spec_data: Callable[..., dict]) -> None:
+def test_two_owners_queued_experiments_alternate(tmp_path: Path, make_spec_data: Callable[..., dict]) -> None:
     tokens_file = tmp_path / "tokens.json"
     tokens = {"lab-a": create_token(tokens_file, "lab-a"), "lab-b": create_token(tokens_file, "lab-b")}
     admin = create_token(tokens_file, "ops", role="admin")
-    settings = ServiceSettings(data_dir=tmp_path / "data", scheduler=cluster_address, auth_tokens=tokens_file,
+    settings = ServiceSettings(data_dir=tmp_path / "data", scheduler=IN_PROCESS, auth_tokens=tokens_file,
                                max_running=1, quota_max_concurrent=5)
     with serve(settings, token=admin) as http:
         ids = [_submit(http, _spec(make_spec_data, f"{owner}-{i}", 1), tokens[owner])
@@ -112,10 +113,10 @@ def test_two_owners_queued_experiments_alternate(cluster_address: str, tmp_path:
 
 
 def test_resume_after_cancel_completes_with_every_agent_once_per_tick(
-    cluster_address: str, tmp_path: Path, make_spec_data: Callable[..., dict]
+    tmp_path: Path, make_spec_data: Callable[..., dict]
 ) -> None:
     ticks = 40  # 12 ran to the end before the cancel arrived once workers had 2 task slots
-    with serve(ServiceSettings(data_dir=tmp_path, scheduler=cluster_address)) as http:
+    with serve(ServiceSettings(data_dir=tmp_path, scheduler=IN_PROCESS)) as http:
         experiment_id = _submit(http, _spec(make_spec_data, "resume-after-cancel", ticks))
         _wait_for_tick(http, experiment_id, 1)
         assert http.post(f"/experiments/{experiment_id}/cancel").status_code == 202
@@ -137,8 +138,8 @@ def test_resume_after_cancel_completes_with_every_agent_once_per_tick(
     assert set(pairs) == {(agent, step) for agent in range(AGENTS) for step in range(1, ticks + 1)}
 
 
-def test_resume_with_a_body_that_is_not_a_budget_is_422(cluster_address: str, tmp_path: Path) -> None:
-    with serve(ServiceSettings(data_dir=tmp_path, scheduler=cluster_address)) as http:
+def test_resume_with_a_body_that_is_not_a_budget_is_422(tmp_path: Path) -> None:
+    with serve(ServiceSettings(data_dir=tmp_path, scheduler=IN_PROCESS)) as http:
         assert http.post("/experiments/0123456789ab/resume").status_code == 404
         response = http.post("/experiments/0123456789ab/resume", json={"budget": {"max_calls": -1}})
         assert response.status_code == 422
@@ -146,9 +147,9 @@ def test_resume_with_a_body_that_is_not_a_budget_is_422(cluster_address: str, tm
 
 
 def test_delete_frees_the_disk_and_a_second_delete_is_404(
-    cluster_address: str, tmp_path: Path, make_spec_data: Callable[..., dict]
+    tmp_path: Path, make_spec_data: Callable[..., dict]
 ) -> None:
-    with serve(ServiceSettings(data_dir=tmp_path, scheduler=cluster_address)) as http:
+    with serve(ServiceSettings(data_dir=tmp_path, scheduler=IN_PROCESS)) as http:
         kept, deleted = (_submit(http, _spec(make_spec_data, name, 2)) for name in ("kept", "deleted"))
         live = _submit(http, _spec(make_spec_data, "still-running", 1000))
         for experiment_id in (kept, deleted):
@@ -175,13 +176,13 @@ def test_delete_frees_the_disk_and_a_second_delete_is_404(
 
 
 def test_a_restart_mid_run_resumes_the_run_to_the_same_rows_as_an_uninterrupted_one(
-    cluster_address: str, tmp_path: Path, make_spec_data: Callable[..., dict]
+    tmp_path: Path, make_spec_data: Callable[..., dict]
 ) -> None:
     # 4 agents take ~40 ms a tick and progress is published every 0.5 s (it reads 0, 12, 26...): with 16
     # ticks a stop at the first reading of 2 or more found 12-15 done, and once, under load, all 16
     ticks = 64
     spec = _spec(make_spec_data, "restart-mid-run", ticks)
-    settings = ServiceSettings(data_dir=tmp_path / "data", scheduler=cluster_address)
+    settings = ServiceSettings(data_dir=tmp_path / "data", scheduler=IN_PROCESS)
     with serve(settings) as http:
         experiment_id = _submit(http, spec)
         _wait_for_tick(http, experiment_id, 2)
@@ -202,9 +203,9 @@ def test_a_restart_mid_run_resumes_the_run_to_the_same_rows_as_an_uninterrupted_
 
 @pytest.mark.parametrize("status", ["queued", "running"])
 def test_a_record_a_dead_process_left_live_is_run_again_at_start_up(
-    cluster_address: str, tmp_path: Path, make_spec_data: Callable[..., dict], status: str
+    tmp_path: Path, make_spec_data: Callable[..., dict], status: str
 ) -> None:
-    settings = ServiceSettings(data_dir=tmp_path, scheduler=cluster_address)
+    settings = ServiceSettings(data_dir=tmp_path, scheduler=IN_PROCESS)
     with serve(settings) as http:
         finished = _submit(http, _spec(make_spec_data, "template", 2))
         wait_until_final(http, finished)
@@ -227,21 +228,18 @@ def _free_port() -> int:
 
 
 def test_a_service_killed_mid_run_resumes_the_experiment_when_it_starts_again(
-    cluster_address: str, tmp_path: Path, make_spec_data: Callable[..., dict]
+    tmp_path: Path, make_spec_data: Callable[..., dict]
 ) -> None:
     ticks = 16
     port = _free_port()
-    # The killed service has a LocalCluster of its own, and the kill takes its whole process group (the
-    # service and its workers, as a machine crash would): its orphaned tasks must not wedge the shared
-    # cluster's single-threaded workers for the tests after this one.
-    env = {**os.environ, "POLIS_DATA_DIR": str(tmp_path), "POLIS_PORT": str(port), "POLIS_N_WORKERS": "1",
-           "POLIS_DASHBOARD_ADDRESS": "127.0.0.1:0"}
-    env.pop("POLIS_SCHEDULER", None)
+    # The killed service runs its experiments in its own process (in-process), and the kill takes its whole
+    # process group, as a machine crash would: nothing of the run outlives it.
+    env = {**os.environ, "POLIS_DATA_DIR": str(tmp_path), "POLIS_PORT": str(port), "POLIS_SCHEDULER": IN_PROCESS}
     code = "from service import ServiceSettings, run; run(ServiceSettings())"
     process = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
-            deadline = time.monotonic() + 120  # only bounds a hang: it starts its own cluster, slowly on a busy machine
+            deadline = time.monotonic() + 120  # only bounds a hang: start-up is slow on a busy machine
             while True:
                 assert process.poll() is None, "polis serve exited during start-up"
                 try:
@@ -261,7 +259,7 @@ def test_a_service_killed_mid_run_resumes_the_experiment_when_it_starts_again(
     left = json.loads((tmp_path / "experiments" / f"{experiment_id}.json").read_text())
     assert left["status"] == "running" and left["ticks_done"] < ticks
 
-    with serve(ServiceSettings(data_dir=tmp_path, scheduler=cluster_address)) as http:
+    with serve(ServiceSettings(data_dir=tmp_path, scheduler=IN_PROCESS)) as http:
         done = wait_until_final(http, experiment_id)
         assert done["status"] == "completed", done["error"]
         assert done["resumed_after_restart"] == 1

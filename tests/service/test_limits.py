@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from engine.cluster_options import IN_PROCESS
 from service.errors import TooManyRequestsError
 from service.limits import EXCERPT_CHARS, BodyLimit, Slots, excerpt
 from service.settings import ServiceSettings
@@ -21,8 +22,8 @@ LIMIT = 64 * 1024
 
 
 @pytest.fixture(scope="module")
-def http(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
-    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("polis-limits"), scheduler=cluster_address, max_body_bytes=LIMIT)
+def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("polis-limits"), scheduler=IN_PROCESS, max_body_bytes=LIMIT)
     with serve(settings) as client:
         yield client
 
@@ -122,8 +123,8 @@ def test_slots_cap_each_owner_and_everyone_and_free_on_the_way_out() -> None:
 
 
 @pytest.fixture(scope="module")
-def capped(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, Any]]:
-    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("polis-capped"), scheduler=cluster_address,
+def capped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, Any]]:
+    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("polis-capped"), scheduler=IN_PROCESS,
                                sql_max_concurrent_per_owner=1, events_max_streams_per_owner=2)
     apps: list[Any] = []
     with serve(settings, apps=apps) as client:

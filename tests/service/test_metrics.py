@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.cluster_options import IN_PROCESS
 from service.auth import create_token
 from service.metrics import ServiceMetrics, TickTimer, exposition
 from service.registry import ExperimentRecord
@@ -87,11 +88,11 @@ def test_exposition_declares_each_family_once_before_its_samples() -> None:
 
 
 def test_live_metrics_need_no_token_and_count_a_finished_run(
-    cluster_address: str, tmp_path: Path, make_spec_data: Callable[..., dict]
+    tmp_path: Path, make_spec_data: Callable[..., dict]
 ) -> None:
     tokens = tmp_path / "tokens.json"
     token = create_token(tokens, "lab-a")
-    settings = ServiceSettings(data_dir=tmp_path / "data", scheduler=cluster_address, auth_tokens=tokens)
+    settings = ServiceSettings(data_dir=tmp_path / "data", scheduler=IN_PROCESS, auth_tokens=tokens)
     with serve(settings, token=token) as http:
         submitted = http.post("/experiments", json=make_spec_data("metrics"))
         assert submitted.status_code == 201, submitted.text

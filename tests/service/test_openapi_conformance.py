@@ -23,13 +23,14 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from engine.cluster_options import IN_PROCESS
 from service.app import create_app
 from service.auth import create_token
 from service.settings import ServiceSettings
 from tests.service.live import serve
 
 # Hypothesis warns when the global ``random`` state changes while a strategy draws. Here the server and
-# the LocalCluster's scheduler run on threads of this process and use ``random`` meanwhile, so the
+# the engine loop (experiments run in-process) run on threads of this process and use ``random`` meanwhile, so the
 # warning fires now and then with no strategy at fault (CI, stop 25: POST /experiments/{id}/sql).
 pytestmark = pytest.mark.filterwarnings(
     "ignore:Do not use the `random` module inside strategies:hypothesis.errors.HypothesisDeprecationWarning"
@@ -41,11 +42,11 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 
 
 @pytest.fixture(scope="module")
-def live(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, str]]:
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, str]]:
     tokens: Path = tmp_path_factory.mktemp("tokens") / "tokens.json"
     token = create_token(tokens, "lab-a")
     service_settings = ServiceSettings(
-        data_dir=tmp_path_factory.mktemp("conformance"), scheduler=cluster_address, auth_tokens=tokens
+        data_dir=tmp_path_factory.mktemp("conformance"), scheduler=IN_PROCESS, auth_tokens=tokens
     )
     with serve(service_settings, token=token) as http:
         yield http, token

@@ -1,4 +1,4 @@
-"""Quotas across requests on a real uvicorn server and cluster: added steps, sweep cells, LLM calls per day;
+"""Quotas across requests on a real uvicorn server, run in-process: added steps, sweep cells, LLM calls per day;
 idempotent added steps; answers that carry the id and a summary and never a server path."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from engine.cluster_options import IN_PROCESS
 from service.auth import create_token
 from service.settings import ServiceSettings
 from tests.service.live import serve, wait_until_final
@@ -34,14 +35,14 @@ class Live:
 
 
 @pytest.fixture(scope="module")
-def live(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     config = tmp_path_factory.mktemp("quota-config")
     tokens = config / "tokens.json"
     lab_a, lab_b = create_token(tokens, "lab-a"), create_token(tokens, "lab-b")
     grants = config / "grants.json"
     grants.write_text(json.dumps({"quotas": {"lab-a": {"max_llm_calls_per_day": DAILY_CALLS, "max_added_steps": 3,
                                                        "max_sweep_cells": 5}}}), encoding="utf-8")
-    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("quota-data"), scheduler=cluster_address,
+    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("quota-data"), scheduler=IN_PROCESS,
                                auth_tokens=tokens, grants_file=grants)
     with serve(settings, token=lab_a) as http:
         yield Live(http, settings.data_dir, {"Authorization": f"Bearer {lab_a}"}, {"Authorization": f"Bearer {lab_b}"})

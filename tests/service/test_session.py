@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from engine.cluster_options import IN_PROCESS
 from service.auth import SESSION_COOKIE, create_token
 from service.routes.session import safe_next
 from service.settings import ServiceSettings
@@ -17,11 +18,11 @@ from tests.service.live import serve, wait_until_final
 
 
 @pytest.fixture(scope="module")
-def live(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     root = tmp_path_factory.mktemp("session")
     path = root / "tokens.json"
     tokens = {"a": create_token(path, "lab-a"), "b": create_token(path, "lab-b")}
-    with serve(ServiceSettings(data_dir=root / "data", scheduler=cluster_address, auth_tokens=path)) as http:
+    with serve(ServiceSettings(data_dir=root / "data", scheduler=IN_PROCESS, auth_tokens=path)) as http:
         with httpx.Client(base_url=http.base_url, headers={"Authorization": f"Bearer {tokens['a']}"}, timeout=30) as a:
             response = a.post("/experiments", json=small_spec_data("seen-in-a-browser"))
             assert response.status_code == 201, response.text

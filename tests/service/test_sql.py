@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from engine.cluster_options import IN_PROCESS
 from service.auth import create_token
 from service.settings import ServiceSettings
 from tests.service.live import serve, wait_until_final
@@ -28,9 +29,9 @@ def tokens(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def http(cluster_address: str, tmp_path_factory: pytest.TempPathFactory, tokens: dict[str, Any]) -> Iterator[httpx.Client]:
+def http(tmp_path_factory: pytest.TempPathFactory, tokens: dict[str, Any]) -> Iterator[httpx.Client]:
     settings = ServiceSettings(
-        data_dir=tmp_path_factory.mktemp("polis-sql"), scheduler=cluster_address, auth_tokens=tokens["path"],
+        data_dir=tmp_path_factory.mktemp("polis-sql"), scheduler=IN_PROCESS, auth_tokens=tokens["path"],
         query_timeout_s=2, sql_max_rows=50,
     )
     with serve(settings, token=tokens["a"]) as client:

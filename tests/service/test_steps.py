@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from engine.cluster_options import IN_PROCESS
 from service.settings import ServiceSettings
 from tests.service.live import serve, wait_until_final
 
@@ -19,8 +20,8 @@ QUESTIONNAIRE = {
 
 
 @pytest.fixture(scope="module")
-def http(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
-    with serve(ServiceSettings(data_dir=tmp_path_factory.mktemp("polis-steps"), scheduler=cluster_address)) as client:
+def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    with serve(ServiceSettings(data_dir=tmp_path_factory.mktemp("polis-steps"), scheduler=IN_PROCESS)) as client:
         yield client
 
 

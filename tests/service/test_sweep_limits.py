@@ -1,4 +1,4 @@
-"""A 10,000-cell sweep on a real uvicorn server and cluster: it shares the queue, cancels at once and stays cancelled."""
+"""A 10,000-cell sweep on a real uvicorn server, run in-process: it shares the queue, cancels at once and stays cancelled."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from engine.cluster_options import IN_PROCESS
 from service.auth import create_token
 from service.settings import ServiceSettings
 from tests.service.live import serve, wait_until_final
@@ -31,12 +32,12 @@ def _wait(http: httpx.Client, experiment_id: str, predicate: Callable[[dict[str,
 
 
 def test_a_10000_cell_sweep_leaves_room_for_another_owner_and_a_cancel_ends_it_for_good(
-    cluster_address: str, tmp_path: Path, make_spec_data: Callable[..., dict[str, Any]]
+    tmp_path: Path, make_spec_data: Callable[..., dict[str, Any]]
 ) -> None:
     tokens_file = tmp_path / "tokens.json"
     lab_a, lab_b = create_token(tokens_file, "lab-a"), create_token(tokens_file, "lab-b")
     admin = create_token(tokens_file, "ops", role="admin")
-    settings = ServiceSettings(data_dir=tmp_path / "data", scheduler=cluster_address, auth_tokens=tokens_file,
+    settings = ServiceSettings(data_dir=tmp_path / "data", scheduler=IN_PROCESS, auth_tokens=tokens_file,
                                max_running=2, quota_max_concurrent=2)
     with serve(settings, token=admin) as http:
         submitted = http.post("/experiments", json=TINY_SWEEP, headers={"Authorization": f"Bearer {lab_a}"})

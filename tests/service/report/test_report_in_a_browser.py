@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
+from engine.cluster_options import IN_PROCESS
 from service.settings import ServiceSettings
 from tests.engine.results.report_specs import demo_with_questionnaire
 from tests.service.browser import Browser, Page, require_chromium
@@ -26,9 +27,9 @@ LIVE_TICKS = 16
 
 
 @pytest.fixture(scope="module")
-def http(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
     require_chromium()
-    with serve(ServiceSettings(data_dir=tmp_path_factory.mktemp("report-browser"), scheduler=cluster_address)) as client:
+    with serve(ServiceSettings(data_dir=tmp_path_factory.mktemp("report-browser"), scheduler=IN_PROCESS)) as client:
         yield client
 
 

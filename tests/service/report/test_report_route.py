@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from engine.cluster_options import IN_PROCESS
 from service.auth import create_token
 from service.settings import ServiceSettings
 from tests.service.conftest import small_spec_data
@@ -16,11 +17,11 @@ from tests.service.live import serve, wait_until_final
 
 
 @pytest.fixture(scope="module")
-def live(cluster_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     root = tmp_path_factory.mktemp("report-route")
     path = root / "tokens.json"
     tokens = {"a": create_token(path, "lab-a"), "b": create_token(path, "lab-b")}
-    with serve(ServiceSettings(data_dir=root / "data", scheduler=cluster_address, auth_tokens=path)) as http:
+    with serve(ServiceSettings(data_dir=root / "data", scheduler=IN_PROCESS, auth_tokens=path)) as http:
         clients = {who: httpx.Client(base_url=http.base_url, headers={"Authorization": f"Bearer {t}"}, timeout=30)
                    for who, t in tokens.items()}
         try:
