@@ -1,4 +1,5 @@
-"""Preflight's decision (sans-IO, no cluster), its probe run in-process, and the shell on the LocalCluster."""
+"""Preflight's decision (sans-IO, no cluster) and its probe run in-process; on a LocalCluster, in
+``tests/engine/society/shells/test_on_dask.py``."""
 
 from __future__ import annotations
 
@@ -7,10 +8,7 @@ import socket
 
 import pytest
 
-from engine.errors import PreflightError
 from engine.llm.client import LLMClient
-from engine.llm.sim import SimLLM
-from engine.llm.sim.background import serving
 from engine.society.run.preflight import (
     Endpoint,
     Expectation,
@@ -19,7 +17,6 @@ from engine.society.run.preflight import (
     endpoints_of,
     find_problems,
     polis_identity,
-    preflight,
     probe_worker,
 )
 
@@ -190,7 +187,7 @@ def test_a_base_url_without_host_is_refused_once_for_the_cluster():
 
 # ---- the probe, run in this process --------------------------------------------------------------------
 
-def _closed_port() -> int:
+def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -199,7 +196,7 @@ def _closed_port() -> int:
 async def test_the_probe_reads_the_token_and_connects(tmp_path):
     token = tmp_path / "token"
     token.write_text("abc")
-    closed = _closed_port()
+    closed = closed_port()
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
@@ -224,23 +221,3 @@ def test_the_source_hash_changes_with_a_file_of_the_package(tmp_path, monkeypatc
     (package / "tick.py").write_text("A = 2\n")
     second = polis_identity()
     assert first["path"] == str(package) and first["source_hash"] != second["source_hash"]
-
-
-# ---- the shell, on the session LocalCluster ------------------------------------------------------------
-
-async def test_preflight_passes_on_a_local_cluster_with_a_loopback_server(dask_client, tmp_path):
-    with serving(SimLLM(name="x", seed=1)) as url:
-        clients = {"agent": LLMClient(model="openai/sim", base_url=f"{url}/v1"), "coder": LLMClient(model="local/smollm2")}
-        report = await preflight(dask_client, tmp_path, clients, timeout_s=20)
-    assert len(report.workers) == 2 and all(w.token_content for w in report.workers)
-    assert not (tmp_path / ".preflight").exists()
-
-
-async def test_preflight_refuses_an_unreachable_server_on_a_local_cluster(dask_client, tmp_path):
-    port = _closed_port()
-    clients = {"agent": LLMClient(model="openai/sim", base_url=f"http://127.0.0.1:{port}/v1")}
-    with pytest.raises(PreflightError) as caught:
-        await preflight(dask_client, tmp_path, clients, timeout_s=20, connect_timeout_s=1)
-    assert len(caught.value.workers) == 2
-    assert f"cannot reach LLM role 'agent' at http://127.0.0.1:{port}/v1" in str(caught.value)
-

@@ -5,7 +5,7 @@ on this event loop and the env router as an object here. These tests cover what 
 lives in a Dask actor on a worker, batch tasks reach it through ``EnvRouterProxy`` (template asks cross with their
 variables; a lost or released actor fails requests at once), LLM-call counts travel from worker processes over
 Dask's topic while a batch runs, each worker process builds a run's LLM backend once, and batches spread over every
-worker's task slots. Worker death is in ``tests/engine/society/test_worker_death.py``.
+worker's task slots, and preflight probes every worker. Worker death is in ``tests/engine/society/test_worker_death.py``.
 
 The live-count test holds the simulated LLM (over HTTP) at its gate: once tick 1 has begun, every chat call after
 the first waits until the driver has reported a call of tick 1. That can only come from a live count, since the
@@ -31,12 +31,15 @@ import uvicorn
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
 from engine.env.control import EndTick
 from engine.env.proxy import EnvRouterProxy, fail_env_actor
-from engine.errors import EnvUnavailableError
+from engine.errors import EnvUnavailableError, PreflightError
+from engine.llm.client import LLMClient
 from engine.llm.sim import SimFaults, SimLLM
+from engine.llm.sim.background import serving
 from engine.llm.sim.server import create_app
 from engine.run_progress import RunPhase, RunProgress
 from engine.society.fanout import task_slots
 from engine.society.questionnaire.batch import distribute_questionnaire, questionnaire_artifact
+from engine.society.run.preflight import preflight
 from engine.society.run.runner import run_experiment
 from engine.society.shells import DaskShell
 from engine.society.tick_core import MIN_SPREAD
@@ -48,6 +51,7 @@ from tests.engine.env.test_actor_template_mode import ask_as, codegen_config
 from tests.engine.society.test_live_progress_run import spec as progress_spec
 from tests.engine.society.test_llm_runs import small_spec
 from tests.engine.society.test_planning import spread_spec
+from tests.engine.society.test_preflight import closed_port
 from tests.engine.society.test_questionnaire_runs import MOODS, SURVEY, T, answer_proxy, digest, make_agents
 
 START = datetime(2026, 1, 1, 8)
@@ -137,6 +141,25 @@ async def test_template_asks_cross_the_actor_with_their_variables(dask_client, t
     assert [inbox.splitlines()[1] for inbox in inboxes] == [f"- from agent {s}: {text}" for s, _, text in asks]
     assert result.counts["codegen_cache"] == 1
     assert "codegen_cache" in Catalog(tmp_path / "replay").load()
+
+
+# ---- preflight: every worker reaches the LLMs -----------------------------------------------------------
+
+async def test_preflight_passes_on_a_local_cluster_with_a_loopback_server(dask_client, tmp_path):
+    with serving(SimLLM(name="x", seed=1)) as url:
+        clients = {"agent": LLMClient(model="openai/sim", base_url=f"{url}/v1"), "coder": LLMClient(model="local/smollm2")}
+        report = await preflight(dask_client, tmp_path, clients, timeout_s=20)
+    assert len(report.workers) == 2 and all(w.token_content for w in report.workers)
+    assert not (tmp_path / ".preflight").exists()
+
+
+async def test_preflight_refuses_an_unreachable_server_on_a_local_cluster(dask_client, tmp_path):
+    port = closed_port()
+    clients = {"agent": LLMClient(model="openai/sim", base_url=f"http://127.0.0.1:{port}/v1")}
+    with pytest.raises(PreflightError) as caught:
+        await preflight(dask_client, tmp_path, clients, timeout_s=20, connect_timeout_s=1)
+    assert len(caught.value.workers) == 2
+    assert f"cannot reach LLM role 'agent' at http://127.0.0.1:{port}/v1" in str(caught.value)
 
 
 # ---- batches over the workers --------------------------------------------------------------------------
