@@ -36,8 +36,8 @@ from engine.env.routers.codegen import CodeGenRouter
 from engine.env.sandbox import CodeRejectedError, ThreadExecutor, check_code
 from engine.env.sandbox.offered import MODULE_MEMBERS
 from engine.env.sandbox.runtime import RESERVED_NAMES
+from engine.llm.backends.sim_backend import SimChatModel
 from engine.llm.protocol import ChatModel, ChatResult
-from engine.llm.sim_backend import SimChatModel
 
 #: The modules the guard offered before issue 11.
 BEFORE = {name: MODULE_MEMBERS[name] for name in ("math", "statistics", "datetime", "json")}

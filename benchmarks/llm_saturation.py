@@ -79,7 +79,7 @@ capacity of 8 under a first limit of 16), so it is an alarm whose test at a lowe
 1-1.5 s; and the doubling past capacity (256 to 512) is judged a window late, its 429s sending
 a few hundred callers into 1 s Retry-After sleeps.
 
-The same scenario in simulated time (``tests/engine/llm/limiter_world.py``, no CPU cost) reaches
+The same scenario in simulated time (``tests/engine/llm/wrappers/limiter_world.py``, no CPU cost) reaches
 0.95 of the bound in 15 s (0.92 in 10 s, 0.96 in 20 s); with the 429 background, 16 seeds of 15 s:
 before the cohorts mean 0.84 (least 0.73), after 0.85 (least 0.80).
 
@@ -120,14 +120,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # pngplot, when run as
 from pngplot import line_plot, write_png  # noqa: E402
 
 from engine.errors import LLMCallError  # noqa: E402
+from engine.llm.backends.openai_http import OpenAIHTTPChatModel  # noqa: E402
 from engine.llm.client import LimiterConfig, LLMClient  # noqa: E402
 from engine.llm.dispatcher import get_chat_model, limiter_for  # noqa: E402
 from engine.llm.gc_policy import relax_gc  # noqa: E402
-from engine.llm.openai_http import OpenAIHTTPChatModel  # noqa: E402
 from engine.llm.protocol import ChatModel  # noqa: E402
-from engine.llm.retry import RetryingModel  # noqa: E402
 from engine.llm.sim import SimFaults  # noqa: E402
 from engine.llm.sim.server import run_server  # noqa: E402
+from engine.llm.wrappers.retry import RetryingModel  # noqa: E402
 
 DEFAULT_PNG = Path(__file__).resolve().parent / "out" / "llm_saturation.png"
 
@@ -229,8 +229,8 @@ async def calls_per_second(call: Callable[[], Awaitable[object]], *, width: int,
 async def client_ceilings(seconds: float = 5.0, width: int = 64) -> dict[str, float]:
     """Calls/s of the bare aiohttp transport, bare litellm and raw httpx POSTs against one
     zero-latency, unlimited sim, one after another in this process."""
-    from engine.llm.litellm_backend import LiteLLMChatModel
-    from engine.llm.openai_http import OpenAIHTTPChatModel
+    from engine.llm.backends.litellm_backend import LiteLLMChatModel
+    from engine.llm.backends.openai_http import OpenAIHTTPChatModel
 
     messages = [{"role": "user", "content": "say something"}]
     ceilings: dict[str, float] = {}

@@ -46,7 +46,7 @@ async def dask_client(cluster_address):
 _HEAVY_FIXTURES = {"cluster_address", "dask_client", "external_cluster", "env_actor_worker", "moto_server", "s3_endpoint"}
 _HEAVY_SOURCE = re.compile(
     r"\bsubprocess\b|\bserve\(|\bLocalCluster\b|\bopen_client\b|\bSandboxPool\b|\bmoto\b|\bsim_llm_process\b"
-    r"|\bpolis\.(?:run|submit|arun|Session|connect)\b|\buvicorn\b|\bchromium\b|HTTPServer|\brun_experiment\b"
+    r"|\bpolis\.(?:run|submit|arun|Session|connect)\b|\buvicorn\b|\bchromium\b|\bBrowser\b|HTTPServer|\brun_experiment\b"
     r"|\brun_spec\b|\bClient\(|\bmultiprocessing\b|\bSimLLMServer\b|\bstart_sim_llm\b|\bexecute\(|\bnbclient\b"
     r"|[Cc]ode[Gg]en|\bsandbox\b|\blocal_model|\blitellm\b|\baiohttp\b|127\.0\.0\.1|localhost|\bEnvHost\b|\bEnvRouterActor\b|\bpreflight\b"
 )

@@ -20,18 +20,18 @@ from collections import Counter
 from engine.errors import LLMCallError
 from engine.llm.api_key import NO_KEY, resolve_api_key
 from engine.llm.budget import BudgetedModel, BudgetGate
-from engine.llm.cache import CachedModel, ResponseCache
 from engine.llm.client import LLMClient
 from engine.llm.gc_policy import relax_gc
-from engine.llm.limited import LimitedModel
-from engine.llm.limiter import AdaptiveSemaphore
 from engine.llm.meter import Meter, MeteredModel
-from engine.llm.priced import PricedModel
 from engine.llm.protocol import ChatModel
-from engine.llm.retry import RetryingModel
-from engine.llm.single_flight import SingleFlightModel
-from engine.llm.timeout import TimeoutModel
-from engine.llm.traced import TracedModel
+from engine.llm.wrappers.cache import CachedModel, ResponseCache
+from engine.llm.wrappers.limited import LimitedModel
+from engine.llm.wrappers.limiter import AdaptiveSemaphore
+from engine.llm.wrappers.priced import PricedModel
+from engine.llm.wrappers.retry import RetryingModel
+from engine.llm.wrappers.single_flight import SingleFlightModel
+from engine.llm.wrappers.timeout import TimeoutModel
+from engine.llm.wrappers.traced import TracedModel
 from engine.trace import TraceRecorder
 
 __all__ = ["caller_model", "dispatcher_stats", "flush_response_caches", "get_chat_model", "limiter_for", "refresh_response_caches"]
@@ -44,10 +44,10 @@ _LIMITERS: dict[str, AdaptiveSemaphore] = {}
 def _transport(client: LLMClient) -> ChatModel:
     """The provider call itself: aiohttp for OpenAI-compatible endpoints, litellm for the rest."""
     if client.base_url is not None or client.model.startswith("openai/"):
-        from engine.llm.openai_http import OpenAIHTTPChatModel
+        from engine.llm.backends.openai_http import OpenAIHTTPChatModel
 
         return OpenAIHTTPChatModel(client)
-    from engine.llm.litellm_backend import LiteLLMChatModel
+    from engine.llm.backends.litellm_backend import LiteLLMChatModel
 
     return LiteLLMChatModel(client)
 
@@ -55,7 +55,7 @@ def _transport(client: LLMClient) -> ChatModel:
 def _build(client: LLMClient) -> ChatModel:
     relax_gc()  # this process is about to keep many calls in flight (engine.llm.gc_policy)
     if client.is_sim:
-        from engine.llm.sim_backend import SimChatModel
+        from engine.llm.backends.sim_backend import SimChatModel
 
         return SimChatModel(name=client.model.removeprefix("sim/"), seed=client.seed)
     # one limiter per client and process, living as long as the cached model; retries outside it,
@@ -124,7 +124,7 @@ def _secret(client: LLMClient) -> str | None:
 
 
 def flush_response_caches() -> int:
-    """Write what this process's response caches hold in memory (see :mod:`engine.llm.cache`); returns how many answers.
+    """Write what this process's response caches hold in memory (see :mod:`engine.llm.wrappers.cache`); returns how many answers.
 
     Called where a transaction's work in a process ends (a batch task, the env step, the driver's commit), so
     that every answer a committed transaction used is on disk before the commit."""

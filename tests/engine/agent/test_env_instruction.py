@@ -15,9 +15,9 @@ from engine.agent.service_proxy import ServiceProxy
 from engine.agent.tools import ASK_ENV_EXAMPLES
 from engine.env.modules.messaging import MessagingSpace
 from engine.env.routers.codegen import CodeGenRouter
+from engine.llm.backends.scripted import ScriptedModel
 from engine.llm.client import LLMClient
 from engine.llm.meter import MeteredModel
-from engine.llm.scripted import ScriptedModel
 
 T1 = datetime(2024, 1, 1, 8, 15)
 SEND_CODE = 'send_message(to_agent_id=variables["agent"], content=variables["text"])'

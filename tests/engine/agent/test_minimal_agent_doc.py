@@ -13,9 +13,9 @@ from engine.agent.registry import AGENTS, register_agent, resolve_agent
 from engine.agent.service_proxy import ServiceProxy
 from engine.env.modules.messaging import MessagingSpace
 from engine.env.routers.react import ReActRouter
+from engine.llm.backends.scripted import ScriptedModel
 from engine.llm.client import LLMClient
 from engine.llm.meter import MeteredModel
-from engine.llm.scripted import ScriptedModel
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "minimal_agent.md"
 T0 = datetime(2024, 1, 1, 9, 0)

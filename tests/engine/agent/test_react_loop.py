@@ -12,9 +12,9 @@ from engine.agent.person import PersonAgent
 from engine.agent.service_proxy import ServiceProxy
 from engine.env.modules.messaging import MessagingSpace
 from engine.env.routers.react import ReActRouter
+from engine.llm.backends.scripted import ScriptedModel
 from engine.llm.client import LLMClient
 from engine.llm.meter import MeteredModel
-from engine.llm.scripted import ScriptedModel
 
 T1 = datetime(2024, 1, 1, 8, 15)
 T2 = datetime(2024, 1, 1, 8, 30)

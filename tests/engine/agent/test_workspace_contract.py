@@ -14,9 +14,9 @@ from engine.agent.service_proxy import ServiceProxy
 from engine.agent.workspace import workspace_path
 from engine.env.actor import EnvRouterConfig, build_router
 from engine.errors import WorkspaceError
+from engine.llm.backends.scripted import ScriptedModel
 from engine.llm.client import LLMClient
 from engine.llm.meter import MeteredModel
-from engine.llm.scripted import ScriptedModel
 
 T1 = datetime(2024, 1, 1, 8, 15)
 T2 = datetime(2024, 1, 1, 8, 30)

@@ -11,8 +11,8 @@ from engine.env.requests import EnvRequest
 from engine.env.routers.codegen import CodeGenRouter
 from engine.env.routers.codegen_examples import template_examples
 from engine.env.routers.template_reuse import judge_reuse
-from engine.llm.scripted import ScriptedModel
-from engine.llm.sim_backend import SimChatModel
+from engine.llm.backends.scripted import ScriptedModel
+from engine.llm.backends.sim_backend import SimChatModel
 
 SEND = "send a message to agent {agent} saying '{text}'"
 GENERIC = 'send_message(to_agent_id=variables["agent"], content=variables["text"])'

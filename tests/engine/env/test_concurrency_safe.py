@@ -13,7 +13,7 @@ from engine.env.proxy import EnvRequests, InProcessEnvProxy
 from engine.env.registry import env_module_names, resolve_env_module
 from engine.env.requests import EnvRequest
 from engine.env.routers.react import ReActRouter
-from engine.llm.scripted import ScriptedModel
+from engine.llm.backends.scripted import ScriptedModel
 from tests.engine.env.plugin_modules import (
     SlowPrivateSpace,
     SlowSharedSpace,

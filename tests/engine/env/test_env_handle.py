@@ -15,7 +15,7 @@ from engine.env.router_base import STATUS_DESCRIPTIONS, RouterBase
 from engine.env.routers import ReActRouter
 from engine.env.scripted import ScriptedEnv
 from engine.errors import ToolCallError
-from engine.llm.scripted import ScriptedModel
+from engine.llm.backends.scripted import ScriptedModel
 
 HANDLE_METHODS = [name for name, value in vars(EnvHandle).items() if inspect.isfunction(value) and not name.startswith("_")]
 

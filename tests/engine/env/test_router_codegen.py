@@ -18,9 +18,9 @@ from engine.env.requests import EnvRequest, ToolCall
 from engine.env.routers.codegen import CodeGenRouter, build_code_decision, example_call, pyi_listing
 from engine.env.sandbox import SandboxLimits, SandboxPool
 from engine.env.tool import tool
+from engine.llm.backends.scripted import ScriptedModel
+from engine.llm.backends.sim_backend import SimChatModel
 from engine.llm.protocol import ChatResult
-from engine.llm.scripted import ScriptedModel
-from engine.llm.sim_backend import SimChatModel
 
 T1 = datetime(2024, 1, 1, 8, 15)
 SEND_TEMPLATE = "send {content} to agent {to}"

@@ -9,7 +9,7 @@ from engine.env.modules.messaging import MessagingSpace
 from engine.env.requests import EnvRequest
 from engine.env.routers.codegen import CodeGenRouter, request_seed
 from engine.env.sandbox import ThreadExecutor
-from engine.llm.scripted import ScriptedModel
+from engine.llm.backends.scripted import ScriptedModel
 
 T1 = datetime(2024, 1, 1, 8, 15)
 DRAW = json.dumps({"thought": "roll", "code": "results['answer'] = str(random.randint(1, 10**9))"})

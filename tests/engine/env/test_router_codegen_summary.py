@@ -8,7 +8,7 @@ from engine.env.modules.messaging import MessagingSpace
 from engine.env.requests import EnvRequest
 from engine.env.routers.codegen import CodeGenRouter
 from engine.errors import LLMCallError
-from engine.llm.scripted import ScriptedModel
+from engine.llm.backends.scripted import ScriptedModel
 
 CODE = {"thought": "ok", "code": 'results["answer"] = read_inbox()'}
 

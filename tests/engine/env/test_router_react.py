@@ -11,7 +11,7 @@ from engine.env.modules.messaging import MessagingSpace
 from engine.env.requests import EnvRequest, ToolCall
 from engine.env.routers.react import ReActRouter
 from engine.env.tool import tool
-from engine.llm.scripted import ScriptedModel
+from engine.llm.backends.scripted import ScriptedModel
 
 T1 = datetime(2024, 1, 1, 8, 15)
 

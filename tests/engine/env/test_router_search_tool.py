@@ -13,9 +13,9 @@ from engine.env.requests import EnvReply, EnvRequest, ToolCall
 from engine.env.router_base import RouterBase
 from engine.env.routers.search_tool import Embedder, SearchToolRouter, search_terms
 from engine.env.tool import tool
-from engine.llm.scripted import ScriptedModel
+from engine.llm.backends.scripted import ScriptedModel
+from engine.llm.backends.sim_backend import SimChatModel
 from engine.llm.sim.model import SimLLM
-from engine.llm.sim_backend import SimChatModel
 
 
 class Bank(EnvBase):

@@ -13,8 +13,8 @@ from engine.env.requests import EnvReply, EnvRequest, ToolCall
 from engine.env.router_base import RouterBase
 from engine.env.routers.two_tier import TwoTierPlanExecuteRouter, TwoTierReActRouter, TwoTierRouter
 from engine.env.tool import tool
-from engine.llm.scripted import ScriptedModel
-from engine.llm.sim_backend import SimChatModel
+from engine.llm.backends.scripted import ScriptedModel
+from engine.llm.backends.sim_backend import SimChatModel
 
 
 class Bank(EnvBase):

@@ -14,10 +14,10 @@ from engine.env.modules.weather import WeatherSpace
 from engine.env.prompts import WORLD_DESCRIPTION
 from engine.env.world import describe_world, listing_description, load_or_describe, tool_listing
 from engine.errors import LLMCallError
+from engine.llm.backends.scripted import ScriptedModel
 from engine.llm.meter import Meter, MeteredModel
 from engine.llm.protocol import ChatResult
-from engine.llm.retry import RetryingModel
-from engine.llm.scripted import ScriptedModel
+from engine.llm.wrappers.retry import RetryingModel
 from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader

@@ -7,20 +7,20 @@ import contextlib
 import pytest
 
 from engine.errors import BudgetExhaustedError, LLMCallError
+from engine.llm.backends.scripted import ScriptedModel
 from engine.llm.budget import Allowance, BudgetedModel, BudgetGate, Usage
-from engine.llm.cache import CachedModel, ResponseCache
 from engine.llm.client import LimiterConfig, LLMClient
 from engine.llm.dispatcher import caller_model, dispatcher_stats, get_chat_model
-from engine.llm.limited import LimitedModel
-from engine.llm.limiter import AdaptiveSemaphore
 from engine.llm.meter import Meter, MeteredModel
-from engine.llm.priced import PricedModel
 from engine.llm.protocol import ChatResult
-from engine.llm.retry import RetryingModel
-from engine.llm.scripted import ScriptedModel
-from engine.llm.single_flight import SingleFlightModel
-from engine.llm.timeout import TimeoutModel
-from engine.llm.traced import TracedModel
+from engine.llm.wrappers.cache import CachedModel, ResponseCache
+from engine.llm.wrappers.limited import LimitedModel
+from engine.llm.wrappers.limiter import AdaptiveSemaphore
+from engine.llm.wrappers.priced import PricedModel
+from engine.llm.wrappers.retry import RetryingModel
+from engine.llm.wrappers.single_flight import SingleFlightModel
+from engine.llm.wrappers.timeout import TimeoutModel
+from engine.llm.wrappers.traced import TracedModel
 from engine.llm_spec import PriceSpec
 from engine.society.datasets import LLM_CALLS
 from engine.trace import TraceRecorder

@@ -20,14 +20,14 @@ import pytest
 import uvicorn
 
 from engine.errors import LLMCallError
+from engine.llm.backends.completion_body import MalformedCompletionError, parse_completion
+from engine.llm.backends.litellm_backend import LiteLLMChatModel
 from engine.llm.client import LLMClient
-from engine.llm.completion_body import MalformedCompletionError, parse_completion
 from engine.llm.dispatcher import get_chat_model
-from engine.llm.litellm_backend import LiteLLMChatModel
 from engine.llm.meter import Meter, MeteredModel
-from engine.llm.retry import RetryingModel
 from engine.llm.sim import SimFaults, SimLLM
 from engine.llm.sim.server import create_app
+from engine.llm.wrappers.retry import RetryingModel
 from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader

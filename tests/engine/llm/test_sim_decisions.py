@@ -12,8 +12,8 @@ from engine.agent.tools import ASK_ENV, FINISH
 from engine.env.modules.messaging import MessagingSpace
 from engine.env.routers.decision import build_router_decision
 from engine.env.tool import ToolInfo
+from engine.llm.backends.sim_backend import SimChatModel
 from engine.llm.decision import build_decision_model
-from engine.llm.sim_backend import SimChatModel
 from engine.llm.structured import response_format_for
 
 _FIELD_TYPES = [

@@ -16,9 +16,9 @@ from engine.agent.service_proxy import ServiceProxy
 from engine.agent.workspace import workspace_path
 from engine.env.actor import EnvRouterConfig, build_router
 from engine.errors import RunError
+from engine.llm.backends.scripted import ScriptedModel
 from engine.llm.client import LLMClient
 from engine.llm.meter import MeteredModel
-from engine.llm.scripted import ScriptedModel
 from engine.society.batch import BatchJob, step_agent_batch
 from engine.storage.run_layout import run_store
 from engine.storage.staging import commit_staged

@@ -16,8 +16,8 @@ from engine.env.actor import EnvRouterConfig, build_router
 from engine.env.requests import EnvRequest
 from engine.env.router_base import RouterBase
 from engine.errors import ToolCallError
+from engine.llm.backends.scripted import ScriptedModel
 from engine.llm.client import LLMClient
-from engine.llm.scripted import ScriptedModel
 from engine.society.datasets import SOCIETY_QUERIES
 from engine.society.experimenter.helper import AgentSocietyHelper, HelperResult
 from engine.society.experimenter.interview import ask_agents

@@ -16,10 +16,10 @@ from engine.agent.workspace import workspace_path
 from engine.env.actor import EnvRouterConfig, build_router
 from engine.env.router_base import RouterBase
 from engine.errors import BudgetExhaustedError, WorkspaceError
+from engine.llm.backends.scripted import ScriptedModel
 from engine.llm.budget import Allowance, BudgetGate
 from engine.llm.client import LLMClient
 from engine.llm.meter import MeteredModel
-from engine.llm.scripted import ScriptedModel
 from engine.society.experimenter.interview import ask_agents
 
 T0 = datetime(2024, 1, 1, 8, 0)

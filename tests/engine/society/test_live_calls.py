@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from engine.llm.backends.scripted import ScriptedModel
 from engine.llm.meter import CallRecord, Meter, MeteredModel, call_listener
-from engine.llm.scripted import ScriptedModel
 from engine.run_progress import Phase, RunPhase, RunProgress
 from engine.run_status import RunStatus
 from engine.society.run.live_calls import LIVE_TOPIC, LiveCalls, LivePublisher, LiveTally, fold_live, listening, publishing

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from engine.errors import LLMCallError, SpecError
+from engine.llm.backends.scripted import ScriptedModel
 from engine.llm.client import LLMClient
 from engine.llm.dispatcher import get_chat_model
 from engine.llm.meter import Meter, MeteredModel
 from engine.llm.protocol import ChatResult
-from engine.llm.scripted import ScriptedModel
 from engine.society.questionnaire.ask import Persona, answer_questionnaire, build_messages
 from engine.society.questionnaire.items import Questionnaire, QuestionnaireResponse, answer_model, parse_reply
 from engine.society.questionnaire.prompts import QUESTIONNAIRE_ANSWER

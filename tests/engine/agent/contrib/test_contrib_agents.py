@@ -16,9 +16,9 @@ from engine.agent.service_proxy import ServiceProxy
 from engine.env.modules.messaging import MessagingSpace
 from engine.env.routers.react import ReActRouter
 from engine.errors import SpecError
+from engine.llm.backends.scripted import ScriptedModel
 from engine.llm.client import LLMClient
 from engine.llm.meter import MeteredModel
-from engine.llm.scripted import ScriptedModel
 
 T0 = datetime(2024, 1, 1, 9, 0)
 

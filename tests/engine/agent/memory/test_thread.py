@@ -20,9 +20,9 @@ from engine.agent.memory.thread import (
 )
 from engine.agent.workspace import AgentWorkspace, DirWorkspace
 from engine.errors import LLMCallError, SpecError
+from engine.llm.backends.scripted import ScriptedModel
 from engine.llm.meter import Meter, MeteredModel
 from engine.llm.protocol import ChatResult
-from engine.llm.scripted import ScriptedModel
 
 T = datetime(2024, 1, 1, 9, 0)
 

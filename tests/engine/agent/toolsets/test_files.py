@@ -23,10 +23,10 @@ from engine.agent.toolsets.files import RUNTIME_OWNED
 from engine.agent.workspace import AgentWorkspace, DirWorkspace, workspace_path
 from engine.env.actor import EnvRouterConfig, build_router
 from engine.linear_regex import compile_untrusted
+from engine.llm.backends.scripted import ScriptedModel
 from engine.llm.client import LLMClient
 from engine.llm.decision import build_decision_model
 from engine.llm.meter import MeteredModel
-from engine.llm.scripted import ScriptedModel
 from engine.llm.structured import response_format_for
 
 SECRET = "top-secret-outside-content"

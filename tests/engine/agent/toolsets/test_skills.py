@@ -18,9 +18,9 @@ from engine.agent.toolset import Toolset
 from engine.agent.toolsets.skills import SkillTools
 from engine.agent.workspace import AgentWorkspace, DirWorkspace
 from engine.env.actor import EnvRouterConfig, build_router
+from engine.llm.backends.scripted import ScriptedModel
 from engine.llm.client import LLMClient
 from engine.llm.meter import MeteredModel
-from engine.llm.scripted import ScriptedModel
 
 MONDAY = datetime(2024, 1, 1, 10, 15)
 PROFILE = {"name": "Ada", "age": 36, "occupation": "engineer", "hobbies": ["chess", "running"]}

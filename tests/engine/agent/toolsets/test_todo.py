@@ -18,9 +18,9 @@ from engine.agent.toolsets.todo import ARCHIVE_FILE, MAX_ACTIVE_TODOS, TODO_FILE
 from engine.agent.workspace import AgentWorkspace, DirWorkspace, workspace_path
 from engine.env.actor import EnvRouterConfig, build_router
 from engine.errors import WorkspaceError
+from engine.llm.backends.scripted import ScriptedModel
 from engine.llm.client import LLMClient
 from engine.llm.meter import MeteredModel
-from engine.llm.scripted import ScriptedModel
 
 
 @pytest.fixture

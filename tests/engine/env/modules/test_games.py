@@ -16,9 +16,9 @@ from engine.env.base import EnvBase
 from engine.env.modules.games import PrisonersDilemmaGame, PublicGoodsGame, TrustGame
 from engine.env.routers.react import ReActRouter
 from engine.errors import SpecError, ToolCallError
+from engine.llm.backends.scripted import ScriptedModel
 from engine.llm.client import LLMClient
 from engine.llm.meter import MeteredModel
-from engine.llm.scripted import ScriptedModel
 
 T0 = datetime(2024, 1, 1, 9, 0)
 

@@ -15,7 +15,7 @@ from engine.env.modules.mobility import MobilitySpace
 from engine.env.requests import EnvRequest
 from engine.env.routers.react import ReActRouter
 from engine.errors import SpecError, ToolCallError
-from engine.llm.scripted import ScriptedModel
+from engine.llm.backends.scripted import ScriptedModel
 
 T0 = datetime(2024, 1, 1, 8, 0)
 

@@ -10,17 +10,17 @@ import httpx
 import pytest
 
 from engine.errors import LLMRateLimitError
-from engine.llm.aimd import Cohort
+from engine.llm.backends.litellm_backend import LiteLLMChatModel
 from engine.llm.client import LimiterConfig, LLMClient
 from engine.llm.dispatcher import get_chat_model, limiter_for
-from engine.llm.limited import LimitedModel
-from engine.llm.limiter import AdaptiveLimit, AdaptiveSemaphore
-from engine.llm.litellm_backend import LiteLLMChatModel
 from engine.llm.protocol import ChatResult
-from engine.llm.retry import RetryingModel
 from engine.llm.sim import SimFaults, SimLLM
 from engine.llm.sim.background import serving
-from tests.engine.llm.limiter_world import CapacityServer, QueueingServer, World, retrying_model
+from engine.llm.wrappers.aimd import Cohort
+from engine.llm.wrappers.limited import LimitedModel
+from engine.llm.wrappers.limiter import AdaptiveLimit, AdaptiveSemaphore
+from engine.llm.wrappers.retry import RetryingModel
+from tests.engine.llm.wrappers.limiter_world import CapacityServer, QueueingServer, World, retrying_model
 
 SEEDS = [0, 1, 2]
 

@@ -1,7 +1,7 @@
-"""The asyncio shell of the AIMD limiter: a semaphore whose size follows :class:`~engine.llm.aimd.AdaptiveLimit`.
+"""The asyncio shell of the AIMD limiter: a semaphore whose size follows :class:`~engine.llm.wrappers.aimd.AdaptiveLimit`.
 
 ``AdaptiveSemaphore`` queues callers (first in, first out) and hands out slots; ``Slot`` reports how
-each call went. The rules that decide the limit live in the sans-IO core, :mod:`engine.llm.aimd`.
+each call went. The rules that decide the limit live in the sans-IO core, :mod:`engine.llm.wrappers.aimd`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections import deque
 from collections.abc import Callable
 from types import TracebackType
 
-from engine.llm.aimd import AdaptiveLimit, Outcome
 from engine.llm.client import LimiterConfig
+from engine.llm.wrappers.aimd import AdaptiveLimit, Outcome
 
 __all__ = ["AdaptiveLimit", "AdaptiveSemaphore", "Outcome", "Slot"]
 

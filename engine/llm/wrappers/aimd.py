@@ -1,7 +1,7 @@
 """AIMD on the number of LLM calls one process keeps in flight, judged one window at a time.
 
 ``AdaptiveLimit`` is the sans-IO core: it is told when a call is issued and how each one ended,
-and decides the limit; :mod:`engine.llm.limiter` holds the asyncio shell that queues callers.
+and decides the limit; :mod:`engine.llm.wrappers.limiter` holds the asyncio shell that queues callers.
 Slow start doubles it until the first sign of overload (429s above the background share, answers
 slower than the baseline, none remaining); then it grows additively and falls at once toward the
 capacity the server showed, never by half. A window is judged by the calls issued in the one before

@@ -1,7 +1,7 @@
 """ChatModel over litellm: the providers that are not OpenAI-compatible (``anthropic/...``, ``gemini/...``).
 
 The dispatcher sends every ``base_url`` and ``openai/*`` client to
-:mod:`engine.llm.openai_http` instead; this class still accepts them. litellm is imported here
+:mod:`engine.llm.backends.openai_http` instead; this class still accepts them. litellm is imported here
 only, on first use, with the local price map (its import otherwise tries the network). The key is
 read from the worker's environment by the variable's *name* (:mod:`engine.llm.api_key`).
 """
@@ -14,8 +14,8 @@ from typing import Any
 
 from engine.errors import LLMCallError, LLMRateLimitError
 from engine.llm.api_key import resolve_api_key, scrub
+from engine.llm.backends.completion_body import MalformedCompletionError, parse_completion
 from engine.llm.client import LLMClient
-from engine.llm.completion_body import MalformedCompletionError, parse_completion
 from engine.llm.protocol import ChatResult
 
 __all__ = ["LiteLLMChatModel", "import_litellm"]

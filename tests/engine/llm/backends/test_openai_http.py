@@ -28,15 +28,15 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from engine.errors import LLMCallError, LLMRateLimitError
+from engine.llm.backends.openai_http import OpenAIHTTPChatModel, parse_retry_after
 from engine.llm.client import LimiterConfig, LLMClient
 from engine.llm.dispatcher import get_chat_model
-from engine.llm.openai_http import OpenAIHTTPChatModel, parse_retry_after
-from engine.llm.retry import RetryingModel
 from engine.llm.sim import SimFaults, SimLLM
 from engine.llm.sim import server as sim_server
 from engine.llm.sim.background import serving
 from engine.llm.sim.server import create_app
 from engine.llm.structured import complete_structured
+from engine.llm.wrappers.retry import RetryingModel
 
 SECRET = "sk-polis-test-secret-value"
 HI = [{"role": "user", "content": "hi"}]
@@ -45,7 +45,7 @@ TOOLS = [{
     "function": {"name": "vote", "parameters": {"type": "object", "properties": {"choice": {"enum": ["stay", "leave"]}},
                                                 "required": ["choice"]}},
 }]
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 class Vote(BaseModel):
@@ -441,7 +441,7 @@ def test_each_event_loop_gets_its_own_session_closed_with_its_loop(sim_url, capl
 def test_the_transport_never_imports_litellm_and_reads_its_prices_before_the_first_call(sim_url):
     script = f"""
 import asyncio, sys
-import engine.llm.openai_http
+import engine.llm.backends.openai_http
 assert "litellm" not in sys.modules, "importing the transport imported litellm"
 from engine.llm.client import LLMClient
 from engine.llm.dispatcher import get_chat_model

@@ -1,6 +1,6 @@
 """RetryingModel: exponential backoff that honours Retry-After, wrapped around any ChatModel.
 
-Per-request timeouts are :class:`engine.llm.timeout.TimeoutModel`'s job (inside the limiter).
+Per-request timeouts are :class:`engine.llm.wrappers.timeout.TimeoutModel`'s job (inside the limiter).
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ import time
 from typing import Any
 
 from engine.errors import LLMRateLimitError
-from engine.llm.limiter import AdaptiveSemaphore
 from engine.llm.protocol import ChatModel, ChatResult
+from engine.llm.wrappers.limiter import AdaptiveSemaphore
 
 __all__ = ["LimitedModel"]
 

@@ -10,8 +10,8 @@ import pytest
 
 from engine.errors import LLMCallError, LLMRateLimitError
 from engine.llm.protocol import ChatResult
-from engine.llm.retry import RetryingModel
-from engine.llm.timeout import TimeoutModel
+from engine.llm.wrappers.retry import RetryingModel
+from engine.llm.wrappers.timeout import TimeoutModel
 
 OK = ChatResult(text="ok", model="m")
 

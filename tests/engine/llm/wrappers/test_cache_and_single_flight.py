@@ -9,10 +9,10 @@ import json
 import pytest
 
 from engine.errors import LLMCallError
-from engine.llm.cache import CachedModel, ResponseCache
 from engine.llm.protocol import ChatResult
 from engine.llm.request_key import request_key
-from engine.llm.single_flight import SingleFlightModel
+from engine.llm.wrappers.cache import CachedModel, ResponseCache
+from engine.llm.wrappers.single_flight import SingleFlightModel
 
 
 class CountingModel:

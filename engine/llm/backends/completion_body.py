@@ -1,6 +1,6 @@
 """The shape of an OpenAI-style chat completion, checked before anything is taken from it.
 
-Both transports (:mod:`engine.llm.openai_http`, :mod:`engine.llm.litellm_backend`) read a reply
+Both transports (:mod:`engine.llm.backends.openai_http`, :mod:`engine.llm.backends.litellm_backend`) read a reply
 through :func:`parse_completion`. A reply of the wrong shape (no ``choices``, an empty list, a
 ``message`` that is no object, ``content`` that is a number, ``usage`` that is garbage) raises
 :class:`MalformedCompletionError`, which each transport turns into an ``LLMCallError`` with status

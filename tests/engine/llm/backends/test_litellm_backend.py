@@ -6,13 +6,13 @@ import pytest
 from pydantic import BaseModel
 
 from engine.errors import LLMRateLimitError
+from engine.llm.backends.litellm_backend import LiteLLMChatModel
 from engine.llm.client import LLMClient
 from engine.llm.dispatcher import get_chat_model
-from engine.llm.litellm_backend import LiteLLMChatModel
 from engine.llm.sim import SimFaults
 from engine.llm.sim.background import serving
-from engine.llm.single_flight import SingleFlightModel
 from engine.llm.structured import complete_structured
+from engine.llm.wrappers.single_flight import SingleFlightModel
 
 
 class Vote(BaseModel):

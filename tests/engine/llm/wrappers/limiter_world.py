@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from engine.llm.limiter import AdaptiveLimit
+from engine.llm.wrappers.limiter import AdaptiveLimit
 
 __all__ = ["CapacityServer", "QueueingServer", "World", "retrying_model"]
 

@@ -38,8 +38,8 @@ import aiohttp
 
 from engine.errors import LLMCallError, LLMRateLimitError
 from engine.llm.api_key import resolve_api_key, scrub
+from engine.llm.backends.completion_body import parse_completion
 from engine.llm.client import LLMClient
-from engine.llm.completion_body import parse_completion
 from engine.llm.prices import cost_usd, price_map
 from engine.llm.protocol import ChatResult
 
