@@ -4,6 +4,7 @@ LocalCluster and on an external ``dask scheduler``, and the dashboard page it li
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 import uuid
 from pathlib import Path
@@ -37,7 +38,7 @@ external_cluster = cluster_fixtures.external_cluster  # the shared module-scoped
 
 #: Experiment ids as the service makes them (``uuid4().hex[:12]``), the hex-ish kinds ``key_split`` drops
 #: after a ``-`` among them, and run directory names as CLI users choose them.
-IDS = [uuid.uuid4().hex[:12] for _ in range(50)] + [
+IDS = [uuid.UUID(int=random.Random(index).getrandbits(128)).hex[:12] for index in range(50)] + [  # fixed: the same ids in every collection
     "deadbeef0001", "123456789012", "abcdefabcdef", "deadbeef", "run", "demo-1", "cli small", "2026-12-01.run",
 ]
 
