@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -70,9 +71,16 @@ class EngineLoop:
         return await self.run(here())
 
     def stop(self) -> None:
-        """Stop the loop once what it runs now has yielded, and close it. Idempotent."""
+        """Stop the loop once what it runs now has yielded, and close it. Idempotent.
+
+        As ``asyncio.run`` ends, the loop's asynchronous generators are closed first: what they hold
+        (the LLM transport's keep-alive pool of this loop, for one) is released on the loop it belongs to.
+        """
         if self._loop.is_closed():
             return
+        if self._thread.is_alive():
+            with contextlib.suppress(Exception):  # a generator that fails to close is the owner's to report; stopping goes on
+                asyncio.run_coroutine_threadsafe(self._loop.shutdown_asyncgens(), self._loop).result(timeout=_STOP_TIMEOUT_S)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=_STOP_TIMEOUT_S)
         if not self._thread.is_alive():

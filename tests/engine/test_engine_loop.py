@@ -53,3 +53,25 @@ async def test_a_blocking_stretch_on_the_engine_loop_does_not_hold_up_the_caller
     finally:
         engine.stop()
     engine.stop()  # idempotent
+
+
+def test_stop_closes_the_asynchronous_generators_left_on_the_loop() -> None:
+    # What the LLM transport's per-loop keep-alive pool relies on (engine.llm.backends.openai_http).
+    closed: list[str] = []
+
+    async def holding():  # noqa: ANN202
+        try:
+            yield
+        finally:
+            closed.append("closed on its loop" if threading.current_thread().name == "test-engine" else "elsewhere")
+
+    async def start():  # noqa: ANN202
+        generator = holding()
+        await generator.__anext__()
+        return generator
+
+    loop = EngineLoop(name="test-engine")
+    kept = loop.submit(start()).result(timeout=60)
+    loop.stop()
+    assert closed == ["closed on its loop"]
+    del kept

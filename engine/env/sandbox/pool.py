@@ -113,12 +113,14 @@ class SandboxPool:
         """Kill every process (idle or running) and refuse further executions."""
         self._closed = True
         processes = list(self._processes)
-        self._processes.clear()
         self._idle.clear()
         for process in processes:
             process.kill(process.killed_for or "closed")
-        for process in processes:
-            await process.reap()
+        try:
+            for process in processes:
+                await process.reap()
+        finally:  # each stays in the set (the finalizer's) until reaped, even if this close is cancelled or abandoned
+            self._processes.difference_update(p for p in processes if p.returncode is not None)
         while self._waiters:
             self._wake(self._waiters.popleft(), None)
 

@@ -222,6 +222,24 @@ async def test_a_closed_pool_ends_its_processes_and_refuses_code() -> None:
         await execute("x = 1", [], executor=pool)
 
 
+async def test_a_close_cancelled_while_it_reaps_leaves_the_processes_to_terminate() -> None:
+    # A run cancelled, or a loop stopped, in the middle of closing its router: the processes it killed
+    # stay the pool's until reaped, so terminate() (and the pool's finalizer) still reaps them.
+    pool = SandboxPool(2)
+    await pool.start()
+    pids = pool.pids()
+    closing = asyncio.ensure_future(pool.close())
+    await asyncio.sleep(0)  # it killed them all and waits on the first reap
+    closing.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await closing
+    pool.terminate()
+    assert pool.pids() == []
+    for pid in pids:
+        with pytest.raises(ChildProcessError):  # reaped by the pool, not left a zombie for anyone else
+            os.waitpid(pid, os.WNOHANG)
+
+
 async def test_a_dropped_pool_kills_its_processes() -> None:
     pool = SandboxPool(2)
     await pool.start()
