@@ -59,11 +59,12 @@ screenshots: install-test system
 # pyproject.toml; pytest turns warnings into errors). The tests include one run on the real offline
 # model, so they install it too, the results page's tests drive headless Chromium, the compose
 # file's tests run docker-compose, and the Kubernetes manifests' tests read the Dask operator's CRDs.
-# Last, the docs site is built.
+# Last, the docs site is built. pytest runs two processes (pytest-xdist), each taking whole test files, so that
+# module-scoped fixtures (a served run, an external cluster) are made once.
 test: install-test install-local system $(VENV)/k8s-crds
 	$(BIN)/python -m ruff check engine service polis tests benchmarks examples docs
 	$(BIN)/python -m mypy
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 	$(MAKE) --no-print-directory docs
 
 # The quick loop: ruff, mypy and the unit tier (no cluster, no process, no network: tests/conftest.py marks it).
