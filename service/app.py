@@ -15,12 +15,12 @@ from fastapi.responses import JSONResponse
 
 from engine.api import EngineLoop
 from engine.errors import PolisError, SpecError
-from service.auth import TokenStore
-from service.disk_usage import DiskLedger
+from service.admission.auth import TokenStore
+from service.admission.disk_usage import DiskLedger
+from service.admission.intake import Intake
+from service.admission.limits import BodyLimit, Slots, validation_error_response
+from service.admission.llm_usage import LlmCallLedger
 from service.errors import ServiceError, SpecRejectedError, TooManyRequestsError, UnauthorizedError, status_code_for
-from service.intake import Intake
-from service.limits import BodyLimit, Slots, validation_error_response
-from service.llm_usage import LlmCallLedger
 from service.openapi import declare_errors
 from service.registry import ExperimentRegistry
 from service.report.page import mount_bokeh_static

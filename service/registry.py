@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from engine.api import ExperimentSpec, as_location, atomic_write_text, read_json, run_child, run_store
 from engine.errors import StorageError
 from engine.run_status import RunStatus
-from service.auth import LOCAL_ADMIN, Principal
+from service.admission.auth import LOCAL_ADMIN, Principal
 from service.errors import ExperimentBusyError, ExperimentNotFoundError, IdempotencyConflictError
 from service.schemas import (
     ExperimentAccepted,
@@ -77,7 +77,7 @@ class ExperimentRecord(BaseModel):
 
     id: str  #: short uuid hex
     name: str
-    owner: str = LOCAL_ADMIN.owner  #: who submitted it (``service.auth``); only they and admins see it
+    owner: str = LOCAL_ADMIN.owner  #: who submitted it (``service.admission.auth``); only they and admins see it
     status: ExperimentStatus = RunStatus.QUEUED
     created_at: datetime
     started_at: datetime | None = None

@@ -7,8 +7,8 @@ import logging
 
 import uvicorn
 
+from service.admission.auth import TokenStore
 from service.app import create_app
-from service.auth import TokenStore
 from service.errors import AuthConfigError
 from service.settings import ServiceSettings
 

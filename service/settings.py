@@ -29,7 +29,7 @@ class ServiceSettings(EngineSettings):
     run_store: str | None = None
     host: str = "127.0.0.1"  #: POLIS_HOST: where the API listens
     port: int = Field(default=8400, ge=0, le=65535)  #: POLIS_PORT
-    #: POLIS_AUTH_TOKENS: the token file (``service.auth``); unset = no tokens, and the service binds
+    #: POLIS_AUTH_TOKENS: the token file (``service.admission.auth``); unset = no tokens, and the service binds
     #: only to loopback
     auth_tokens: Path | None = None
     #: POLIS_SQL_MAX_ROWS: the most rows one ``POST /experiments/{id}/sql`` answers with (a request may ask fewer)
@@ -41,10 +41,10 @@ class ServiceSettings(EngineSettings):
     sql_max_concurrent_per_owner: int = Field(default=2, ge=1)
     #: POLIS_EVENTS_MAX_STREAMS_PER_OWNER: event streams (GET .../events) one owner keeps open; more are answered 429
     events_max_streams_per_owner: int = Field(default=16, ge=1)
-    #: POLIS_GRANTS: the credentials, endpoints and per-owner quotas the server grants (``service.grants``);
+    #: POLIS_GRANTS: the credentials, endpoints and per-owner quotas the server grants (``service.admission.grants``);
     #: unset = none granted, every spec must use ``sim/*`` or ``local/*`` models
     grants_file: Path | None = Field(default=None, validation_alias="POLIS_GRANTS")
-    #: POLIS_QUOTA_*: each owner's limits (``service.quotas``), unless the grants file overrides them
+    #: POLIS_QUOTA_*: each owner's limits (``service.admission.quotas``), unless the grants file overrides them
     quota_max_agents: int = Field(default=10_000, ge=1)  #: POLIS_QUOTA_MAX_AGENTS: agents in one spec (each sweep cell)
     quota_max_agent_steps: int = Field(default=1_000_000, ge=1)  #: POLIS_QUOTA_MAX_AGENT_STEPS: agents x ticks x cells
     #: POLIS_MAX_RUNNING: experiments that run at once over all owners; the rest wait ``queued``

@@ -8,10 +8,10 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from engine.api import EngineLoop, QueryLimits
-from service.auth import TokenStore
-from service.disk_usage import DiskLedger
-from service.intake import Intake
-from service.limits import Slots
+from service.admission.auth import TokenStore
+from service.admission.disk_usage import DiskLedger
+from service.admission.intake import Intake
+from service.admission.limits import Slots
 from service.metrics import ServiceMetrics
 from service.registry import ExperimentRegistry
 from service.submission import Submitter

@@ -48,10 +48,10 @@ from engine.api import (
 from engine.errors import ForkError, PolisError, SpecError
 from engine.run_progress import RunProgress
 from engine.run_status import ENDED_STATUSES, RunStatus
-from service.auth import LOCAL_ADMIN, Principal
+from service.admission.auth import LOCAL_ADMIN, Principal
+from service.admission.llm_usage import LlmCallLedger
 from service.errors import ExperimentBusyError, ExperimentNotFoundError, ExperimentNotRunningError, SpecRejectedError
 from service.events import EventHub
-from service.llm_usage import LlmCallLedger
 from service.metrics import ServiceMetrics, TickTimer
 from service.progress import ProgressRecorder
 from service.queue import FairQueue

@@ -66,9 +66,9 @@ ALLOWED: dict[str, str] = {
     # The service's own state beside the runs: registry, keys, grants, uploads.
     "service/registry.py": "the service's registry, and deleting a local run directory it owns",
     "service/submission.py": "removes a local run directory the service made for a refused fork",
-    "service/auth.py": "the service's API key files",
-    "service/grants.py": "the service's grants file",
-    "service/disk_usage.py": "disk use of the service's local run directories",
+    "service/admission/auth.py": "the service's API key files",
+    "service/admission/grants.py": "the service's grants file",
+    "service/admission/disk_usage.py": "disk use of the service's local run directories",
     "polis/cli.py": "writes a generated key file a user asked for",
     "polis/runs.py": "writes the results page where a user asks, and lists a folder to say why it is not a run",
     "service/client.py": "uploads a file a user names",

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 
 from engine.api import list_agent_files, read_agent, read_agent_file
-from service.auth import Caller
+from service.admission.auth import Caller
 from service.schemas import AgentFiles, AgentMemory
 from service.state import State
 

@@ -17,9 +17,9 @@ from fastapi import APIRouter, Header
 from fastapi.responses import StreamingResponse
 
 from engine.run_status import RunStatus
-from service.auth import Caller
+from service.admission.auth import Caller
+from service.admission.limits import Slots
 from service.events import EventLog
-from service.limits import Slots
 from service.state import State
 
 __all__ = ["EVENT_STREAM_MEDIA_TYPE", "router"]

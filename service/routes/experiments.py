@@ -8,8 +8,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Request, Response
 
-from service.auth import Caller
-from service.intake import spec_request_body
+from service.admission.auth import Caller
+from service.admission.intake import spec_request_body
 from service.registry import ExperimentRecord, Idempotency
 from service.schemas import ExperimentAccepted, ExperimentDetail, ExperimentList, ResumeRequest
 from service.state import ServiceState, State

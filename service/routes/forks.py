@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engine.api import ExperimentSpec, has_society_step
 from engine.errors import SpecError
-from service.auth import Caller
+from service.admission.auth import Caller
 from service.errors import ExperimentBusyError, SpecRejectedError
 from service.openapi import error_example
 from service.registry import ACTIVE_STATUSES, ExperimentRecord

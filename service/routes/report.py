@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
 from engine.api import ReportData, is_run_dir, load_report
-from service.auth import Caller
+from service.admission.auth import Caller
 from service.registry import ACTIVE_STATUSES, ExperimentRecord
 from service.report.page import served_page
 from service.report.plots import layout_signature

@@ -11,7 +11,7 @@ from fastapi.responses import FileResponse
 from starlette.background import BackgroundTask
 
 from engine.api import check_dataset_name, export_dataset, list_datasets
-from service.auth import Caller
+from service.admission.auth import Caller
 from service.schemas import DatasetList
 from service.sql import PARQUET_MEDIA_TYPE
 from service.state import State

@@ -1,7 +1,7 @@
 """``/login`` and ``/logout``: a browser's session for a service with tokens.
 
 A page load or an ``EventSource`` cannot send ``Authorization: Bearer``, so ``POST /login`` takes the
-token from a form, checks it, and keeps it in the :data:`~service.auth.SESSION_COOKIE` cookie
+token from a form, checks it, and keeps it in the :data:`~service.admission.auth.SESSION_COOKIE` cookie
 (``HttpOnly``, ``SameSite=Strict``, ``Secure`` over HTTPS), then sends the browser on to ``next``.
 The token travels in the form body, never in a URL (access logs record URLs). Browser-only, so the
 routes stay out of the OpenAPI document.
@@ -17,7 +17,7 @@ import jinja2
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from service.auth import SESSION_COOKIE, TokenStore, same_origin
+from service.admission.auth import SESSION_COOKIE, TokenStore, same_origin
 from service.state import State
 
 __all__ = ["router", "safe_next"]

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Response
 from fastapi.responses import JSONResponse
 
-from service.auth import Caller
+from service.admission.auth import Caller
 from service.schemas import SqlResult
 from service.sql import (
     ARROW_STREAM_MEDIA_TYPE,

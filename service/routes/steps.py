@@ -9,10 +9,10 @@ from fastapi import APIRouter, Header, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.api import ExperimentSpec, StepSpec, read_society_step
-from service.auth import Caller
+from service.admission.auth import Caller
+from service.admission.quotas import check_added_steps, least_llm_calls
 from service.errors import ExperimentBusyError, SpecRejectedError
 from service.openapi import error_example
-from service.quotas import check_added_steps, least_llm_calls
 from service.registry import ACTIVE_STATUSES, Idempotency
 from service.schemas import ExperimentAccepted
 from service.state import State

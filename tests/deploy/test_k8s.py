@@ -23,7 +23,7 @@ import yaml
 from dask.utils import parse_bytes
 
 from engine.settings import THREADS_PER_WORKER
-from service.grants import read_grants_file
+from service.admission.grants import read_grants_file
 from service.server import check_listen_address
 from service.settings import ServiceSettings
 from tests.deploy.kustomize_render import render

@@ -13,7 +13,7 @@ import pytest
 import polis
 from engine.cluster_options import IN_PROCESS
 from engine.results.report import ReportData, load_report
-from service.auth import create_token
+from service.admission.auth import create_token
 from service.client_errors import ConflictError, NotFoundError, SpecRejectedError, UnauthorizedError, WaitTimeoutError
 from service.report.page import BOKEH_STATIC_URL
 from service.schemas import AgentMemory

@@ -13,7 +13,7 @@ import pytest
 
 from engine.cluster_options import IN_PROCESS
 from engine.storage.reader import ReplayReader
-from service.auth import create_token
+from service.admission.auth import create_token
 from service.settings import ServiceSettings
 from tests.service.live import serve, wait_until_final
 

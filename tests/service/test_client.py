@@ -14,7 +14,7 @@ import yaml
 
 from engine.cluster_options import IN_PROCESS
 from engine.spec import ExperimentSpec
-from service.auth import create_token
+from service.admission.auth import create_token
 from service.client import FINAL_STATUSES, PolisClient
 from service.client_errors import (
     ConflictError,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from engine.spec import ExperimentSpec, parse_spec
-from service.auth import Principal
+from service.admission.auth import Principal
 from service.errors import ExperimentBusyError, ExperimentNotFoundError, IdempotencyConflictError
 from service.registry import ExperimentRegistry, Idempotency
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from engine.cluster_options import IN_PROCESS
-from service.auth import create_token
+from service.admission.auth import create_token
 from service.settings import ServiceSettings
 from tests.engine.society.crash_support import crash_spec
 from tests.service.live import serve, wait_until_final

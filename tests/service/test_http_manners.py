@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from engine.cluster_options import IN_PROCESS
-from service.auth import create_token
+from service.admission.auth import create_token
 from service.openapi import ROUTE_ERRORS, ErrorBody
 from service.settings import ServiceSettings
 from tests.service.live import serve

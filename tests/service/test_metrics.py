@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.cluster_options import IN_PROCESS
-from service.auth import create_token
+from service.admission.auth import create_token
 from service.metrics import ServiceMetrics, TickTimer, exposition
 from service.registry import ExperimentRecord
 from service.settings import ServiceSettings

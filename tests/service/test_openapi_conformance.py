@@ -24,8 +24,8 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from engine.cluster_options import IN_PROCESS
+from service.admission.auth import create_token
 from service.app import create_app
-from service.auth import create_token
 from service.settings import ServiceSettings
 from tests.service.live import serve
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from engine.cluster_options import IN_PROCESS
-from service.auth import SESSION_COOKIE, create_token
+from service.admission.auth import SESSION_COOKIE, create_token
 from service.routes.session import safe_next
 from service.settings import ServiceSettings
 from tests.service.conftest import small_spec_data

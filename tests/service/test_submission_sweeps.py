@@ -13,7 +13,7 @@ import pytest
 from engine.run_progress import RunProgress
 from engine.society.run.runner import RunSummary
 from engine.spec import ExperimentSpec, parse_spec
-from service.auth import Principal
+from service.admission.auth import Principal
 from service.registry import ExperimentRegistry
 from service.submission import Submitter
 

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from engine.cluster_options import IN_PROCESS
-from service.auth import create_token
+from service.admission.auth import create_token
 from service.settings import ServiceSettings
 from tests.service.live import serve, wait_until_final
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from engine.cluster_options import IN_PROCESS
-from service.auth import create_token
+from service.admission.auth import create_token
 from service.settings import ServiceSettings
 from tests.service.conftest import small_spec_data
 from tests.service.live import serve, wait_until_final

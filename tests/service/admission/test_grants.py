@@ -16,9 +16,9 @@ from engine.cluster_options import IN_PROCESS
 from engine.errors import SpecError
 from engine.llm.sim.process import sim_llm_process
 from engine.spec import parse_spec
-from service.auth import create_token
+from service.admission.auth import create_token
+from service.admission.grants import Grant, Grants, read_grants_file
 from service.errors import AuthConfigError, CredentialNotGrantedError
-from service.grants import Grant, Grants, read_grants_file
 from service.settings import ServiceSettings
 from tests.service.conftest import small_spec_data
 from tests.service.live import serve, wait_until_final

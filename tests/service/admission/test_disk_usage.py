@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.spec import parse_spec
-from service.disk_usage import DiskLedger, run_bytes
+from service.admission.disk_usage import DiskLedger, run_bytes
 from service.registry import ExperimentRecord, ExperimentRegistry
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from engine.errors import SpecError
+from service.admission.intake import Intake
+from service.admission.quotas import OwnerQuota, Quotas
 from service.errors import QuotaExceededError
-from service.intake import Intake
-from service.quotas import OwnerQuota, Quotas
 
 TABLE = "name,age\n" + "".join(f"P{i},{20 + i}\n" for i in range(12))
 

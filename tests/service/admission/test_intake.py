@@ -13,8 +13,8 @@ import yaml
 
 from engine.cluster_options import IN_PROCESS
 from engine.population.spec import PopulationSpec
-from service import intake as intake_module
-from service.auth import create_token
+from service.admission import intake as intake_module
+from service.admission.auth import create_token
 from service.settings import ServiceSettings
 from tests.service.live import serve, wait_until_final
 
@@ -78,7 +78,7 @@ def members_made(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 @pytest.fixture
 def intake_steps(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The steps after decoding that the server's intake took during the test (``service.intake``'s order:
+    """The steps after decoding that the server's intake took during the test (``service.admission.intake``'s order:
     the quotas' counts, then validation): each walks the whole decoded body."""
     taken: list[str] = []
     for name in ("count_spec", "parse_spec"):

@@ -12,16 +12,16 @@ In order, each before anything costlier:
    ``POLIS_INPUT_DIRS`` allow-list: a path in a request body must not read the server's other
    files, so any other name is refused (422 on that field) with one message that says nothing
    about whether it exists; the rows go into the spec, so the counts below see them;
-5. the quotas on the raw data (``service.spec_counts``): agents, agent-steps, sweep cells, and
+5. the quotas on the raw data (``service.admission.spec_counts``): agents, agent-steps, sweep cells, and
    the owner's disk, before ``ExperimentSpec`` validation expands any population;
 6. validation (``engine.spec.parse_spec``; format widths are bounded there, module kwargs are checked
    against each module's constructor), then the input files env modules name, read from under
    ``POLIS_INPUT_DIRS`` as the run would read them;
-7. the grants (``service.grants``): every LLM config is free or granted to the owner.
+7. the grants (``service.admission.grants``): every LLM config is free or granted to the owner.
 
 A spec the service makes itself (a fork's: the parent's with a patch) passes steps 5 and 7 through
 :meth:`Intake.authorize`. :meth:`Intake.admit` (steps 3-7) is sans-IO apart from reading allowed tables and asking the
-owner's disk use (``service.disk_usage.DiskLedger.used``, which measures only runs ended since it last looked); the route
+owner's disk use (``service.admission.disk_usage.DiskLedger.used``, which measures only runs ended since it last looked); the route
 calls :meth:`Intake.read`, which runs it off the event loop.
 """
 
@@ -48,11 +48,11 @@ from engine.api import (
     resolve_input_file,
 )
 from engine.errors import SpecError
+from service.admission.grants import Grants, read_grants_file
+from service.admission.quotas import Quotas, check_counts, check_disk
+from service.admission.spec_counts import count_spec
 from service.errors import SpecTooLargeError, UnsupportedMediaTypeError
-from service.grants import Grants, read_grants_file
-from service.quotas import Quotas, check_counts, check_disk
 from service.settings import ServiceSettings
-from service.spec_counts import count_spec
 
 __all__ = ["JSON_TYPES", "YAML_TYPES", "Intake", "decode_spec", "media_kind", "read_body", "spec_request_body"]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from service.spec_counts import SpecCounts, count_spec
+from service.admission.spec_counts import SpecCounts, count_spec
 
 
 def spec(**fields: Any) -> dict[str, Any]:

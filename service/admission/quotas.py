@@ -1,11 +1,11 @@
 """Per-owner quotas: how big a spec may be, how many run at once, how much disk an owner's runs take.
 
-Defaults come from the ``POLIS_QUOTA_*`` settings; the grants file (``service.grants``) overrides
+Defaults come from the ``POLIS_QUOTA_*`` settings; the grants file (``service.admission.grants``) overrides
 them for every owner (``"*"``) or for one::
 
     {"quotas": {"*": {"max_agents": 2000}, "lab-a": {"max_agents": 5000, "max_concurrent": 4}}}
 
-The checks here are sans-IO: an owner's disk use comes from ``service.disk_usage.DiskLedger``. The queue
+The checks here are sans-IO: an owner's disk use comes from ``service.admission.disk_usage.DiskLedger``. The queue
 (not this module) enforces ``max_concurrent``: more experiments than that wait ``queued``.
 """
 
@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.api import QuestionnaireStep, RunStep, StepSpec
+from service.admission.spec_counts import SpecCounts
 from service.errors import QuotaExceededError
 from service.settings import ServiceSettings
-from service.spec_counts import SpecCounts
 
 __all__ = ["OwnerQuota", "QuotaOverride", "Quotas", "check_added_steps", "check_counts", "check_disk",
            "least_llm_calls"]

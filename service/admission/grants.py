@@ -39,8 +39,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from engine.api import ExperimentSpec, LLMClientSpec, LLMSpec, check_grid_keys, format_validation_error
 from engine.errors import SpecError
+from service.admission.quotas import QuotaOverride
 from service.errors import AuthConfigError, CredentialNotGrantedError
-from service.quotas import QuotaOverride
 
 __all__ = ["FREE_EMBEDDERS", "REQUEST_OPTIONS", "Grant", "Grants", "GrantsFile", "read_grants_file"]
 

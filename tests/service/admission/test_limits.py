@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from engine.cluster_options import IN_PROCESS
+from service.admission.limits import EXCERPT_CHARS, BodyLimit, Slots, excerpt
 from service.errors import TooManyRequestsError
-from service.limits import EXCERPT_CHARS, BodyLimit, Slots, excerpt
 from service.settings import ServiceSettings
 from tests.service.live import serve
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from service.admission.llm_usage import LlmCallLedger, seconds_to_midnight_utc
 from service.errors import DailyQuotaExceededError, QuotaExceededError
-from service.llm_usage import LlmCallLedger, seconds_to_midnight_utc
 from service.schemas import without_server_paths
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from engine.cluster_options import IN_PROCESS
 from polis.cli import main
-from service.auth import TokenStore, hash_token
+from service.admission.auth import TokenStore, hash_token
 from service.errors import AuthConfigError
 from service.server import check_listen_address, is_loopback
 from service.settings import ServiceSettings
@@ -89,7 +89,7 @@ def test_with_tokens_the_service_says_how_many_and_never_which(tmp_path: Path, c
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    from service.auth import create_token
+    from service.admission.auth import create_token
 
     root = tmp_path_factory.mktemp("auth")
     path = root / "tokens.json"
