@@ -36,7 +36,7 @@ from pathlib import Path
 
 import aiohttp
 
-from service.auth import create_token
+from service.admission.auth import create_token
 
 FINAL = {"completed", "completed_with_errors", "failed", "cancelled", "interrupted", "budget_exhausted"}
 #: The reproducer of issue 33: one agent, one tick, 10,000 replications.

@@ -23,7 +23,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _token_create(args: argparse.Namespace) -> int:
-    from service.auth import create_token
+    from service.admission.auth import create_token
     from service.settings import ServiceSettings
 
     path = Path(args.file).expanduser() if args.file else ServiceSettings().auth_tokens

@@ -4,7 +4,7 @@ A spec names a table by path; where that path may point is the caller's rule, a 
 
 - the CLI (``load_spec``) resolves it against the spec file's folder (an absolute path as is):
   whoever runs ``polis run`` owns the machine;
-- the service resolves it only under the ``POLIS_INPUT_DIRS`` allow-list (``service.intake``):
+- the service resolves it only under the ``POLIS_INPUT_DIRS`` allow-list (``service.admission.intake``):
   a path in a request body must not read the server's other files.
 
 The rows are written into the spec data, so the validated spec carries its table: a stored spec,
