@@ -270,7 +270,7 @@ class Session:
 
             async def start() -> Any:
                 shell = await stack.enter_async_context(open_shell(self.settings.scheduler, **self.settings.cluster_options()))
-                self.dashboard_link = await experiment_page(shell.client) if shell.client is not None else None
+                self.dashboard_link = await experiment_page(shell.client)
                 return shell
 
             try:

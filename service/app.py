@@ -62,8 +62,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
             shared = await engine.run(stack.enter_async_context(open_shell(settings.scheduler, **settings.cluster_options())))
             submitter = Submitter(registry, shared, run_options=settings.run_options(), max_running=settings.max_running, max_concurrent=lambda owner: intake.quotas.for_owner(owner).max_concurrent,
                 llm_calls=LlmCallLedger(settings.data_dir / "llm_calls.json"))
-            dashboard, experiment_dashboard = ((await engine.run(cluster_dashboard(shared.client)), await engine.run(experiment_page(shared.client)))
-                                              if shared.client is not None else (None, None))
+            dashboard, experiment_dashboard = await engine.run(cluster_dashboard(shared.client)), await engine.run(experiment_page(shared.client))
             disk = DiskLedger(registry, reconcile_s=settings.disk_reconcile_s)
             app.state.polis = ServiceState(
                 registry, submitter, engine, dashboard, experiment_dashboard, disk,

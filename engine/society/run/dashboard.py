@@ -110,7 +110,10 @@ async def serves_dashboard(client: Any) -> bool:
 
 
 async def cluster_dashboard(client: Any) -> str | None:
-    """The client's ``dashboard_link`` (its ``/status`` page by default); None when the scheduler serves no dashboard."""
+    """The client's ``dashboard_link`` (its ``/status`` page by default); None when the scheduler serves no dashboard,
+    or when there is no cluster (``client`` None: an in-process shell's)."""
+    if client is None:
+        return None
     try:
         link = client.dashboard_link
     except KeyError:  # a scheduler without an HTTP server reports no "dashboard" service
@@ -121,7 +124,7 @@ async def cluster_dashboard(client: Any) -> str | None:
 
 
 async def experiment_page(client: Any) -> str | None:
-    """The dashboard page to link for an experiment on this client's cluster; None without a dashboard.
+    """The dashboard page to link for an experiment on this client's cluster; None without a dashboard (or a cluster).
 
     The dashboard of distributed 2026.8 has no page per span, and none of its pages selects a span from
     its URL: the span tree appears only in ``/individual-fine-performance-metrics``, whose "Filter by

@@ -22,6 +22,7 @@ from engine.society.run.dashboard import (
     ENV_ROUTER,
     FINE_METRICS_PAGE,
     QUESTIONNAIRE,
+    cluster_dashboard,
     experiment_page,
     experiment_span,
     key_kind,
@@ -155,6 +156,11 @@ async def test_the_experiment_page_answers_on_the_clusters_dashboard_and_follows
         assert await experiment_page(dask_client) == f"https://hub.example/user/ada/proxy/{port}/{FINE_METRICS_PAGE}"
     with dask.config.set({"distributed.dashboard.link": "{scheme}://{host}:{port}/"}):
         assert await experiment_page(dask_client) == f"http://127.0.0.1:{port}/{FINE_METRICS_PAGE}"
+
+
+async def test_without_a_cluster_there_is_no_dashboard_to_link() -> None:
+    assert await cluster_dashboard(None) is None  # an in-process shell's client
+    assert await experiment_page(None) is None
 
 
 async def test_on_an_external_scheduler_without_a_dashboard_a_run_has_its_span_and_no_page(external_cluster, tmp_path: Path):
