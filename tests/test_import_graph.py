@@ -1,10 +1,10 @@
 """The import graph of the sources has no cycle and no arrow that runs back up a layer.
 
 Read from the code alone (every ``.py`` under ``engine``, ``service`` and ``polis``, parsed, never imported):
-each import names a module file of the project, whether it sits at module level or inside a function (a lazy
-import is still a dependency) and whether it is absolute or relative. ``from package import name`` names
-the submodule ``name`` where there is one, else the package's ``__init__``. Imports under
-``if TYPE_CHECKING:`` are left out: they are read by the type checker, never run.
+each import names a module file of the project, whether it sits at module level, inside a function (a lazy
+import is still a dependency) or under ``if TYPE_CHECKING:`` (a type a module names is part of what it knows), and
+whether it is absolute or relative. ``from package import name`` names the submodule ``name`` where there is one,
+else the package's ``__init__``.
 
 - **Cycles**: the strongly connected components of that graph are single files.
 - **Layers**: :data:`LAYERS` orders the project from the ground up; a file may import its own layer or one
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ast
 import functools
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,33 +65,17 @@ def module_name(path: Path, root: Path = ROOT) -> str:
     return ".".join(parts)
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
-def _runtime_imports(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Every import under ``node`` that runs: all of them but those in the body of ``if TYPE_CHECKING:``."""
-    if isinstance(node, ast.Import | ast.ImportFrom):
-        yield node
-        return
-    if isinstance(node, ast.If) and _is_type_checking(node.test):
-        children: Iterable[ast.AST] = node.orelse
-    else:
-        children = ast.iter_child_nodes(node)
-    for child in children:
-        yield from _runtime_imports(child)
-
-
 def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
-    """The dotted names ``path`` imports at run time, relative imports resolved; ``from m import n`` gives
+    """The dotted names ``path`` imports, relative imports resolved; ``from m import n`` gives
     ``m.n`` where ``m.n`` may be a submodule, else ``m`` (:func:`graph` tells them apart)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = module_name(path, root).split(".")
     if path.name != "__init__.py":
         package.pop()
     names: set[str] = set()
-    for node in _runtime_imports(tree):
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
             continue
@@ -103,7 +86,7 @@ def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
 
 
 def graph(root: Path = ROOT) -> dict[str, set[str]]:
-    """File -> the files it imports at run time (paths relative to ``root``, itself left out)."""
+    """File -> the files it imports (paths relative to ``root``, itself left out)."""
     files = {module_name(path, root): path.relative_to(root).as_posix() for path in source_files(root)}
     edges: dict[str, set[str]] = {}
     for path in source_files(root):
@@ -191,19 +174,20 @@ def _describe(component: frozenset[str], edges: dict[str, set[str]]) -> str:
 
 # ---- the tests ---------------------------------------------------------------------------------------------
 
-def test_the_reader_sees_lazy_and_relative_imports_and_skips_type_only_ones(tmp_path: Path):
+def test_the_reader_sees_lazy_relative_and_type_only_imports(tmp_path: Path):
     for package in ("engine/a", "engine/b", "service", "polis"):
         (tmp_path / package).mkdir(parents=True)
         (tmp_path / package / "__init__.py").write_text("")
     (tmp_path / "engine" / "a" / "one.py").write_text(
         "from typing import TYPE_CHECKING\n"
-        "if TYPE_CHECKING:\n    from engine.b import two\nelse:\n    import engine.b\n"
+        "if TYPE_CHECKING:\n    from engine.b import four\nelse:\n    import engine.b\n"
         "def f():\n    from . import three\n    from engine.b.two import name\n"
     )
     (tmp_path / "engine" / "a" / "three.py").write_text("from engine.a import one\nfrom engine.a import helper\nfrom ..b import two\n")
     (tmp_path / "engine" / "b" / "two.py").write_text("import engine.a.one\n")
+    (tmp_path / "engine" / "b" / "four.py").write_text("")
     edges = graph(tmp_path)
-    assert edges["engine/a/one.py"] == {"engine/b/__init__.py", "engine/a/three.py", "engine/b/two.py"}
+    assert edges["engine/a/one.py"] == {"engine/b/__init__.py", "engine/a/three.py", "engine/b/two.py", "engine/b/four.py"}
     assert edges["engine/a/three.py"] == {"engine/a/one.py", "engine/a/__init__.py", "engine/b/two.py"}
     assert sorted(map(sorted, cycles(edges))) == [["engine/a/one.py", "engine/a/three.py", "engine/b/two.py"]]
 

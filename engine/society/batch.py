@@ -18,22 +18,21 @@ import asyncio
 import os
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.agent.packed import DEFAULT_CHECKPOINT_EVERY, PackedWorkspaces
-from engine.agent.service_proxy import ServiceProxy
+from engine.agent.packed import PackedWorkspaces
 from engine.errors import EnvUnavailableError, PolisError, RunError, StaleRunError
-from engine.llm.budget import Allowance, BudgetGate, Usage
+from engine.llm.budget import BudgetGate, Usage
 from engine.llm.dispatcher import dispatcher_stats, flush_response_caches, refresh_response_caches
 from engine.society.datasets import ACTIONS, AGENT_MEMORY
 from engine.society.lease import check_session
 from engine.society.run.dashboard import AGENTS, task_key
 from engine.society.run.live_calls import publishing
 from engine.society.transcripts import TranscriptTally, write_call_shards
+from engine.society.workspaces.common import BatchJob
 from engine.society.workspaces.journaled import step_journaled_agent
 from engine.society.workspaces.packed import begin_packed_batch, step_packed_agent, write_batch_pack
 from engine.storage.run_layout import RunLayout, run_store
@@ -42,30 +41,7 @@ from engine.storage.shards import shard_name
 if TYPE_CHECKING:
     from engine.society.shells.base import EnvHost, Shell
 
-__all__ = ["BatchJob", "BatchResult", "run_tick_batches", "step_agent_batch"]
-
-
-@dataclass(frozen=True)
-class BatchJob:
-    """One batch of one tick."""
-
-    agent_ids: tuple[int, ...]
-    step: int  #: 1-based society step being run
-    batch: int
-    tick: int
-    t: datetime  #: simulated time at the end of the step
-    proxy: ServiceProxy
-    allowance: Allowance | None = None  #: this batch's share of the remaining budget
-    txn: int = 1  #: the society transaction this tick commits as
-    attempt: str = ""  #: this attempt of the tick; commits from other attempts are rolled back
-    session: str | None = None  #: the driver's lease session; a task of an older session writes nothing
-    text_allowance: int | None = None  #: transcript text bytes this batch may keep; None: no transcripts
-    snapshots_keep: int | None = 0  #: past ticks whose journals stay (the spec's ``snapshots.keep``; None: all)
-    packs: Mapping[int, str] | None = None  #: packed runs: the pack holding each agent (None: one folder per agent)
-    checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY  #: packed runs: see :mod:`engine.agent.packed`
-    #: the driver's live-count scope this batch publishes its calls and stepped agents under
-    #: (:mod:`engine.society.run.live_calls`); None: nobody listens
-    live_scope: str | None = None
+__all__ = ["BatchResult", "run_tick_batches", "step_agent_batch"]
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from engine.llm.dispatcher import flush_response_caches
 from engine.llm.meter import CallRecord
 from engine.run_progress import Phase, RunPhase
 from engine.run_status import RunStatus
-from engine.society.batch import BatchJob, BatchResult, run_tick_batches
+from engine.society.batch import BatchResult, run_tick_batches
 from engine.society.datasets import ACTIONS, AGENT_MEMORY, LLM_CALLS, SOCIETY_QUERIES, TRANSCRIPTS
 from engine.society.experimenter.consult import consult_scope, run_helper
 from engine.society.experimenter.interview import ask_agents
@@ -63,6 +63,7 @@ from engine.society.tick_core import (
 )
 from engine.society.transaction import commit, recover
 from engine.society.transcripts import TranscriptLedger, stage_router_calls
+from engine.society.workspaces.common import BatchJob
 from engine.society.workspaces.journaled import FolderAgents
 from engine.society.workspaces.manifest import PACKED, AgentSource, PackedAgents
 from engine.spec import StorageSpec

@@ -8,7 +8,8 @@ under the transaction and appears when the society commits it.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.dispatcher import caller_model
@@ -22,18 +23,46 @@ from engine.storage.shards import shard_name
 from engine.storage.staging import staged_key
 
 if TYPE_CHECKING:
+    from engine.agent.service_proxy import ServiceProxy
     from engine.society.fork.as_of import AsOfAgents
     from engine.society.shells.base import EnvHost
-    from engine.society.society import AgentSociety
+    from engine.society.transcripts import TranscriptLedger
 
-__all__ = ["consult_scope", "run_helper"]
+__all__ = ["ConsultedSociety", "consult_scope", "run_helper"]
+
+
+class ConsultedSociety(Protocol):
+    """What an ask or intervene step needs of the society (:class:`~engine.society.society.AgentSociety` is one)."""
+
+    run_id: str
+    transcripts: TranscriptLedger
+
+    @property
+    def run_dir(self) -> Path | str: ...
+    @property
+    def current_time(self) -> datetime: ...
+    @property
+    def step_count(self) -> int: ...
+    @property
+    def completed_steps(self) -> int: ...
+    @property
+    def agent_ids(self) -> list[int]: ...
+    @property
+    def agent_specs(self) -> list[dict[str, Any]]: ...
+    @property
+    def proxy(self) -> ServiceProxy: ...
+    @property
+    def env(self) -> EnvHost: ...
+
+    async def ask_agents(self, agent_ids: list[int], question: str, *, records: list[CallRecord] | None = None,
+                         budget: BudgetGate | None = None, as_of: AsOfAgents | None = None) -> dict[int, str]: ...
 
 
 class _Interviews:
     """What the helper sees of the society: its specs and clock, and interviews whose agents' LLM
     calls are recorded and charged to the run's budget like the helper's own."""
 
-    def __init__(self, society: AgentSociety, budget: BudgetGate | None, as_of: AsOfAgents | None = None) -> None:
+    def __init__(self, society: ConsultedSociety, budget: BudgetGate | None, as_of: AsOfAgents | None = None) -> None:
         self._society = society
         self._budget = budget
         self._as_of = as_of
@@ -56,13 +85,13 @@ class _Interviews:
                                               as_of=self._as_of)
 
 
-def consult_scope(kind: str, society: AgentSociety, step_index: int | None) -> str:
+def consult_scope(kind: str, society: ConsultedSociety, step_index: int | None) -> str:
     """The call-id scope of an ask or intervene step (``ask-003``): its router calls share it."""
     return f"{kind}-{society.completed_steps if step_index is None else step_index:03d}"
 
 
 async def run_helper(
-    society: AgentSociety, kind: str, text: str, *, txn: int, step_index: int | None, allowance: Allowance | None,
+    society: ConsultedSociety, kind: str, text: str, *, txn: int, step_index: int | None, allowance: Allowance | None,
     as_of: AsOfAgents | None = None, env: EnvHost | None = None,
 ) -> tuple[HelperResult, list[str], Usage]:
     """Run the plan-and-execute helper for one ``ask`` or ``intervene``; it opens the transaction's

@@ -1,15 +1,44 @@
-"""What every agent-step of a batch shares, whatever holds the workspaces: its error isolation and its rows."""
+"""What every agent-step of a batch shares, whatever holds the workspaces: its job, its error isolation and its rows."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from engine.agent.base import AgentBase
 from engine.agent.memory.snapshot import episodes_offset, memory_snapshot
+from engine.agent.packed import DEFAULT_CHECKPOINT_EVERY
+from engine.agent.service_proxy import ServiceProxy
 from engine.agent.workspace import AgentWorkspace
 from engine.errors import PolisError
+from engine.llm.budget import Allowance
 
-__all__ = ["ISOLATED", "memory_row", "usage_columns"]
+__all__ = ["ISOLATED", "BatchJob", "memory_row", "usage_columns"]
+
+@dataclass(frozen=True)
+class BatchJob:
+    """One batch of one tick: what every agent-step of it is given."""
+
+    agent_ids: tuple[int, ...]
+    step: int  #: 1-based society step being run
+    batch: int
+    tick: int
+    t: datetime  #: simulated time at the end of the step
+    proxy: ServiceProxy
+    allowance: Allowance | None = None  #: this batch's share of the remaining budget
+    txn: int = 1  #: the society transaction this tick commits as
+    attempt: str = ""  #: this attempt of the tick; commits from other attempts are rolled back
+    session: str | None = None  #: the driver's lease session; a task of an older session writes nothing
+    text_allowance: int | None = None  #: transcript text bytes this batch may keep; None: no transcripts
+    snapshots_keep: int | None = 0  #: past ticks whose journals stay (the spec's ``snapshots.keep``; None: all)
+    packs: Mapping[int, str] | None = None  #: packed runs: the pack holding each agent (None: one folder per agent)
+    checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY  #: packed runs: see :mod:`engine.agent.packed`
+    #: the driver's live-count scope this batch publishes its calls and stepped agents under
+    #: (:mod:`engine.society.run.live_calls`); None: nobody listens
+    live_scope: str | None = None
+
 
 #: What an agent-step may raise and still leave the batch going: the agent's row records it.
 ISOLATED = (PolisError, OSError, ValueError, KeyError, TypeError, AttributeError, LookupError)

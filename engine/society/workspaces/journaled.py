@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine.agent.base import AgentBase
 from engine.agent.journal import StepJournal
@@ -34,12 +34,9 @@ from engine.llm.meter import serving_agent
 from engine.society.history import forget_journals, journals_to_discard
 from engine.society.lease import check_session
 from engine.society.transcripts import TEXT_KEYS, call_rows
-from engine.society.workspaces.common import ISOLATED, memory_row, usage_columns
+from engine.society.workspaces.common import ISOLATED, BatchJob, memory_row, usage_columns
 from engine.storage.run_layout import RunLayout
 from engine.trace import TraceRecorder
-
-if TYPE_CHECKING:
-    from engine.society.batch import BatchJob
 
 __all__ = ["FolderAgents", "step_journaled_agent"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine.agent.base import AgentBase
 from engine.agent.memory.snapshot import episodes_offset
@@ -25,13 +25,10 @@ from engine.failpoints import failpoint
 from engine.llm.budget import BudgetGate
 from engine.llm.meter import serving_agent
 from engine.society.transcripts import TEXT_KEYS, call_rows
-from engine.society.workspaces.common import ISOLATED, memory_row, usage_columns
+from engine.society.workspaces.common import ISOLATED, BatchJob, memory_row, usage_columns
 from engine.society.workspaces.manifest import pack_key, started_key
 from engine.storage.packs import PackWriter
 from engine.trace import TraceRecorder
-
-if TYPE_CHECKING:
-    from engine.society.batch import BatchJob
 
 __all__ = ["begin_packed_batch", "step_packed_agent", "write_batch_pack"]
 

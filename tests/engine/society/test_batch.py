@@ -19,7 +19,8 @@ from engine.errors import RunError
 from engine.llm.backends.scripted import ScriptedModel
 from engine.llm.client import LLMClient
 from engine.llm.meter import MeteredModel
-from engine.society.batch import BatchJob, step_agent_batch
+from engine.society.batch import step_agent_batch
+from engine.society.workspaces.common import BatchJob
 from engine.storage.run_layout import run_store
 from engine.storage.staging import commit_staged
 
