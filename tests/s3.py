@@ -13,15 +13,21 @@ Start one server per module (or session) and point each test at it::
         store = open_store("s3://polis-test/some/prefix")
 
 The standard AWS variables are what a worker reads in production too: botocore (so s3fs) takes the endpoint
-from ``AWS_ENDPOINT_URL``. moto keeps its buckets in this process, shared by every server it starts here: give
-each module its own bucket, or each test its own prefix. moto accepts any credentials.
+from ``AWS_ENDPOINT_URL``. Each server keeps its own buckets; a module's tests share its server, so give each test
+its own prefix. moto accepts any credentials.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
+import ctypes
 import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -34,24 +40,58 @@ TEST_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "te
 
 @contextlib.contextmanager
 def moto_server() -> Iterator[str]:
-    """Run moto's S3 server on a free port of 127.0.0.1 in a thread; yield its endpoint URL (``http://127.0.0.1:<port>``)."""
-    from moto.server import ThreadedMotoServer
+    """Run moto's S3 server on a free port of 127.0.0.1 in a process of its own; yield its endpoint URL
+    (``http://127.0.0.1:<port>``). Its own process: requests are served beside this one's work, not under its GIL."""
+    for _ in range(5):  # the free port is found, then taken: another process may win it between the two
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        server = subprocess.Popen(
+            [sys.executable, "-c", _SERVE, str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+        )
+        endpoint = f"http://127.0.0.1:{port}"
+        try:
+            if _wait_serving(server, endpoint):
+                yield endpoint
+                return
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+    raise RuntimeError("moto's S3 server did not start on 127.0.0.1")
 
-    # werkzeug logs one line per request at INFO: keep a failing test's captured log readable.
-    log = logging.getLogger("werkzeug")
-    level = log.level
-    log.setLevel(logging.WARNING)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-        # stop() ends the serving loop but leaves the listening socket open (a ResourceWarning when collected).
-        if server._server is not None:
-            server._server.server_close()
-        log.setLevel(level)
+
+#: The server's process: moto's app under werkzeug, threaded, quiet.
+_SERVE = (
+    "import sys, threading\n"
+    "from moto.server import ThreadedMotoServer\n"
+    "ThreadedMotoServer(ip_address='127.0.0.1', port=int(sys.argv[1]), verbose=False).start()\n"
+    "threading.Event().wait()\n"
+)
+
+
+def _die_with_parent() -> None:
+    """Linux: the server gets SIGTERM when the test process ends, however it ends."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _wait_serving(server: subprocess.Popen[bytes], endpoint: str) -> bool:
+    """True once the server answers; False if it ended first (its port was taken). Only a hang is bounded."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=5):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"moto's S3 server at {endpoint} did not answer within 60 s")
 
 
 def aws_environment(monkeypatch: pytest.MonkeyPatch, endpoint: str) -> None:

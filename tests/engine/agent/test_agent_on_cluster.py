@@ -57,7 +57,7 @@ async def test_killing_a_worker_mid_step_leaves_every_workspace_readable(storage
     spec = parse_spec({
         "name": "kill",
         "population": [{"count": 60, "profile_template": {"name": "P{i}"}, "config": {"max_react_turns": 3}}],
-        "steps": [{"type": "run", "num_steps": 30, "tick": 600}],
+        "steps": [{"type": "run", "num_steps": 10, "tick": 600}],
         "batch_size": 10,
         "storage": {"workspaces": storage},
     })

@@ -51,10 +51,14 @@ def write_spec(path: Path, spec: dict[str, Any]) -> Path:
     return path
 
 
-def start_driver(args: list[str], *, failpoints: str | None = None, cwd: Path) -> subprocess.Popen[str]:
-    """``polis <args>`` in its own session (so a failpoint's group kill reaches only it and its workers)."""
+def start_driver(args: list[str], *, failpoints: str | None = None, cwd: Path, in_process: bool = False) -> subprocess.Popen[str]:
+    """``polis <args>`` in its own session (so a failpoint's group kill reaches only it and its workers), on a
+    LocalCluster of 2 workers, or with ``in_process`` the whole run in that one process."""
     env = {**os.environ, "POLIS_N_WORKERS": "2", "POLIS_DASHBOARD_ADDRESS": "127.0.0.1:0"}
     env.pop("POLIS_FAILPOINTS", None)
+    env.pop("POLIS_SCHEDULER", None)
+    if in_process:
+        env["POLIS_SCHEDULER"] = "in-process"
     if failpoints:
         env["POLIS_FAILPOINTS"] = failpoints
     return subprocess.Popen(

@@ -1,5 +1,9 @@
 """A tick is a transaction: SIGKILL the whole run (driver and workers) anywhere, resume, and the run
-ends exactly as an uninterrupted one — same rows, no duplicates, same workspaces, same env state."""
+ends exactly as an uninterrupted one — same rows, no duplicates, same workspaces, same env state.
+
+The killed runs are ``polis run`` processes: a few on their LocalCluster (the group kill takes the driver
+and its workers), the rest in-process (the whole run is one process, so every failpoint takes all of it).
+Resumes and the reference runs are in-process: what a resume reads is the run directory alone."""
 
 from __future__ import annotations
 
@@ -31,10 +35,10 @@ POINTS = {
 }
 
 
-async def _reference_state(client, root: Path, storage: str) -> dict[str, object]:
+async def _reference_state(shell, root: Path, storage: str) -> dict[str, object]:
     """The uninterrupted run's end on ``storage`` (the two differ: a folder run's agents can list their step journals)."""
     if storage not in _reference:
-        summary = await run_experiment(parse_spec(crash_spec(storage=storage)), root / "reference", client)
+        summary = await run_experiment(parse_spec(crash_spec(storage=storage)), root / "reference", shell)
         assert summary.status == "completed", summary.error
         _reference[storage] = final_state(root / "reference")
     return _reference[storage]  # type: ignore[return-value]
@@ -51,15 +55,17 @@ async def _wait_gone(pgid: int) -> bool:
 
 #: Every point on a folder per agent; on packs, the points of a tick (a worker or the driver lost mid-tick, after the commit).
 CASES = [*((point, "dir") for point in POINTS), *((point, "packed") for point in ("mid_batch", "between_batches", "after_commit"))]
+#: The cases whose killed run is on a LocalCluster: a worker's failpoint, the env actor's and the driver's.
+ON_A_CLUSTER = {("mid_batch", "dir"), ("env_step", "dir"), ("between_batches", "packed")}
 
 
 @pytest.mark.parametrize(("point", "storage"), CASES)
-async def test_resume_after_sigkill_ends_like_an_uninterrupted_run(point, storage, dask_client, tmp_path, tmp_path_factory):
+async def test_resume_after_sigkill_ends_like_an_uninterrupted_run(point, storage, shell, tmp_path, tmp_path_factory):
     failpoint, ticks_committed, steps_completed = POINTS[point]
     spec = crash_spec(storage=storage)
     run = tmp_path / "run"
     driver = start_driver(["run", str(write_spec(tmp_path / "spec.yaml", spec)), "--run-dir", str(run)],
-                          failpoints=failpoint, cwd=Path.cwd())
+                          failpoints=failpoint, cwd=Path.cwd(), in_process=(point, storage) not in ON_A_CLUSTER)
     _, err = await asyncio.to_thread(driver.communicate, timeout=150)
     assert driver.returncode == -signal.SIGKILL, err[-3000:]
     assert await _wait_gone(driver.pid), "processes of the killed run are still alive"
@@ -71,12 +77,12 @@ async def test_resume_after_sigkill_ends_like_an_uninterrupted_run(point, storag
         answers = reader.count("questionnaire_answers") if "questionnaire_answers" in reader.datasets() else 0
         assert answers == (AGENTS * QUESTIONS if steps_completed >= 2 else 0)
 
-    resumed = await run_experiment(parse_spec(spec), run, dask_client, resume=True)
+    resumed = await run_experiment(parse_spec(spec), run, shell, resume=True)
     assert resumed.status == "completed", resumed.error
     assert not list(run.rglob("*.staged-*")), "a staged file survived the resumed run"
 
     state = final_state(run)
-    reference = await _reference_state(dask_client, tmp_path_factory.mktemp("ref"), storage)
+    reference = await _reference_state(shell, tmp_path_factory.mktemp("ref"), storage)
     per_agent_step = {(r["agent_id"], r["step"]) for r in state["actions"]}
     assert len(state["actions"]) == len(per_agent_step) == AGENTS * 3  # exactly once per agent per tick
     assert len(state["answers"]) == AGENTS * QUESTIONS

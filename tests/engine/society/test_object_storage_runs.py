@@ -1,7 +1,8 @@
 """Whole runs kept in object storage: a real S3-protocol server (moto's, on 127.0.0.1) and a real external
 cluster (``dask scheduler`` + two ``dask worker`` processes), each worker in a working and temp directory of
 its own, with nothing of the run on any local disk. The doors are the users': ``polis run --run-dir s3://...``
-with ``POLIS_SCHEDULER``, and ``run_experiment`` on a Client of that scheduler.
+with ``POLIS_SCHEDULER``, and ``run_experiment`` on a Client of that scheduler. A fork and the service keep
+their runs in the bucket in-process: what they add to the store's path does not depend on where batches run.
 
 Credentials and the endpoint come from the standard AWS environment of each process, never from a spec.
 """
@@ -168,10 +169,9 @@ async def test_a_worker_killed_mid_tick_leaves_every_agent_stepped_once(s3_clust
         assert state[key] == expected[key], key
 
 
-async def test_a_fork_at_tick_1_in_the_bucket_replays_the_shared_past_without_provider_calls(s3_cluster, reference):
+async def test_a_fork_at_tick_1_in_the_bucket_replays_the_shared_past_without_provider_calls(reference, shell):
     parent, child = reference[0], f"s3://{BUCKET}/runs/fork-child"
-    async with Client(s3_cluster.address, asynchronous=True) as client:
-        made, summary = await fork_experiment(parent, 1, child, client)
+    made, summary = await fork_experiment(parent, 1, child, shell)
     assert summary.status == "completed", summary.error
     assert made.agents == AGENTS and made.workspace_bytes > 0
     assert final_state(child) == final_state(parent)  # rows, workspaces, env state
@@ -211,11 +211,12 @@ def test_a_store_that_cannot_be_used_fails_naming_its_url_and_nothing_is_written
     assert list((tmp_path / "driver").iterdir()) == []
 
 
-def test_the_service_keeps_runs_in_the_bucket_and_serves_them(s3_cluster, tmp_path):
+def test_the_service_keeps_runs_in_the_bucket_and_serves_them(s3_env, tmp_path):
+    from engine.cluster_options import IN_PROCESS
     from service.settings import ServiceSettings
     from tests.service.live import serve, wait_until_final
 
-    settings = ServiceSettings(data_dir=tmp_path / "data", scheduler=s3_cluster.address, run_store=f"s3://{BUCKET}/service")
+    settings = ServiceSettings(data_dir=tmp_path / "data", scheduler=IN_PROCESS, run_store=f"s3://{BUCKET}/service")
     spec = {**crash_spec(storage="packed", ticks_before=1, ticks_after=1), "name": "in-the-bucket"}
     with serve(settings) as http:
         posted = http.post("/experiments", json=spec)

@@ -130,9 +130,13 @@ async def test_killing_the_env_actors_worker_recovers_the_actor_and_reruns_the_t
     await _wait_for_workers(dask_client)
 
 
+#: The cancelled run's ticks: enough that the signal lands long before its end.
+TICKS = 16
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-async def test_a_signal_cancels_the_run_leaves_no_process_and_the_run_resumes(sig, dask_client, tmp_path):
-    spec = _long_spec(40)
+async def test_a_signal_cancels_the_run_leaves_no_process_and_the_run_resumes(sig, shell, tmp_path):
+    spec = _long_spec(TICKS)
     run = tmp_path / "run"
     driver = start_driver(["run", str(write_spec(tmp_path / "spec.yaml", spec)), "--run-dir", str(run)], cwd=Path.cwd())
     try:
@@ -146,12 +150,12 @@ async def test_a_signal_cancels_the_run_leaves_no_process_and_the_run_resumes(si
                 pytest.fail("the run never committed a tick")
             await asyncio.sleep(0.1)
         driver.send_signal(sig)
-        # Cancelled, not run to its end: 40 ticks are left. The timeout only bounds a hang; stopping within 10 s of
+        # Cancelled, not run to its end: TICKS - 1 ticks are left. The timeout only bounds a hang; stopping within 10 s of
         # the signal is a speed goal, not behaviour (speed goals live in benchmarks/).
         out, err = await asyncio.to_thread(driver.communicate, timeout=120)
         assert driver.returncode == 130, err[-3000:]
         assert "status: cancelled" in out
-        assert json.loads(status_file.read_text())["step_count"] < 40
+        assert json.loads(status_file.read_text())["step_count"] < TICKS
         gone_by = time.monotonic() + 60  # the group's processes end once they see theirs did (only bounds a hang)
         while not group_is_gone(driver.pid) and time.monotonic() < gone_by:
             await asyncio.sleep(0.1)
@@ -160,11 +164,11 @@ async def test_a_signal_cancels_the_run_leaves_no_process_and_the_run_resumes(si
         kill_group(driver.pid)
     assert effective_status(run) == "cancelled"
 
-    resumed = await run_experiment(parse_spec(spec), run, dask_client, resume=True)
+    resumed = await run_experiment(parse_spec(spec), run, shell, resume=True)  # the run directory is all a resume reads
     assert resumed.status == "completed", resumed.error
     with ReplayReader(run) as reader:
         rows = reader.query("SELECT agent_id, step, count(*) AS n FROM actions GROUP BY ALL").to_pylist()
-    assert len(rows) == AGENTS * 40 and {r["n"] for r in rows} == {1}
+    assert len(rows) == AGENTS * TICKS and {r["n"] for r in rows} == {1}
 
 
 # ---- a plugin module's queued updates when a batch worker dies ---------------------------------------------
