@@ -330,8 +330,8 @@ class ExperimentSpec(RunOptions):
     budget: BudgetSpec | None = None
     max_error_rate: float = Field(
         0.05, ge=0, le=1,
-        description="share of agent-steps ending in error (or llm_error) above which a run ends 'failed' "
-        "instead of 'completed_with_errors'",
+        description="share of failures (agent-steps in error or llm_error, questionnaire answers without a valid "
+        "value, failed ask or intervene steps) above which a run ends 'failed' instead of 'completed_with_errors'",
     )
     # Keep ``sweep`` last: its validator resolves grid keys against the fields validated before it.
     sweep: SweepSpec | None = Field(None, description="run a grid of variants of this spec; see SweepSpec")

@@ -68,7 +68,9 @@ class RunSummary:
     env_recoveries: int = 0  #: env actors replaced after their worker died
     replayed: int = 0  #: agent-steps re-emitted by retried batches instead of stepped twice
     rolled_back: int = 0  #: agent-steps undone to their journal and stepped again
-    errors: int = 0  #: agent-steps of the whole run that ended in error or llm_error
+    #: failures of the whole run: agent-steps that ended in error or llm_error, questionnaire answers without
+    #: a valid value, and failed ask or intervene steps (:class:`~engine.society.run.outcome.RunTally`)
+    errors: int = 0
     first_error: str | None = None  #: the earliest of them
     transcripts: int = 0  #: rows in ``transcripts`` (one per LLM call while the dataset is on)
     transcripts_dropped: int = 0  #: of which past the cap: metadata only
@@ -271,7 +273,7 @@ async def run_experiment(
             done = read_run_tally(run_dir)
             return RunSummary(RunStatus(state.status), run_dir, state.step_count, state.agent_steps_done, done.llm_calls,
                               done.input_tokens, done.output_tokens, time.perf_counter() - started, state.error,
-                              errors=done.errors, first_error=done.first_error, transcripts=done.transcripts,
+                              errors=done.failures, first_error=done.first_failure, transcripts=done.transcripts,
                               transcripts_dropped=done.transcripts_dropped, transcript_cap=_transcript_cap(spec))
         if state is not None:
             progress.update(ticks=state.step_count, agent_steps=state.agent_steps_done)
@@ -390,8 +392,8 @@ async def run_experiment(
         env_recoveries=society.env_recoveries if society is not None else 0,
         replayed=totals.replayed if totals else 0,
         rolled_back=totals.rolled_back if totals else 0,
-        errors=tally.errors if tally else 0,
-        first_error=tally.first_error if tally else None,
+        errors=tally.failures if tally else 0,
+        first_error=tally.first_failure if tally else None,
         transcripts=tally.transcripts if tally else 0,
         transcripts_dropped=tally.transcripts_dropped if tally else 0,
         transcript_cap=_transcript_cap(spec),

@@ -204,3 +204,28 @@ async def test_a_run_whose_llm_answers_empty_choices_to_one_agent_ends_honestly_
     assert failed and {c["agent_id"] for c in failed} == {3}
     assert all("choices is an empty list" in c["error"] for c in failed)
     assert {c["agent_id"] for c in calls if c["status"] == "ok"} == {0, 1, 2}
+
+
+async def test_a_questionnaire_whose_every_reply_is_malformed_ends_failed_with_each_answer_an_error(shell, tmp_path) -> None:
+    from engine.cli_output import exit_code
+
+    with serving_app(create_app(SimLLM(name="all-malformed", seed=5), SimFaults(rate_malformed=1.0))) as url:
+        spec = parse_spec({
+            "name": "all-malformed",
+            "llm": {"default": {"model": "openai/sim", "base_url": f"{url}/v1"}},
+            "agents": [{"id": i, "profile": {"name": f"A{i}"}} for i in range(3)],
+            "steps": [{"type": "questionnaire", "questionnaire_id": "mood", "questions": [
+                {"id": "happy", "prompt": "How happy are you?", "response_type": "integer", "min": 1, "max": 5},
+                {"id": "why", "prompt": "Why?"},
+            ]}],
+        })
+        summary = await run_experiment(spec, tmp_path / "run", shell)
+
+    assert summary.status == "failed" and exit_code(summary.status) == 1
+    assert summary.errors == 6  # 3 agents x 2 questions, each without a value; no agent-step ran
+    assert "6 of 6 questionnaire answers have no valid value" in summary.error
+    assert summary.first_error.startswith("questionnaire mood (step 0), agent 0, happy: ")
+    with ReplayReader(tmp_path / "run") as reader:
+        rows = reader.query("SELECT parse_success, value_int, error FROM questionnaire_answers").to_pylist()
+    assert len(rows) == 6 and not any(r["parse_success"] or r["value_int"] is not None for r in rows)
+    assert all(r["error"] for r in rows)

@@ -52,6 +52,28 @@ def test_duplicate_action_rows_fail():
     assert verdict.status is RunStatus.FAILED
 
 
+def test_a_questionnaire_only_run_whose_answers_all_failed_fails():
+    verdict = judge(tally(action_rows=0, agent_steps=0, answers=20, answer_errors=20,
+                          first_answer_error="questionnaire q (step 0), agent 0, x: no reply"),
+                    expected_agent_steps=0, max_error_rate=0.05)
+    assert verdict.status is RunStatus.FAILED
+    assert "20 of 20 questionnaire answers have no valid value (100.0% of all)" in verdict.error
+    assert verdict.error.endswith("first: questionnaire q (step 0), agent 0, x: no reply")
+
+
+def test_answers_and_consultations_share_the_rate_with_agent_steps():
+    # 2 failed answers and 1 failed ask over 100 agent-steps + 40 answers + 2 asks: 3 of 142, within 5%.
+    within = tally(answers=40, answer_errors=2, queries=2, query_errors=1, first_query_error="ask (step 2): no plan")
+    verdict = judge(within, expected_agent_steps=100, max_error_rate=0.05)
+    assert verdict.status is RunStatus.COMPLETED_WITH_ERRORS
+    assert verdict.error.startswith("2 of 40 questionnaire answers have no valid value; 1 of 2 ask or intervene steps failed (2.1% of all)")
+    assert within.failures == 3 and within.first_failure == "ask (step 2): no plan"
+    past = judge(within, expected_agent_steps=100, max_error_rate=0.02)
+    assert past.status is RunStatus.FAILED
+    assert tally(answers=40).failures == 0 and judge(tally(answers=40), expected_agent_steps=100,
+                                                      max_error_rate=0.0).status is RunStatus.COMPLETED
+
+
 def rule_spec(bad_agents: int, *, agents: int = 10, **changes) -> dict:
     """Rule-based agents calling a tool directly (no LLM); ``bad_agents`` of them address their message to no
     agent id, so the tool refuses every one of their steps (an isolated agent error, not a spec error)."""
