@@ -30,6 +30,7 @@ class RunPhase(StrEnum):
     LOADING_MODEL = "loading model"  #: a ``local/*`` model's server loads it (``phase_seconds``: so far)
     MODEL_READY = "model ready"  #: it answers (``phase_seconds``: how long loading took)
     CHECKING_WORKERS = "checking workers"  #: the preflight probes every worker
+    CHECKING_LLMS = "checking LLMs"  #: the preflight's test call to each distinct model
     CREATING_WORKSPACES = "creating workspaces"  #: ``phase_done`` of ``phase_total`` agents' workspaces written
     STARTING_ENV = "starting environment"  #: the env router actor starts from its last snapshot
     TICK = "tick"  #: a tick runs its agents (the next after ``ticks_done``)

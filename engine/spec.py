@@ -310,6 +310,10 @@ class RunOptions(_Frozen):
     transcripts: TranscriptsSpec = Field(default_factory=TranscriptsSpec)
     snapshots: SnapshotsSpec = Field(default_factory=SnapshotsSpec)
     storage: StorageSpec = Field(default_factory=StorageSpec)
+    llm_check: bool = Field(
+        True, description="before tick 0, make one tiny test call to each distinct model and refuse to start if its key "
+        "variable is unset or the call fails. May change on resume",
+    )
 
 
 #: The spec's fields that are run options (:class:`RunOptions`), not science.

@@ -34,7 +34,8 @@ from engine.llm.wrappers.timeout import TimeoutModel
 from engine.llm.wrappers.traced import TracedModel
 from engine.trace import TraceRecorder
 
-__all__ = ["caller_model", "dispatcher_stats", "flush_response_caches", "get_chat_model", "limiter_for", "refresh_response_caches"]
+__all__ = ["caller_model", "dispatcher_stats", "flush_response_caches", "get_chat_model", "limiter_for", "provider_model",
+           "refresh_response_caches"]
 
 _MODELS: dict[str, ChatModel] = {}
 _BUILDS: Counter[str] = Counter()
@@ -62,6 +63,12 @@ def _build(client: LLMClient) -> ChatModel:
     # so a backoff sleep holds no slot
     limiter = _LIMITERS[client.cache_key()] = AdaptiveSemaphore(client.limits)
     return RetryingModel(LimitedModel(TimeoutModel(_transport(client), client.limits.timeout_s), limiter))
+
+
+def provider_model(client: LLMClient) -> ChatModel:
+    """The provider alone, retried and timed out: no cache, no limiter, no meter (a preflight's test call).
+    Not the process stack: nothing of it is kept."""
+    return RetryingModel(TimeoutModel(_transport(client), client.limits.timeout_s))
 
 
 def _compose(client: LLMClient) -> ChatModel:

@@ -33,6 +33,7 @@ from engine.society.run.heartbeat import with_heartbeat
 from engine.society.run.live_calls import LiveCalls, fold_live
 from engine.society.run.manifest import write_run_manifest
 from engine.society.run.outcome import RunTally, judge, read_run_tally
+from engine.society.run.preflight import check_llms, models_to_check
 from engine.society.shells import Shell, as_shell
 from engine.society.society import AgentSociety
 from engine.society.status import SocietyStep, has_society_step, read_society, read_society_step
@@ -301,6 +302,9 @@ async def run_experiment(
                     enter(Phase(RunPhase.MODEL_READY, seconds=time.perf_counter() - loading))
                 # Before tick 0: every worker runs this Polis, reads this run directory and reaches the LLMs.
                 await shell.preflight(run_dir, clients, enter)
+                if spec.llm_check and models_to_check(clients):
+                    enter(Phase(RunPhase.CHECKING_LLMS))
+                    await check_llms(clients)
                 specs = [a.model_dump() for a in agents]
                 config = EnvRouterConfig(
                     modules=tuple((m.type, dict(m.kwargs)) for m in spec.environment.modules),

@@ -8,17 +8,13 @@ the run; now the refusal is fed back to the coder, which answers with working co
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-import socket
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi import FastAPI, Request
 
 from engine.llm.sim import SimLLM
@@ -26,6 +22,7 @@ from engine.llm.sim.background import serving
 from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
+from tests.asgi import serving_app
 
 AGENTS = 16
 TICKS = 2
@@ -73,25 +70,6 @@ class ScriptedCoder:
             }  # fmt: skip
 
         return app
-
-
-@contextlib.contextmanager
-def serving_app(app: FastAPI) -> Iterator[str]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", timeout_keep_alive=60))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the scripted coder did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
 
 
 @pytest.fixture(scope="module")

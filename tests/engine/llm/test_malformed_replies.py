@@ -7,17 +7,12 @@ agents and routers wrap them; and one whole run whose LLM answers ``{"choices": 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import socket
-import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import uvicorn
 
 from engine.errors import LLMCallError
 from engine.llm.backends.completion_body import MalformedCompletionError, parse_completion
@@ -31,6 +26,7 @@ from engine.llm.wrappers.retry import RetryingModel
 from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
+from tests.asgi import serving_app
 
 HI = [{"role": "user", "content": "hi"}]
 _GOOD_CHOICE = {"index": 0, "message": {"role": "assistant", "content": "fine"}, "finish_reason": "stop"}
@@ -100,26 +96,6 @@ async def _respond(send: Any, body: bytes) -> None:
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
-
-
-@contextlib.contextmanager
-def serving_app(app: Any) -> Iterator[str]:
-    """``app`` on a real uvicorn server in a background thread; yields its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", timeout_keep_alive=60))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the test server did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
 
 
 @pytest.fixture(scope="module")
@@ -213,6 +189,7 @@ async def test_a_questionnaire_whose_every_reply_is_malformed_ends_failed_with_e
         spec = parse_spec({
             "name": "all-malformed",
             "llm": {"default": {"model": "openai/sim", "base_url": f"{url}/v1"}},
+            "llm_check": False,  # what the run makes of the replies, not the preflight's refusal
             "agents": [{"id": i, "profile": {"name": f"A{i}"}} for i in range(3)],
             "steps": [{"type": "questionnaire", "questionnaire_id": "mood", "questions": [
                 {"id": "happy", "prompt": "How happy are you?", "response_type": "integer", "min": 1, "max": 5},

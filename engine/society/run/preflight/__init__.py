@@ -3,7 +3,7 @@
 A worker that runs another Polis (or none), cannot see the run directory, or cannot reach an LLM
 endpoint would otherwise fail agent-steps one by one (counted as agent statuses) or hang the run.
 :func:`preflight` probes every worker once and refuses with :class:`PreflightError`, naming the
-workers and the causes.
+workers and the causes. :func:`check_llms` makes one test call per distinct model from the driver.
 
 The decision is sans-IO: :func:`find_problems` takes what the driver expects (:class:`Expectation`)
 and what the workers answered (:class:`WorkerProbe`) and returns the problems. :func:`preflight` is
@@ -27,6 +27,7 @@ from engine.society.run.preflight.decision import (
     endpoints_of,
     find_problems,
 )
+from engine.society.run.preflight.llm_call import check_llms, models_to_check
 from engine.society.run.preflight.probe import netns_identity, polis_identity, probe_worker
 from engine.society.run.preflight.shell import PREFLIGHT_DIR, preflight
 
@@ -38,8 +39,10 @@ __all__ = [
     "PreflightProblem",
     "PreflightReport",
     "WorkerProbe",
+    "check_llms",
     "endpoints_of",
     "find_problems",
+    "models_to_check",
     "netns_identity",
     "polis_identity",
     "preflight",

@@ -10,8 +10,6 @@ import logging
 import socket
 import subprocess
 import sys
-import threading
-import time
 import types
 import warnings
 from collections.abc import AsyncIterator, Iterator
@@ -37,6 +35,7 @@ from engine.llm.sim.background import serving
 from engine.llm.sim.server import create_app
 from engine.llm.structured import complete_structured
 from engine.llm.wrappers.retry import RetryingModel
+from tests.asgi import serving_app
 
 SECRET = "sk-polis-test-secret-value"
 HI = [{"role": "user", "content": "hi"}]
@@ -63,29 +62,6 @@ def _completion(content: str) -> dict[str, Any]:
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
     }
-
-
-@contextlib.contextmanager
-def uvicorn_serving(app: Any, *, keep_alive_s: int = 60, servers: list[uvicorn.Server] | None = None) -> Iterator[str]:
-    """Any ASGI app on a real uvicorn server in a background thread; yields its base URL (the server goes into
-    ``servers``, for a test that watches its connections)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", timeout_keep_alive=keep_alive_s))
-    if servers is not None:
-        servers.append(server)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60  # only bounds a hang
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the test server did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
 
 
 class PeerCounter:
@@ -137,7 +113,7 @@ def sim_url() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def odd_url() -> Iterator[str]:
-    with uvicorn_serving(odd_app()) as url:
+    with serving_app(odd_app()) as url:
         yield url
 
 
@@ -314,7 +290,7 @@ async def test_a_hung_request_times_out_as_a_retryable_call_error():
 # ---- the connection pool -----------------------------------------------------------------------
 async def test_sequential_calls_reuse_one_keep_alive_connection():
     counter = PeerCounter(create_app(SimLLM(seed=1), SimFaults()))
-    with uvicorn_serving(counter) as url:
+    with serving_app(counter) as url:
         model = _model(url)
         for i in range(50):
             await model.complete([{"role": "user", "content": f"call {i}"}])
@@ -334,7 +310,7 @@ async def test_200_concurrent_tasks_all_get_answers_on_at_most_200_connections(m
         return await real_sleep(seconds, result)
 
     monkeypatch.setattr(sim_server, "asyncio", types.SimpleNamespace(**{**vars(asyncio), "sleep": held}))
-    with uvicorn_serving(counter) as url:
+    with serving_app(counter) as url:
         model = _model(url)
 
         async def caller(i: int) -> list[str | None]:
@@ -350,7 +326,7 @@ async def test_200_concurrent_tasks_all_get_answers_on_at_most_200_connections(m
 async def test_a_connection_the_server_closed_for_idleness_is_not_an_error():
     # uvicorn closes idle connections after its keep-alive (5 s by default; 1 s here)
     counter, servers = PeerCounter(create_app(SimLLM(seed=1), SimFaults())), list[uvicorn.Server]()
-    with uvicorn_serving(counter, keep_alive_s=1, servers=servers) as url:
+    with serving_app(counter, keep_alive_s=1, servers=servers) as url:
         model = _model(url)
         await model.complete(HI)
         async with asyncio.timeout(120):  # until the server has closed it (1 s on, or later on a busy machine)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import threading
 from collections.abc import Iterator
 from datetime import datetime
@@ -26,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
 from engine.env.control import EndTick
@@ -47,6 +45,7 @@ from engine.storage.catalog import Catalog
 from engine.storage.reader import ReplayReader
 from engine.storage.run_layout import run_store
 from engine.storage.staging import commit_staged, staged_txn
+from tests.asgi import serving_app
 from tests.engine.env.test_actor_template_mode import ask_as, codegen_config
 from tests.engine.society.test_live_progress_run import spec as progress_spec
 from tests.engine.society.test_llm_runs import small_spec
@@ -282,22 +281,11 @@ class GatedSim:
 def gated() -> Iterator[tuple[GatedSim, str]]:
     """A :class:`GatedSim` on a real uvicorn server in a background thread, and its base URL."""
     app = GatedSim()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", timeout_keep_alive=60))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    started = threading.Event()
-    while not server.started:
-        assert thread.is_alive(), "the gated server did not start"
-        started.wait(0.01)
     try:
-        yield app, f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+        with serving_app(app) as url:
+            yield app, f"{url}/v1"
     finally:
         app.gate.set()
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
 
 
 def increases(reports: list[RunProgress]) -> int:
