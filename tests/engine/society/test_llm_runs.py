@@ -67,7 +67,8 @@ async def test_rerun_from_the_cache_makes_no_call_and_repeats_the_actions(shell,
     cache = tmp_path / "cache"
     first = await run_experiment(spec, tmp_path / "a", shell, llm_cache_dir=cache)
     calls_after_first = sim_calls(sim_url)
-    second = await run_experiment(spec, tmp_path / "b", shell, llm_cache_dir=cache)
+    # The rerun needs no provider at all: without its preflight test call it makes none.
+    second = await run_experiment(spec.model_copy(update={"llm_check": False}), tmp_path / "b", shell, llm_cache_dir=cache)
 
     assert first.status == second.status == "completed"
     assert first.provider_calls > 0
