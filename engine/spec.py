@@ -7,6 +7,7 @@ path (``agents.3.type``). ``load_spec`` reads JSON or YAML; :func:`engine.spec_s
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import random
@@ -26,6 +27,7 @@ from engine.router_names import DEFAULT_ROUTER, RouterName
 
 __all__ = [
     "MAX_POPULATION_CHARS",
+    "RUN_OPTIONS",
     "AgentSpec",
     "AskStep",
     "BudgetSpec",
@@ -35,22 +37,22 @@ __all__ = [
     "InterveneStep",
     "LLMClientSpec",
     "LLMSpec",
-    "PriceSpec",
     "PopulationSpec",
+    "PriceSpec",
     "QuestionSpec",
     "QuestionnaireStep",
-    "RUN_OPTIONS",
     "RunOptions",
     "RunStep",
     "SnapshotsSpec",
-    "StorageSpec",
     "StepSpec",
+    "StorageSpec",
     "SweepSpec",
     "TranscriptsSpec",
     "format_validation_error",
     "load_spec",
     "parse_spec",
     "read_document",
+    "survey_questions",
 ]
 
 
@@ -217,8 +219,26 @@ class QuestionnaireStep(_Frozen):
     title: str | None = None
     description: str | None = None
     target_agent_ids: list[Int64] | None = None
-    questions: list[QuestionSpec] = Field(min_length=1)
+    from_survey: bool = Field(
+        False, description="ask the survey population's target items, each in its own wording with its labels as the "
+        "options in scale order; 'questions' is then filled in when the spec is read")
+    questions: list[QuestionSpec] = Field(default_factory=list)
     as_of_step: int | None = _AS_OF
+
+    @model_validator(mode="after")
+    def _has_questions(self) -> QuestionnaireStep:
+        if not self.questions:
+            raise ValueError("a questionnaire needs 'questions', or 'from_survey: true' with a survey population")
+        return self
+
+
+def survey_questions(codebook: Any) -> list[dict[str, Any]]:
+    """The questions a ``from_survey`` questionnaire asks: one per target of ``codebook`` (a Codebook or its data)."""
+    from engine.population.codebook import Codebook
+
+    book = codebook if isinstance(codebook, Codebook) else Codebook.model_validate(codebook)
+    return [{"id": book.target_name(column), "prompt": spec.question, "response_type": "choice",
+             "choices": [label for _, label in spec.labels or ()]} for column, spec in book.targets.items()]
 
 
 StepSpec = Annotated[RunStep | AskStep | InterveneStep | QuestionnaireStep, Field(discriminator="type")]
@@ -349,18 +369,63 @@ class ExperimentSpec(RunOptions):
             check_grid_keys(value.grid, info.data, field_names=cls.model_fields)
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _survey_questions(cls, data: Any) -> Any:
+        """Fill in each ``from_survey`` questionnaire's questions from the one survey population's codebook."""
+        if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
+            return data
+        books = [p.codebook if isinstance(p, PopulationSpec) else p.get("codebook") for p in data.get("population") or []
+                 if isinstance(p, PopulationSpec | dict)]
+        books = [b for b in books if b is not None]
+        steps = []
+        for step in data["steps"]:
+            if isinstance(step, dict) and step.get("from_survey") is True and not step.get("questions") and len(books) == 1:
+                with contextlib.suppress(ValueError):  # a malformed codebook is the population's error to report
+                    step = {**step, "questions": survey_questions(books[0])}
+            steps.append(step)
+        return {**data, "steps": steps}
+
     @model_validator(mode="after")
     def _has_agents_and_unique_ids(self) -> ExperimentSpec:
         if not self.agents and not self.population:
             raise ValueError("the spec has no agents: give 'agents' or 'population'")
         self._check_population_size()
         self._check_simulated_time()
+        self._check_survey()
         seen: set[int] = set()
         for agent in self.all_agents():
             if agent.id in seen:
                 raise ValueError(f"agent id {agent.id} appears twice")
             seen.add(agent.id)
         return self
+
+    def _check_survey(self) -> None:
+        surveys = [(i, p.codebook) for i, p in enumerate(self.population) if p.codebook is not None]
+        asks = [i for i, step in enumerate(self.steps) if isinstance(step, QuestionnaireStep) and step.from_survey]
+        if asks and len(surveys) != 1:
+            raise PydanticCustomError(
+                "from_survey", "a from_survey questionnaire needs exactly one population with a codebook; the spec has {n}",
+                {"key": f"steps.{asks[0]}.from_survey", "n": len(surveys)})
+        # A target's answer must never reach a prompt: no other profile may carry a field of its name or column.
+        for index, codebook in surveys:
+            hidden = {name for column in codebook.targets for name in (column, codebook.target_name(column))}
+            hidden |= {spec.retest_column for spec in codebook.targets.values() if spec.retest_column is not None}
+            for other, population in enumerate(self.population):
+                fields = set(population.profile_template) | set(population.columns or ())
+                if population.codebook is None and population.rows is not None and population.columns is None:
+                    fields |= {key for row in population.rows for key in row}
+                if leaked := sorted(fields & hidden):
+                    raise PydanticCustomError(
+                        "target_leak", "the survey's target '{target}' (population.{index}) would reach the prompts of "
+                        "population.{other} as a profile field; rename or drop it there",
+                        {"key": f"population.{other}", "target": leaked[0], "index": index, "other": other})
+            for position, agent in enumerate(self.agents):
+                if leaked := sorted(set(agent.profile) & hidden):
+                    raise PydanticCustomError(
+                        "target_leak", "the survey's target '{target}' (population.{index}) would reach agent {id}'s "
+                        "prompts as a profile field", {"key": f"agents.{position}.profile", "target": leaked[0],
+                                                       "index": index, "id": agent.id})
 
     def _check_simulated_time(self) -> None:
         # Every tick's time is start_time + elapsed seconds: the last must still be a date (year 9999 at most).
@@ -390,15 +455,23 @@ class ExperimentSpec(RunOptions):
 
     def all_agents(self) -> list[AgentSpec]:
         """The explicit agents followed by every generated population member, in id order of declaration."""
-        agents = list(self.agents)
-        next_id = max((a.id for a in agents), default=-1) + 1
+        return [agent for _, agent in self.agent_members()]
+
+    def agent_members(self) -> list[tuple[int | None, AgentSpec]]:
+        """Every agent (as :meth:`all_agents`) with the index of the population it was made from (None: from ``agents``)."""
+        members: list[tuple[int | None, AgentSpec]] = [(None, agent) for agent in self.agents]
+        next_id = max((a.id for a in self.agents), default=-1) + 1
         rng = random.Random(f"population:{self.seed}")
         for index, population in enumerate(self.population):
             start = next_id if population.id_start is None else population.id_start
-            for i, profile in enumerate(population.profiles(rng, f"{self.seed}:{index}", start)):
-                agents.append(AgentSpec(id=start + i, type=population.type, profile=profile, config=population.config))
+            for i, profile in enumerate(population.profiles(rng, self.population_seed_key(index), start)):
+                members.append((index, AgentSpec(id=start + i, type=population.type, profile=profile, config=population.config)))
             next_id = max(next_id, start + population.size)
-        return agents
+        return members
+
+    def population_seed_key(self, index: int) -> str:
+        """The seed of population ``index``'s row sample."""
+        return f"{self.seed}:{index}"
 
     def total_ticks(self) -> int:
         return sum(step.num_steps for step in self.steps if isinstance(step, RunStep))

@@ -9,7 +9,8 @@ A spec names a table by path; where that path may point is the caller's rule, a 
 
 The rows are written into the spec data, so the validated spec carries its table: a stored spec,
 a resumed run, a sweep's cells and a forked run need no file. A population that already has
-``rows`` (a stored spec) is left as it is.
+``rows`` (a stored spec) is left as it is. A survey population (one with a ``codebook``) is read by
+:mod:`engine.population.survey_files`.
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ def read_population_files(data: Any, locate: Locate) -> Any:
         return data
     populations = []
     for index, entry in enumerate(data["population"]):
+        if isinstance(entry, Mapping) and entry.get("codebook") is not None:
+            from engine.population.survey_files import read_survey
+
+            populations.append(read_survey(entry, index, locate))
+            continue
         if isinstance(entry, Mapping) and "from" in entry and "rows" not in entry:
             field, name, columns = f"population.{index}.from", entry["from"], entry.get("columns")
             if not isinstance(name, str) or not name:

@@ -10,7 +10,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-__all__ = ["MAX_POPULATION_CHARS", "MAX_POPULATION_ROWS", "SampleKind", "draw_value", "table_profiles"]
+__all__ = ["MAX_POPULATION_CHARS", "MAX_POPULATION_ROWS", "SampleKind", "chosen_rows", "draw_value", "table_profiles"]
 
 #: The most characters a spec's populations may expand to (profiles and configs, as JSON), checked
 #: before expanding; a population's table is bounded by it too (its decoded size, before rows are made).
@@ -31,6 +31,15 @@ def draw_value(value: Any, rng: random.Random, i: int, agent_id: int) -> Any:
     return value
 
 
+def chosen_rows(rows: int, count: int, sample: SampleKind, seed_key: str) -> list[int]:
+    """The indexes of the ``count`` of ``rows`` rows a population takes, in file order (see :func:`table_profiles`)."""
+    if count > rows:
+        raise ValueError(f"count {count} is more than the table's {rows} rows")
+    if sample == "random" and count < rows:
+        return sorted(random.Random(f"population-rows:{seed_key}").sample(range(rows), count))
+    return list(range(count))
+
+
 def table_profiles(
     rows: Sequence[Mapping[str, Any]], count: int, sample: SampleKind, columns: Sequence[str] | None, seed_key: str,
 ) -> list[dict[str, Any]]:
@@ -47,15 +56,9 @@ def table_profiles(
         One profile per chosen row. A null value leaves its field out: the row has no value there,
         and none is invented.
     """
-    if count > len(rows):
-        raise ValueError(f"count {count} is more than the table's {len(rows)} rows")
-    if sample == "random" and count < len(rows):
-        chosen = sorted(random.Random(f"population-rows:{seed_key}").sample(range(len(rows)), count))
-    else:
-        chosen = list(range(count))
     keys = list(columns) if columns is not None else None
     profiles = []
-    for index in chosen:
+    for index in chosen_rows(len(rows), count, sample, seed_key):
         row = rows[index]
         picked = row.items() if keys is None else ((key, row.get(key)) for key in keys)
         profiles.append({key: value for key, value in picked if value is not None})

@@ -13,7 +13,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from engine.format_template import check_format_template, formatted_size_bound
-from engine.population.members import MAX_POPULATION_ROWS, SampleKind, draw_value, table_profiles
+from engine.population.codebook import Codebook, Respondent, codebook_problem
+from engine.population.members import MAX_POPULATION_ROWS, SampleKind, chosen_rows, draw_value, table_profiles
 from engine.population.table import first_row_problem
 
 __all__ = ["PopulationSpec"]
@@ -42,12 +43,18 @@ class PopulationSpec(BaseModel):
     are taken: the first ones, or with ``sample: random`` a sample seeded by the spec's seed, in
     file order. A ``count`` over the rows is an error: no row is repeated to make up the number.
     ``rows`` may also be given inline.
+
+    With ``codebook`` (a YAML file or a mapping, see :mod:`engine.population.codebook`), the table is a
+    survey's respondents: each member's profile is its row's persona columns, as labels; its target
+    columns are never in a profile, and are what a ``from_survey`` questionnaire asks and fidelity scores.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", serialize_by_alias=True, validate_by_name=True, validate_by_alias=True)
 
     from_: str | None = Field(None, alias="from", min_length=1, exclude_if=lambda v: v is None,
                               description="a .parquet, .csv or .jsonl persona table: one member per row")
+    codebook: Codebook | None = Field(None, exclude_if=lambda v: v is None,
+                                      description="the table is a survey: each column's role, question and labels")
     columns: list[str] | None = Field(None, min_length=1, exclude_if=lambda v: v is None,
                                       description="the table's columns that become profile fields; default: all")
     sample: SampleKind = Field("first", exclude_if=lambda v: v == "first",
@@ -82,6 +89,12 @@ class PopulationSpec(BaseModel):
             return None
         if (problem := first_row_problem(value, info.data.get("columns"))) is not None:
             raise ValueError(problem.message)
+        codebook = info.data.get("codebook")
+        if codebook is not None:
+            if info.data.get("columns") is not None:
+                raise ValueError("a survey's codebook chooses its columns: leave 'columns' out")
+            if (found := codebook_problem(codebook, value)) is not None:
+                raise ValueError(found[0])
         return value
 
     @field_validator("count")
@@ -130,7 +143,15 @@ class PopulationSpec(BaseModel):
 
     def profiles(self, rng: random.Random, seed_key: str, start: int) -> list[dict[str, Any]]:
         """Every member's profile: drawn with ``rng`` from the template, or taken from the rows (sampled by ``seed_key``)."""
+        if self.codebook is not None and self.rows is not None:
+            return [self.codebook.profile(self.rows[i]) for i in chosen_rows(len(self.rows), self.size, self.sample, seed_key)]
         if self.rows is not None:
             return table_profiles(self.rows, self.size, self.sample, self.columns, seed_key)
         return [{key: draw_value(value, rng, i, start + i) for key, value in self.profile_template.items()}
                 for i in range(self.size)]
+
+    def respondents(self, seed_key: str) -> list[Respondent]:
+        """A survey population's members as respondents, in member order (none without a codebook)."""
+        if self.codebook is None or self.rows is None:
+            return []
+        return [self.codebook.respondent(self.rows[i], i + 1) for i in chosen_rows(len(self.rows), self.size, self.sample, seed_key)]

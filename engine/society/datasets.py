@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from engine.storage.catalog import RUN_COLUMN, Column, DatasetSchema
 
-__all__ = ["ACTIONS", "AGENT_MEMORY", "CALL_ID", "LLM_CALLS", "QUESTIONNAIRE_ANSWERS", "SOCIETY_QUERIES", "TRANSCRIPTS"]
+__all__ = ["ACTIONS", "AGENT_MEMORY", "AGENT_PROFILES", "CALL_ID", "LLM_CALLS", "QUESTIONNAIRE_ANSWERS", "SOCIETY_QUERIES",
+           "SURVEY_ANSWERS", "TRANSCRIPTS"]
 
 #: How a call id is made (see :func:`engine.society.transcripts.call_rows`).
 CALL_ID = ("<step>/<scope>/<caller>[@agent:<id>]/<n>: scope is tick, q<index>, ask-<index> or intervene-<index>; "
@@ -150,5 +151,37 @@ QUESTIONNAIRE_ANSWERS = DatasetSchema(
         Column(name="parse_success", type="bool", description="a valid typed value was given"),
         Column(name="error", type="string", description="why no valid value was recorded"),
         Column(name="attempts", type="int64", description="structured-output attempts made (0: never asked)"),
+    ),
+)
+
+AGENT_PROFILES = DatasetSchema(
+    name="agent_profiles",
+    kind="agent",
+    description="one row per agent: its profile as its prompts show it, and for a survey's members the respondent",
+    columns=(
+        RUN_COLUMN,
+        Column(name="agent_id", type="int64", description="the agent"),
+        Column(name="agent_type", type="string", description="registered agent type"),
+        Column(name="population", type="int64", description="the spec's population it was made from (null: listed in agents)"),
+        Column(name="respondent_id", type="string", description="a survey member's respondent: the id column, else the row number"),
+        Column(name="weight", type="float64", description="a survey member's weight (1 without a weight column)"),
+        Column(name="profile", type="json", description="the profile fields, as the agent's prompts show them"),
+    ),
+)
+
+SURVEY_ANSWERS = DatasetSchema(
+    name="survey_answers",
+    kind="survey",
+    description="one row per survey member per target item: the respondent's real answer (never shown to the agent)",
+    columns=(
+        RUN_COLUMN,
+        Column(name="agent_id", type="int64", description="the agent standing for the respondent"),
+        Column(name="respondent_id", type="string", description="the respondent"),
+        Column(name="item", type="string", description="the target item: the question id a from_survey questionnaire asks"),
+        Column(name="label", type="string", description="the real answer's label (null: no answer, or a missing code)"),
+        Column(name="position", type="int64", description="its 0-based place among the item's labels, in scale order"),
+        Column(name="code", type="string", description="the code as the data holds it"),
+        Column(name="retest_label", type="string", description="the answer to the same item asked again, where the data has it"),
+        Column(name="weight", type="float64", description="the respondent's weight"),
     ),
 )

@@ -34,7 +34,7 @@ SCHEMA_FILE = "_schema.json"
 RESERVED_NAMES = frozenset({"spans"})
 
 ColumnType = Literal["int64", "float64", "string", "bool", "timestamp", "json", "list<string>"]
-DatasetKind = Literal["agent", "env", "llm", "society", "questionnaire"]
+DatasetKind = Literal["agent", "env", "llm", "society", "questionnaire", "survey"]
 
 _ARROW_TYPES: dict[str, pa.DataType] = {
     "int64": pa.int64(),

@@ -34,6 +34,7 @@ from engine.society.run.live_calls import LiveCalls, fold_live
 from engine.society.run.manifest import write_run_manifest
 from engine.society.run.outcome import RunTally, judge, read_run_tally
 from engine.society.run.preflight import check_llms, models_to_check
+from engine.society.run.profiles import write_profiles
 from engine.society.shells import Shell, as_shell
 from engine.society.society import AgentSociety
 from engine.society.status import SocietyStep, has_society_step, read_society, read_society_step
@@ -319,6 +320,8 @@ async def run_experiment(
                     input_dirs=tuple(input_dirs),
                 )
                 run_id = f"{spec.name}-{uuid.uuid4().hex[:6]}"
+                if state is None:  # who the agents are follows from the spec: written once, by the first driver
+                    await asyncio.to_thread(write_profiles, run_dir, spec, run_id)
                 options: dict[str, Any] = {
                     "env": shell.env_host(config, start_t=spec.start_time, agent_ids=[a.id for a in agents], run_id=run_id),
                     "llm": clients, "shell": shell, "run_id": run_id, "batch_size": spec.batch_size,

@@ -1,0 +1,72 @@
+"""The ``agent_profiles`` and ``survey_answers`` datasets: who each agent is, and what its respondent really said.
+
+Both follow from the spec alone, so a fresh run writes them once, before its first step, as plain
+(committed) shards: ``agent_profiles`` holds every agent's profile as its prompts show it, and for a
+survey population's members the respondent id and weight; ``survey_answers`` holds each member's
+real answer to every target item, which no prompt ever shows. Answers then join back to respondents
+in SQL: ``questionnaire_answers JOIN survey_answers USING (agent_id)`` on ``question_id = item``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from engine.population.codebook import show_code
+from engine.society.datasets import AGENT_PROFILES, SURVEY_ANSWERS
+from engine.spec import ExperimentSpec
+from engine.storage.catalog import Catalog
+from engine.storage.replay import ReplayWriter
+from engine.storage.run_layout import REPLAY_DIR, RunLocation, run_store
+
+__all__ = ["profile_rows", "write_profiles"]
+
+#: Rows per shard of either dataset.
+SHARD_ROWS = 100_000
+
+
+def profile_rows(spec: ExperimentSpec, run_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rows of ``agent_profiles`` and of ``survey_answers`` for ``spec``'s agents."""
+    members = spec.agent_members()
+    respondents = {index: iter(population.respondents(spec.population_seed_key(index)))
+                   for index, population in enumerate(spec.population) if population.codebook is not None}
+    profiles, answers = [], []
+    for population, agent in members:
+        respondent = next(respondents[population]) if population in respondents else None
+        profiles.append({"run": run_id, "agent_id": agent.id, "agent_type": agent.type, "population": population,
+                         "respondent_id": respondent.id if respondent else None,
+                         "weight": respondent.weight if respondent else None,
+                         "profile": agent.profile})
+        if respondent is None:
+            continue
+        codebook = spec.population[population].codebook  # type: ignore[index]
+        assert codebook is not None
+        for column, target in codebook.targets.items():
+            item = codebook.target_name(column)
+            code, again = respondent.answers[item], respondent.retests.get(item)
+            labels = [label for _, label in target.labels or ()]
+            label = target.label_of(code) if code is not None else None
+            answers.append({"run": run_id, "agent_id": agent.id, "respondent_id": respondent.id, "item": item,
+                            "label": label, "position": labels.index(label) if label is not None else None,
+                            "code": show_code(code) if code is not None else None,
+                            "retest_label": target.label_of(again) if again is not None else None,
+                            "weight": respondent.weight})
+    return profiles, answers
+
+
+def _chunks(rows: list[dict[str, Any]]) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+    for start in range(0, len(rows), SHARD_ROWS):
+        yield start // SHARD_ROWS, rows[start:start + SHARD_ROWS]
+
+
+def write_profiles(run_dir: RunLocation, spec: ExperimentSpec, run_id: str) -> None:
+    """Write both datasets into ``run_dir`` (``survey_answers`` only for a spec with a survey population)."""
+    profiles, answers = profile_rows(spec, run_id)
+    catalog = Catalog(run_store(run_dir).child(REPLAY_DIR))
+    writer = ReplayWriter(run_dir)
+    for schema, rows in ((AGENT_PROFILES, profiles), (SURVEY_ANSWERS, answers)):
+        if not rows:
+            continue
+        catalog.register(schema)
+        for number, chunk in _chunks(rows):
+            writer.write_shard(schema, f"{schema.name}-{number:04d}", chunk)
