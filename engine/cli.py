@@ -276,6 +276,24 @@ def _query(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fidelity(args: argparse.Namespace) -> int:
+    from engine.fidelity import fidelity
+
+    retest = {}
+    for pair in args.retest:
+        item, _, value = pair.partition("=")
+        try:
+            retest[item] = float(value)
+        except ValueError:
+            raise SpecError(f"--retest {pair!r}: give ITEM=ACCURACY, e.g. rate_marriage=0.8") from None
+    report = fidelity(resolve_location(args.run_dir), by=args.by, questionnaire_id=args.questionnaire,
+                      bootstrap=args.bootstrap, seed=args.seed, retest=retest)
+    print(report.text())
+    print(f"written: the run's fidelity dataset ({args.bootstrap} bootstrap resamples, 95% intervals); "
+          f"polis query {args.run_dir} \"SELECT * FROM fidelity\"")
+    return 0
+
+
 def _sim_llm(args: argparse.Namespace) -> int:
     from engine.llm.sim import SimFaults, run_server
 
@@ -347,6 +365,17 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     query.add_argument("sql", nargs="?", default=None, help="omit to list datasets")
     query.add_argument("--max-rows", type=int, default=40)
     query.set_defaults(handler=_query)
+
+    fid = sub.add_parser("fidelity", help="score a survey run's simulated answers against the real ones "
+                         "(distances, accuracy, subgroups, with bootstrap intervals) and write its fidelity dataset")
+    fid.add_argument("run_dir")
+    fid.add_argument("--by", action="append", default=[], metavar="FIELD", help="also per subgroup of a persona field")
+    fid.add_argument("--questionnaire", default=None, help="score this questionnaire (default: each item's last)")
+    fid.add_argument("--bootstrap", type=int, default=200, help="resamples behind each interval")
+    fid.add_argument("--seed", type=int, default=0)
+    fid.add_argument("--retest", action="append", default=[], metavar="ITEM=ACCURACY",
+                     help="people's test-retest accuracy on an item: adds normalized_accuracy")
+    fid.set_defaults(handler=_fidelity)
 
     sim = sub.add_parser("sim-llm", help="serve the simulated LLM over OpenAI-compatible HTTP")
     sim.add_argument("--host", default="127.0.0.1")

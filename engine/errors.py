@@ -13,6 +13,7 @@
     │   ├── ToolCallError         a tool call with an unknown name or bad arguments
     │   ├── EnvMetricError        a module metric that is undeclared, undescribed or not a finite number
     │   └── EnvUnavailableError   the env actor cannot be reached (its worker died)
+    ├── FidelityError             a survey item that cannot be scored (too few answers, no shared options)
     ├── AgentError                the agent runtime
     │   └── WorkspaceError        a workspace that is missing, corrupt or escaped from
     ├── StorageError              replay / trace storage, and the stores that hold them
@@ -46,6 +47,7 @@ __all__ = [
     "EnvError",
     "EnvMetricError",
     "EnvUnavailableError",
+    "FidelityError",
     "ForkError",
     "LLMCallError",
     "LLMError",
@@ -159,6 +161,10 @@ class EnvMetricError(EnvError):
 
 class EnvUnavailableError(EnvError):
     """The env actor cannot be reached: the worker holding it died. The tick is re-run on a new actor."""
+
+
+class FidelityError(PolisError):
+    """A run's answers that cannot be scored against the survey: the message names the item and why."""
 
 
 class AgentError(PolisError):

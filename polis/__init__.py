@@ -17,6 +17,7 @@ from typing import Any
 from engine.errors import (
     AgentNotFoundError,
     DatasetNotFoundError,
+    FidelityError,
     NotARunError,
     PolisError,
     RunError,
@@ -57,6 +58,7 @@ __all__ = [
     "EnvModuleSpec",
     "EnvironmentSpec",
     "ExperimentSpec",
+    "FidelityError",
     "InterveneStep",
     "NotARunError",
     "PolisError",

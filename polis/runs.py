@@ -140,6 +140,29 @@ class Run:
         """
         return read_agent(self.id, self.location, agent_id, step)
 
+    def fidelity(self, *, by: Sequence[str] = (), questionnaire_id: str | None = None, bootstrap: int = 200, seed: int = 0,
+                 retest: Mapping[str, float] | None = None) -> pd.DataFrame:
+        """Score a survey run's simulated answers against its respondents' real ones, one row per item, metric and
+        subgroup, with bootstrap intervals (see :mod:`engine.fidelity`); also written as the run's ``fidelity`` dataset.
+
+        Args:
+            by: persona fields to report subgroups of (with each one's gap to the whole sample).
+            questionnaire_id: score this questionnaire (default: each item's last).
+            bootstrap: resamples behind each interval.
+            retest: item -> people's test-retest accuracy on it, for ``normalized_accuracy``.
+
+        Raises:
+            FidelityError: the run has no survey, asked none of its items, or an item cannot be scored.
+        """
+        import pandas as pd
+
+        from engine.fidelity import fidelity
+
+        report = fidelity(self.location, by=by, questionnaire_id=questionnaire_id, bootstrap=bootstrap, seed=seed,
+                          retest=retest)
+        self.close()  # the next read sees the fidelity dataset
+        return pd.DataFrame(report.rows())
+
     def report(self, path: str | Path = "report.html") -> Path:
         """Write the run's results page (plots, summary, SQL box) as one standalone HTML file; return its path."""
         return write_page(load_report(self.location), path)

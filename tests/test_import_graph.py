@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("engine.agent",),
     ("engine.population", "engine.grid_keys", "engine.spec", "engine.sweep", "engine.spec_schema"),
     ("engine.society",),
-    ("engine.results",),
+    ("engine.results", "engine.fidelity"),
     ("engine.settings", "engine.cli_output", "engine.api", "engine.reference"),
     ("engine.cli",),
     ("service",),

@@ -47,6 +47,7 @@ ALLOWED: dict[str, str] = {
     # Inputs a user names, and what Polis ships.
     "engine/spec.py": "the spec file a user names",
     "engine/population/table.py": "population files a user names (CSV, Parquet, ...)",
+    "engine/population/survey_files.py": "a survey's codebook file a user names (YAML)",
     "engine/reference/convert.py": "the reference format's files a user names",
     "engine/env/input_files.py": "input files a spec names, under allowed local folders",
     "engine/env/modules/city.py": "the city file a spec names, or the bundled one",

@@ -58,7 +58,7 @@ def _build(client: LLMClient) -> ChatModel:
     if client.is_sim:
         from engine.llm.backends.sim_backend import SimChatModel
 
-        return SimChatModel(name=client.model.removeprefix("sim/"), seed=client.seed)
+        return SimChatModel(name=client.model.removeprefix("sim/"), seed=client.seed, options=client.options)
     # one limiter per client and process, living as long as the cached model; retries outside it,
     # so a backoff sleep holds no slot
     limiter = _LIMITERS[client.cache_key()] = AdaptiveSemaphore(client.limits)

@@ -18,13 +18,15 @@ from engine.errors import LLMCallError
 from engine.llm.api_key import scrub
 from engine.llm.protocol import ChatModel, ChatResult
 
-__all__ = ["CallRecord", "Meter", "MeteredModel", "call_listener", "current_attempt", "serving_agent"]
+__all__ = ["CallRecord", "Meter", "MeteredModel", "call_listener", "current_attempt", "serving_agent", "serving_run"]
 
 #: The structured-output attempt in progress (set by ``complete_structured``), recorded per call.
 current_attempt: ContextVar[int] = ContextVar("polis_llm_attempt", default=1)
 #: The agent whose step the calls serve (its own calls, and the router's while it serves that
 #: agent's ask), recorded per call: an agent-step's chain of calls is then one GROUP BY away.
 serving_agent: ContextVar[int | None] = ContextVar("polis_serving_agent", default=None)
+#: The run (its location, as text) whose agent the calls serve, where a batch sets it (the rehearsal reads it).
+serving_run: ContextVar[str | None] = ContextVar("polis_serving_run", default=None)
 #: Who else hears of each call a :class:`Meter` records, as it is recorded: a batch task's live count
 #: (``engine.society.run.live_calls``) sets it around its agents; None (elsewhere): nobody.
 call_listener: ContextVar[Callable[[CallRecord], None] | None] = ContextVar("polis_call_listener", default=None)

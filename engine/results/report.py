@@ -115,6 +115,12 @@ def _spec_of(doc: dict[str, Any]) -> dict[str, Any]:
     return spec if isinstance(spec, dict) else {}
 
 
+def _questions(spec: dict[str, Any]) -> dict[tuple[int, str], dict[str, Any]]:
+    """The spec's questionnaire questions by (step index, question id)."""
+    return {(index, str(question.get("id"))): question for index, step in enumerate(spec.get("steps") or [])
+            if isinstance(step, dict) for question in step.get("questions") or [] if isinstance(question, dict)}
+
+
 def _spec_summary(spec: dict[str, Any]) -> dict[str, Any]:
     """The spec in a few lines: seed, agents, LLM models, env modules and the steps."""
     population = spec.get("population") or []
@@ -283,7 +289,7 @@ def load_report(run_dir: RunLocation, limits: QueryLimits | None = None, extra: 
         if _has_rows(reader, "env_metrics"):
             panels += env_panels(_rows(reader, ENV_METRICS_SQL.format(cell=cell)), labels)
         if _has_rows(reader, "questionnaire_answers"):
-            panels += answer_panels(_rows(reader, ANSWERS_SQL.format(cell=cell)), labels)
+            panels += answer_panels(_rows(reader, ANSWERS_SQL.format(cell=cell)), labels, _questions(spec))
         return ReportData(
             title=str(society.get("name") or run_name(run_dir)), summary={k: v for k, v in summary.items() if v not in (None, "")},
             errors=_errors(reader, cell), panels=tuple(panels), datasets=_datasets(reader), cells=cells, extra=dict(extra or {}),

@@ -11,7 +11,7 @@ have queries of their own, grouped by module and by question.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,18 +92,22 @@ ANSWERS_SQL = (
 )
 
 
-def _ordered_answers(answers: Iterable[str]) -> list[str]:
-    """Numbers in numeric order, then words in alphabetical order, ``(invalid)`` last."""
+def _ordered_answers(answers: Iterable[str], choices: Sequence[str] = ()) -> list[str]:
+    """A choice question's answers in the order of its choices (its scale), every choice shown even when nobody
+    chose it; other answers: numbers in numeric order, then words in alphabetical order; ``(invalid)`` last."""
+    place = {choice: i for i, choice in enumerate(choices)}
 
     def key(answer: str) -> tuple[int, float, str]:
         if answer == "(invalid)":
-            return (2, 0.0, answer)
+            return (3, 0.0, answer)
+        if answer in place:
+            return (0, float(place[answer]), answer)
         try:
-            return (0, float(answer), answer)
+            return (1, float(answer), answer)
         except ValueError:
-            return (1, 0.0, answer)
+            return (2, 0.0, answer)
 
-    return sorted(set(answers), key=key)
+    return sorted(set(answers) | set(choices), key=key)
 
 
 def _lines(points: dict[str, dict[Any, float]], order: list[str]) -> tuple[Line, ...]:
@@ -168,15 +172,20 @@ def env_panels(rows: list[dict[str, Any]], cell_label: Callable[[int], str] | No
     return panels
 
 
-def answer_panels(rows: list[dict[str, Any]], cell_label: Callable[[int], str] | None) -> list[Panel]:
-    """One bar panel per questionnaire question: answer counts; in a sweep, bars side by side per cell."""
+def answer_panels(rows: list[dict[str, Any]], cell_label: Callable[[int], str] | None,
+                  questions: Mapping[tuple[int, str], Mapping[str, Any]] | None = None) -> list[Panel]:
+    """One bar panel per questionnaire question: answer counts; in a sweep, bars side by side per cell.
+
+    ``questions``: the spec's questions by (step index, question id): a panel is titled with its question's text, and
+    a choice question's bars stand in the order of its choices."""
     counts: dict[tuple[str, int, str], dict[int, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
     for row in rows:
         asked = (str(row["questionnaire_id"]), int(row["step_index"]), str(row["question_id"]))
         counts[asked][int(row["cell"])][str(row["answer"])] = float(row["value"])
     panels = []
     for (questionnaire, step_index, question), by_cell in sorted(counts.items()):
-        answers = _ordered_answers(a for per in by_cell.values() for a in per)
+        question_spec = (questions or {}).get((step_index, question), {})
+        answers = _ordered_answers((a for per in by_cell.values() for a in per), question_spec.get("choices") or ())
         lines = tuple(
             Line(
                 "run" if cell_label is None else cell_label(cell),
@@ -189,5 +198,6 @@ def answer_panels(rows: list[dict[str, Any]], cell_label: Callable[[int], str] |
         panels.append(Panel(
             f"answers.{questionnaire}.{step_index}.{question}", f"Questionnaire {questionnaire}",
             f"{question} (spec step {step_index})", "agents", lines, x_label="answer", bars=True,
+            description=str(question_spec.get("prompt") or ""),
         ))
     return panels

@@ -5,8 +5,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from engine.llm.meter import serving_agent, serving_run
 from engine.llm.protocol import ChatResult
 from engine.llm.sim.model import SimLLM
+from engine.llm.sim.rehearsal import REHEARSAL, rehearse
 
 __all__ = ["SimChatModel"]
 
@@ -15,13 +17,17 @@ class SimChatModel:
     """ChatModel over an in-process :class:`SimLLM` (model strings ``sim/<name>``).
 
     Args:
-        name: the simulated model's name (the part after ``sim/``).
+        name: the simulated model's name (the part after ``sim/``); ``rehearsal`` answers a survey's target
+            items from the real answers (:mod:`engine.llm.sim.rehearsal`).
         seed: the experiment seed; answers are a function of (seed, request).
+        options: the client's request options; the rehearsal reads ``rehearse_noise`` (default 0).
     """
 
-    def __init__(self, name: str, seed: int) -> None:
+    def __init__(self, name: str, seed: int, options: dict[str, Any] | None = None) -> None:
         self._sim = SimLLM(name=name, seed=seed)
         self._model = f"sim/{name}"
+        self._seed = seed
+        self._noise = float((options or {}).get("rehearse_noise", 0.0)) if name == REHEARSAL else None
 
     async def complete(
         self,
@@ -40,8 +46,12 @@ class SimChatModel:
         body = self._sim.complete(request)
         message = body["choices"][0]["message"]
         usage = body.get("usage", {})
+        text = message.get("content")
+        if self._noise is not None and response_format is not None:
+            schema = (response_format.get("json_schema") or {}).get("schema") or {}
+            text = rehearse(text, schema, agent=serving_agent.get(), run=serving_run.get(), noise=self._noise, seed=self._seed)
         return ChatResult(
-            text=message.get("content"),
+            text=text,
             model=self._model,
             input_tokens=usage.get("prompt_tokens", 0),
             output_tokens=usage.get("completion_tokens", 0),

@@ -27,7 +27,7 @@ from engine.errors import BudgetExhaustedError, PolisError, RunError, WorkspaceE
 from engine.failpoints import failpoint
 from engine.llm.budget import Allowance, BudgetGate, Usage
 from engine.llm.dispatcher import flush_response_caches, refresh_response_caches
-from engine.llm.meter import serving_agent
+from engine.llm.meter import serving_agent, serving_run
 from engine.society.datasets import LLM_CALLS, QUESTIONNAIRE_ANSWERS, TRANSCRIPTS
 from engine.society.lease import check_session
 from engine.society.questionnaire.ask import Persona, answer_questionnaire
@@ -118,6 +118,7 @@ async def _answer_one(
     run_dir = job.proxy.run_dir
     assert run_dir is not None
     serving_agent.set(agent_id)  # gather runs each agent as its own task: the setting stays with it
+    serving_run.set(str(run_dir))
     q = job.questionnaire
     agent: AgentBase | None = None
     answers: list[QuestionnaireAnswer] | None = None

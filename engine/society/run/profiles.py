@@ -1,7 +1,7 @@
 """The ``agent_profiles`` and ``survey_answers`` datasets: who each agent is, and what its respondent really said.
 
-Both follow from the spec alone, so a fresh run writes them once, before its first step, as plain
-(committed) shards: ``agent_profiles`` holds every agent's profile as its prompts show it, and for a
+Both follow from the spec alone, so a run writes them once, before its first step (a fork writes its own), as
+plain (committed) shards: ``agent_profiles`` holds every agent's profile as its prompts show it, and for a
 survey population's members the respondent id and weight; ``survey_answers`` holds each member's
 real answer to every target item, which no prompt ever shows. Answers then join back to respondents
 in SQL: ``questionnaire_answers JOIN survey_answers USING (agent_id)`` on ``question_id = item``.
@@ -17,12 +17,15 @@ from engine.society.datasets import AGENT_PROFILES, SURVEY_ANSWERS
 from engine.spec import ExperimentSpec
 from engine.storage.catalog import Catalog
 from engine.storage.replay import ReplayWriter
-from engine.storage.run_layout import REPLAY_DIR, RunLocation, run_store
+from engine.storage.run_layout import REPLAY_DIR, RunLocation, replay_key, run_store
+from engine.storage.shards import shard_name
 
 __all__ = ["profile_rows", "write_profiles"]
 
 #: Rows per shard of either dataset.
 SHARD_ROWS = 100_000
+#: The first shard of either: written last of ``agent_profiles``'s, so its presence says they are all there.
+FIRST_SHARD = shard_name(0, "start-0000")
 
 
 def profile_rows(spec: ExperimentSpec, run_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -59,14 +62,18 @@ def _chunks(rows: list[dict[str, Any]]) -> Iterator[tuple[int, list[dict[str, An
         yield start // SHARD_ROWS, rows[start:start + SHARD_ROWS]
 
 
-def write_profiles(run_dir: RunLocation, spec: ExperimentSpec, run_id: str) -> None:
-    """Write both datasets into ``run_dir`` (``survey_answers`` only for a spec with a survey population)."""
+def write_profiles(run_dir: RunLocation, spec: ExperimentSpec, run_id: str) -> bool:
+    """Write both datasets into ``run_dir`` (``survey_answers`` only for a spec with a survey population), unless
+    it has them (a resumed run); a fork writes its own. Returns whether they were written."""
+    if run_store(run_dir).exists(replay_key(AGENT_PROFILES.name, FIRST_SHARD)):
+        return False
     profiles, answers = profile_rows(spec, run_id)
     catalog = Catalog(run_store(run_dir).child(REPLAY_DIR))
     writer = ReplayWriter(run_dir)
-    for schema, rows in ((AGENT_PROFILES, profiles), (SURVEY_ANSWERS, answers)):
+    for schema, rows in ((SURVEY_ANSWERS, answers), (AGENT_PROFILES, profiles)):
         if not rows:
             continue
         catalog.register(schema)
-        for number, chunk in _chunks(rows):
-            writer.write_shard(schema, f"{schema.name}-{number:04d}", chunk)
+        for number, chunk in reversed(list(_chunks(rows))):
+            writer.write_shard(schema, shard_name(0, f"start-{number:04d}"), chunk)
+    return True

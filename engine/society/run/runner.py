@@ -320,8 +320,7 @@ async def run_experiment(
                     input_dirs=tuple(input_dirs),
                 )
                 run_id = f"{spec.name}-{uuid.uuid4().hex[:6]}"
-                if state is None:  # who the agents are follows from the spec: written once, by the first driver
-                    await asyncio.to_thread(write_profiles, run_dir, spec, run_id)
+                await asyncio.to_thread(write_profiles, run_dir, spec, run_id)  # once: a resume finds them written
                 options: dict[str, Any] = {
                     "env": shell.env_host(config, start_t=spec.start_time, agent_ids=[a.id for a in agents], run_id=run_id),
                     "llm": clients, "shell": shell, "run_id": run_id, "batch_size": spec.batch_size,

@@ -91,6 +91,7 @@ async def test_a_coder_that_often_writes_a_top_level_return_still_yields_a_compl
             "environment": {"modules": [{"type": "MessagingSpace"}], "router": "codegen"},
             "steps": [{"type": "run", "num_steps": TICKS, "tick": 600}],
             "batch_size": 8,
+            "llm_check": False,  # the scripted coder answers code requests only, not the preflight's "Reply with OK."
         })  # fmt: skip
         summary = await run_experiment(spec, tmp_path / "run", shell)
 

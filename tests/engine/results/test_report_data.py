@@ -15,6 +15,7 @@ import pytest
 from engine.env.metrics import ENV_METRICS
 from engine.errors import NotARunError
 from engine.results.report import load_report
+from engine.results.series import answer_panels
 from engine.society.run.runner import run_experiment
 from engine.society.run.sweep import run_sweep
 from engine.society.shells import InProcessShell
@@ -97,6 +98,16 @@ def test_questionnaire_answers_are_counted_per_question(demo_run: Path) -> None:
     assert set(plan.lines[0].x) <= {"home", "out", "(invalid)"}
     numbers = [x for x in happy.lines[0].x if x != "(invalid)"]
     assert numbers == sorted(numbers, key=int) and {int(x) for x in numbers} <= {1, 2, 3, 4, 5}
+    assert plan.description == "Stay home or go out tonight?"  # the question as it was asked
+
+
+def test_a_choice_questions_bars_keep_its_scale_order_and_show_every_option() -> None:
+    rows = [{"cell": 0, "questionnaire_id": "q", "step_index": 0, "question_id": "agree", "answer": answer, "value": 1.0}
+            for answer in ("strongly agree", "agree", "disagree", "(invalid)")]
+    scale = ["strongly disagree", "disagree", "neither", "agree", "strongly agree"]
+    (panel,) = answer_panels(rows, None, {(0, "agree"): {"prompt": "Do you agree?", "choices": scale}})
+    assert list(panel.lines[0].x) == [*scale, "(invalid)"]  # the scale's order, not the alphabet's; unchosen at 0
+    assert list(panel.lines[0].y) == [0.0, 1.0, 0.0, 1.0, 1.0, 1.0] and panel.description == "Do you agree?"
 
 
 def test_the_summary_has_status_spec_usage_and_the_callers_facts(demo_run: Path) -> None:

@@ -44,8 +44,10 @@ async def test_a_fork_keeps_the_parents_run_ids_up_to_its_tick_and_writes_its_ow
     with ReplayReader(fork) as reader:
         names = reader.datasets()
         [fork_run] = [r["run"] for r in reader.query(f"SELECT DISTINCT run FROM llm_calls WHERE step > {AT}").to_pylist()]
-        sides = {name: _runs_by_side(reader, name) for name in names}
-    assert fork_run != parent_run
+        # agent_profiles is the run's start (no step): a fork writes its own
+        sides = {name: _runs_by_side(reader, name) for name in names if "step" in reader.query(f"SELECT * FROM {name} LIMIT 0").column_names}
+        profiles = {r["run"] for r in reader.query("SELECT DISTINCT run FROM agent_profiles").to_pylist()}
+    assert fork_run != parent_run and profiles == {fork_run}
     assert read_json(fork / "SOCIETY.json")["fork"]["parent_runs"] == [parent_run]
     assert {"actions", "llm_calls", "transcripts", "agent_memory", "questionnaire_answers", "society_queries",
             "env_tool_calls", "env_metrics", "codegen_cache", "env_messaging", "messages"} <= set(names)

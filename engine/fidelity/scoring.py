@@ -1,0 +1,195 @@
+"""Scoring simulated answers against real ones, item by item, with bootstrap confidence intervals.
+
+Sans-IO: :func:`score` takes each target item's paired answers (:class:`ItemAnswers`) and returns
+the ``fidelity`` dataset's rows (:class:`Figure`). Per item, over every respondent with a real answer:
+
+- ``coverage``: the share whose simulated answer is valid (the rest are left out of every other figure);
+- ``tvd`` and ``jsd`` between the real and the simulated answer distributions, and for an ordinal
+  item ``wasserstein`` (in scale steps);
+- ``accuracy``: the share answering as the respondent did; for an ordinal item ``spearman`` too;
+- ``normalized_accuracy``: accuracy over the item's retest ceiling, people's own agreement with
+  themselves when asked again (Park et al. 2024), where the codebook gives it or the data has a retest;
+- per subgroup of a persona field (``by``), the same figures, each with its ``gap`` to the whole sample;
+- across the ordinal items (``item`` ``*``), ``correlation_rmse`` between the real and the simulated
+  Spearman correlation matrices.
+
+Every figure uses the survey weights, and carries a percentile bootstrap interval over respondents
+(resampled with replacement, seeded). An item with fewer than 2 scored respondents, or whose simulated
+answers share no option with its labels, is a :class:`~engine.errors.FidelityError` naming it: nothing
+is ever scored as 0 for want of data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.errors import FidelityError
+from engine.fidelity.metrics import accuracy, correlation_rmse, distribution, jsd, spearman, tvd, wasserstein
+
+__all__ = ["Figure", "ItemAnswers", "score"]
+
+#: No answer, in a positions array.
+NONE = -1
+
+
+@dataclass(frozen=True)
+class ItemAnswers:
+    """One target item: each respondent's real and simulated answer as positions among ``labels`` (-1: none)."""
+
+    item: str
+    labels: tuple[str, ...]  #: in scale order
+    ordinal: bool
+    agents: np.ndarray  #: the agent standing for each respondent
+    real: np.ndarray
+    simulated: np.ndarray
+    weights: np.ndarray
+    retest: np.ndarray | None = None  #: the same item asked again (-1: not asked), where the data has it
+    ceiling: float | None = None  #: people's test-retest accuracy on the item, where it is known
+    groups: dict[str, np.ndarray] = field(default_factory=dict)  #: persona field -> each respondent's value (None: none)
+    unmatched: int = 0  #: valid simulated answers that are none of the labels (the item was asked with other options)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One row of the ``fidelity`` dataset."""
+
+    item: str  #: the item, or ``*`` for a figure across items
+    metric: str
+    value: float | None  #: None: the figure does not exist here (a constant answer has no correlation)
+    ci_low: float | None
+    ci_high: float | None
+    n: int  #: respondents it is computed over
+    group_by: str | None = None
+    group: str | None = None
+    gap: float | None = None  #: a subgroup's value minus the whole sample's
+
+
+Metric = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None], "float | None"]
+
+
+def _metrics(answers: ItemAnswers) -> dict[str, Metric]:
+    k = len(answers.labels)
+    found: dict[str, Metric] = {
+        "tvd": lambda r, s, w, t: tvd(distribution(r, w, k), distribution(s, w, k)),
+        "jsd": lambda r, s, w, t: jsd(distribution(r, w, k), distribution(s, w, k)),
+        "accuracy": lambda r, s, w, t: accuracy(r, s, w),
+    }
+    if answers.ordinal:
+        found["wasserstein"] = lambda r, s, w, t: wasserstein(distribution(r, w, k), distribution(s, w, k))
+        found["spearman"] = lambda r, s, w, t: spearman(r, s, w)
+    if answers.ceiling is not None:
+        ceiling = answers.ceiling
+        found["normalized_accuracy"] = lambda r, s, w, t: accuracy(r, s, w) / ceiling
+    elif answers.retest is not None:
+        found["normalized_accuracy"] = _against_retest
+    return found
+
+
+def _against_retest(real: np.ndarray, simulated: np.ndarray, weights: np.ndarray, retest: np.ndarray | None) -> float | None:
+    assert retest is not None
+    asked = retest != NONE
+    if asked.sum() < 2:
+        return None
+    ceiling = accuracy(real[asked], retest[asked], weights[asked])
+    return accuracy(real, simulated, weights) / ceiling if ceiling > 0 else None
+
+
+def _interval(values: list[float | None], confidence: float) -> tuple[float | None, float | None]:
+    kept = np.array([v for v in values if v is not None and np.isfinite(v)])
+    if len(kept) < max(2, len(values) // 2):  # the figure rarely exists in a resample: no honest interval
+        return None, None
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(kept, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def _figures(answers: ItemAnswers, keep: np.ndarray, draws: np.ndarray, confidence: float,
+             group_by: str | None = None, group: str | None = None) -> list[Figure]:
+    """Every metric of ``answers`` over the respondents ``keep`` selects, with its bootstrap interval."""
+    real, sim, w = answers.real[keep], answers.simulated[keep], answers.weights[keep]
+    retest = answers.retest[keep] if answers.retest is not None else None
+    n = len(real)
+    rows = []
+    for metric, compute in _metrics(answers).items():
+        value = compute(real, sim, w, retest)
+        resampled = [compute(real[d], sim[d], w[d], retest[d] if retest is not None else None) for d in draws[:, :n] % n]
+        low, high = _interval(resampled, confidence)
+        rows.append(Figure(answers.item, metric, value, low, high, n, group_by, group))
+    return rows
+
+
+def _check(answers: ItemAnswers, scored: np.ndarray) -> None:
+    if answers.unmatched and not scored.any():
+        raise FidelityError(f"item {answers.item!r}: none of its simulated answers is one of its labels "
+                            f"({', '.join(answers.labels)}): was it asked with other options?")
+    if scored.sum() < 2:
+        raise FidelityError(f"item {answers.item!r}: {int(scored.sum())} respondent(s) have both a real and a valid "
+                            "simulated answer; at least 2 are needed to score it")
+
+
+def score(items: Sequence[ItemAnswers], *, by: Sequence[str] = (), bootstrap: int = 200, seed: int = 0,
+          confidence: float = 0.95) -> list[Figure]:
+    """The figures of every item, its subgroups by each persona field in ``by``, and across the ordinal items.
+
+    Raises:
+        FidelityError: an item cannot be scored (too few respondents, no shared options), or ``by`` names a
+            field no respondent has.
+    """
+    rng = np.random.default_rng(seed)
+    rows: list[Figure] = []
+    for answers in items:
+        real_known = answers.real != NONE
+        scored = real_known & (answers.simulated != NONE)
+        _check(answers, scored)
+        draws = rng.integers(0, 2**31, size=(bootstrap, int(scored.sum())))
+        covered = float(answers.weights[scored].sum() / answers.weights[real_known].sum())
+        rows.append(Figure(answers.item, "coverage", covered, None, None, int(real_known.sum())))
+        whole = _figures(answers, scored, draws, confidence)
+        rows.extend(whole)
+        overall = {figure.metric: figure.value for figure in whole}
+        for name in by:
+            values = answers.groups.get(name)
+            if values is None or all(v is None for v in values):
+                raise FidelityError(f"no respondent has the persona field {name!r} to group by")
+            for group in sorted({v for v in values[scored] if v is not None}, key=str):
+                members = scored & (values == group)
+                if members.sum() < 2:
+                    continue
+                for figure in _figures(answers, members, draws, confidence, name, str(group)):
+                    base = overall.get(figure.metric)
+                    gap = figure.value - base if figure.value is not None and base is not None else None
+                    rows.append(dataclasses.replace(figure, gap=gap))
+    rows.extend(_across(items, rng, bootstrap, confidence))
+    return rows
+
+
+def _across(items: Sequence[ItemAnswers], rng: np.random.Generator, bootstrap: int, confidence: float) -> list[Figure]:
+    """``correlation_rmse`` over the respondents (by agent) who answered every ordinal item, really and simulated."""
+    ordinal = [a for a in items if a.ordinal]
+    if len(ordinal) < 2:
+        return []
+    common = set(ordinal[0].agents.tolist())
+    for answers in ordinal[1:]:
+        common &= set(answers.agents.tolist())
+    agents = np.array(sorted(common))
+    real, sim, weights = [], [], None
+    for answers in ordinal:
+        order = {int(a): i for i, a in enumerate(answers.agents)}
+        index = np.array([order[int(a)] for a in agents], dtype=int)
+        real.append(answers.real[index])
+        sim.append(answers.simulated[index])
+        weights = answers.weights[index]
+    real_m, sim_m = np.column_stack(real), np.column_stack(sim)
+    both = (real_m != NONE).all(axis=1) & (sim_m != NONE).all(axis=1)
+    if both.sum() < 3 or weights is None:
+        return []
+    real_m, sim_m, w = real_m[both], sim_m[both], weights[both]
+    n = len(w)
+    value = correlation_rmse(real_m, sim_m, w)
+    draws = rng.integers(0, n, size=(bootstrap, n))
+    low, high = _interval([correlation_rmse(real_m[d], sim_m[d], w[d]) for d in draws], confidence)
+    return [Figure("*", "correlation_rmse", value, low, high, n)]

@@ -1,0 +1,58 @@
+"""examples/fidelity as a user runs it: prepare Fair's survey from statsmodels, run the rehearsal, score it by the CLI
+and from Python; the figures land on the value the rehearsal's noise implies."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polis
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "fidelity"
+
+
+def copy_example(tmp_path: Path) -> Path:
+    folder = tmp_path / "fidelity"
+    shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns("fair.csv", "__pycache__"))
+    subprocess.run([sys.executable, str(folder / "prepare.py")], check=True, capture_output=True, timeout=120)
+    return folder
+
+
+def polis_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "POLIS_SCHEDULER": "in-process"}
+    return subprocess.run([sys.executable, "-m", "polis", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+
+
+def test_the_example_runs_and_scores_from_the_cli(tmp_path):
+    folder = copy_example(tmp_path)
+    assert len((folder / "fair.csv").read_text().splitlines()) == 6367  # 6,366 respondents and the header
+    ran = polis_cli("run", str(folder / "fair-rehearsal.yaml"), "--run-dir", "run", cwd=tmp_path)
+    assert ran.returncode == 0 and "status: completed" in ran.stdout, ran.stdout + ran.stderr[-3000:]
+    scored = polis_cli("fidelity", "run", "--by", "religious", cwd=tmp_path)
+    assert scored.returncode == 0, scored.stderr
+    accuracy = re.search(r"^rate_marriage\s+accuracy\s+all\s+(\S+)\s+\[(\S+), (\S+)\]", scored.stdout, re.MULTILINE)
+    assert accuracy is not None, scored.stdout
+    value, low, high = (float(x) for x in accuracy.groups())
+    assert low <= 0.8 <= high and low <= value <= high  # rehearse_noise 0.2: accuracy 0.8 in expectation
+    assert "religious=strongly religious" in scored.stdout
+
+    missing = polis_cli("fidelity", "run", "--by", "party", cwd=tmp_path)
+    assert missing.returncode == 2 and "no respondent has the persona field 'party'" in missing.stderr
+
+
+def test_the_example_runs_and_scores_from_python(tmp_path):
+    folder = copy_example(tmp_path)
+    with polis.Session(scheduler="in-process") as session:
+        run = session.run(folder / "fair-rehearsal.yaml", tmp_path / "run", progress=False)
+        assert run.status == "completed"
+        figures = run.fidelity(by=["education"], bootstrap=100)
+        whole = figures[(figures["group_by"].isna()) & (figures["metric"] == "accuracy")].iloc[0]
+        assert whole["ci_low"] <= 0.8 <= whole["ci_high"] and whole["n"] == 300
+        assert set(figures[figures["group_by"] == "education"]["group"]) <= {
+            "grade school", "high school", "some college", "college graduate", "some graduate school", "advanced degree"}
+        stored = run.sql("SELECT count(*) AS n FROM fidelity").column("n")[0].as_py()
+        assert stored == len(figures)
