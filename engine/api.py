@@ -11,6 +11,7 @@ from __future__ import annotations
 from engine.engine_loop import EngineLoop
 from engine.env.input_files import InputRoots, input_roots, resolve_input_file
 from engine.env.registry import resolve_env_module
+from engine.fidelity import fidelity
 from engine.grid_keys import check_grid_keys
 from engine.population import read_population_files
 from engine.results.agents import list_agent_files, read_agent, read_agent_file
@@ -77,6 +78,7 @@ __all__ = [
     "cluster_dashboard",
     "completed_steps_at",
     "experiment_page",
+    "fidelity",
     "export_dataset",
     "extend_spec",
     "find_fork_point",

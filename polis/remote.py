@@ -77,6 +77,15 @@ class RemoteRun:
         """One dataset as a pandas DataFrame."""
         return self.table(name).to_pandas()
 
+    def fidelity(self, *, by: Sequence[str] = (), questionnaire_id: str | None = None, bootstrap: int = 200, seed: int = 0,
+                 retest: Mapping[str, float] | None = None) -> pd.DataFrame:
+        """The figures :meth:`polis.Run.fidelity` gives, scored by the service."""
+        import pandas as pd
+
+        result = self._client.fidelity(self.id, by=by, questionnaire_id=questionnaire_id, bootstrap=bootstrap, seed=seed,
+                                       retest=retest)
+        return pd.DataFrame([figure.model_dump() for figure in result.figures])
+
     def sql(self, query: str) -> pa.Table:
         """A read-only query, run by the service (its row and time limits apply), as Arrow."""
         return self._client.sql(self.id, query, format="arrow")

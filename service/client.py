@@ -21,7 +21,7 @@ import builtins
 import io
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal, TypeVar, overload
 from urllib.parse import quote
@@ -40,6 +40,7 @@ from service.schemas import (
     ExperimentBrief,
     ExperimentDetail,
     ExperimentList,
+    FidelityResult,
     SqlResult,
 )
 
@@ -287,6 +288,18 @@ class PolisClient:
 
         response = self._request("GET", f"/experiments/{experiment_id}/datasets/{name}.parquet")
         return pq.read_table(io.BytesIO(response.content))
+
+    def fidelity(self, experiment_id: str, *, by: Sequence[str] = (), questionnaire_id: str | None = None,
+                 bootstrap: int = 200, seed: int = 0, retest: Mapping[str, float] | None = None) -> FidelityResult:
+        """Score a survey experiment's simulated answers against the real ones (also written as its ``fidelity`` dataset).
+
+        Raises:
+            NotFoundError: no such experiment.
+            SpecRejectedError: the run has no survey, asked none of its items, or an item cannot be scored (422).
+        """
+        body = {"by": list(by), "questionnaire_id": questionnaire_id, "bootstrap": bootstrap, "seed": seed,
+                "retest": dict(retest or {})}
+        return self._model(FidelityResult, "POST", f"/experiments/{experiment_id}/fidelity", json=body)
 
     @overload
     def sql(self, experiment_id: str, query: str, format: Literal["json"] = "json", max_rows: int | None = None) -> SqlResult: ...

@@ -18,7 +18,7 @@
 
 Engine errors (``engine.errors``) know nothing about HTTP; :func:`status_code_for` maps them:
 ``DatasetNotFoundError``, ``AgentNotFoundError`` and ``AgentFileNotFoundError`` (what the read side raises) → 404,
-``SpecError`` → 422, ``QueryError`` → 400, ``ForkError`` (e.g. an ``as_of_step`` on a tick the stored run no
+``SpecError`` and ``FidelityError`` (an item that cannot be scored) → 422, ``QueryError`` → 400, ``ForkError`` (e.g. an ``as_of_step`` on a tick the stored run no
 longer keeps) → 409, any other ``PolisError`` → 500. ``POST /experiments/{id}/fork`` refuses a tick its parent
 no longer keeps before any experiment is made, as a ``SpecRejectedError`` at ``at_step`` (422): there the tick
 is the request's own field.
@@ -30,6 +30,7 @@ from engine.errors import (
     AgentFileNotFoundError,
     AgentNotFoundError,
     DatasetNotFoundError,
+    FidelityError,
     ForkError,
     PolisError,
     QueryError,
@@ -179,6 +180,7 @@ _STATUS_CODES: tuple[tuple[type[Exception], int], ...] = (
     (TooManyRequestsError, 429),
     (SpecRejectedError, 422),
     (SpecError, 422),
+    (FidelityError, 422),
     (QueryError, 400),
     (ForkError, 409),
     (ServiceError, 500),

@@ -49,6 +49,7 @@ ROUTE_ERRORS: dict[str, tuple[int, ...]] = {
     "POST /experiments/{experiment_id}/sql": (400, 401, 404, 406, 413, 415, 422, 429),
     "GET /experiments/{experiment_id}/datasets": (401, 404),
     "GET /experiments/{experiment_id}/datasets/{name}.parquet": (401, 404),
+    "POST /experiments/{experiment_id}/fidelity": (401, 404, 413, 422),
     "GET /experiments/{experiment_id}/agents/{agent_id}": (401, 404, 422),
     "GET /experiments/{experiment_id}/agents/{agent_id}/files": (401, 404, 409, 422),
     "GET /experiments/{experiment_id}/agents/{agent_id}/files/{path}": (401, 404, 409, 422),

@@ -28,6 +28,9 @@ __all__ = [
     "ExperimentDetail",
     "ExperimentList",
     "ExperimentStatus",
+    "FidelityFigure",
+    "FidelityRequest",
+    "FidelityResult",
     "ForkedFrom",
     "Health",
     "Progress",
@@ -146,6 +149,41 @@ class DatasetList(BaseModel):
 
     experiment_id: str
     datasets: list[DatasetInfo]
+
+
+class FidelityRequest(BaseModel):
+    """What to score of a survey experiment (see ``polis fidelity``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    by: list[str] = Field(default_factory=list, description="persona fields to report subgroups of", max_length=20)
+    questionnaire_id: str | None = Field(None, description="score this questionnaire; default: each item's last")
+    bootstrap: int = Field(200, ge=1, le=5000, description="bootstrap resamples behind each interval")
+    seed: int = Field(0, description="the resampling's seed")
+    retest: dict[str, float] = Field(default_factory=dict, description="item -> people's test-retest accuracy on it")
+
+
+class FidelityFigure(BaseModel):
+    """One figure: a metric of an item (and subgroup), with its 95% bootstrap interval."""
+
+    item: str
+    metric: str
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n: int
+    group_by: str | None = None
+    group: str | None = None
+    gap: float | None = None
+
+
+class FidelityResult(BaseModel):
+    """A survey experiment's fidelity figures (also written as its ``fidelity`` dataset)."""
+
+    experiment_id: str
+    questionnaire_id: str | None
+    bootstrap: int
+    figures: list[FidelityFigure]
 
 
 class SqlColumn(BaseModel):

@@ -6,18 +6,21 @@ Part of the experiment spec (``engine.spec`` re-exports it); the members it make
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from engine.format_template import check_format_template, formatted_size_bound
+from engine.population.calibrate import CalibrationReport, rake
 from engine.population.codebook import Codebook, Respondent, codebook_problem
 from engine.population.members import MAX_POPULATION_ROWS, SampleKind, chosen_rows, draw_value, table_profiles
 from engine.population.table import first_row_problem
 
-__all__ = ["PopulationSpec"]
+__all__ = ["CalibrateSpec", "PopulationSpec"]
 
 _TEMPLATE_NAMES = ("i", "id")
 
@@ -26,6 +29,30 @@ def _known_agent_type(name: str) -> str:
     from engine.agent.registry import check_agent_type
 
     return check_agent_type(name)
+
+
+class CalibrateSpec(BaseModel):
+    """Weights (or a draw) that make a survey population match known marginal shares, e.g. a census table."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    marginals: dict[str, dict[str, float]] = Field(
+        min_length=1, description="persona field -> its label -> target share (a field's shares sum to 1)")
+    mode: Literal["weight", "draw"] = Field(
+        "weight", description="weight: rake the members' weights; draw: rake every row, then draw the members "
+        "with probability by weight (their weights are then 1)")
+    max_iter: int = Field(200, ge=1, le=10_000, description="raking rounds at most")
+    tolerance: float = Field(1e-6, gt=0, lt=1, description="the largest margin error to stop at")
+
+    @field_validator("marginals")
+    @classmethod
+    def _shares_sum_to_one(cls, value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        for field, shares in value.items():
+            if not shares or any(share < 0 for share in shares.values()):
+                raise ValueError(f"marginals.{field}: give each label a share of at least 0")
+            if abs(sum(shares.values()) - 1) > 1e-6:
+                raise ValueError(f"marginals.{field}: the shares sum to {sum(shares.values()):.6g}, not 1")
+        return value
 
 
 class PopulationSpec(BaseModel):
@@ -55,6 +82,8 @@ class PopulationSpec(BaseModel):
                               description="a .parquet, .csv or .jsonl persona table: one member per row")
     codebook: Codebook | None = Field(None, exclude_if=lambda v: v is None,
                                       description="the table is a survey: each column's role, question and labels")
+    calibrate: CalibrateSpec | None = Field(None, exclude_if=lambda v: v is None,
+                                            description="a survey's weights raked to known marginal shares")
     columns: list[str] | None = Field(None, min_length=1, exclude_if=lambda v: v is None,
                                       description="the table's columns that become profile fields; default: all")
     sample: SampleKind = Field("first", exclude_if=lambda v: v == "first",
@@ -125,6 +154,56 @@ class PopulationSpec(BaseModel):
                         raise ValueError(f"profile_template.{key}: {error}") from None
         return value
 
+    @model_validator(mode="after")
+    def _calibration_fits(self) -> PopulationSpec:
+        if self.calibrate is None:
+            return self
+        if self.codebook is None or self.rows is None:
+            raise ValueError("calibrate weights a survey: give the population a codebook")
+        names = {spec.name or column: spec for column, spec in self.codebook.by_role("persona").items()}
+        for field, shares in self.calibrate.marginals.items():
+            if field not in names:
+                raise ValueError(f"calibrate.marginals.{field}: not a persona field of the survey; its fields: "
+                                 f"{', '.join(names)}")
+            labels = [label for _, label in names[field].labels or ()]
+            if labels and (unknown := next((label for label in shares if label not in labels), None)):
+                raise ValueError(f"calibrate.marginals.{field}: {unknown!r} is none of its labels ({', '.join(labels)})")
+        self.survey_members("validate")  # every respondent has a category; every category a respondent
+        return self
+
+    def survey_members(self, seed_key: str) -> tuple[list[int], list[float], CalibrationReport | None]:
+        """A survey population's rows (indexes, in file order), each member's weight, and the raking's fit report.
+
+        Raises:
+            ValueError: a member has no category of a raked field, or a target category no member.
+        """
+        assert self.codebook is not None and self.rows is not None
+        codebook, rows = self.codebook, self.rows
+        calibrate = self.calibrate
+        if calibrate is not None and calibrate.mode == "draw":
+            pool = list(range(len(rows)))
+        else:
+            pool = chosen_rows(len(rows), self.size, self.sample, seed_key)
+        base = [codebook.respondent(rows[i], i + 1).weight for i in pool]
+        if calibrate is None:
+            return pool, base, None
+        categories: dict[str, list[str]] = {}
+        for field in calibrate.marginals:
+            found = []
+            for i in pool:
+                value = codebook.profile(rows[i]).get(field)
+                if value is None:
+                    raise ValueError(f"calibrate: row {i + 1} has no {field!r} to rake on (it is missing there)")
+                found.append(str(value))
+            categories[field] = found
+        weights, report = rake(categories, calibrate.marginals, np.array(base, dtype=float), max_iter=calibrate.max_iter,
+                               tolerance=calibrate.tolerance)
+        if calibrate.mode == "weight":
+            return pool, weights.tolist(), report
+        draw = np.random.default_rng(random.Random(f"calibrate-draw:{seed_key}").getrandbits(63))
+        chosen = sorted(draw.choice(len(pool), size=self.size, replace=False, p=weights / weights.sum()).tolist())
+        return [pool[i] for i in chosen], [1.0] * len(chosen), report
+
     @property
     def size(self) -> int:
         """The number of members: ``count``, or every row of the table."""
@@ -144,7 +223,7 @@ class PopulationSpec(BaseModel):
     def profiles(self, rng: random.Random, seed_key: str, start: int) -> list[dict[str, Any]]:
         """Every member's profile: drawn with ``rng`` from the template, or taken from the rows (sampled by ``seed_key``)."""
         if self.codebook is not None and self.rows is not None:
-            return [self.codebook.profile(self.rows[i]) for i in chosen_rows(len(self.rows), self.size, self.sample, seed_key)]
+            return [self.codebook.profile(self.rows[i]) for i in self.survey_members(seed_key)[0]]
         if self.rows is not None:
             return table_profiles(self.rows, self.size, self.sample, self.columns, seed_key)
         return [{key: draw_value(value, rng, i, start + i) for key, value in self.profile_template.items()}
@@ -154,4 +233,6 @@ class PopulationSpec(BaseModel):
         """A survey population's members as respondents, in member order (none without a codebook)."""
         if self.codebook is None or self.rows is None:
             return []
-        return [self.codebook.respondent(self.rows[i], i + 1) for i in chosen_rows(len(self.rows), self.size, self.sample, seed_key)]
+        indexes, weights, _ = self.survey_members(seed_key)
+        return [dataclasses.replace(self.codebook.respondent(self.rows[i], i + 1), weight=weight)
+                for i, weight in zip(indexes, weights, strict=True)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from engine.storage.catalog import RUN_COLUMN, Column, DatasetSchema
 
-__all__ = ["ACTIONS", "AGENT_MEMORY", "AGENT_PROFILES", "CALL_ID", "LLM_CALLS", "QUESTIONNAIRE_ANSWERS", "SOCIETY_QUERIES",
+__all__ = ["ACTIONS", "AGENT_MEMORY", "AGENT_PROFILES", "CALIBRATION", "CALL_ID", "LLM_CALLS", "QUESTIONNAIRE_ANSWERS", "SOCIETY_QUERIES",
            "SURVEY_ANSWERS", "TRANSCRIPTS"]
 
 #: How a call id is made (see :func:`engine.society.transcripts.call_rows`).
@@ -183,5 +183,26 @@ SURVEY_ANSWERS = DatasetSchema(
         Column(name="code", type="string", description="the code as the data holds it"),
         Column(name="retest_label", type="string", description="the answer to the same item asked again, where the data has it"),
         Column(name="weight", type="float64", description="the respondent's weight"),
+    ),
+)
+
+CALIBRATION = DatasetSchema(
+    name="calibration",
+    kind="survey",
+    description="a calibrated survey population's fit: one row per raked category, with the fit's summary repeated",
+    columns=(
+        RUN_COLUMN,
+        Column(name="population", type="int64", description="the spec's population"),
+        Column(name="variable", type="string", description="the persona field raked"),
+        Column(name="category", type="string", description="its label"),
+        Column(name="target", type="float64", description="the share it should have"),
+        Column(name="before", type="float64", description="its share under the survey's own weights"),
+        Column(name="after", type="float64", description="its share under the raked weights"),
+        Column(name="max_error", type="float64", description="the largest |after - target| of the population"),
+        Column(name="design_effect", type="float64", description="Kish's design effect of the raked weights"),
+        Column(name="effective_n", type="float64", description="the effective sample size they leave"),
+        Column(name="respondents", type="int64", description="the respondents raked"),
+        Column(name="iterations", type="int64", description="raking rounds run"),
+        Column(name="converged", type="bool", description="every margin came within the tolerance"),
     ),
 )

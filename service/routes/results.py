@@ -10,9 +10,9 @@ from fastapi import APIRouter
 from fastapi.responses import FileResponse
 from starlette.background import BackgroundTask
 
-from engine.api import check_dataset_name, export_dataset, list_datasets
+from engine.api import check_dataset_name, export_dataset, fidelity, list_datasets
 from service.admission.auth import Caller
-from service.schemas import DatasetList
+from service.schemas import DatasetList, FidelityFigure, FidelityRequest, FidelityResult
 from service.sql import PARQUET_MEDIA_TYPE
 from service.state import State
 
@@ -52,3 +52,14 @@ def download_dataset(experiment_id: str, name: str, state: State, caller: Caller
         filename=f"{record.id}_{name}.parquet",
         background=BackgroundTask(tmp.unlink, missing_ok=True),
     )
+
+
+@router.post("/{experiment_id}/fidelity", response_model=FidelityResult)
+def score_fidelity(experiment_id: str, request: FidelityRequest, state: State, caller: Caller) -> FidelityResult:
+    """Score a survey experiment's simulated answers against its respondents' real ones (422 names an item that
+    cannot be scored, or a run with no survey); the figures are also written as its ``fidelity`` dataset."""
+    record = state.registry.get(experiment_id, caller)
+    report = fidelity(record.run_dir, by=request.by, questionnaire_id=request.questionnaire_id,
+                      bootstrap=request.bootstrap, seed=request.seed, retest=request.retest)
+    return FidelityResult(experiment_id=record.id, questionnaire_id=report.questionnaire_id, bootstrap=report.bootstrap,
+                          figures=[FidelityFigure(**row) for row in report.rows()])

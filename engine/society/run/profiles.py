@@ -3,7 +3,8 @@
 Both follow from the spec alone, so a run writes them once, before its first step (a fork writes its own), as
 plain (committed) shards: ``agent_profiles`` holds every agent's profile as its prompts show it, and for a
 survey population's members the respondent id and weight; ``survey_answers`` holds each member's
-real answer to every target item, which no prompt ever shows. Answers then join back to respondents
+real answer to every target item, which no prompt ever shows; ``calibration`` holds a calibrated survey's fit
+(each raked category's target and achieved share, the largest error, the design effect and effective n). Answers then join back to respondents
 in SQL: ``questionnaire_answers JOIN survey_answers USING (agent_id)`` on ``question_id = item``.
 """
 
@@ -13,14 +14,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from engine.population.codebook import show_code
-from engine.society.datasets import AGENT_PROFILES, SURVEY_ANSWERS
+from engine.society.datasets import AGENT_PROFILES, CALIBRATION, SURVEY_ANSWERS
 from engine.spec import ExperimentSpec
 from engine.storage.catalog import Catalog
 from engine.storage.replay import ReplayWriter
 from engine.storage.run_layout import REPLAY_DIR, RunLocation, replay_key, run_store
 from engine.storage.shards import shard_name
 
-__all__ = ["profile_rows", "write_profiles"]
+__all__ = ["calibration_rows", "profile_rows", "write_profiles"]
 
 #: Rows per shard of either dataset.
 SHARD_ROWS = 100_000
@@ -57,6 +58,21 @@ def profile_rows(spec: ExperimentSpec, run_id: str) -> tuple[list[dict[str, Any]
     return profiles, answers
 
 
+def calibration_rows(spec: ExperimentSpec, run_id: str) -> list[dict[str, Any]]:
+    """The ``calibration`` rows of every calibrated survey population of ``spec``."""
+    rows = []
+    for index, population in enumerate(spec.population):
+        if population.calibrate is None:
+            continue
+        _, _, report = population.survey_members(spec.population_seed_key(index))
+        assert report is not None
+        summary = {"max_error": report.max_error, "design_effect": report.design_effect, "effective_n": report.effective_n,
+                   "respondents": report.n, "iterations": report.iterations, "converged": report.converged}
+        rows += [{"run": run_id, "population": index, "variable": m.variable, "category": m.category, "target": m.target,
+                  "before": m.before, "after": m.after, **summary} for m in report.margins]
+    return rows
+
+
 def _chunks(rows: list[dict[str, Any]]) -> Iterator[tuple[int, list[dict[str, Any]]]]:
     for start in range(0, len(rows), SHARD_ROWS):
         yield start // SHARD_ROWS, rows[start:start + SHARD_ROWS]
@@ -70,7 +86,7 @@ def write_profiles(run_dir: RunLocation, spec: ExperimentSpec, run_id: str) -> b
     profiles, answers = profile_rows(spec, run_id)
     catalog = Catalog(run_store(run_dir).child(REPLAY_DIR))
     writer = ReplayWriter(run_dir)
-    for schema, rows in ((SURVEY_ANSWERS, answers), (AGENT_PROFILES, profiles)):
+    for schema, rows in ((CALIBRATION, calibration_rows(spec, run_id)), (SURVEY_ANSWERS, answers), (AGENT_PROFILES, profiles)):
         if not rows:
             continue
         catalog.register(schema)

@@ -1,0 +1,105 @@
+"""Raking against a worked example: a 2 x 2 sample raked to its margins keeps its odds ratio (what IPF converges
+to), and the fit report's design effect and effective n are Kish's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.population.calibrate import rake
+
+
+def two_by_two() -> dict[str, list[str]]:
+    # 100 respondents: men young 20, men old 30, women young 30, women old 20
+    cells = [("m", "young")] * 20 + [("m", "old")] * 30 + [("f", "young")] * 30 + [("f", "old")] * 20
+    return {"sex": [s for s, _ in cells], "age": [a for _, a in cells]}
+
+
+def test_a_2x2_sample_is_raked_to_the_table_with_its_margins_and_odds_ratio():
+    categories = two_by_two()
+    weights, report = rake(categories, {"sex": {"m": 0.4, "f": 0.6}, "age": {"young": 0.5, "old": 0.5}}, np.ones(100))
+    share = {cell: weights[[i for i in range(100) if (categories["sex"][i], categories["age"][i]) == cell]].sum() / 100
+             for cell in [("m", "young"), ("m", "old"), ("f", "young"), ("f", "old")]}
+    # By hand: p11 = a with a(0.1 + a) / ((0.4 - a)(0.5 - a)) = 4/9 (the sample's odds ratio 20*20 / (30*30)),
+    # so 5a^2 + 4.5a - 0.8 = 0 and a = (-4.5 + sqrt(36.25)) / 10.
+    a = (-4.5 + np.sqrt(36.25)) / 10
+    assert share[("m", "young")] == pytest.approx(a, abs=1e-6)
+    assert share[("m", "old")] == pytest.approx(0.4 - a, abs=1e-6)
+    assert share[("f", "young")] == pytest.approx(0.5 - a, abs=1e-6)
+    assert share[("f", "old")] == pytest.approx(0.1 + a, abs=1e-6)
+    assert report.converged and report.max_error < 1e-6 and weights.mean() == pytest.approx(1.0)
+    before = {(m.variable, m.category): m.before for m in report.margins}
+    assert before[("sex", "m")] == pytest.approx(0.5) and before[("age", "young")] == pytest.approx(0.5)
+
+
+def test_the_design_effect_and_effective_n_are_kishs():
+    weights, report = rake({"g": ["a"] * 10 + ["b"] * 30}, {"g": {"a": 0.5, "b": 0.5}}, np.ones(40))
+    # a's 10 respondents carry half: weight 2 each; b's 30 carry the other half: 2/3 each
+    assert weights[:10] == pytest.approx([2.0] * 10) and weights[10:] == pytest.approx([2 / 3] * 30)
+    squares = 10 * 4 + 30 * 4 / 9
+    assert report.design_effect == pytest.approx(40 * squares / 40**2)
+    assert report.effective_n == pytest.approx(40**2 / squares) and report.n == 40
+
+
+def test_categories_without_a_target_or_targets_without_a_respondent_are_refused():
+    with pytest.raises(ValueError, match="a respondent's 'c' has no target share"):
+        rake({"g": ["a", "c"]}, {"g": {"a": 0.5, "b": 0.5}}, np.ones(2))
+    with pytest.raises(ValueError, match="no respondent is 'b'"):
+        rake({"g": ["a", "a"]}, {"g": {"a": 0.5, "b": 0.5}}, np.ones(2))
+
+
+# ---- in a spec and a run ------------------------------------------------------------------------------------
+
+def calibrated_spec(calibrate: dict, count: int = 60) -> dict:
+    rows = [{"rid": i, "sex": 1 + (i % 3 == 0), "rate": 1 + i % 3} for i in range(90)]  # a third are women
+    codebook = {"columns": {"rid": {"role": "id"}, "sex": {"role": "persona", "labels": {1: "man", 2: "woman"}},
+                            "rate": {"role": "target", "question": "Rate?", "labels": {1: "low", 2: "mid", 3: "high"}}}}
+    return {"name": "calibrated", "seed": 5,
+            "population": [{"rows": rows, "codebook": codebook, "count": count, "sample": "random", "calibrate": calibrate}],
+            "steps": [{"type": "questionnaire", "questionnaire_id": "q", "from_survey": True}]}
+
+
+def test_weight_mode_rakes_the_members_and_draw_mode_draws_them():
+    from engine.spec import parse_spec
+
+    weighted = parse_spec(calibrated_spec({"marginals": {"sex": {"man": 0.5, "woman": 0.5}}}))
+    indexes, weights, report = weighted.population[0].survey_members(weighted.population_seed_key(0))
+    women = [w for i, w in zip(indexes, weights, strict=True) if i % 3 == 0]
+    assert len(indexes) == 60 and sum(women) == pytest.approx(30.0) and report.max_error < 1e-6
+    assert report.design_effect > 1 and report.effective_n < 60
+
+    drawn = parse_spec(calibrated_spec({"marginals": {"sex": {"man": 0.5, "woman": 0.5}}, "mode": "draw"}))
+    indexes, weights, _ = drawn.population[0].survey_members(drawn.population_seed_key(0))
+    assert len(indexes) == 60 and set(weights) == {1.0} and indexes == sorted(indexes)
+    # women were a third of the rows; drawn by raked weight they are about half of the members
+    assert 22 <= sum(1 for i in indexes if i % 3 == 0) <= 38
+
+
+@pytest.mark.parametrize(("calibrate", "says"), [
+    ({"marginals": {"age": {"x": 1.0}}}, "calibrate.marginals.age: not a persona field"),
+    ({"marginals": {"sex": {"man": 0.5, "child": 0.5}}}, "'child' is none of its labels"),
+    ({"marginals": {"sex": {"man": 0.5, "woman": 0.4}}}, "the shares sum to 0.9, not 1"),
+])
+def test_a_marginal_that_cannot_be_used_is_refused_naming_it(calibrate, says):
+    from engine.errors import SpecError
+    from engine.spec import parse_spec
+
+    with pytest.raises(SpecError, match=says):
+        parse_spec(calibrated_spec(calibrate))
+
+
+async def test_a_calibrated_run_weighs_its_members_and_writes_the_fit(shell, tmp_path):
+    from engine.society.run.runner import run_experiment
+    from engine.spec import parse_spec
+    from engine.storage.reader import ReplayReader
+
+    spec = parse_spec(calibrated_spec({"marginals": {"sex": {"man": 0.5, "woman": 0.5}}}))
+    assert (await run_experiment(spec, tmp_path / "run", shell)).status == "completed"
+    with ReplayReader(tmp_path / "run") as reader:
+        women = reader.query("SELECT sum(weight) AS w FROM agent_profiles WHERE profile->>'sex' = 'woman'").column("w")[0].as_py()
+        fit = reader.query("SELECT category, target, after, design_effect FROM calibration ORDER BY category").to_pylist()
+        real = reader.query("SELECT DISTINCT weight FROM survey_answers").column("weight").to_pylist()
+    assert women == pytest.approx(30.0)
+    assert [(f["category"], f["target"]) for f in fit] == [("man", 0.5), ("woman", 0.5)]
+    assert all(f["after"] == pytest.approx(0.5) and f["design_effect"] > 1 for f in fit)
+    assert len(real) == 2  # the raked weights reach the real answers, so fidelity is weighted by them
