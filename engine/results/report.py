@@ -16,7 +16,19 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import NotARunError
-from engine.results.series import ANSWERS_SQL, ENV_METRICS_SQL, FAMILIES, Line, Panel, answer_panels, env_panels, panels_of
+from engine.results.series import (
+    ANSWERS_SQL,
+    ENV_METRICS_SQL,
+    FAMILIES,
+    FIDELITY_SQL,
+    SURVEY_SHARES_SQL,
+    Line,
+    Panel,
+    answer_panels,
+    env_panels,
+    panels_of,
+    survey_panels,
+)
 from engine.society.status import read_society
 from engine.storage.atomic import read_json
 from engine.storage.query_limits import QueryLimits
@@ -60,6 +72,8 @@ class ReportData:
     datasets: tuple[DatasetEntry, ...]
     cells: tuple[dict[str, Any], ...] = ()  #: a sweep's cells (index, params, seed, status); empty for a run
     extra: dict[str, Any] = field(default_factory=dict)  #: what the caller adds (the service: owner, id, timings)
+    #: a survey run's scored figures (its ``fidelity`` dataset: item, metric, group, value, interval, gap, n)
+    fidelity: tuple[dict[str, Any], ...] = ()
 
     @property
     def is_sweep(self) -> bool:
@@ -82,7 +96,8 @@ class ReportData:
         panels = tuple(Panel(**{**panel, "lines": tuple(line(item) for item in panel["lines"])}) for panel in data["panels"])
         datasets = tuple(DatasetEntry(**{**entry, "columns": tuple(entry["columns"])}) for entry in data["datasets"])
         return cls(title=data["title"], summary=data["summary"], errors=tuple(data["errors"]), panels=panels,
-                   datasets=datasets, cells=tuple(data.get("cells", ())), extra=data.get("extra", {}))
+                   datasets=datasets, cells=tuple(data.get("cells", ())), extra=data.get("extra", {}),
+                   fidelity=tuple(data.get("fidelity", ())))
 
 
 def _json_safe(value: Any) -> Any:
@@ -290,7 +305,11 @@ def load_report(run_dir: RunLocation, limits: QueryLimits | None = None, extra: 
             panels += env_panels(_rows(reader, ENV_METRICS_SQL.format(cell=cell)), labels)
         if _has_rows(reader, "questionnaire_answers"):
             panels += answer_panels(_rows(reader, ANSWERS_SQL.format(cell=cell)), labels, _questions(spec))
+        if sweep is None and _has_rows(reader, "survey_answers") and _has_rows(reader, "questionnaire_answers"):
+            panels += survey_panels(_rows(reader, SURVEY_SHARES_SQL), _questions(spec))
+        fidelity = tuple(_rows(reader, FIDELITY_SQL)) if sweep is None and _has_rows(reader, "fidelity") else ()
         return ReportData(
             title=str(society.get("name") or run_name(run_dir)), summary={k: v for k, v in summary.items() if v not in (None, "")},
             errors=_errors(reader, cell), panels=tuple(panels), datasets=_datasets(reader), cells=cells, extra=dict(extra or {}),
+            fidelity=fidelity,
         )

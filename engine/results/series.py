@@ -92,6 +92,23 @@ ANSWERS_SQL = (
 )
 
 
+#: Per target item and label, the weighted answers: real (every respondent with one) and simulated (the last valid
+#: answer of the same respondents).
+SURVEY_SHARES_SQL = (
+    "WITH sim AS (SELECT agent_id, question_id AS item, arg_max(value_text, step_index) AS label "
+    "FROM questionnaire_answers WHERE parse_success GROUP BY ALL) "
+    "SELECT s.item, 'real' AS side, s.label, sum(s.weight) AS value FROM survey_answers s WHERE s.label IS NOT NULL "
+    "GROUP BY ALL UNION ALL "
+    "SELECT s.item, 'simulated' AS side, m.label, sum(s.weight) AS value FROM survey_answers s "
+    "JOIN sim m ON m.agent_id = s.agent_id AND m.item = s.item WHERE s.label IS NOT NULL GROUP BY ALL"
+)
+#: The scored figures, the whole sample's first.
+FIDELITY_SQL = (
+    "SELECT item, metric, group_by, \"group\", value, ci_low, ci_high, gap, n FROM fidelity "
+    "ORDER BY group_by NULLS FIRST, \"group\" NULLS FIRST, item"
+)
+
+
 def _ordered_answers(answers: Iterable[str], choices: Sequence[str] = ()) -> list[str]:
     """A choice question's answers in the order of its choices (its scale), every choice shown even when nobody
     chose it; other answers: numbers in numeric order, then words in alphabetical order; ``(invalid)`` last."""
@@ -169,6 +186,27 @@ def env_panels(rows: list[dict[str, Any]], cell_label: Callable[[int], str] | No
         order = sorted(points) if cell_label is None else [cell_label(c) for c in sorted({int(r["cell"]) for r in rows})]
         panels.append(Panel(f"env.{module}.{metric}", module, metric, metric, _lines(points, order),
                             description=descriptions[(module, metric)]))
+    return panels
+
+
+def survey_panels(rows: list[dict[str, Any]], questions: Mapping[tuple[int, str], Mapping[str, Any]]) -> list[Panel]:
+    """One bar panel per target item of a survey: the real and the simulated answers' weighted shares side by side,
+    in the item's scale order, titled with its question."""
+    totals: dict[tuple[str, str], float] = defaultdict(float)
+    shares: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+    for row in rows:
+        totals[(row["item"], row["side"])] += float(row["value"])
+    for row in rows:
+        shares[row["item"]][row["side"]][str(row["label"])] = float(row["value"]) / totals[(row["item"], row["side"])]
+    by_id = {question_id: question for (_, question_id), question in questions.items()}
+    panels = []
+    for item in sorted(shares):
+        asked = by_id.get(item, {})
+        labels = _ordered_answers((a for side in shares[item].values() for a in side), asked.get("choices") or ())
+        lines = tuple(Line(side, tuple((label, side) for label in labels), tuple(shares[item][side].get(label, 0.0) for label in labels))
+                      for side in ("real", "simulated"))
+        panels.append(Panel(f"fidelity.{item}", "Fidelity", f"{item}: real and simulated answers", "share", lines,
+                            description=str(asked.get("prompt") or ""), x_label="answer", bars=True))
     return panels
 
 

@@ -153,3 +153,32 @@ async def test_the_page_follows_a_running_experiment_to_its_end(http: httpx.Clie
     assert f"/experiments/{experiment['id']}/events" in paths
     assert f"/experiments/{experiment['id']}/report/data" in paths
     assert only_loopback(page.requests) == []
+
+
+async def test_a_survey_experiments_page_shows_its_fidelity_table_and_real_against_simulated_bars(
+        http: httpx.Client, tmp_path: Path) -> None:
+    from tests.engine.fidelity.test_rehearsal_run import rehearsal_spec, survey
+
+    posted = http.post("/experiments", json=rehearsal_spec(0.3, survey(120)))
+    assert posted.status_code == 201, posted.text
+    experiment = posted.json()["id"]
+    assert wait_until_final(http, experiment)["status"] == "completed"
+    assert http.post(f"/experiments/{experiment}/fidelity", json={"by": ["party"], "bootstrap": 50}).status_code == 200
+    panels = http.get(f"/experiments/{experiment}/report/data").json()["report"]["panels"]
+    rate = next(p for p in panels if p["key"] == "fidelity.rate")
+    # real and simulated side by side, in the scale's order, titled with the question as it was asked
+    assert [x[0] for x in rate["lines"][0]["x"]] == ["very poor", "poor", "fair", "good", "very good"]
+    assert [line["label"] for line in rate["lines"]] == ["real", "simulated"]
+    assert rate["description"] == "How do you rate your marriage?"
+    async with Browser.start(tmp_path) as browser:
+        page = await browser.new_page()
+        rendered = await open_report(page, http, experiment)
+        table = await page.evaluate(
+            "Array.from(document.querySelectorAll('#polis-fidelity tr')).map(r => Array.from(r.cells).map(c => c.textContent))")
+    assert_every_plot_drew(rendered, panels)
+    assert table[0] == ["item", "metric", "group", "value", "95% CI", "gap", "n"]
+    accuracy = next(row for row in table[1:] if row[:3] == ["rate", "accuracy", "all"])
+    low, high = (float(v) for v in accuracy[4].strip("[]").split(", "))
+    assert low <= 0.7 <= high  # rehearse_noise 0.3
+    assert any(row[2] == "party=left" and row[5].startswith(("+", "-")) for row in table[1:])  # subgroup gaps
+    assert only_loopback(page.requests) == []
