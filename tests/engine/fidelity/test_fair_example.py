@@ -56,3 +56,21 @@ def test_the_example_runs_and_scores_from_python(tmp_path):
             "grade school", "high school", "some college", "college graduate", "some graduate school", "advanced degree"}
         stored = run.sql("SELECT count(*) AS n FROM fidelity").column("n")[0].as_py()
         assert stored == len(figures)
+
+
+def test_the_example_runs_and_scores_over_rest(tmp_path):
+    from engine.cluster_options import IN_PROCESS
+    from service.settings import ServiceSettings
+    from tests.service.live import serve, wait_until_final
+
+    folder = copy_example(tmp_path)
+    settings = ServiceSettings(data_dir=tmp_path / "data", scheduler=IN_PROCESS, input_dirs=(folder,))
+    with serve(settings) as http:
+        posted = http.post("/experiments", content=(folder / "fair-rehearsal.yaml").read_bytes(),
+                           headers={"Content-Type": "application/yaml"})
+        assert posted.status_code == 201, posted.text  # fair.csv and its codebook found under POLIS_INPUT_DIRS
+        assert wait_until_final(http, posted.json()["id"])["status"] == "completed"
+        scored = http.post(f"/experiments/{posted.json()['id']}/fidelity", json={"bootstrap": 100})
+    assert scored.status_code == 200, scored.text
+    accuracy = next(f for f in scored.json()["figures"] if f["metric"] == "accuracy" and f["group_by"] is None)
+    assert accuracy["ci_low"] <= 0.8 <= accuracy["ci_high"] and accuracy["n"] == 300
