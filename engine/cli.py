@@ -277,7 +277,8 @@ def _query(args: argparse.Namespace) -> int:
 
 
 def _fidelity(args: argparse.Namespace) -> int:
-    from engine.fidelity import fidelity
+    from engine.fidelity import fidelity, rank_sweep
+    from engine.storage.sweep_layout import read_sweep_manifest
 
     retest = {}
     for pair in args.retest:
@@ -286,7 +287,17 @@ def _fidelity(args: argparse.Namespace) -> int:
             retest[item] = float(value)
         except ValueError:
             raise SpecError(f"--retest {pair!r}: give ITEM=ACCURACY, e.g. rate_marriage=0.8") from None
-    report = fidelity(resolve_location(args.run_dir), by=args.by, questionnaire_id=args.questionnaire,
+    location = resolve_location(args.run_dir)
+    if isinstance(location, Path) and read_sweep_manifest(location) is not None:
+        ranking = rank_sweep(location, metric=args.rank_by, item=args.item, bootstrap=args.bootstrap, seed=args.seed)
+        print(f"setups of the sweep ranked by {args.rank_by} (mean over replications; 95% interval)")
+        for setup in ranking:
+            ci = f"[{setup.ci_low:.3f}, {setup.ci_high:.3f}]" if setup.ci_low is not None and setup.ci_high is not None else ""
+            value = "-" if setup.value is None else f"{setup.value:.3f}"
+            print(f"{setup.rank:>3}. {value:>7} {ci:<17} x{setup.replications}  {setup.params}")
+        print("each cell's figures: its fidelity dataset (the sweep's fidelity view has them all, by cell)")
+        return 0
+    report = fidelity(location, by=args.by, questionnaire_id=args.questionnaire,
                       bootstrap=args.bootstrap, seed=args.seed, retest=retest)
     print(report.text())
     print(f"written: the run's fidelity dataset ({args.bootstrap} bootstrap resamples, 95% intervals); "
@@ -367,7 +378,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     query.set_defaults(handler=_query)
 
     fid = sub.add_parser("fidelity", help="score a survey run's simulated answers against the real ones "
-                         "(distances, accuracy, subgroups, with bootstrap intervals) and write its fidelity dataset")
+                         "(distances, accuracy, subgroups, with bootstrap intervals) and write its fidelity dataset; "
+                         "on a sweep's root, rank its setups by one metric")
     fid.add_argument("run_dir")
     fid.add_argument("--by", action="append", default=[], metavar="FIELD", help="also per subgroup of a persona field")
     fid.add_argument("--questionnaire", default=None, help="score this questionnaire (default: each item's last)")
@@ -375,6 +387,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     fid.add_argument("--seed", type=int, default=0)
     fid.add_argument("--retest", action="append", default=[], metavar="ITEM=ACCURACY",
                      help="people's test-retest accuracy on an item: adds normalized_accuracy")
+    fid.add_argument("--rank-by", default="accuracy", metavar="METRIC", help="a sweep: the metric its setups are ranked by")
+    fid.add_argument("--item", default=None, help="a sweep: the target item to rank by (needed with several)")
     fid.set_defaults(handler=_fidelity)
 
     sim = sub.add_parser("sim-llm", help="serve the simulated LLM over OpenAI-compatible HTTP")

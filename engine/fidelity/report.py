@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ from engine.storage.catalog import RUN_COLUMN, Catalog, Column, DatasetSchema
 from engine.storage.reader import ReplayReader
 from engine.storage.replay import ReplayWriter
 from engine.storage.run_layout import REPLAY_DIR, RunLocation, run_store
+from engine.storage.sweep_layout import read_sweep_manifest
 
 __all__ = ["FIDELITY", "FidelityReport", "fidelity", "survey_codebook"]
 
@@ -129,6 +131,9 @@ def fidelity(run_dir: RunLocation, *, by: Sequence[str] = (), questionnaire_id: 
     """
     if bootstrap < 1:
         raise FidelityError("bootstrap must be at least 1")
+    if isinstance(run_dir, Path) and read_sweep_manifest(run_dir) is not None:
+        raise FidelityError(f"{run_dir} is a sweep: score its cells and rank them (polis fidelity on the root, "
+                            "engine.fidelity.rank_sweep)")
     codebook = survey_codebook(run_dir)
     with ReplayReader(run_dir) as reader:
         real = reader.query("SELECT run, agent_id, item, position, retest_label, weight FROM survey_answers "
