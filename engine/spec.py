@@ -7,7 +7,6 @@ path (``agents.3.type``). ``load_spec`` reads JSON or YAML; :func:`engine.spec_s
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import json
 import random
@@ -23,6 +22,7 @@ from engine.errors import SpecError
 from engine.llm_spec import LLMClientSpec, LLMSpec, PriceSpec
 from engine.population import MAX_POPULATION_CHARS, Locate, read_population_files, spec_folder
 from engine.population.spec import PopulationSpec
+from engine.population.survey_steps import VariantInfo, VariantsSpec, expand_survey_steps
 from engine.router_names import DEFAULT_ROUTER, RouterName
 
 __all__ = [
@@ -52,7 +52,6 @@ __all__ = [
     "load_spec",
     "parse_spec",
     "read_document",
-    "survey_questions",
 ]
 
 
@@ -224,21 +223,19 @@ class QuestionnaireStep(_Frozen):
         "options in scale order; 'questions' is then filled in when the spec is read")
     questions: list[QuestionSpec] = Field(default_factory=list)
     as_of_step: int | None = _AS_OF
+    variants: VariantsSpec | None = Field(
+        None, description="paraphrases and shuffled options to ask as well, each a questionnaire step of its own "
+        "(made when the spec is read), so that fidelity can flag answers that move with the wording")
+    variant: VariantInfo | None = Field(None, description="filled in: the questionnaire this step is a variant of")
 
     @model_validator(mode="after")
     def _has_questions(self) -> QuestionnaireStep:
         if not self.questions:
             raise ValueError("a questionnaire needs 'questions', or 'from_survey: true' with a survey population")
+        ids = [q.id for q in self.questions]
+        if self.variants is not None and (unknown := next((i for i in self.variants.paraphrases if i not in ids), None)):
+            raise ValueError(f"variants.paraphrases: {unknown!r} is no question of the questionnaire ({', '.join(ids)})")
         return self
-
-
-def survey_questions(codebook: Any) -> list[dict[str, Any]]:
-    """The questions a ``from_survey`` questionnaire asks: one per target of ``codebook`` (a Codebook or its data)."""
-    from engine.population.codebook import Codebook
-
-    book = codebook if isinstance(codebook, Codebook) else Codebook.model_validate(codebook)
-    return [{"id": book.target_name(column), "prompt": spec.question, "response_type": "choice",
-             "choices": [label for _, label in spec.labels or ()]} for column, spec in book.targets.items()]
 
 
 StepSpec = Annotated[RunStep | AskStep | InterveneStep | QuestionnaireStep, Field(discriminator="type")]
@@ -372,19 +369,13 @@ class ExperimentSpec(RunOptions):
     @model_validator(mode="before")
     @classmethod
     def _survey_questions(cls, data: Any) -> Any:
-        """Fill in each ``from_survey`` questionnaire's questions from the one survey population's codebook."""
+        """Fill in each ``from_survey`` questionnaire's questions from the one survey population's codebook, and make
+        each questionnaire's variants steps of their own (:mod:`engine.population.survey_steps`)."""
         if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
             return data
         books = [p.codebook if isinstance(p, PopulationSpec) else p.get("codebook") for p in data.get("population") or []
                  if isinstance(p, PopulationSpec | dict)]
-        books = [b for b in books if b is not None]
-        steps = []
-        for step in data["steps"]:
-            if isinstance(step, dict) and step.get("from_survey") is True and not step.get("questions") and len(books) == 1:
-                with contextlib.suppress(ValueError):  # a malformed codebook is the population's error to report
-                    step = {**step, "questions": survey_questions(books[0])}
-            steps.append(step)
-        return {**data, "steps": steps}
+        return expand_survey_steps(data, [b for b in books if b is not None])
 
     @model_validator(mode="after")
     def _has_agents_and_unique_ids(self) -> ExperimentSpec:

@@ -10,6 +10,7 @@ and scale come from the codebook in the run's stored spec.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -19,9 +20,10 @@ from typing import Any
 import numpy as np
 
 from engine.errors import FidelityError
-from engine.fidelity.scoring import NONE, Figure, ItemAnswers, score
+from engine.fidelity.scoring import NONE, Figure, ItemAnswers, compare_variant, score
 from engine.population.codebook import Codebook
 from engine.society.run.extend import stored_spec
+from engine.spec import QuestionnaireStep
 from engine.storage.catalog import RUN_COLUMN, Catalog, Column, DatasetSchema
 from engine.storage.reader import ReplayReader
 from engine.storage.replay import ReplayWriter
@@ -97,13 +99,18 @@ def survey_codebook(run_dir: RunLocation) -> Codebook:
     return books[0]
 
 
-def _simulated(reader: ReplayReader, questionnaire_id: str | None) -> dict[tuple[int, str], str]:
+def _simulated(reader: ReplayReader, questionnaire_id: str | None, variants: Sequence[str]) -> dict[tuple[int, str], str]:
+    """Each (agent, item)'s valid answer: in ``questionnaire_id``, else in the last questionnaire that asked the item
+    (no variant's: ``variants`` are their ids)."""
     if "questionnaire_answers" not in reader.datasets():
         raise FidelityError("the run asked no questionnaire: add a step {type: questionnaire, from_survey: true}")
-    where = "parse_success" + (" AND questionnaire_id = $q" if questionnaire_id is not None else "")
-    rows = reader.query(
-        "SELECT agent_id, question_id, arg_max(value_text, step_index) AS answer FROM questionnaire_answers "
-        f"WHERE {where} GROUP BY ALL", {"q": questionnaire_id} if questionnaire_id is not None else None).to_pylist()
+    params: dict[str, Any]
+    if questionnaire_id is not None:
+        where, params = "parse_success AND questionnaire_id = $q", {"q": questionnaire_id}
+    else:
+        where, params = "parse_success AND NOT list_contains($v, questionnaire_id)", {"v": list(variants)}
+    rows = reader.query("SELECT agent_id, question_id, arg_max(value_text, step_index) AS answer FROM questionnaire_answers "
+                        f"WHERE {where} GROUP BY ALL", params).to_pylist()
     return {(r["agent_id"], r["question_id"]): r["answer"] for r in rows}
 
 
@@ -134,11 +141,15 @@ def fidelity(run_dir: RunLocation, *, by: Sequence[str] = (), questionnaire_id: 
     if isinstance(run_dir, Path) and read_sweep_manifest(run_dir) is not None:
         raise FidelityError(f"{run_dir} is a sweep: score its cells and rank them (polis fidelity on the root, "
                             "engine.fidelity.rank_sweep)")
+    stored = stored_spec(run_dir)
     codebook = survey_codebook(run_dir)
+    variants = [step for step in stored.steps if isinstance(step, QuestionnaireStep) and step.variant is not None]
     with ReplayReader(run_dir) as reader:
         real = reader.query("SELECT run, agent_id, item, position, retest_label, weight FROM survey_answers "
                             "ORDER BY item, agent_id").to_pylist()
-        simulated = _simulated(reader, questionnaire_id)
+        simulated = _simulated(reader, questionnaire_id, [step.questionnaire_id for step in variants])
+        varied = {step.questionnaire_id: _simulated(reader, step.questionnaire_id, ()) for step in variants
+                  if step.variant is not None and step.variant.of == (questionnaire_id or step.variant.of)}
         profiles = _groups(reader, by)
     asked = {item for _, item in simulated}
     items = []
@@ -165,7 +176,17 @@ def fidelity(run_dir: RunLocation, *, by: Sequence[str] = (), questionnaire_id: 
     if not items:
         raise FidelityError(f"no questionnaire of the run asked a target item of its survey ({', '.join(codebook.targets)})"
                             + (f" (questionnaire {questionnaire_id!r})" if questionnaire_id else ""))
-    report = FidelityReport(tuple(score(items, by=by, bootstrap=bootstrap, seed=seed)), questionnaire_id, bootstrap)
+    figures = score(items, by=by, bootstrap=bootstrap, seed=seed)
+    for step in variants:
+        if step.questionnaire_id not in varied or step.variant is None:
+            continue
+        for answers in items:
+            place = {label: i for i, label in enumerate(answers.labels)}
+            other = varied[step.questionnaire_id]
+            moved = np.array([place.get(other.get((int(a), answers.item)) or "", NONE) for a in answers.agents], dtype=np.int64)
+            figures += compare_variant(answers, dataclasses.replace(answers, simulated=moved), step.variant.name,
+                                       step.variant.threshold, bootstrap=bootstrap, seed=seed)
+    report = FidelityReport(tuple(figures), questionnaire_id, bootstrap)
     if write:
         run_id = real[0]["run"] if real else ""
         rows = [{"run": run_id, "questionnaire_id": questionnaire_id, "bootstrap": bootstrap, **row} for row in report.rows()]

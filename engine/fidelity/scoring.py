@@ -30,7 +30,7 @@ import numpy as np
 from engine.errors import FidelityError
 from engine.fidelity.metrics import accuracy, correlation_rmse, distribution, jsd, spearman, tvd, wasserstein
 
-__all__ = ["Figure", "ItemAnswers", "score"]
+__all__ = ["Figure", "ItemAnswers", "compare_variant", "score"]
 
 #: No answer, in a positions array.
 NONE = -1
@@ -193,3 +193,34 @@ def _across(items: Sequence[ItemAnswers], rng: np.random.Generator, bootstrap: i
     draws = rng.integers(0, n, size=(bootstrap, n))
     low, high = _interval([correlation_rmse(real_m[d], sim_m[d], w[d]) for d in draws], confidence)
     return [Figure("*", "correlation_rmse", value, low, high, n)]
+
+
+def compare_variant(base: ItemAnswers, variant: ItemAnswers, name: str, threshold: float, *, bootstrap: int = 200,
+                    seed: int = 0, confidence: float = 0.95) -> list[Figure]:
+    """How far the answers to a variant of an item (a paraphrase, shuffled options) move from the original's, over
+    the respondents with a valid answer to both: ``variant_tvd`` between the two simulated distributions,
+    ``variant_accuracy`` against the real answers (its ``gap`` to the original's), and ``flagged`` (1 when the
+    variant's TVD passes ``threshold``). Grouped under ``variant`` = ``name``; none when fewer than 2 answered both."""
+    both = (base.simulated != NONE) & (variant.simulated != NONE)
+    real_known = both & (base.real != NONE)
+    if both.sum() < 2:
+        return []
+    k = len(base.labels)
+    original, varied, w = base.simulated[both], variant.simulated[both], base.weights[both]
+    n = len(w)
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, n, size=(bootstrap, n))
+    moved = tvd(distribution(original, w, k), distribution(varied, w, k))
+    low, high = _interval([tvd(distribution(original[d], w[d], k), distribution(varied[d], w[d], k)) for d in draws], confidence)
+    rows = [Figure(base.item, "variant_tvd", moved, low, high, n, "variant", name),
+            Figure(base.item, "flagged", float(moved > threshold), None, None, n, "variant", name)]
+    if real_known.sum() >= 2:
+        real, r_w = base.real[real_known], base.weights[real_known]
+        of_variant, of_base = variant.simulated[real_known], base.simulated[real_known]
+        value = accuracy(real, of_variant, r_w)
+        m = len(real)
+        picks = rng.integers(0, m, size=(bootstrap, m))
+        a_low, a_high = _interval([accuracy(real[d], of_variant[d], r_w[d]) for d in picks], confidence)
+        rows.append(Figure(base.item, "variant_accuracy", value, a_low, a_high, m, "variant", name,
+                           gap=value - accuracy(real, of_base, r_w)))
+    return rows

@@ -84,6 +84,10 @@ class PopulationSpec(BaseModel):
                                       description="the table is a survey: each column's role, question and labels")
     calibrate: CalibrateSpec | None = Field(None, exclude_if=lambda v: v is None,
                                             description="a survey's weights raked to known marginal shares")
+    persona: list[str] | None = Field(
+        None, min_length=1, exclude_if=lambda v: v is None,
+        description="a survey's persona fields the agents are shown (default: all); fewer for an ablation, e.g. "
+        "demographics only")
     columns: list[str] | None = Field(None, min_length=1, exclude_if=lambda v: v is None,
                                       description="the table's columns that become profile fields; default: all")
     sample: SampleKind = Field("first", exclude_if=lambda v: v == "first",
@@ -155,6 +159,17 @@ class PopulationSpec(BaseModel):
         return value
 
     @model_validator(mode="after")
+    def _persona_fields_exist(self) -> PopulationSpec:
+        if self.persona is None:
+            return self
+        if self.codebook is None:
+            raise ValueError("persona chooses a survey's persona fields: give the population a codebook")
+        names = [spec.name or column for column, spec in self.codebook.by_role("persona").items()]
+        if unknown := next((name for name in self.persona if name not in names), None):
+            raise ValueError(f"persona: {unknown!r} is not a persona field of the survey; its fields: {', '.join(names)}")
+        return self
+
+    @model_validator(mode="after")
     def _calibration_fits(self) -> PopulationSpec:
         if self.calibrate is None:
             return self
@@ -223,7 +238,9 @@ class PopulationSpec(BaseModel):
     def profiles(self, rng: random.Random, seed_key: str, start: int) -> list[dict[str, Any]]:
         """Every member's profile: drawn with ``rng`` from the template, or taken from the rows (sampled by ``seed_key``)."""
         if self.codebook is not None and self.rows is not None:
-            return [self.codebook.profile(self.rows[i]) for i in self.survey_members(seed_key)[0]]
+            shown = set(self.persona) if self.persona is not None else None
+            return [{k: v for k, v in self.codebook.profile(self.rows[i]).items() if shown is None or k in shown}
+                    for i in self.survey_members(seed_key)[0]]
         if self.rows is not None:
             return table_profiles(self.rows, self.size, self.sample, self.columns, seed_key)
         return [{key: draw_value(value, rng, i, start + i) for key, value in self.profile_template.items()}

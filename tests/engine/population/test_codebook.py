@@ -120,3 +120,10 @@ def test_a_bad_row_in_a_survey_population_names_its_row_and_column():
         parse_spec(survey_spec(population=[{"rows": [ROWS[0], {**ROWS[1], "relig": 7}], "codebook": CODEBOOK}]))
     assert "row 2, column 'relig': the code 7 has no label" in str(caught.value)
     assert caught.value.path.startswith("population.0")
+
+
+def test_persona_shows_only_the_chosen_fields_for_an_ablation():
+    spec = parse_spec(survey_spec(population=[{"rows": ROWS, "codebook": CODEBOOK, "persona": ["age"]}]))
+    assert [a.profile for a in spec.all_agents()] == [{"age": 32}, {"age": 27}, {"age": 22}]
+    with pytest.raises(SpecError, match="persona: 'relig' is not a persona field of the survey; its fields: religious, age"):
+        parse_spec(survey_spec(population=[{"rows": ROWS, "codebook": CODEBOOK, "persona": ["relig"]}]))
