@@ -74,3 +74,20 @@ def test_the_example_runs_and_scores_over_rest(tmp_path):
     assert scored.status_code == 200, scored.text
     accuracy = next(f for f in scored.json()["figures"] if f["metric"] == "accuracy" and f["group_by"] is None)
     assert accuracy["ci_low"] <= 0.8 <= accuracy["ci_high"] and accuracy["n"] == 300
+
+
+def test_the_examples_notebook_runs_every_cell(tmp_path):
+    import nbformat
+    from nbclient import NotebookClient
+
+    folder = copy_example(tmp_path)
+    notebook = nbformat.read(folder / "fidelity.ipynb", as_version=4)
+    assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code")  # kept clean
+    root = str(EXAMPLE.parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute(env=env)
+    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert any("image/png" in o.get("data", {}) for o in outputs)  # real against simulated, drawn inline
+    texts = "\n".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+    assert "accuracy" in texts and "design_effect" in texts
