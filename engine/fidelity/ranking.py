@@ -21,6 +21,7 @@ from scipy.stats import t as student_t
 
 from engine.errors import FidelityError
 from engine.fidelity.report import fidelity, survey_codebook
+from engine.run_status import is_finished
 from engine.storage.sweep_layout import read_sweep_manifest
 
 __all__ = ["HIGHER_IS_BETTER", "SetupScore", "rank_sweep"]
@@ -62,7 +63,7 @@ def rank_sweep(root: Path, *, metric: str = "accuracy", item: str | None = None,
     sweep = read_sweep_manifest(root)
     if sweep is None:
         raise FidelityError(f"{root} is no sweep: rank the cells of a sweep's root")
-    finished = [cell for cell in sweep.cells if cell.status in ("completed", "completed_with_errors")]
+    finished = [cell for cell in sweep.cells if is_finished(cell.status)]
     if not finished:
         raise FidelityError(f"no cell of the sweep at {root} has finished")
     codebook = survey_codebook(sweep.cell_dir(finished[0].index))

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FAMILIES", "Family", "Line", "Panel", "answer_panels", "env_panels", "panels_of"]
+__all__ = ["ANSWERS_SQL", "ENV_METRICS_SQL", "FAMILIES", "FIDELITY_SQL", "SURVEY_SHARES_SQL", "Family", "Line", "Panel", "answer_panels",
+           "env_panels", "panels_of", "survey_panels"]
 
 
 @dataclass(frozen=True)
