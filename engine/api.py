@@ -13,6 +13,7 @@ from engine.env.input_files import InputRoots, input_roots, resolve_input_file
 from engine.env.registry import resolve_env_module
 from engine.fidelity import fidelity
 from engine.grid_keys import check_grid_keys
+from engine.network.files import check_network, locate_network_files
 from engine.population import read_population_files
 from engine.results.agents import list_agent_files, read_agent, read_agent_file
 from engine.results.datasets import check_dataset_name, export_dataset, list_datasets
@@ -73,6 +74,7 @@ __all__ = [
     "atomic_write_text",
     "check_as_of_kept",
     "check_dataset_name",
+    "check_network",
     "check_sweep_values",
     "check_grid_keys",
     "cluster_dashboard",
@@ -85,6 +87,7 @@ __all__ = [
     "format_validation_error",
     "has_society_step",
     "input_roots",
+    "locate_network_files",
     "is_run_dir",
     "is_url",
     "list_agent_files",

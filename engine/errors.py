@@ -2,7 +2,9 @@
 
     PolisError
     ├── SpecError                 a spec that cannot be run (bad field, unknown type)
-    │   └── PopulationFileError   a population's table (``from:``) that cannot be read, or a row that is no profile
+    │   └── DataFileError         a data file a spec names that cannot be used (row and column)
+    │       ├── PopulationFileError  a population's table (``from:``) that cannot be read, or a row that is no profile
+    │       └── NetworkFileError     a network layer's edge file, or an edge in it that names no agent
     ├── LLMError                  the LLM layer
     │   ├── LLMCallError          a call failed after its retries (status, body recorded)
     │   │   └── LLMRateLimitError the provider answered 429
@@ -43,6 +45,7 @@ __all__ = [
     "AgentFileNotFoundError",
     "AgentNotFoundError",
     "BudgetExhaustedError",
+    "DataFileError",
     "DatasetNotFoundError",
     "EnvError",
     "EnvMetricError",
@@ -52,6 +55,7 @@ __all__ = [
     "LLMCallError",
     "LLMError",
     "LLMRateLimitError",
+    "NetworkFileError",
     "NotARunError",
     "OverBudgetError",
     "PackCorruptError",
@@ -93,11 +97,8 @@ class SpecError(PolisError):
         self.path = path
 
 
-class PopulationFileError(SpecError):
-    """A population's table (``population.N.from``) that cannot make agents.
-
-    The file is missing, has an unknown extension, does not parse, lacks a listed column, or has a
-    value that cannot be a profile field.
+class DataFileError(SpecError):
+    """A data file a spec names that cannot be used, and where in it.
 
     Args:
         message: what is wrong.
@@ -110,6 +111,19 @@ class PopulationFileError(SpecError):
         super().__init__(message, path)
         self.row = row
         self.column = column
+
+
+class PopulationFileError(DataFileError):
+    """A population's table (``population.N.from``) that cannot make agents.
+
+    The file is missing, has an unknown extension, does not parse, lacks a listed column, or has a
+    value that cannot be a profile field.
+    """
+
+
+class NetworkFileError(DataFileError):
+    """A network layer's edge file (``network.layers.<name>.from``) that cannot be read, or an edge it cannot hold:
+    an id that is no agent's, a self-loop, a repeated edge, a weight that is not a finite number."""
 
 
 class LLMError(PolisError):

@@ -14,12 +14,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from engine.errors import SpecError
 from engine.llm_spec import LLMClientSpec, LLMSpec, PriceSpec
+from engine.network.spec import NetworkSpec
 from engine.population import MAX_POPULATION_CHARS, Locate, read_population_files, spec_folder
 from engine.population.spec import PopulationSpec
 from engine.population.survey_steps import VariantInfo, VariantsSpec, expand_survey_steps
@@ -346,6 +348,8 @@ class ExperimentSpec(RunOptions):
     llm: LLMSpec = Field(default_factory=LLMSpec)
     agents: list[AgentSpec] = Field(default_factory=list)
     population: list[PopulationSpec] = Field(default_factory=list)
+    network: NetworkSpec | None = Field(None, description="the society's network: named layers, from edge files or "
+                                        "seeded generators (written as the network_edges dataset)")
     environment: EnvironmentSpec = Field(default_factory=EnvironmentSpec)
     steps: list[StepSpec] = Field(min_length=1)
     budget: BudgetSpec | None = None
@@ -384,12 +388,21 @@ class ExperimentSpec(RunOptions):
         self._check_population_size()
         self._check_simulated_time()
         self._check_survey()
-        seen: set[int] = set()
-        for agent in self.all_agents():
-            if agent.id in seen:
-                raise ValueError(f"agent id {agent.id} appears twice")
-            seen.add(agent.id)
+        self._check_network()
+        ids = np.sort(self.agent_ids())  # ids alone: a million agents' specs would take seconds to build
+        if (twice := np.flatnonzero(ids[1:] == ids[:-1])).size:
+            raise ValueError(f"agent id {int(ids[twice[0]])} appears twice")
         return self
+
+    def _check_network(self) -> None:
+        if self.network is None:
+            return
+        from engine.network.edges import generator_problem
+
+        agents = len(self.agents) + sum(p.size for p in self.population)
+        for name, layer in self.network.layers.items():
+            if (problem := generator_problem(layer, agents)) is not None:
+                raise PydanticCustomError("generator", "{problem}", {"key": f"network.layers.{name}.generate", "problem": problem})
 
     def _check_survey(self) -> None:
         surveys = [(i, p.codebook) for i, p in enumerate(self.population) if p.codebook is not None]
@@ -460,6 +473,16 @@ class ExperimentSpec(RunOptions):
             next_id = max(next_id, start + population.size)
         return members
 
+    def agent_ids(self) -> np.ndarray:
+        """Every agent's id, in :meth:`all_agents`' order, without building the agents."""
+        parts = [np.array([a.id for a in self.agents], dtype=np.int64)]
+        next_id = max((a.id for a in self.agents), default=-1) + 1
+        for population in self.population:
+            start = next_id if population.id_start is None else population.id_start
+            parts.append(np.arange(start, start + population.size, dtype=np.int64))
+            next_id = max(next_id, start + population.size)
+        return np.concatenate(parts)
+
     def population_seed_key(self, index: int) -> str:
         """The seed of population ``index``'s row sample."""
         return f"{self.seed}:{index}"
@@ -525,14 +548,19 @@ def parse_spec(data: Any, *, locate: Locate | None = None) -> ExperimentSpec:
         SpecError: with every problem and its field path (a ``PopulationFileError`` for a table
             that cannot be read, naming its row and column).
     """
+    from engine.network.files import check_network, locate_network_files
+
     if locate is not None:
-        data = read_population_files(data, locate)
+        data = locate_network_files(read_population_files(data, locate), locate)
     try:
-        return ExperimentSpec.model_validate(data)
+        spec = ExperimentSpec.model_validate(data)
     except ValidationError as error:
         spec_error = SpecError(format_validation_error(error))
         spec_error.path = _error_path(error.errors()[0])
         raise spec_error from None
+    if locate is not None:
+        check_network(spec.network, spec.agent_ids())  # its edge files, against the agents: what they name must be there
+    return spec
 
 
 def load_spec(path: str | Path) -> ExperimentSpec:

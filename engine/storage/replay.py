@@ -11,8 +11,10 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from engine.errors import StorageError
 from engine.storage.catalog import DatasetSchema
 from engine.storage.run_layout import RunLocation, replay_key, run_store
 from engine.storage.shards import check_shard, shard_name
@@ -53,12 +55,23 @@ class ReplayWriter:
         Raises:
             StorageError: invalid shard name, rows that do not fit the schema, or a failed write.
         """
+        return self.write_table(schema, shard, schema.to_table(rows)) if rows else None
+
+    def write_table(self, schema: DatasetSchema, shard: str, table: pa.Table) -> str:
+        """Write an Arrow ``table`` as shard ``shard`` of ``schema``'s dataset (columnar data too large for rows of
+        dicts: a network's edges); its columns are cast to the schema's.
+
+        Raises:
+            StorageError: invalid shard name, columns that do not fit the schema, or a failed write.
+        """
         key = replay_key(schema.name, check_shard(shard))
         if self.txn is not None:
             key = staged_key(key, self.txn)
-        if not rows:
-            return None
+        try:
+            table = table.select(schema.arrow_schema().names).cast(schema.arrow_schema())
+        except (KeyError, pa.ArrowInvalid, ValueError) as error:
+            raise StorageError(f"shard {shard!r} does not fit the {schema.name} dataset: {error}") from error
         buffer = io.BytesIO()
-        pq.write_table(schema.to_table(rows), buffer)
+        pq.write_table(table, buffer)
         run_store(self.run).set(key, buffer.getvalue())
         return key

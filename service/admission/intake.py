@@ -40,8 +40,10 @@ from engine.api import (
     MAX_CELLS,
     ExperimentSpec,
     InputRoots,
+    check_network,
     check_sweep_values,
     input_roots,
+    locate_network_files,
     parse_spec,
     read_population_files,
     resolve_env_module,
@@ -188,7 +190,7 @@ class Intake:
     def admit(self, raw: bytes, kind: BodyKind, owner: str, disk_used: Callable[[str], int] = lambda owner: 0) -> ExperimentSpec:
         """Decode, count, validate and authorize a body already read (see :meth:`read`; with no ``disk_used``, the
         owner has no runs yet)."""
-        data = read_population_files(decode_spec(raw, kind), self._locate)
+        data = locate_network_files(read_population_files(decode_spec(raw, kind), self._locate), self._locate)
         quota = self.quotas.for_owner(owner)
         counts = count_spec(data, MAX_CELLS)
         if counts.cells > MAX_CELLS:
@@ -196,6 +198,7 @@ class Intake:
         check_counts(counts, quota, owner)
         check_disk(disk_used(owner), quota, owner)
         spec = parse_spec(data)
+        check_network(spec.network, spec.agent_ids())
         check_sweep_values(spec)
         self._check_module_inputs(spec)
         self.grants.check_spec(spec, owner)

@@ -32,6 +32,7 @@ from engine.society.run.extend import is_extension, record_spec
 from engine.society.run.heartbeat import with_heartbeat
 from engine.society.run.live_calls import LiveCalls, fold_live
 from engine.society.run.manifest import write_run_manifest
+from engine.society.run.network import write_network
 from engine.society.run.outcome import RunTally, judge, read_run_tally
 from engine.society.run.preflight import check_llms, models_to_check
 from engine.society.run.profiles import write_profiles
@@ -321,6 +322,7 @@ async def run_experiment(
                 )
                 run_id = f"{spec.name}-{uuid.uuid4().hex[:6]}"
                 await asyncio.to_thread(write_profiles, run_dir, spec, run_id)  # once: a resume finds them written
+                await asyncio.to_thread(write_network, run_dir, spec, run_id)
                 options: dict[str, Any] = {
                     "env": shell.env_host(config, start_t=spec.start_time, agent_ids=[a.id for a in agents], run_id=run_id),
                     "llm": clients, "shell": shell, "run_id": run_id, "batch_size": spec.batch_size,

@@ -1,0 +1,159 @@
+"""A layer's edges: read from its file and checked against the agents, or generated; as int64 arrays.
+
+Every problem with a file is found before the run starts, with the row (1-based, the header not counted)
+and the column: a file that is missing or does not parse, no ``source`` or ``target`` column, an id that
+is not an integer or no agent's, a self-loop where the layer allows none, a repeated edge (in an
+undirected layer ``a, b`` repeats ``b, a``), a ``weight`` that is not a finite number.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.errors import NetworkFileError
+from engine.network.generators import barabasi_albert, erdos_renyi, watts_strogatz
+from engine.network.spec import BarabasiAlbert, ErdosRenyi, LayerSpec
+
+__all__ = ["EDGE_SUFFIXES", "LayerEdges", "generator_problem", "layer_edges", "read_edge_file"]
+
+#: The edge files a layer may name, lower-cased endings.
+EDGE_SUFFIXES = (".csv", ".parquet", ".jsonl")
+
+
+@dataclass(frozen=True)
+class LayerEdges:
+    """One layer's edges, each from ``source`` to ``target`` (an undirected edge once)."""
+
+    source: np.ndarray
+    target: np.ndarray
+    weight: np.ndarray | None = None
+    kind: np.ndarray | None = None  #: the ``type`` column, where the file has one
+
+
+def _first(mask: np.ndarray) -> int | None:
+    found = np.flatnonzero(mask)
+    return int(found[0]) if found.size else None
+
+
+def read_edge_file(path: Path, *, field: str, label: str, agent_ids: Sequence[int] | np.ndarray, layer: LayerSpec) -> LayerEdges:
+    """The edges of ``path``, checked against the agents and the layer's rules.
+
+    Raises:
+        NetworkFileError: what is wrong, with ``field`` as its path and the row and column where one is at fault.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def fail(message: str, *, row: int | None = None, column: str | None = None) -> NetworkFileError:
+        where = f"row {row}" + (f", column {column!r}" if column else "") + ": " if row is not None else ""
+        return NetworkFileError(f"{label!r}: {where}{message}", field, row=row, column=column)
+
+    suffix = path.suffix.lower()
+    if suffix not in EDGE_SUFFIXES:
+        raise fail(f"is not an edge file Polis reads: name a {', '.join(EDGE_SUFFIXES)} file")
+    if not path.is_file():
+        raise fail(f"is not a file ({path})")
+    try:
+        if suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(path)
+        elif suffix == ".csv":
+            import pyarrow.csv as pcsv
+
+            table = pcsv.read_csv(path, convert_options=pcsv.ConvertOptions(strings_can_be_null=True))
+        else:
+            import pyarrow.json as pjson
+
+            table = pjson.read_json(path)
+    except (pa.ArrowException, OSError) as error:
+        raise fail(f"cannot be read as {suffix[1:].upper()}: {error}") from None
+    for column in ("source", "target"):
+        if column not in table.column_names:
+            raise fail(f"has no {column!r} column; its columns: {', '.join(table.column_names)}", column=column)
+    ends = {}
+    for column in ("source", "target"):
+        values = table.column(column)
+        if not pa.types.is_integer(values.type):
+            try:
+                values = pc.cast(values, pa.int64())
+            except pa.ArrowInvalid:
+                text = values.to_pylist()
+                at = next(i for i, v in enumerate(text) if not str(v).lstrip("-").isdigit())
+                raise fail(f"{text[at]!r} is not an agent id (an integer)", row=at + 1, column=column) from None
+        if (row := _first(np.asarray(values.is_null()))) is not None:
+            raise fail("has no agent id", row=row + 1, column=column)
+        ends[column] = np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.int64)
+    source, target = ends["source"], ends["target"]
+    known = np.asarray(sorted(agent_ids), dtype=np.int64)
+    for column, values in ends.items():
+        if (row := _first(~np.isin(values, known))) is not None:
+            raise fail(f"{int(values[row])} is no agent's id", row=row + 1, column=column)
+    if not layer.self_loops and (row := _first(source == target)) is not None:
+        raise fail(f"a self-loop ({int(source[row])} to itself): the layer allows none (self_loops: true allows them)",
+                   row=row + 1)
+    low, high = (source, target) if layer.directed else (np.minimum(source, target), np.maximum(source, target))
+    keys = low * (int(known.max()) + 1 if known.size else 1) + high
+    order = np.argsort(keys, kind="stable")
+    repeated = np.flatnonzero(keys[order][1:] == keys[order][:-1])
+    if repeated.size:
+        at = int(order[1:][repeated].min())
+        raise fail(f"the edge {int(source[at])} -> {int(target[at])} is there twice" +
+                   ("" if layer.directed else " (in an undirected layer, b -> a repeats a -> b)"), row=at + 1)
+    weight = None
+    if "weight" in table.column_names:
+        try:
+            weight = np.asarray(pc.cast(table.column("weight"), pa.float64()).to_numpy(zero_copy_only=False), dtype=float)
+        except pa.ArrowInvalid:
+            text = table.column("weight").to_pylist()
+            at = next(i for i, v in enumerate(text) if _not_number(v))
+            raise fail(f"{text[at]!r} is not a number", row=at + 1, column="weight") from None
+        if (row := _first(~np.isfinite(weight))) is not None:
+            raise fail(f"{weight[row]!r} is not a finite number", row=row + 1, column="weight")
+    kind = np.asarray(table.column("type").to_pylist(), dtype=object) if "type" in table.column_names else None
+    return LayerEdges(source, target, weight, kind)
+
+
+def _not_number(value: object) -> bool:
+    try:
+        float(str(value))
+    except ValueError:
+        return True
+    return False
+
+
+def generator_problem(layer: LayerSpec, agents: int) -> str | None:
+    """Why the layer's generator cannot make a graph over ``agents`` agents (None: it can)."""
+    model = layer.generate
+    if isinstance(model, BarabasiAlbert):
+        return f"m = {model.m} needs more agents than m; there are {agents}" if model.m >= agents else None
+    if isinstance(model, ErdosRenyi) or model is None:
+        return None
+    return f"k = {model.k} needs more agents than k; there are {agents}" if model.k >= agents else None
+
+
+def layer_edges(layer: LayerSpec, name: str, agent_ids: Sequence[int] | np.ndarray, seed: int, path: Path | None = None,
+                field: str = "") -> LayerEdges:
+    """The layer's edges over ``agent_ids``: read from ``path`` (its file, located), or generated (seeded by ``seed``
+    and ``name``) over the agents in id order."""
+    if layer.generate is None:
+        assert path is not None
+        return read_edge_file(path, field=field, label=str(layer.from_), agent_ids=agent_ids, layer=layer)
+    ids = np.asarray(sorted(agent_ids), dtype=np.int64)
+    rng = np.random.default_rng(random.Random(f"network:{seed}:{name}").getrandbits(63))
+    model = layer.generate
+    if isinstance(model, BarabasiAlbert):
+        low, high = barabasi_albert(len(ids), model.m, rng)
+    elif isinstance(model, ErdosRenyi):
+        low, high = erdos_renyi(len(ids), model.p, rng)
+    else:
+        low, high = watts_strogatz(len(ids), model.k, model.p, rng)
+    source, target = ids[low], ids[high]
+    if layer.directed:  # a generated edge is mutual: both directions
+        source, target = np.concatenate([source, target]), np.concatenate([target, source])
+    return LayerEdges(source, target)

@@ -1,0 +1,81 @@
+"""Networks in a spec: edge files checked when the spec is loaded (file, row, column and id named), generator
+parameters checked against the agents, and a run's network_edges equal to its file exactly."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from engine.errors import NetworkFileError, SpecError
+from engine.society.run.runner import run_experiment
+from engine.spec import load_spec, parse_spec
+from engine.storage.reader import ReplayReader
+
+AGENTS = [{"id": i, "profile": {"name": f"A{i}"}} for i in range(6)]
+STEPS = [{"type": "run", "num_steps": 1, "tick": 600}]
+
+
+def spec_file(folder, layers: dict, **changes) -> str:
+    path = folder / "spec.yaml"
+    path.write_text(yaml.safe_dump({"name": "net", "agents": AGENTS, "steps": STEPS, "network": {"layers": layers},
+                                    **changes}))
+    return str(path)
+
+
+EDGES = "source,target,weight,type\n0,1,1.5,friend\n1,2,0.5,friend\n2,0,2,family\n3,4,1,friend\n"
+
+
+@pytest.mark.parametrize(("text", "says", "row", "column"), [
+    ("source,target\n0,1\n1,9\n", "row 2, column 'target': 9 is no agent's id", 2, "target"),
+    ("source,target\n0,1\nx,2\n", "row 2, column 'source': 'x' is not an agent id", 2, "source"),
+    ("source,target\n0,1\n2,2\n", "row 2: a self-loop (2 to itself)", 2, None),
+    ("source,target\n0,1\n1,0\n", "row 2: the edge 1 -> 0 is there twice (in an undirected layer", 2, None),
+    ("source,target,weight\n0,1,1\n1,2,heavy\n", "row 2, column 'weight': 'heavy' is not a number", 2, "weight"),
+    ("from,to\n0,1\n", "has no 'source' column; its columns: from, to", None, "source"),
+])
+def test_an_edge_file_that_cannot_be_used_is_refused_at_load_naming_where(tmp_path, text, says, row, column):
+    (tmp_path / "edges.csv").write_text(text)
+    with pytest.raises(NetworkFileError) as caught:
+        load_spec(spec_file(tmp_path, {"friend": {"from": "edges.csv"}}))
+    assert says in str(caught.value) and "'edges.csv'" in str(caught.value)
+    assert (caught.value.path, caught.value.row, caught.value.column) == ("network.layers.friend.from", row, column)
+
+
+def test_a_directed_layer_allows_both_directions_and_a_missing_file_is_named(tmp_path):
+    (tmp_path / "edges.csv").write_text("source,target\n0,1\n1,0\n")
+    assert load_spec(spec_file(tmp_path, {"follow": {"from": "edges.csv", "directed": True}})).network is not None
+    with pytest.raises(NetworkFileError, match="'nope.csv': is not a file"):
+        load_spec(spec_file(tmp_path, {"follow": {"from": "nope.csv"}}))
+
+
+@pytest.mark.parametrize(("generate", "path", "says"), [
+    ({"model": "barabasi_albert", "m": 6}, "network.layers.friend.generate", "m = 6 needs more agents than m; there are 6"),
+    ({"model": "erdos_renyi", "p": 1.5}, "network.layers.friend.generate.erdos_renyi.p", "less than or equal to 1"),
+    ({"model": "watts_strogatz", "k": 3, "p": 0.1}, "network.layers.friend.generate.watts_strogatz", "k must be even"),
+    ({"model": "barabasi", "m": 2}, "network.layers.friend.generate", "barabasi_albert"),
+])
+def test_a_generator_parameter_out_of_range_is_refused_at_its_field(generate, path, says):
+    with pytest.raises(SpecError) as caught:
+        parse_spec({"name": "net", "agents": AGENTS, "steps": STEPS, "network": {"layers": {"friend": {"generate": generate}}}})
+    assert caught.value.path == path and says in str(caught.value), (caught.value.path, str(caught.value))
+
+
+async def test_a_runs_network_edges_equal_its_file_and_a_generator_is_seeded(tmp_path, shell):
+    (tmp_path / "edges.csv").write_text(EDGES)
+    spec = load_spec(spec_file(tmp_path, {"friend": {"from": "edges.csv"},
+                                          "follow": {"generate": {"model": "barabasi_albert", "m": 2}, "directed": True}}))
+    summary = await run_experiment(spec, tmp_path / "run", shell)
+    assert summary.status == "completed", summary.error
+    with ReplayReader(tmp_path / "run") as reader:
+        friend = reader.query("SELECT source, target, weight, type, step, change FROM network_edges WHERE layer = 'friend'").to_pylist()
+        follow = reader.query("SELECT source, target, directed FROM network_edges WHERE layer = 'follow' "
+                              "ORDER BY source, target").to_pylist()
+    assert [(r["source"], r["target"], r["weight"], r["type"]) for r in friend] == [
+        (0, 1, 1.5, "friend"), (1, 2, 0.5, "friend"), (2, 0, 2.0, "family"), (3, 4, 1.0, "friend")]
+    assert {(r["step"], r["change"]) for r in friend} == {(0, "initial")}
+    pairs = {(r["source"], r["target"]) for r in follow}
+    assert all((b, a) in pairs for a, b in pairs) and all(r["directed"] for r in follow)  # mutual, both directions
+    await run_experiment(spec, tmp_path / "again", shell)
+    with ReplayReader(tmp_path / "again") as reader:
+        again = reader.query("SELECT source, target FROM network_edges WHERE layer = 'follow' ORDER BY source, target").to_pylist()
+    assert [(r["source"], r["target"]) for r in again] == sorted(pairs)  # the same seed, the same graph
