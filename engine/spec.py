@@ -24,7 +24,7 @@ from engine.llm_spec import LLMClientSpec, LLMSpec, PriceSpec
 from engine.network.spec import NetworkSpec
 from engine.population import MAX_POPULATION_CHARS, Locate, read_population_files, spec_folder
 from engine.population.spec import PopulationSpec
-from engine.population.survey_steps import VariantInfo, VariantsSpec, expand_survey_steps
+from engine.population.survey_steps import VariantInfo, VariantsSpec, check_survey, expand_survey_steps
 from engine.router_names import DEFAULT_ROUTER, RouterName
 
 __all__ = [
@@ -102,6 +102,9 @@ class EnvModuleSpec(_Frozen):
 
     type: str
     kwargs: dict[str, Any] = Field(default_factory=dict)
+    network: dict[str, str] = Field(
+        default_factory=dict, description="kwarg -> a layer of the spec's network: the run fills the kwarg with the "
+        "layer's adjacency, agent id -> the ids it links to (e.g. {follows: follow} for SocialMediaSpace)")
 
     _type_known = field_validator("type")(classmethod(lambda cls, v: _known_env_module(v)))
 
@@ -112,6 +115,20 @@ class EnvModuleSpec(_Frozen):
 
         checked: dict[str, Any] = ENV_MODULES.check_config(info.data.get("type"), kwargs)
         return checked
+
+    @field_validator("network")
+    @classmethod
+    def _network_kwargs_exist(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        from engine.env.registry import ENV_MODULES
+
+        name = info.data.get("type")
+        if name is None or not value or not ENV_MODULES.known(name):
+            return value
+        known = sorted(ENV_MODULES.config_model(name).model_fields)
+        if unknown := next((kwarg for kwarg in value if kwarg not in known), None):
+            raise PydanticCustomError("network_kwarg", "{name} takes no kwarg '{kwarg}' to fill from the network; it takes: "
+                                      "{known}", {"key": unknown, "name": name, "kwarg": unknown, "known": ", ".join(known)})
+        return value
 
 
 #: Settings of the codegen router that were once the environment's own (a spec may still give them there).
@@ -395,41 +412,13 @@ class ExperimentSpec(RunOptions):
         return self
 
     def _check_network(self) -> None:
-        if self.network is None:
-            return
-        from engine.network.edges import generator_problem
+        from engine.network.spec import check_network_use
 
-        agents = len(self.agents) + sum(p.size for p in self.population)
-        for name, layer in self.network.layers.items():
-            if (problem := generator_problem(layer, agents)) is not None:
-                raise PydanticCustomError("generator", "{problem}", {"key": f"network.layers.{name}.generate", "problem": problem})
+        check_network_use(self.network, self.environment.modules, len(self.agents) + sum(p.size for p in self.population))
 
     def _check_survey(self) -> None:
-        surveys = [(i, p.codebook) for i, p in enumerate(self.population) if p.codebook is not None]
-        asks = [i for i, step in enumerate(self.steps) if isinstance(step, QuestionnaireStep) and step.from_survey]
-        if asks and len(surveys) != 1:
-            raise PydanticCustomError(
-                "from_survey", "a from_survey questionnaire needs exactly one population with a codebook; the spec has {n}",
-                {"key": f"steps.{asks[0]}.from_survey", "n": len(surveys)})
-        # A target's answer must never reach a prompt: no other profile may carry a field of its name or column.
-        for index, codebook in surveys:
-            hidden = {name for column in codebook.targets for name in (column, codebook.target_name(column))}
-            hidden |= {spec.retest_column for spec in codebook.targets.values() if spec.retest_column is not None}
-            for other, population in enumerate(self.population):
-                fields = set(population.profile_template) | set(population.columns or ())
-                if population.codebook is None and population.rows is not None and population.columns is None:
-                    fields |= {key for row in population.rows for key in row}
-                if leaked := sorted(fields & hidden):
-                    raise PydanticCustomError(
-                        "target_leak", "the survey's target '{target}' (population.{index}) would reach the prompts of "
-                        "population.{other} as a profile field; rename or drop it there",
-                        {"key": f"population.{other}", "target": leaked[0], "index": index, "other": other})
-            for position, agent in enumerate(self.agents):
-                if leaked := sorted(set(agent.profile) & hidden):
-                    raise PydanticCustomError(
-                        "target_leak", "the survey's target '{target}' (population.{index}) would reach agent {id}'s "
-                        "prompts as a profile field", {"key": f"agents.{position}.profile", "target": leaked[0],
-                                                       "index": index, "id": agent.id})
+        from_survey = [i for i, step in enumerate(self.steps) if isinstance(step, QuestionnaireStep) and step.from_survey]
+        check_survey(self.population, self.agents, from_survey)
 
     def _check_simulated_time(self) -> None:
         # Every tick's time is start_time + elapsed seconds: the last must still be a date (year 9999 at most).

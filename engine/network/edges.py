@@ -19,7 +19,7 @@ from engine.errors import NetworkFileError
 from engine.network.generators import barabasi_albert, erdos_renyi, watts_strogatz
 from engine.network.spec import BarabasiAlbert, ErdosRenyi, LayerSpec
 
-__all__ = ["EDGE_SUFFIXES", "LayerEdges", "generator_problem", "layer_edges", "read_edge_file"]
+__all__ = ["EDGE_SUFFIXES", "LayerEdges", "layer_edges", "read_edge_file"]
 
 #: The edge files a layer may name, lower-cased endings.
 EDGE_SUFFIXES = (".csv", ".parquet", ".jsonl")
@@ -125,16 +125,6 @@ def _not_number(value: object) -> bool:
     except ValueError:
         return True
     return False
-
-
-def generator_problem(layer: LayerSpec, agents: int) -> str | None:
-    """Why the layer's generator cannot make a graph over ``agents`` agents (None: it can)."""
-    model = layer.generate
-    if isinstance(model, BarabasiAlbert):
-        return f"m = {model.m} needs more agents than m; there are {agents}" if model.m >= agents else None
-    if isinstance(model, ErdosRenyi) or model is None:
-        return None
-    return f"k = {model.k} needs more agents than k; there are {agents}" if model.k >= agents else None
 
 
 def layer_edges(layer: LayerSpec, name: str, agent_ids: Sequence[int] | np.ndarray, seed: int, path: Path | None = None,

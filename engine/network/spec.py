@@ -10,11 +10,14 @@ layer each of its edges goes both ways.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
-__all__ = ["BarabasiAlbert", "ErdosRenyi", "GeneratorSpec", "LayerSpec", "NetworkSpec", "WattsStrogatz"]
+__all__ = ["BarabasiAlbert", "ErdosRenyi", "GeneratorSpec", "LayerSpec", "NetworkSpec", "WattsStrogatz", "check_network_use",
+           "generator_problem"]
 
 
 class _Frozen(BaseModel):
@@ -80,3 +83,36 @@ class NetworkSpec(_Frozen):
         if bad := next((name for name in self.layers if not name.replace("_", "").isalnum()), None):
             raise ValueError(f"layer name {bad!r}: letters, digits and _ only")
         return self
+
+
+def generator_problem(layer: LayerSpec, agents: int) -> str | None:
+    """Why the layer's generator cannot make a graph over ``agents`` agents (None: it can)."""
+    model = layer.generate
+    if isinstance(model, BarabasiAlbert):
+        return f"m = {model.m} needs more agents than m; there are {agents}" if model.m >= agents else None
+    if isinstance(model, WattsStrogatz):
+        return f"k = {model.k} needs more agents than k; there are {agents}" if model.k >= agents else None
+    return None
+
+
+def check_network_use(network: NetworkSpec | None, modules: Sequence[Any], agents: int) -> None:
+    """A spec's network against the rest of it: each generator fits the agents, and each env module's ``network``
+    names a layer there is, for a kwarg its ``kwargs`` leave out.
+
+    Raises:
+        PydanticCustomError: the first problem, its field path as ``ctx.key``.
+    """
+    layers = network.layers if network is not None else {}
+    for index, module in enumerate(modules):
+        for kwarg, layer in module.network.items():
+            if layer not in layers:
+                raise PydanticCustomError(
+                    "network_layer", "no layer '{layer}' in the spec's network (its layers: {known})",
+                    {"key": f"environment.modules.{index}.network.{kwarg}", "layer": layer, "known": ", ".join(layers) or "none"})
+            if kwarg in module.kwargs:
+                raise PydanticCustomError(
+                    "network_layer", "{kwarg} comes from the network layer {layer}: leave it out of kwargs",
+                    {"key": f"environment.modules.{index}.network.{kwarg}", "kwarg": kwarg, "layer": layer})
+    for name, spec in layers.items():
+        if (problem := generator_problem(spec, agents)) is not None:
+            raise PydanticCustomError("generator", "{problem}", {"key": f"network.layers.{name}.generate", "problem": problem})

@@ -17,11 +17,13 @@ flagging an item whose answers move more than ``threshold``.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
-__all__ = ["VariantInfo", "VariantsSpec", "expand_survey_steps", "survey_questions"]
+__all__ = ["VariantInfo", "VariantsSpec", "check_survey", "expand_survey_steps", "survey_questions"]
 
 
 class VariantsSpec(BaseModel):
@@ -99,3 +101,36 @@ def expand_survey_steps(data: dict[str, Any], codebooks: list[Any]) -> dict[str,
             continue
         steps.append(step)
     return {**data, "steps": steps}
+
+
+def check_survey(populations: Sequence[Any], agents: Sequence[Any], from_survey: Sequence[int]) -> None:
+    """A spec's survey rules across its sections: a ``from_survey`` questionnaire (steps ``from_survey``) needs exactly
+    one survey population, and no target's answer may reach a prompt: no other population's or agent's profile may
+    carry a field of a target's name or column (or a retest column).
+
+    Raises:
+        PydanticCustomError: the first breach, its field path as ``ctx.key``.
+    """
+    surveys = [(i, p.codebook) for i, p in enumerate(populations) if p.codebook is not None]
+    if from_survey and len(surveys) != 1:
+        raise PydanticCustomError(
+            "from_survey", "a from_survey questionnaire needs exactly one population with a codebook; the spec has {n}",
+            {"key": f"steps.{from_survey[0]}.from_survey", "n": len(surveys)})
+    for index, codebook in surveys:
+        hidden = {name for column in codebook.targets for name in (column, codebook.target_name(column))}
+        hidden |= {spec.retest_column for spec in codebook.targets.values() if spec.retest_column is not None}
+        for other, population in enumerate(populations):
+            fields = set(population.profile_template) | set(population.columns or ())
+            if population.codebook is None and population.rows is not None and population.columns is None:
+                fields |= {key for row in population.rows for key in row}
+            if leaked := sorted(fields & hidden):
+                raise PydanticCustomError(
+                    "target_leak", "the survey's target '{target}' (population.{index}) would reach the prompts of "
+                    "population.{other} as a profile field; rename or drop it there",
+                    {"key": f"population.{other}", "target": leaked[0], "index": index, "other": other})
+        for position, agent in enumerate(agents):
+            if leaked := sorted(set(agent.profile) & hidden):
+                raise PydanticCustomError(
+                    "target_leak", "the survey's target '{target}' (population.{index}) would reach agent {id}'s "
+                    "prompts as a profile field", {"key": f"agents.{position}.profile", "target": leaked[0],
+                                                   "index": index, "id": agent.id})

@@ -1,4 +1,6 @@
-"""The ``network_edges`` dataset: each layer of the spec's network at tick 0, written once before the first step.
+"""A run's network: the ``network_edges`` dataset, and the layers env modules take as kwargs (``network:``).
+
+``network_edges`` holds each layer of the spec's network at tick 0, written once before the first step.
 
 Edge files are read again from the paths the spec was loaded with (:mod:`engine.network.files` checked
 them then); generators make their graph from the spec's seed, so a run and its resume write the same
@@ -9,17 +11,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from engine.network.edges import layer_edges
 from engine.society.datasets import NETWORK_EDGES
-from engine.spec import ExperimentSpec
+from engine.spec import EnvModuleSpec, ExperimentSpec
 from engine.storage.catalog import Catalog
 from engine.storage.replay import ReplayWriter
 from engine.storage.run_layout import REPLAY_DIR, RunLocation, replay_key, run_store
 from engine.storage.shards import shard_name
 
-__all__ = ["SHARD_EDGES", "write_network"]
+__all__ = ["SHARD_EDGES", "adjacency", "module_kwargs", "write_network"]
 
 #: Rows per shard.
 SHARD_EDGES = 1_000_000
@@ -45,6 +48,26 @@ def _shards(spec: ExperimentSpec, run_id: str) -> list[pa.Table]:
                 "type": pa.array(edges.kind[part].tolist(), pa.string()) if edges.kind is not None else pa.nulls(size, pa.string()),
             }))
     return tables
+
+
+def adjacency(spec: ExperimentSpec, name: str) -> dict[int, list[int]]:
+    """Layer ``name`` as agent id -> the ids it links to (an undirected edge both ways), ids ascending."""
+    assert spec.network is not None
+    layer = spec.network.layers[name]
+    path = Path(layer.from_) if layer.from_ is not None else None
+    edges = layer_edges(layer, name, spec.agent_ids(), spec.seed, path, field=f"network.layers.{name}.from")
+    source, target = edges.source, edges.target
+    if not layer.directed:
+        source, target = np.concatenate([source, target]), np.concatenate([target, source])
+    order = np.lexsort((target, source))
+    source, target = source[order], target[order]
+    starts = np.flatnonzero(np.concatenate([[True], source[1:] != source[:-1]])) if len(source) else np.empty(0, dtype=np.int64)
+    return {int(source[a]): target[a:b].tolist() for a, b in zip(starts, [*starts[1:], len(source)], strict=True)}
+
+
+def module_kwargs(spec: ExperimentSpec, module: EnvModuleSpec) -> dict[str, object]:
+    """An env module's kwargs with those its ``network`` names filled from their layers."""
+    return {**module.kwargs, **{kwarg: adjacency(spec, layer) for kwarg, layer in module.network.items()}}
 
 
 def write_network(run_dir: RunLocation, spec: ExperimentSpec, run_id: str) -> bool:

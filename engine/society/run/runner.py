@@ -32,7 +32,7 @@ from engine.society.run.extend import is_extension, record_spec
 from engine.society.run.heartbeat import with_heartbeat
 from engine.society.run.live_calls import LiveCalls, fold_live
 from engine.society.run.manifest import write_run_manifest
-from engine.society.run.network import write_network
+from engine.society.run.network import module_kwargs, write_network
 from engine.society.run.outcome import RunTally, judge, read_run_tally
 from engine.society.run.preflight import check_llms, models_to_check
 from engine.society.run.profiles import write_profiles
@@ -309,7 +309,7 @@ async def run_experiment(
                     await check_llms(clients)
                 specs = [a.model_dump() for a in agents]
                 config = EnvRouterConfig(
-                    modules=tuple((m.type, dict(m.kwargs)) for m in spec.environment.modules),
+                    modules=tuple((m.type, module_kwargs(spec, m)) for m in spec.environment.modules),
                     router=spec.environment.router,
                     max_steps=spec.environment.max_router_steps,
                     coder=clients["coder"],

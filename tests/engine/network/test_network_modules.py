@@ -1,0 +1,58 @@
+"""Env modules take a layer of the network as a kwarg (``network: {follows: follow}``): SocialMediaSpace's follows
+come from the follow layer, and a layer, kwarg or clash that cannot be is refused at its field."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from engine.errors import SpecError
+from engine.society.run.network import adjacency
+from engine.society.run.runner import run_experiment
+from engine.spec import load_spec, parse_spec
+from engine.storage.reader import ReplayReader
+
+AGENTS = [{"id": i, "profile": {"name": f"A{i}"}} for i in range(5)]
+
+
+def social_spec(network: dict, module: dict | None = None) -> dict:
+    return {"name": "social", "agents": AGENTS, "steps": [{"type": "run", "num_steps": 1, "tick": 600}],
+            "network": network,
+            "environment": {"modules": [module or {"type": "SocialMediaSpace", "network": {"follows": "follow"}}]}}
+
+
+def test_the_adjacency_of_a_directed_and_an_undirected_layer(tmp_path):
+    (tmp_path / "follow.csv").write_text("source,target\n0,1\n0,2\n3,0\n")
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(social_spec(
+        {"layers": {"follow": {"from": "follow.csv", "directed": True}, "friend": {"from": "follow.csv"}}})))
+    spec = load_spec(tmp_path / "spec.yaml")
+    assert adjacency(spec, "follow") == {0: [1, 2], 3: [0]}
+    assert adjacency(spec, "friend") == {0: [1, 2, 3], 1: [0], 2: [0], 3: [0]}
+
+
+async def test_social_media_follows_come_from_the_follow_layer(tmp_path, shell):
+    (tmp_path / "follow.csv").write_text("source,target\n0,1\n0,2\n3,0\n4,3\n")
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(social_spec({"layers": {"follow": {"from": "follow.csv", "directed": True}}})))
+    summary = await run_experiment(load_spec(tmp_path / "spec.yaml"), tmp_path / "run", shell)
+    assert summary.status == "completed", summary.error
+    with ReplayReader(tmp_path / "run") as reader:
+        state = reader.query("SELECT follows_total, actions FROM social_state WHERE step = 1").to_pylist()[0]
+        follows = reader.query("SELECT count(*) AS n FROM social_actions WHERE kind IN ('follow', 'unfollow')").column("n")[0].as_py()
+    # the file's 4 follows, and whatever the agents changed in tick 1 (the simulated LLM may follow or unfollow)
+    assert state["follows_total"] - 4 in range(-follows, follows + 1)
+    if follows == 0:
+        assert state["follows_total"] == 4
+
+
+@pytest.mark.parametrize(("module", "path", "says"), [
+    ({"type": "SocialMediaSpace", "network": {"follows": "friends"}}, "environment.modules.0.network.follows",
+     "no layer 'friends' in the spec's network (its layers: follow)"),
+    ({"type": "SocialMediaSpace", "network": {"folows": "follow"}}, "environment.modules.0.network.folows",
+     "SocialMediaSpace takes no kwarg 'folows'"),
+    ({"type": "SocialMediaSpace", "network": {"follows": "follow"}, "kwargs": {"follows": {"0": [1]}}},
+     "environment.modules.0.network.follows", "follows comes from the network layer follow: leave it out of kwargs"),
+])
+def test_a_module_network_that_cannot_be_is_refused_at_its_field(module, path, says):
+    with pytest.raises(SpecError) as caught:
+        parse_spec(social_spec({"layers": {"follow": {"generate": {"model": "erdos_renyi", "p": 0.5}}}}, module))
+    assert caught.value.path == path and says in str(caught.value), (caught.value.path, str(caught.value))
