@@ -23,7 +23,7 @@ from engine.errors import FidelityError
 from engine.fidelity.scoring import NONE, Figure, ItemAnswers, compare_variant, score
 from engine.population.codebook import Codebook
 from engine.society.run.extend import stored_spec
-from engine.spec import QuestionnaireStep
+from engine.spec import ExperimentSpec, QuestionnaireStep
 from engine.storage.catalog import RUN_COLUMN, Catalog, Column, DatasetSchema
 from engine.storage.reader import ReplayReader
 from engine.storage.replay import ReplayWriter
@@ -86,13 +86,13 @@ class FidelityReport:
         raise KeyError((item, metric, group_by, group))
 
 
-def survey_codebook(run_dir: RunLocation) -> Codebook:
-    """The codebook of the run's survey population (exactly one).
+def survey_codebook(run_dir: RunLocation, spec: ExperimentSpec | None = None) -> Codebook:
+    """The codebook of the run's survey population (exactly one); ``spec``: the run's stored spec, if read already.
 
     Raises:
         FidelityError: the run has no survey population, or several.
     """
-    books = [p.codebook for p in stored_spec(run_dir).population if p.codebook is not None]
+    books = [p.codebook for p in (spec or stored_spec(run_dir)).population if p.codebook is not None]
     if len(books) != 1:
         raise FidelityError(f"{run_dir} has {len(books)} survey populations (a population with a codebook); fidelity "
                             "scores a run with exactly one")
@@ -121,6 +121,28 @@ def _groups(reader: ReplayReader, by: Sequence[str]) -> dict[int, dict[str, Any]
     return {r["agent_id"]: json.loads(r["profile"]) if isinstance(r["profile"], str) else (r["profile"] or {}) for r in rows}
 
 
+def _item_answers(codebook: Codebook, column: str, real: list[dict[str, Any]], simulated: dict[tuple[int, str], str],
+                  profiles: dict[int, dict[str, Any]], by: Sequence[str], retest: Mapping[str, float]) -> ItemAnswers:
+    """One target item's respondents: their real and simulated answers as positions among its labels."""
+    spec, name = codebook.columns[column], codebook.target_name(column)
+    rows = [r for r in real if r["item"] == name]
+    labels = tuple(label for _, label in spec.labels or ())
+    place = {label: i for i, label in enumerate(labels)}
+    given = [simulated.get((r["agent_id"], name)) for r in rows]
+    return ItemAnswers(
+        item=name, labels=labels, ordinal=spec.scale == "ordinal",
+        agents=np.array([r["agent_id"] for r in rows], dtype=np.int64),
+        real=np.array([NONE if r["position"] is None else r["position"] for r in rows], dtype=np.int64),
+        simulated=np.array([place.get(answer or "", NONE) for answer in given], dtype=np.int64),
+        unmatched=sum(answer is not None and answer not in place for answer in given),
+        weights=np.array([r["weight"] for r in rows], dtype=float),
+        retest=(np.array([place.get(r["retest_label"] or "", NONE) for r in rows], dtype=np.int64)
+                if spec.retest_column is not None else None),
+        ceiling=retest.get(name, spec.retest),
+        groups={field: np.array([profiles.get(r["agent_id"], {}).get(field) for r in rows], dtype=object) for field in by},
+    )
+
+
 def fidelity(run_dir: RunLocation, *, by: Sequence[str] = (), questionnaire_id: str | None = None, bootstrap: int = 200,
              seed: int = 0, retest: Mapping[str, float] | None = None, write: bool = True) -> FidelityReport:
     """Score the run's simulated answers against its survey's real ones.
@@ -142,7 +164,7 @@ def fidelity(run_dir: RunLocation, *, by: Sequence[str] = (), questionnaire_id: 
         raise FidelityError(f"{run_dir} is a sweep: score its cells and rank them (polis fidelity on the root, "
                             "engine.fidelity.rank_sweep)")
     stored = stored_spec(run_dir)
-    codebook = survey_codebook(run_dir)
+    codebook = survey_codebook(run_dir, stored)
     variants = [step for step in stored.steps if isinstance(step, QuestionnaireStep) and step.variant is not None]
     with ReplayReader(run_dir) as reader:
         real = reader.query("SELECT run, agent_id, item, position, retest_label, weight FROM survey_answers "
@@ -152,27 +174,8 @@ def fidelity(run_dir: RunLocation, *, by: Sequence[str] = (), questionnaire_id: 
                   if step.variant is not None and step.variant.of == (questionnaire_id or step.variant.of)}
         profiles = _groups(reader, by)
     asked = {item for _, item in simulated}
-    items = []
-    for column, spec in codebook.targets.items():
-        name = codebook.target_name(column)
-        rows = [r for r in real if r["item"] == name]
-        if name not in asked:
-            continue
-        labels = tuple(label for _, label in spec.labels or ())
-        place = {label: i for i, label in enumerate(labels)}
-        agents = np.array([r["agent_id"] for r in rows], dtype=np.int64)
-        given = [simulated.get((r["agent_id"], name)) for r in rows]
-        items.append(ItemAnswers(
-            item=name, labels=labels, ordinal=spec.scale == "ordinal", agents=agents,
-            real=np.array([NONE if r["position"] is None else r["position"] for r in rows], dtype=np.int64),
-            simulated=np.array([place.get(answer or "", NONE) for answer in given], dtype=np.int64),
-            unmatched=sum(answer is not None and answer not in place for answer in given),
-            weights=np.array([r["weight"] for r in rows], dtype=float),
-            retest=(np.array([place.get(r["retest_label"] or "", NONE) for r in rows], dtype=np.int64)
-                    if spec.retest_column is not None else None),
-            ceiling=(retest or {}).get(name, spec.retest),
-            groups={field: np.array([profiles.get(r["agent_id"], {}).get(field) for r in rows], dtype=object) for field in by},
-        ))
+    items = [_item_answers(codebook, column, real, simulated, profiles, by, retest or {}) for column in codebook.targets
+             if codebook.target_name(column) in asked]
     if not items:
         raise FidelityError(f"no questionnaire of the run asked a target item of its survey ({', '.join(codebook.targets)})"
                             + (f" (questionnaire {questionnaire_id!r})" if questionnaire_id else ""))
