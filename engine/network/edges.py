@@ -98,9 +98,8 @@ def read_edge_file(path: Path, *, field: str, label: str, agent_ids: Sequence[in
         raise fail(f"a self-loop ({int(source[row])} to itself): the layer allows none (self_loops: true allows them)",
                    row=row + 1)
     low, high = (source, target) if layer.directed else (np.minimum(source, target), np.maximum(source, target))
-    keys = low * (int(known.max()) + 1 if known.size else 1) + high
-    order = np.argsort(keys, kind="stable")
-    repeated = np.flatnonzero(keys[order][1:] == keys[order][:-1])
+    order = np.lexsort((np.arange(len(low)), high, low))  # by pair, then by row: a repeat stands after its first
+    repeated = np.flatnonzero((low[order][1:] == low[order][:-1]) & (high[order][1:] == high[order][:-1]))
     if repeated.size:
         at = int(order[1:][repeated].min())
         raise fail(f"the edge {int(source[at])} -> {int(target[at])} is there twice" +
