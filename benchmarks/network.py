@@ -46,14 +46,14 @@ def main() -> None:
         print(f"{name}: {len(edges[0]):,} edges in {time.perf_counter() - started:.1f} s, peak RSS {peak_mb()} MB")
     if args.skip_write:
         return
-    from engine.society.run.network import write_network
+    from engine.society.run.network import SpecNetwork
     from engine.spec import parse_spec
 
     spec = parse_spec({"name": "net", "population": [{"count": n}], "steps": [{"type": "run", "num_steps": 1}],
                        "network": {"layers": {"follow": {"generate": {"model": "barabasi_albert", "m": 10}}}}})
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
-        write_network(Path(tmp), spec, "bench")
+        SpecNetwork(spec).write(Path(tmp), "bench")
         files = [p for p in (Path(tmp) / "replay" / "network_edges").iterdir()]
         size = sum(p.stat().st_size for p in files)
         print(f"network_edges: {len(files)} files, {size / 2**20:.0f} MB, {time.perf_counter() - started:.1f} s, "

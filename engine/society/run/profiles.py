@@ -1,7 +1,7 @@
 """The ``agent_profiles`` and ``survey_answers`` datasets: who each agent is, and what its respondent really said.
 
-Both follow from the spec alone, so a run writes them once, before its first step (a fork writes its own), as
-plain (committed) shards: ``agent_profiles`` holds every agent's profile as its prompts show it, and for a
+They follow from the spec alone, so a run writes them once, before its first step, as start shards
+(:mod:`engine.society.run.start_shards`): ``agent_profiles`` holds every agent's profile as its prompts show it, and for a
 survey population's members the respondent id and weight; ``survey_answers`` holds each member's
 real answer to every target item, which no prompt ever shows; ``calibration`` holds a calibrated survey's fit
 (each raked category's target and achieved share, the largest error, the design effect and effective n). Answers then join back to respondents
@@ -10,28 +10,26 @@ in SQL: ``questionnaire_answers JOIN survey_answers USING (agent_id)`` on ``ques
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Sequence
 from typing import Any
 
 from engine.population.codebook import show_code
 from engine.society.datasets import AGENT_PROFILES, CALIBRATION, SURVEY_ANSWERS
-from engine.spec import ExperimentSpec
-from engine.storage.catalog import Catalog
-from engine.storage.replay import ReplayWriter
-from engine.storage.run_layout import REPLAY_DIR, RunLocation, replay_key, run_store
-from engine.storage.shards import shard_name
+from engine.society.run.start_shards import has_start_shards, write_start_shards
+from engine.spec import AgentSpec, ExperimentSpec
+from engine.storage.run_layout import RunLocation
 
 __all__ = ["calibration_rows", "profile_rows", "write_profiles"]
 
-#: Rows per shard of either dataset.
+#: Rows per shard of each dataset.
 SHARD_ROWS = 100_000
-#: The first shard of either: written last of ``agent_profiles``'s, so its presence says they are all there.
-FIRST_SHARD = shard_name(0, "start-0000")
 
 
-def profile_rows(spec: ExperimentSpec, run_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The rows of ``agent_profiles`` and of ``survey_answers`` for ``spec``'s agents."""
-    members = spec.agent_members()
+def profile_rows(spec: ExperimentSpec, run_id: str, members: Sequence[tuple[int | None, AgentSpec]] | None = None,
+                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rows of ``agent_profiles`` and of ``survey_answers`` for ``spec``'s agents (``members``: its
+    ``agent_members()``, where the caller has them already)."""
+    members = spec.agent_members() if members is None else members
     respondents = {index: iter(population.respondents(spec.population_seed_key(index)))
                    for index, population in enumerate(spec.population) if population.codebook is not None}
     profiles, answers = [], []
@@ -73,23 +71,15 @@ def calibration_rows(spec: ExperimentSpec, run_id: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _chunks(rows: list[dict[str, Any]]) -> Iterator[tuple[int, list[dict[str, Any]]]]:
-    for start in range(0, len(rows), SHARD_ROWS):
-        yield start // SHARD_ROWS, rows[start:start + SHARD_ROWS]
-
-
-def write_profiles(run_dir: RunLocation, spec: ExperimentSpec, run_id: str) -> bool:
-    """Write both datasets into ``run_dir`` (``survey_answers`` only for a spec with a survey population), unless
-    it has them (a resumed run); a fork writes its own. Returns whether they were written."""
-    if run_store(run_dir).exists(replay_key(AGENT_PROFILES.name, FIRST_SHARD)):
+def write_profiles(run_dir: RunLocation, spec: ExperimentSpec, run_id: str,
+                   members: Sequence[tuple[int | None, AgentSpec]] | None = None) -> bool:
+    """Write the three datasets into ``run_dir`` (``survey_answers`` for a survey, ``calibration`` for a calibrated
+    one), unless it has them (a resumed run); ``members``: as for :func:`profile_rows`. Returns whether they were
+    written (``agent_profiles`` last: its presence says all three are there)."""
+    if has_start_shards(run_dir, AGENT_PROFILES):
         return False
-    profiles, answers = profile_rows(spec, run_id)
-    catalog = Catalog(run_store(run_dir).child(REPLAY_DIR))
-    writer = ReplayWriter(run_dir)
+    profiles, answers = profile_rows(spec, run_id, members)
     for schema, rows in ((CALIBRATION, calibration_rows(spec, run_id)), (SURVEY_ANSWERS, answers), (AGENT_PROFILES, profiles)):
-        if not rows:
-            continue
-        catalog.register(schema)
-        for number, chunk in reversed(list(_chunks(rows))):
-            writer.write_shard(schema, shard_name(0, f"start-{number:04d}"), chunk)
+        write_start_shards(run_dir, schema, [schema.to_table(rows[start:start + SHARD_ROWS])
+                                             for start in range(0, len(rows), SHARD_ROWS)])
     return True

@@ -32,7 +32,7 @@ from engine.society.run.extend import is_extension, record_spec
 from engine.society.run.heartbeat import with_heartbeat
 from engine.society.run.live_calls import LiveCalls, fold_live
 from engine.society.run.manifest import write_run_manifest
-from engine.society.run.network import module_kwargs, write_network
+from engine.society.run.network import SpecNetwork
 from engine.society.run.outcome import RunTally, judge, read_run_tally
 from engine.society.run.preflight import check_llms, models_to_check
 from engine.society.run.profiles import write_profiles
@@ -211,7 +211,8 @@ async def run_experiment(
     started = time.perf_counter()
     shell = as_shell(cluster)
     run_dir = as_location(run_dir)
-    agents = spec.all_agents()
+    members = spec.agent_members()  # each agent with its population: agent_profiles needs both
+    agents = [agent for _, agent in members]
     ticks_total = spec.total_ticks()
     steps_total = ticks_total * len(agents)
     progress = {"ticks": 0, "agent_steps": 0}
@@ -308,8 +309,10 @@ async def run_experiment(
                     enter(Phase(RunPhase.CHECKING_LLMS))
                     await check_llms(clients)
                 specs = [a.model_dump() for a in agents]
+                network = SpecNetwork(spec)  # each layer read or generated once, off the event loop
+                modules = await asyncio.to_thread(lambda: tuple((m.type, network.module_kwargs(m)) for m in spec.environment.modules))
                 config = EnvRouterConfig(
-                    modules=tuple((m.type, module_kwargs(spec, m)) for m in spec.environment.modules),
+                    modules=modules,
                     router=spec.environment.router,
                     max_steps=spec.environment.max_router_steps,
                     coder=clients["coder"],
@@ -321,8 +324,8 @@ async def run_experiment(
                     input_dirs=tuple(input_dirs),
                 )
                 run_id = f"{spec.name}-{uuid.uuid4().hex[:6]}"
-                await asyncio.to_thread(write_profiles, run_dir, spec, run_id)  # once: a resume finds them written
-                await asyncio.to_thread(write_network, run_dir, spec, run_id)
+                await asyncio.to_thread(write_profiles, run_dir, spec, run_id, members)  # once: a resume finds them written
+                await asyncio.to_thread(network.write, run_dir, run_id)
                 options: dict[str, Any] = {
                     "env": shell.env_host(config, start_t=spec.start_time, agent_ids=[a.id for a in agents], run_id=run_id),
                     "llm": clients, "shell": shell, "run_id": run_id, "batch_size": spec.batch_size,

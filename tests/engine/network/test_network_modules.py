@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from engine.errors import SpecError
-from engine.society.run.network import adjacency
+from engine.society.run.network import SpecNetwork
 from engine.society.run.runner import run_experiment
 from engine.spec import load_spec, parse_spec
 from engine.storage.reader import ReplayReader
@@ -25,9 +25,9 @@ def test_the_adjacency_of_a_directed_and_an_undirected_layer(tmp_path):
     (tmp_path / "follow.csv").write_text("source,target\n0,1\n0,2\n3,0\n")
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(social_spec(
         {"layers": {"follow": {"from": "follow.csv", "directed": True}, "friend": {"from": "follow.csv"}}})))
-    spec = load_spec(tmp_path / "spec.yaml")
-    assert adjacency(spec, "follow") == {0: [1, 2], 3: [0]}
-    assert adjacency(spec, "friend") == {0: [1, 2, 3], 1: [0], 2: [0], 3: [0]}
+    network = SpecNetwork(load_spec(tmp_path / "spec.yaml"))
+    assert network.adjacency("follow") == {0: [1, 2], 3: [0]}
+    assert network.adjacency("friend") == {0: [1, 2, 3], 1: [0], 2: [0], 3: [0]}
 
 
 async def test_social_media_follows_come_from_the_follow_layer(tmp_path, shell):
