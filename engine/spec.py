@@ -419,6 +419,13 @@ class ExperimentSpec(RunOptions):
     def _check_survey(self) -> None:
         from_survey = [i for i, step in enumerate(self.steps) if isinstance(step, QuestionnaireStep) and step.from_survey]
         check_survey(self.population, self.agents, from_survey)
+        for index, population in enumerate(self.population):
+            if population.calibrate is not None:  # raked over the very members the run will have
+                try:
+                    population.survey_members(self.population_seed_key(index))
+                except ValueError as error:
+                    raise PydanticCustomError("calibrate", "{message}",
+                                              {"key": f"population.{index}.calibrate", "message": str(error)}) from None
 
     def _check_simulated_time(self) -> None:
         # Every tick's time is start_time + elapsed seconds: the last must still be a date (year 9999 at most).

@@ -183,8 +183,7 @@ class PopulationSpec(BaseModel):
             labels = [label for _, label in names[field].labels or ()]
             if labels and (unknown := next((label for label in shares if label not in labels), None)):
                 raise ValueError(f"calibrate.marginals.{field}: {unknown!r} is none of its labels ({', '.join(labels)})")
-        self.survey_members("validate")  # every respondent has a category; every category a respondent
-        return self
+        return self  # that its members fit the marginals is checked with their sample (ExperimentSpec knows its seed)
 
     def survey_members(self, seed_key: str) -> tuple[list[int], list[float], CalibrationReport | None]:
         """A survey population's rows (indexes, in file order), each member's weight, and the raking's fit report.

@@ -103,3 +103,14 @@ async def test_a_calibrated_run_weighs_its_members_and_writes_the_fit(shell, tmp
     assert [(f["category"], f["target"]) for f in fit] == [("man", 0.5), ("woman", 0.5)]
     assert all(f["after"] == pytest.approx(0.5) and f["design_effect"] > 1 for f in fit)
     assert len(real) == 2  # the raked weights reach the real answers, so fidelity is weighted by them
+
+
+def test_members_that_cannot_be_raked_are_refused_at_the_calibrate_field():
+    from engine.errors import SpecError
+    from engine.spec import parse_spec
+
+    spec = calibrated_spec({"marginals": {"sex": {"man": 0.5, "woman": 0.5}}})
+    spec["population"][0]["rows"] = [{**row, "sex": 1} for row in spec["population"][0]["rows"]]  # no woman at all
+    with pytest.raises(SpecError) as caught:
+        parse_spec(spec)
+    assert caught.value.path == "population.0.calibrate" and "no respondent is 'woman'" in str(caught.value)
