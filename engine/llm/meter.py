@@ -25,8 +25,9 @@ current_attempt: ContextVar[int] = ContextVar("polis_llm_attempt", default=1)
 #: The agent whose step the calls serve (its own calls, and the router's while it serves that
 #: agent's ask), recorded per call: an agent-step's chain of calls is then one GROUP BY away.
 serving_agent: ContextVar[int | None] = ContextVar("polis_serving_agent", default=None)
-#: The run (its location, as text) whose agent the calls serve, where a batch sets it (the rehearsal reads it).
-serving_run: ContextVar[str | None] = ContextVar("polis_serving_run", default=None)
+#: The run whose agent the calls serve, where a batch sets it (the rehearsal reads it): its location, as text, and the
+#: driver's run id (a location reused by another run is another run).
+serving_run: ContextVar[tuple[str, str] | None] = ContextVar("polis_serving_run", default=None)
 #: Who else hears of each call a :class:`Meter` records, as it is recorded: a batch task's live count
 #: (``engine.society.run.live_calls``) sets it around its agents; None (elsewhere): nobody.
 call_listener: ContextVar[Callable[[CallRecord], None] | None] = ContextVar("polis_call_listener", default=None)

@@ -28,8 +28,9 @@ REHEARSAL = "rehearsal"
 
 
 @functools.lru_cache(maxsize=8)
-def _real_answers(run: str) -> dict[tuple[int, str], str]:
-    with ReplayReader(run) as reader:
+def _real_answers(run: tuple[str, str]) -> dict[tuple[int, str], str]:
+    """The real answers of the run at ``run[0]``, read once per driver (``run[1]``: its run id)."""
+    with ReplayReader(run[0]) as reader:
         if "survey_answers" not in reader.datasets():
             return {}
         rows = reader.query("SELECT agent_id, item, label FROM survey_answers WHERE label IS NOT NULL").to_pylist()
@@ -46,7 +47,8 @@ def _options(schema: dict[str, Any], field: dict[str, Any]) -> list[str] | None:
     return [str(o) for o in enum] if isinstance(enum, list) and enum else None
 
 
-def rehearse(text: str | None, schema: dict[str, Any], *, agent: int | None, run: str | None, noise: float, seed: int) -> str | None:
+def rehearse(text: str | None, schema: dict[str, Any], *, agent: int | None, run: tuple[str, str] | None, noise: float,
+             seed: int) -> str | None:
     """``text`` (a simulated answer to ``schema``) with each target item's value set from the real answer."""
     if text is None or agent is None or run is None:
         return text

@@ -118,7 +118,7 @@ async def _answer_one(
     run_dir = job.proxy.run_dir
     assert run_dir is not None
     serving_agent.set(agent_id)  # gather runs each agent as its own task: the setting stays with it
-    serving_run.set(str(run_dir))
+    serving_run.set((str(run_dir), job.proxy.run_id))
     q = job.questionnaire
     agent: AgentBase | None = None
     answers: list[QuestionnaireAnswer] | None = None

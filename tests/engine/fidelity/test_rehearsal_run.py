@@ -82,3 +82,14 @@ async def test_a_run_without_a_survey_or_its_items_is_refused_by_name(shell, tmp
     await run_experiment(parse_spec(unasked), tmp_path / "unasked", shell)
     with pytest.raises(FidelityError, match="no questionnaire of the run asked a target item"):
         fidelity(tmp_path / "unasked")
+
+
+async def test_a_run_directory_used_again_rehearses_from_its_new_answers(shell, tmp_path):
+    import shutil
+
+    first = [{**row, "rate": 1} for row in survey(40)]  # every respondent: very poor
+    second = [{**row, "rate": 5} for row in survey(40)]  # every respondent: very good
+    await run_experiment(parse_spec(rehearsal_spec(0.0, first)), tmp_path / "run", shell)
+    shutil.rmtree(tmp_path / "run")  # a notebook runs again into the same folder, in the same process
+    await run_experiment(parse_spec(rehearsal_spec(0.0, second)), tmp_path / "run", shell)
+    assert fidelity(tmp_path / "run", bootstrap=20).get("rate", "accuracy").value == 1.0
