@@ -18,11 +18,10 @@ import pytest
 from fastapi import FastAPI, Request
 
 from engine.llm.sim import SimLLM
-from engine.llm.sim.background import serving
+from engine.llm.sim.background import serving, serving_app
 from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
-from tests.asgi import serving_app
 
 AGENTS = 16
 TICKS = 2

@@ -21,12 +21,12 @@ from engine.llm.client import LLMClient
 from engine.llm.dispatcher import get_chat_model
 from engine.llm.meter import Meter, MeteredModel
 from engine.llm.sim import SimFaults, SimLLM
+from engine.llm.sim.background import serving_app
 from engine.llm.sim.server import create_app
 from engine.llm.wrappers.retry import RetryingModel
 from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
-from tests.asgi import serving_app
 
 HI = [{"role": "user", "content": "hi"}]
 _GOOD_CHOICE = {"index": 0, "message": {"role": "assistant", "content": "fine"}, "finish_reason": "stop"}

@@ -8,13 +8,13 @@ import pytest
 from engine.errors import PreflightError
 from engine.llm.client import LLMClient
 from engine.llm.sim import SimFaults, SimLLM
+from engine.llm.sim.background import serving_app
 from engine.llm.sim.server import create_app
 from engine.run_progress import RunPhase
 from engine.society.run.preflight import check_llms, models_to_check
 from engine.society.run.runner import run_experiment
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
-from tests.asgi import serving_app
 
 
 def test_each_distinct_model_is_checked_once_with_the_roles_that_use_it():

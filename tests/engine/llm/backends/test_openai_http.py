@@ -31,11 +31,10 @@ from engine.llm.client import LimiterConfig, LLMClient
 from engine.llm.dispatcher import get_chat_model
 from engine.llm.sim import SimFaults, SimLLM
 from engine.llm.sim import server as sim_server
-from engine.llm.sim.background import serving
+from engine.llm.sim.background import serving, serving_app
 from engine.llm.sim.server import create_app
 from engine.llm.structured import complete_structured
 from engine.llm.wrappers.retry import RetryingModel
-from tests.asgi import serving_app
 
 SECRET = "sk-polis-test-secret-value"
 HI = [{"role": "user", "content": "hi"}]

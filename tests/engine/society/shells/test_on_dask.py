@@ -32,7 +32,7 @@ from engine.env.proxy import EnvRouterProxy, fail_env_actor
 from engine.errors import EnvUnavailableError, PreflightError
 from engine.llm.client import LLMClient
 from engine.llm.sim import SimFaults, SimLLM
-from engine.llm.sim.background import serving
+from engine.llm.sim.background import serving, serving_app
 from engine.llm.sim.server import create_app
 from engine.run_progress import RunPhase, RunProgress
 from engine.society.fanout import task_slots
@@ -45,7 +45,6 @@ from engine.storage.catalog import Catalog
 from engine.storage.reader import ReplayReader
 from engine.storage.run_layout import run_store
 from engine.storage.staging import commit_staged, staged_txn
-from tests.asgi import serving_app
 from tests.engine.env.test_actor_template_mode import ask_as, codegen_config
 from tests.engine.society.test_live_progress_run import spec as progress_spec
 from tests.engine.society.test_llm_runs import small_spec
