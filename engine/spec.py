@@ -104,7 +104,8 @@ class EnvModuleSpec(_Frozen):
     kwargs: dict[str, Any] = Field(default_factory=dict)
     network: dict[str, str] = Field(
         default_factory=dict, description="kwarg -> a layer of the spec's network: the run fills the kwarg with the "
-        "layer's adjacency, agent id -> the ids it links to (e.g. {follows: follow} for SocialMediaSpace)")
+        "layer as an engine.network.graph.Graph (CSR arrays; successors/predecessors of an agent id; an undirected "
+        "edge both ways), e.g. {follows: follow} for SocialMediaSpace")
 
     _type_known = field_validator("type")(classmethod(lambda cls, v: _known_env_module(v)))
 

@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("engine", "engine.errors", "engine.run_status", "engine.failpoints", "engine.format_template", "engine.linear_regex",
      "engine.instruction_template", "engine.llm_spec", "engine.router_names", "engine.cluster_options", "engine.engine_loop",
      "engine.plugins", "engine.run_progress"),
-    ("engine.storage", "engine.trace"),
+    ("engine.storage", "engine.trace", "engine.network.graph", "engine.network.cascades", "engine.network.datasets"),
     ("engine.llm",),
     ("engine.env",),
     ("engine.agent",),

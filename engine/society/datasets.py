@@ -3,6 +3,7 @@ driver that wrote the row."""
 
 from __future__ import annotations
 
+from engine.network.datasets import NETWORK_EDGES
 from engine.storage.catalog import RUN_COLUMN, Column, DatasetSchema
 
 __all__ = ["ACTIONS", "AGENT_MEMORY", "AGENT_PROFILES", "CALIBRATION", "CALL_ID", "NETWORK_EDGES", "LLM_CALLS", "QUESTIONNAIRE_ANSWERS", "SOCIETY_QUERIES",
@@ -204,22 +205,5 @@ CALIBRATION = DatasetSchema(
         Column(name="respondents", type="int64", description="the respondents raked"),
         Column(name="iterations", type="int64", description="raking rounds run"),
         Column(name="converged", type="bool", description="every margin came within the tolerance"),
-    ),
-)
-
-NETWORK_EDGES = DatasetSchema(
-    name="network_edges",
-    kind="society",
-    description="the network: each layer's edges at tick 0 (change 'initial'), as its file or generator made them",
-    columns=(
-        RUN_COLUMN,
-        Column(name="layer", type="string", description="the layer (follow, friend ...)"),
-        Column(name="step", type="int64", description="the tick of the change (0: the start)"),
-        Column(name="change", type="string", description="initial"),
-        Column(name="source", type="int64", description="an agent id"),
-        Column(name="target", type="int64", description="an agent id (an undirected layer holds each edge once)"),
-        Column(name="directed", type="bool", description="the layer's edges go from source to target only"),
-        Column(name="weight", type="float64", description="the file's weight, where it has one"),
-        Column(name="type", type="string", description="the file's type, where it has one"),
     ),
 )

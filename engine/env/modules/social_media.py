@@ -9,53 +9,32 @@ its updates at once; the next step reports them.
 
 from __future__ import annotations
 
+import heapq
+import math
+import random
 import re
 from datetime import datetime
 from typing import Any, Literal
 
-from engine.env.base import EnvBase
+import numpy as np
+
+from engine.env.base import EXPERIMENTER_ID, EnvBase
+from engine.env.modules.social_datasets import SOCIAL_ACTIONS, SOCIAL_CASCADES, SOCIAL_STATE
 from engine.env.tool import tool
 from engine.env.update_queue import Update
 from engine.errors import SpecError
-from engine.storage.catalog import Column, DatasetSchema
+from engine.network.cascades import cascade_stats
+from engine.network.datasets import NETWORK_EDGES
+from engine.network.graph import Graph
+from engine.storage.catalog import DatasetSchema
 
 __all__ = ["SocialMediaSpace"]
 
 FeedAlgorithm = Literal["chronological", "engagement"]
 _ALGORITHMS = ("chronological", "engagement")
 _TOKEN = re.compile(r"\w+")
-
-_STATE = DatasetSchema(
-    name="social_state",
-    kind="env",
-    description="SocialMediaSpace totals after each env step",
-    columns=(
-        Column(name="step", type="int64", description="society step (1-based) that just ended"),
-        Column(name="t", type="timestamp", description="simulated time at the end of the step"),
-        Column(name="actions", type="int64", description="actions applied in this step"),
-        Column(name="active_agents", type="int64", description="distinct agents who acted in this step"),
-        Column(name="posts_total", type="int64", description="posts published since the start, reposts included"),
-        Column(name="reposts_total", type="int64", description="reposts published since the start"),
-        Column(name="comments_total", type="int64", description="comments since the start"),
-        Column(name="likes_total", type="int64", description="likes currently given"),
-        Column(name="follows_total", type="int64", description="follow relations currently in place"),
-    ),
-)
-_ACTIONS = DatasetSchema(
-    name="social_actions",
-    kind="env",
-    description="every post, repost, comment, like, follow and unfollow, as applied",
-    columns=(
-        Column(name="step", type="int64", description="step in which it was applied"),
-        Column(name="t", type="timestamp", description="simulated time at which it was applied"),
-        Column(name="kind", type="string", description="post | repost | comment | like | follow | unfollow"),
-        Column(name="agent_id", type="int64", description="acting agent"),
-        Column(name="post_id", type="int64", description="new post (post, repost) or the post acted on (comment, like)"),
-        Column(name="ref_post_id", type="int64", description="the reposted original (repost)"),
-        Column(name="target_agent_id", type="int64", description="followed or unfollowed agent"),
-        Column(name="text", type="string", description="post, repost or comment text"),
-    ),
-)
+#: What an intervention's node choice ranks by.
+Centrality = Literal["degree", "in_degree", "out_degree"]
 
 
 def _tokens(text: str) -> set[str]:
@@ -67,9 +46,10 @@ class SocialMediaSpace(EnvBase):
 
     What an agent does here is published at the end of the current step; until then everyone sees
     the platform as it was when the step began. The feed shows other agents' posts, either
-    ``chronological`` (newest posts of the agents you follow; everyone's while you follow nobody) or
-    ``engagement`` (all posts ranked by likes, comments and reposts, fading with age, and boosted
-    when you follow the author).
+    ``chronological`` (newest posts of the agents you follow) or ``engagement`` (recent posts ranked by
+    likes, comments and reposts, fading with age, and boosted when you follow the author). On a
+    platform started without follows, a chronological feed of someone who follows nobody shows
+    everyone's posts; with a follow network it is empty.
 
     Args:
         feed_algorithm: the default feed ranking, ``chronological`` or ``engagement``.
@@ -77,7 +57,10 @@ class SocialMediaSpace(EnvBase):
         max_length: longest post or comment accepted, in characters.
         engagement_half_life_hours: post age at which its engagement score halves.
         follow_boost: score added in the engagement feed to posts by agents you follow.
-        follows: initial follows, agent id -> agent ids it follows.
+        engagement_window: the engagement feed ranks the newest this many posts (and the newest posts of
+            those you follow), so a feed costs the same however long the run.
+        follows: initial follows: agent id -> agent ids it follows, or a network layer
+            (``network: {follows: <layer>}``; an undirected layer's edges count both ways).
     """
 
     METRICS = {
@@ -98,23 +81,37 @@ class SocialMediaSpace(EnvBase):
         max_length: int = 500,
         engagement_half_life_hours: float = 24.0,
         follow_boost: float = 5.0,
-        follows: dict[int, list[int]] | None = None,
+        engagement_window: int = 1000,
+        follows: dict[int, list[int]] | Graph | None = None,
     ) -> None:
         super().__init__()
         if feed_algorithm not in _ALGORITHMS:
             raise SpecError(f"feed_algorithm must be one of {', '.join(_ALGORITHMS)}, not {feed_algorithm!r}")
-        if feed_limit < 1 or max_length < 1 or engagement_half_life_hours <= 0:
-            raise SpecError("feed_limit, max_length and engagement_half_life_hours must be positive")
+        if feed_limit < 1 or max_length < 1 or engagement_half_life_hours <= 0 or engagement_window < 1:
+            raise SpecError("feed_limit, max_length, engagement_window and engagement_half_life_hours must be positive")
         self._algorithm: str = feed_algorithm
         self._feed_limit = feed_limit
         self._max_length = max_length
         self._half_life = engagement_half_life_hours
         self._follow_boost = follow_boost
-        self._follows: dict[int, list[int]] = {int(k): sorted({int(x) for x in v} - {int(k)}) for k, v in (follows or {}).items()}
+        self._window = engagement_window
+        self._open_feed = follows is None
+        self._graph = follows if isinstance(follows, Graph) else Graph.from_adjacency(follows or {})
         self._posts: dict[int, dict[str, Any]] = {}
+        self._by_author: dict[int, list[int]] = {}  #: author -> post ids, ascending
+        self._children: dict[int, list[int]] = {}  #: post -> the reposts made from it
         self._comments_total = 0
         self._applied_last: list[dict[str, Any]] = []
         self._applied_unreported: list[dict[str, Any]] = []  #: applied since the last step (by apply_pending)
+        self._edges_last: list[list[Any]] = []  #: [change, source, target] applied in the last step
+        self._edges_unreported: list[list[Any]] = []
+
+    def bind_agents(self, agent_ids: list[int]) -> None:
+        super().bind_agents(agent_ids)
+        missing = np.setdiff1d(np.asarray(agent_ids, dtype=np.int64), self._graph.nodes)
+        if missing.size and not self._graph.changed:  # every agent a node, so centrality ranks them all
+            source, target = self._graph.edges()
+            self._graph = Graph(source, target, np.union1d(self._graph.nodes, missing), layer=self._graph.layer)
 
     # ---- checks and queueing -----------------------------------------------------------------
     def _check_post(self, post_id: int) -> dict[str, Any]:
@@ -139,7 +136,7 @@ class SocialMediaSpace(EnvBase):
 
     def _following_after_own_ops(self, agent_id: int) -> set[int]:
         # An agent's own queued follows/unfollows count for its later calls in the same step.
-        following = set(self._follows.get(agent_id, []))
+        following = set(self._graph.successors(agent_id))
         for update in self.updates.of(agent_id):
             if update["kind"] in ("follow", "unfollow"):
                 (following.add if update["kind"] == "follow" else following.discard)(update["target"])
@@ -175,10 +172,9 @@ class SocialMediaSpace(EnvBase):
     def repost(self, agent_id: int, post_id: int, comment: str = "") -> str:
         """Share post #post_id with your followers, optionally with a comment; published at the end of this step."""
         self.check_agent(agent_id)
-        original = self._check_post(post_id)
-        original_id = original["repost_of"] or post_id  # reposting a repost shares the original
-        self._queue("repost", agent_id, post_id=original_id, text=self._check_text(comment, allow_empty=True))
-        return f"repost of post #{original_id} queued"
+        root = self._check_post(post_id)["repost_of"]  # a repost of a repost shares the original, through it
+        self._queue("repost", agent_id, post_id=post_id, text=self._check_text(comment, allow_empty=True))
+        return f"repost of post #{post_id} queued" if root is None else f"repost of post #{root} (through #{post_id}) queued"
 
     @tool(readonly=False)
     def follow(self, agent_id: int, target_agent_id: int) -> str:
@@ -200,6 +196,89 @@ class SocialMediaSpace(EnvBase):
             return f"you do not follow agent {target_agent_id}"
         self._queue("unfollow", agent_id, target=target_agent_id)
         return f"you will stop following agent {target_agent_id} from the next step"
+
+    # ---- interventions -----------------------------------------------------------------------
+    def _check_experimenter(self, agent_id: int) -> None:
+        if agent_id != EXPERIMENTER_ID:
+            raise ValueError("only the experimenter can change the network, seed posts or the feed rule")
+
+    def _incident(self, nodes: list[int]) -> list[list[int]]:
+        pairs = {(u, v) for node in nodes for u, v in (
+            *((node, v) for v in self._graph.successors(node)), *((u, node) for u in self._graph.predecessors(node)))}
+        return [list(pair) for pair in sorted(pairs)]
+
+    def _ranked(self, by: str) -> list[int]:
+        """Every node, the highest ``by`` first (ties: the lower id first)."""
+        out, into = self._graph.degrees()
+        score = {"degree": out + into, "in_degree": into, "out_degree": out}[by]
+        return self._graph.nodes[np.lexsort((self._graph.nodes, -score))].tolist()
+
+    @tool(readonly=False, experimenter=True)
+    def remove_follows(self, agent_id: int, nodes: list[int]) -> str:
+        """Experimenter only: remove every follow to and from the given agents (from the next step)."""
+        self._check_experimenter(agent_id)
+        for node in nodes:
+            self.check_agent(node)
+        removed = self._incident(sorted(set(nodes)))
+        self.updates.queue(agent_id, kind="edges", removed=removed, added=[])
+        return f"{len(removed)} follows of {len(set(nodes))} agents will be removed"
+
+    @tool(readonly=False, experimenter=True)
+    def remove_top_nodes(self, agent_id: int, share: float, by: Centrality = "degree") -> str:
+        """Experimenter only: remove every follow to and from the top ``share`` (0-1] of agents by degree (from the next step)."""
+        self._check_experimenter(agent_id)
+        if not 0 < share <= 1:
+            raise ValueError(f"share must be in (0, 1], not {share}")
+        ranked = self._ranked(by)
+        chosen = ranked[: max(1, math.ceil(share * len(ranked)))]
+        removed = self._incident(chosen)
+        self.updates.queue(agent_id, kind="edges", removed=removed, added=[])
+        return f"{len(removed)} follows of the top {len(chosen)} agents by {by} will be removed: {chosen}"
+
+    @tool(readonly=False, experimenter=True)
+    def rewire_follows(self, agent_id: int, fraction: float, seed: int = 0, rewire: bool = True) -> str:
+        """Experimenter only: take a random ``fraction`` of all follows and point each at a random other agent
+        (``rewire`` false: remove them); from the next step."""
+        self._check_experimenter(agent_id)
+        if not 0 <= fraction <= 1:
+            raise ValueError(f"fraction must be in [0, 1], not {fraction}")
+        source, target = self._graph.edges()
+        rng = np.random.default_rng(seed)
+        picked = np.sort(rng.choice(len(source), size=round(fraction * len(source)), replace=False)) if len(source) else []
+        removed = [[int(source[i]), int(target[i])] for i in picked]
+        added: list[list[int]] = []
+        if rewire:
+            agents = self._graph.nodes
+            taken = {(u, v) for u, v in zip(source.tolist(), target.tolist(), strict=True)}
+            for u, _ in removed:
+                for _ in range(32):  # a random other agent not yet followed; give up on the edge after 32 draws
+                    w = int(agents[rng.integers(len(agents))])
+                    if w != u and (u, w) not in taken:
+                        taken.add((u, w))
+                        added.append([u, w])
+                        break
+        self.updates.queue(agent_id, kind="edges", removed=removed, added=added)
+        return f"{len(removed)} follows will be removed" + (f" and {len(added)} made to random agents" if rewire else "")
+
+    @tool(readonly=False, experimenter=True)
+    def seed_post(self, agent_id: int, text: str, count: int = 1, at: Literal["random", "degree"] = "random", seed: int = 0) -> str:
+        """Experimenter only: publish ``text`` as a post by ``count`` agents, chosen at random or the highest
+        degree first (at the end of this step)."""
+        self._check_experimenter(agent_id)
+        text = self._check_text(text)
+        agents = self._graph.nodes.tolist()
+        if not 1 <= count <= len(agents):
+            raise ValueError(f"count must be between 1 and the {len(agents)} agents, not {count}")
+        authors = self._ranked("degree")[:count] if at == "degree" else sorted(random.Random(seed).sample(agents, count))
+        self.updates.queue(agent_id, kind="seeded", authors=authors, text=text)
+        return f"{count} posts will be published by agents {authors}"
+
+    @tool(readonly=False, experimenter=True)
+    def set_feed_rule(self, agent_id: int, algorithm: FeedAlgorithm) -> str:
+        """Experimenter only: change the platform's default feed ranking (from the next step)."""
+        self._check_experimenter(agent_id)
+        self.updates.queue(agent_id, kind="feed_rule", text=algorithm)
+        return f"the default feed will be {algorithm}"
 
     # ---- reading -----------------------------------------------------------------------------
     @tool(readonly=True, kind="observe")
@@ -239,9 +318,9 @@ class SocialMediaSpace(EnvBase):
     @tool(readonly=True)
     def my_profile(self, agent_id: int) -> str:
         """Show whom agent_id follows, how many follow it, and its own posts."""
-        following = self._follows.get(agent_id, [])
-        followers = sorted(a for a, targets in self._follows.items() if agent_id in targets)
-        own = [p["id"] for p in self._posts.values() if p["author"] == agent_id]
+        following = self._graph.successors(agent_id)
+        followers = self._graph.predecessors(agent_id)
+        own = self._by_author.get(agent_id, [])
         return (
             f"You follow {len(following)} agents" + (f" ({', '.join(map(str, following))})" if following else "")
             + f"; {len(followers)} agents follow you; you have published {len(own)} posts"
@@ -257,23 +336,34 @@ class SocialMediaSpace(EnvBase):
             f"{totals['likes_total']} likes, {totals['follows_total']} follows"
         )
 
+    def _newest_of(self, authors: list[int], limit: int) -> tuple[list[int], int]:
+        """The ``limit`` newest post ids by ``authors``, newest first, and how many they have in all."""
+        rows = [self._by_author.get(a, ()) for a in authors]
+        return heapq.nlargest(limit, (i for row in rows for i in row[-limit:])), sum(map(len, rows))
+
     def _feed(self, viewer: int, algorithm: str, limit: int) -> str:
-        following = set(self._follows.get(viewer, []))
-        candidates = [p for p in self._posts.values() if p["author"] != viewer]
+        following = self._graph.successors(viewer)
         note = ""
         if algorithm == "chronological":
             if following:
-                candidates = [p for p in candidates if p["author"] in following]
-            else:
+                ids, total = self._newest_of(following, limit)
+            elif self._open_feed:
                 note = " (you follow nobody yet, so it shows everyone's posts)"
-            ranked = sorted(candidates, key=lambda p: -p["id"])
+                total = len(self._posts) - len(self._by_author.get(viewer, ()))
+                ids = [i for i in range(len(self._posts), 0, -1) if self._posts[i]["author"] != viewer][:limit] if total else []
+            else:
+                return "Your feed is empty: you follow nobody."
         else:
-            ranked = sorted(candidates, key=lambda p: (-self._score(p, following), -p["id"]))
-        if not ranked:
+            recent = range(len(self._posts), max(0, len(self._posts) - self._window), -1)
+            candidates = {*recent, *self._newest_of(following, limit)[0]}
+            pool = [self._posts[i] for i in candidates if self._posts[i]["author"] != viewer]
+            followed = set(following)
+            ranked = sorted(pool, key=lambda p: (-self._score(p, followed), -p["id"]))
+            ids, total = [p["id"] for p in ranked[:limit]], len(pool)
+        if not ids:
             return "Your feed is empty."
-        shown = ranked[:limit]
-        header = f"Your feed ({algorithm}, {len(shown)} of {len(ranked)} posts){note}:"
-        return header + "\n" + "\n".join(self._render(p, viewer) for p in shown)
+        header = f"Your feed ({algorithm}, {len(ids)} of {total} posts){note}:"
+        return header + "\n" + "\n".join(self._render(self._posts[i], viewer) for i in ids)
 
     def _score(self, post: dict[str, Any], following: set[int]) -> float:
         engagement = 1.0 + len(post["likes"]) + 2 * len(post["comments"]) + 3 * len(post["reposts"])
@@ -297,27 +387,62 @@ class SocialMediaSpace(EnvBase):
         self.t = t
         self.apply_pending()
         self._applied_last, self._applied_unreported = self._applied_unreported, []
+        self._edges_last, self._edges_unreported = self._edges_unreported, []
 
     def apply_update(self, update: Update) -> None:
         """Publish one queued action at ``self.t`` (new posts get their ids now); the next step reports it."""
         assert self.t is not None, "updates are applied after init"
-        event = self._apply(update, self.t)
-        if event is not None:
-            self._applied_unreported.append(event)
+        if update["kind"] == "edges":
+            self._apply_edges(update)
+        elif update["kind"] == "seeded":
+            for author in update["authors"]:
+                self._publish(author, update["text"], None, self.t, intervention=True)
+        elif update["kind"] == "feed_rule":
+            self._algorithm = update["text"]
+            self._applied_unreported.append(self._event("feed_rule", EXPERIMENTER_ID, text=update["text"], intervention=True))
+        else:
+            event = self._apply(update, self.t)
+            if event is not None:
+                self._applied_unreported.append(event)
+
+    @staticmethod
+    def _event(kind: str, agent: int, *, post_id: int | None = None, ref: int | None = None, target: int | None = None,
+               text: str | None = None, parent: int | None = None, intervention: bool = False) -> dict[str, Any]:
+        return {"kind": kind, "agent_id": agent, "post_id": post_id, "ref_post_id": ref, "target_agent_id": target,
+                "text": text, "parent_post_id": parent, "intervention": intervention}
+
+    def _publish(self, agent: int, text: str, parent: int | None, t: datetime, *, intervention: bool = False) -> None:
+        new_id = len(self._posts) + 1  # posts are never deleted
+        root = None if parent is None else (self._posts[parent]["repost_of"] or parent)
+        self._posts[new_id] = {"id": new_id, "author": agent, "text": text, "t": t, "repost_of": root, "via": parent,
+                               "likes": [], "comments": [], "reposts": []}
+        self._by_author.setdefault(agent, []).append(new_id)
+        if parent is not None:
+            assert root is not None
+            self._posts[root]["reposts"].append(new_id)
+            self._children.setdefault(parent, []).append(new_id)
+        kind = "post" if parent is None else "repost"
+        self._applied_unreported.append(
+            self._event(kind, agent, post_id=new_id, ref=root, text=text, parent=parent, intervention=intervention))
+
+    def _change_edge(self, change: str, source: int, target: int) -> bool:
+        changed = (self._graph.add_edge if change == "added" else self._graph.remove_edge)(source, target)
+        if changed:
+            self._edges_unreported.append([change, source, target])
+        return changed
+
+    def _apply_edges(self, update: Update) -> None:
+        for change, kind, pairs in (("removed", "unfollow", update["removed"]), ("added", "follow", update["added"])):
+            for u, v in pairs:
+                if self._change_edge(change, u, v):
+                    self._applied_unreported.append(self._event(kind, u, target=v, intervention=True))
 
     def _apply(self, op: Update, t: datetime) -> dict[str, Any] | None:
         kind, agent = op["kind"], op.agent_id
-        event = {"kind": kind, "agent_id": agent, "post_id": op["post_id"], "ref_post_id": None,
-                 "target_agent_id": op["target"], "text": op["text"]}
         if kind in ("post", "repost"):
-            new_id = len(self._posts) + 1  # posts are never deleted
-            repost_of = op["post_id"] if kind == "repost" else None
-            self._posts[new_id] = {"id": new_id, "author": agent, "text": op["text"], "t": t,
-                                   "repost_of": repost_of, "likes": [], "comments": [], "reposts": []}
-            if repost_of is not None:
-                self._posts[repost_of]["reposts"].append(new_id)
-            event.update(post_id=new_id, ref_post_id=repost_of)
-        elif kind == "comment":
+            self._publish(agent, op["text"], op["post_id"] if kind == "repost" else None, t)
+            return None
+        if kind == "comment":
             self._posts[op["post_id"]]["comments"].append({"agent_id": agent, "text": op["text"], "t": t})
             self._comments_total += 1
         elif kind == "like":
@@ -327,10 +452,8 @@ class SocialMediaSpace(EnvBase):
             likes.append(agent)
             likes.sort()
         else:
-            following = set(self._follows.get(agent, []))
-            (following.add if kind == "follow" else following.discard)(op["target"])
-            self._follows[agent] = sorted(following)
-        return event
+            self._change_edge("added" if kind == "follow" else "removed", agent, op["target"])
+        return self._event(kind, agent, post_id=op["post_id"], target=op["target"], text=op["text"])
 
     # ---- replay and persistence --------------------------------------------------------------
     def _totals(self) -> dict[str, int]:
@@ -339,42 +462,74 @@ class SocialMediaSpace(EnvBase):
             "reposts_total": sum(1 for p in self._posts.values() if p["repost_of"] is not None),
             "comments_total": self._comments_total,
             "likes_total": sum(len(p["likes"]) for p in self._posts.values()),
-            "follows_total": sum(len(v) for v in self._follows.values()),
+            "follows_total": self._graph.edge_count,
         }
 
     def metrics(self) -> dict[str, float]:
-        kinds = [a["kind"] for a in self._applied_last]
+        kinds = [a["kind"] for a in self._applied_last if not a["intervention"]]
         values = {name: float(kinds.count(kind)) for name, kind in (
             ("posts", "post"), ("reposts", "repost"), ("comments", "comment"), ("likes", "like"), ("follows", "follow"),
             ("unfollows", "unfollow"))}
-        values["active_agents"] = float(len({a["agent_id"] for a in self._applied_last}))
+        values["active_agents"] = float(len({a["agent_id"] for a in self._applied_last if not a["intervention"]}))
         if self._posts:  # before the first post there is no ratio
             values["likes_per_post"] = sum(len(p["likes"]) for p in self._posts.values()) / len(self._posts)
         return values
 
     @classmethod
     def replay_datasets(cls) -> list[DatasetSchema]:
-        return [_STATE, _ACTIONS]
+        return [SOCIAL_STATE, SOCIAL_ACTIONS, SOCIAL_CASCADES, NETWORK_EDGES]
+
+    def _cascade_rows(self, step: int, t: datetime) -> list[dict[str, Any]]:
+        roots = sorted({a["post_id"] if a["kind"] == "post" else a["ref_post_id"]
+                        for a in self._applied_last if a["kind"] in ("post", "repost")})
+        rows = []
+        for root in roots:
+            stats = cascade_stats(root, self._children)
+            rows.append({"step": step, "t": t, "root_post_id": root, "author_id": self._posts[root]["author"],
+                         "size": stats.size, "depth": stats.depth, "max_breadth": stats.max_breadth,
+                         "structural_virality": stats.structural_virality})
+        return rows
 
     def replay_rows(self, step: int, t: datetime) -> dict[str, list[dict[str, Any]]]:
-        state = {"step": step, "t": t, "actions": len(self._applied_last),
-                 "active_agents": len({a["agent_id"] for a in self._applied_last}), **self._totals()}
+        active = {a["agent_id"] for a in self._applied_last if not a["intervention"]}
+        state = {"step": step, "t": t, "actions": len(self._applied_last), "active_agents": len(active), **self._totals()}
         actions = [{"step": step, "t": t, **a} for a in self._applied_last]
-        return {_STATE.name: [state], _ACTIONS.name: actions}
+        rows = {SOCIAL_STATE.name: [state], SOCIAL_ACTIONS.name: actions, SOCIAL_CASCADES.name: self._cascade_rows(step, t)}
+        if self._graph.layer is not None and self._edges_last:
+            rows[NETWORK_EDGES.name] = [
+                {"layer": self._graph.layer, "step": step, "change": change, "source": u, "target": v, "directed": True,
+                 "weight": None, "type": None} for change, u, v in self._edges_last]
+        return rows
 
     def dump_state(self) -> dict[str, Any]:
         posts = [{**p, "t": p["t"].isoformat(), "comments": [{**c, "t": c["t"].isoformat()} for c in p["comments"]]}
                  for p in self._posts.values()]
-        return {"posts": posts, "follows": {str(k): v for k, v in self._follows.items()}, "comments_total": self._comments_total,
-                "applied_last": self._applied_last, "applied_unreported": self._applied_unreported}
+        return {"posts": posts, "follow_changes": self._graph.changes(), "feed_algorithm": self._algorithm,
+                "comments_total": self._comments_total, "applied_last": self._applied_last,
+                "applied_unreported": self._applied_unreported, "edges_last": self._edges_last,
+                "edges_unreported": self._edges_unreported}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self._posts = {
-            p["id"]: {**p, "t": datetime.fromisoformat(p["t"]),
+            p["id"]: {"via": p["repost_of"], **p, "t": datetime.fromisoformat(p["t"]),
                       "comments": [{**c, "t": datetime.fromisoformat(c["t"])} for c in p["comments"]]}
             for p in state["posts"]
         }
-        self._follows = {int(k): list(v) for k, v in state["follows"].items()}
+        self._by_author, self._children = {}, {}
+        for post in self._posts.values():
+            self._by_author.setdefault(post["author"], []).append(post["id"])
+            if post["via"] is not None:
+                self._children.setdefault(post["via"], []).append(post["id"])
+        changes = state.get("follow_changes")
+        if changes is None:  # saved by an engine that kept the whole follow graph: its difference from the base
+            saved = {(int(k), int(v)) for k, vs in state["follows"].items() for v in vs}
+            base = set(zip(*(side.tolist() for side in self._graph.with_changes({}).edges()), strict=True))
+            changes = {"added": sorted(saved - base), "removed": sorted(base - saved)}
+        self._graph = self._graph.with_changes(changes)
+        self._algorithm = state.get("feed_algorithm", self._algorithm)
         self._comments_total = state["comments_total"]
-        self._applied_last = list(state["applied_last"])
-        self._applied_unreported = list(state.get("applied_unreported", []))
+        legacy = {"parent_post_id": None, "intervention": False}
+        self._applied_last = [{**legacy, **a} for a in state["applied_last"]]
+        self._applied_unreported = [{**legacy, **a} for a in state.get("applied_unreported", [])]
+        self._edges_last = list(state.get("edges_last", []))
+        self._edges_unreported = list(state.get("edges_unreported", []))

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine.network.edges import LayerEdges, layer_edges
+from engine.network.graph import Graph
 from engine.society.datasets import NETWORK_EDGES
 from engine.society.run.start_shards import has_start_shards, write_start_shards
 from engine.spec import EnvModuleSpec, ExperimentSpec
@@ -43,21 +44,18 @@ class SpecNetwork:
             self._edges[name] = layer_edges(layer, name, spec.agent_ids(), spec.seed, path, field=f"network.layers.{name}.from")
         return self._edges[name]
 
-    def adjacency(self, name: str) -> dict[int, list[int]]:
-        """Layer ``name`` as agent id -> the ids it links to (an undirected edge both ways), ids ascending."""
+    def graph(self, name: str) -> Graph:
+        """Layer ``name`` as a :class:`Graph` over every agent (an undirected edge both ways)."""
         assert self._spec.network is not None
         edges = self.edges(name)
         source, target = edges.source, edges.target
         if not self._spec.network.layers[name].directed:
             source, target = np.concatenate([source, target]), np.concatenate([target, source])
-        order = np.lexsort((target, source))
-        source, target = source[order], target[order]
-        starts = np.flatnonzero(np.concatenate([[True], source[1:] != source[:-1]])) if len(source) else np.empty(0, dtype=np.int64)
-        return {int(source[a]): target[a:b].tolist() for a, b in zip(starts, [*starts[1:], len(source)], strict=True)}
+        return Graph(source, target, np.asarray(self._spec.agent_ids(), dtype=np.int64), layer=name)
 
     def module_kwargs(self, module: EnvModuleSpec) -> dict[str, object]:
         """An env module's kwargs with those its ``network`` names filled from their layers."""
-        return {**module.kwargs, **{kwarg: self.adjacency(layer) for kwarg, layer in module.network.items()}}
+        return {**module.kwargs, **{kwarg: self.graph(layer) for kwarg, layer in module.network.items()}}
 
     def write(self, run_dir: RunLocation, run_id: str) -> bool:
         """Write ``network_edges`` unless the run has it (a resumed run) or the spec has no network; whether it was written."""

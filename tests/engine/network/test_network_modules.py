@@ -26,8 +26,10 @@ def test_the_adjacency_of_a_directed_and_an_undirected_layer(tmp_path):
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(social_spec(
         {"layers": {"follow": {"from": "follow.csv", "directed": True}, "friend": {"from": "follow.csv"}}})))
     network = SpecNetwork(load_spec(tmp_path / "spec.yaml"))
-    assert network.adjacency("follow") == {0: [1, 2], 3: [0]}
-    assert network.adjacency("friend") == {0: [1, 2, 3], 1: [0], 2: [0], 3: [0]}
+    follow, friend = network.graph("follow"), network.graph("friend")
+    assert {a: follow.successors(a) for a in range(5)} == {0: [1, 2], 1: [], 2: [], 3: [0], 4: []}
+    assert {a: friend.successors(a) for a in range(5)} == {0: [1, 2, 3], 1: [0], 2: [0], 3: [0], 4: []}
+    assert follow.predecessors(0) == [3] and follow.layer == "follow"
 
 
 async def test_social_media_follows_come_from_the_follow_layer(tmp_path, shell):

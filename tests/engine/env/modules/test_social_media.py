@@ -10,6 +10,7 @@ import pytest
 
 from engine.agent.skills.model import parse_skill
 from engine.env.modules.social_media import SocialMediaSpace
+from engine.network.graph import Graph
 from engine.errors import SpecError, ToolCallError
 
 T0 = datetime(2024, 1, 1, 8, 0)
@@ -81,7 +82,7 @@ async def test_comments_likes_and_reposts_count_from_the_next_step() -> None:
     )
     assert await call(space, "like_post", agent_id=3, post_id=1) == "you already like post #1"
     # Reposting a repost shares the original.
-    assert await call(space, "repost", agent_id=5, post_id=3) == "repost of post #1 queued"
+    assert await call(space, "repost", agent_id=5, post_id=3) == "repost of post #1 (through #3) queued"
     assert await read(space, "social_statistics") == "3 posts (1 reposts), 1 comments, 1 likes, 0 follows"
 
 
@@ -218,9 +219,10 @@ async def test_replay_rows_give_one_state_row_per_step_and_the_applied_actions()
         "comments_total": 0, "likes_total": 0, "follows_total": 0,
     }]
     assert step1["social_actions"] == [
-        {"step": 1, "t": T1, "kind": "post", "agent_id": 1, "post_id": 1, "ref_post_id": None, "target_agent_id": None, "text": "Hello world"},
+        {"step": 1, "t": T1, "kind": "post", "agent_id": 1, "post_id": 1, "ref_post_id": None, "target_agent_id": None, "text": "Hello world",
+         "parent_post_id": None, "intervention": False},
         {"step": 1, "t": T1, "kind": "post", "agent_id": 2, "post_id": 2, "ref_post_id": None, "target_agent_id": None,
-         "text": "Rain again in the valley"},
+         "text": "Rain again in the valley", "parent_post_id": None, "intervention": False},
     ]
     await call(space, "like_post", agent_id=1, post_id=2)
     await call(space, "follow", agent_id=1, target_agent_id=2)
@@ -235,19 +237,25 @@ async def test_replay_rows_give_one_state_row_per_step_and_the_applied_actions()
 
 
 async def test_replay_rows_fit_the_declared_datasets() -> None:
-    space = await seeded()
+    space = SocialMediaSpace(follows=Graph.from_adjacency({2: [1]}, layer="follow"))
+    space.bind_agents([1, 2, 3])
+    await space.init(T0)
+    await call(space, "create_post", agent_id=1, text="Hello world")
+    await space.step(3600, T1)
     await call(space, "repost", agent_id=3, post_id=1, comment="yes")
     await call(space, "follow", agent_id=3, target_agent_id=1)
     await space.step(3600, T2)
     schemas = {s.name: s for s in SocialMediaSpace.replay_datasets()}
-    assert all(name.startswith("social_") for name in schemas)
+    assert set(schemas) == {"social_state", "social_actions", "social_cascades", "network_edges"}
     rows = space.replay_rows(2, T2)
     assert set(rows) == set(schemas)
     for name, schema in schemas.items():
         assert rows[name], name
+        columns = [c.name for c in schema.columns if c.name != "run"]  # the engine stamps the run id
         for row in rows[name]:
-            assert list(row) == [c.name for c in schema.columns]
-        assert schema.to_table(rows[name]).num_rows == len(rows[name])
+            assert list(row) == columns
+        stamped = [{"run": "r", **row} for row in rows[name]] if schema.columns[0].name == "run" else rows[name]
+        assert schema.to_table(stamped).num_rows == len(rows[name])
 
 
 async def test_state_survives_to_workspace_and_from_workspace_including_queued_actions(tmp_path: Path) -> None:
