@@ -5,10 +5,10 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-__all__ = ["COMPLETION_OPTIONS", "LLMClientSpec", "LLMSpec", "PriceSpec"]
+__all__ = ["COMPLETION_OPTIONS", "DEFAULT_SOCIAL_RATES", "LLMClientSpec", "LLMSpec", "PriceSpec", "social_rates"]
 
 #: The chat-completion parameters ``options`` may set (OpenAI's, and the sampling ones litellm passes to other
 #: providers). Anything else goes under ``extra``, said on purpose, so that a typo (``temprature``) is an error.
@@ -18,6 +18,34 @@ COMPLETION_OPTIONS = frozenset({
     "reasoning_effort", "parallel_tool_calls", "user", "timeout", "service_tier",
 })
 _SECRET_KEYS = frozenset({"api_key", "key", "token", "authorization"})
+#: ``sim/social``'s actions per agent step, as probabilities (``extra.social`` sets them); the rest of the time
+#: the agent only reads.
+DEFAULT_SOCIAL_RATES: dict[str, float] = {
+    "post": 0.2, "repost": 0.25, "like": 0.2, "comment": 0.05, "follow": 0.05, "unfollow": 0.02}
+
+
+def social_rates(given: Any) -> dict[str, float]:
+    """The rates of ``extra.social`` over :data:`DEFAULT_SOCIAL_RATES`.
+
+    Raises:
+        ValueError: an unknown action, a rate outside [0, 1], or rates summing past 1.
+    """
+    if given is None:
+        return dict(DEFAULT_SOCIAL_RATES)
+    if not isinstance(given, dict):
+        raise ValueError(f"extra.social must map actions ({', '.join(DEFAULT_SOCIAL_RATES)}) to rates, not {given!r}")
+    rates = dict(DEFAULT_SOCIAL_RATES)
+    for action, rate in given.items():
+        if action not in DEFAULT_SOCIAL_RATES:
+            near = difflib.get_close_matches(str(action), list(DEFAULT_SOCIAL_RATES), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise ValueError(f"extra.social: no action {action!r}{hint}; the actions: {', '.join(DEFAULT_SOCIAL_RATES)}")
+        if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 <= rate <= 1:
+            raise ValueError(f"extra.social.{action}: a rate is a probability in [0, 1], not {rate!r}")
+        rates[action] = float(rate)
+    if sum(rates.values()) > 1 + 1e-9:
+        raise ValueError(f"extra.social: the rates sum to {sum(rates.values()):.3g}, past 1 (one action per step at most)")
+    return rates
 
 
 class _Frozen(BaseModel):
@@ -73,6 +101,12 @@ class LLMClientSpec(_Frozen):
         for key in value:
             _refuse_secret(key)
         return value
+
+    @model_validator(mode="after")
+    def _social_rates(self) -> LLMClientSpec:
+        if self.model == "sim/social":
+            social_rates(self.extra.get("social"))
+        return self
 
     def request_options(self) -> dict[str, Any]:
         """What every request of this client carries: ``options``, then ``extra``."""

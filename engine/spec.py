@@ -26,34 +26,13 @@ from engine.population import MAX_POPULATION_CHARS, Locate, read_population_file
 from engine.population.spec import PopulationSpec
 from engine.population.survey_steps import VariantInfo, VariantsSpec, check_survey, expand_survey_steps
 from engine.router_names import DEFAULT_ROUTER, RouterName
+from engine.spec_calls import EnvCallSpec
 
 __all__ = [
-    "MAX_POPULATION_CHARS",
-    "RUN_OPTIONS",
-    "AgentSpec",
-    "AskStep",
-    "BudgetSpec",
-    "EnvModuleSpec",
-    "EnvironmentSpec",
-    "ExperimentSpec",
-    "InterveneStep",
-    "LLMClientSpec",
-    "LLMSpec",
-    "PopulationSpec",
-    "PriceSpec",
-    "QuestionSpec",
-    "QuestionnaireStep",
-    "RunOptions",
-    "RunStep",
-    "SnapshotsSpec",
-    "StepSpec",
-    "StorageSpec",
-    "SweepSpec",
-    "TranscriptsSpec",
-    "format_validation_error",
-    "load_spec",
-    "parse_spec",
-    "read_document",
+    "MAX_POPULATION_CHARS", "RUN_OPTIONS", "AgentSpec", "AskStep", "BudgetSpec", "EnvModuleSpec", "EnvironmentSpec",
+    "ExperimentSpec", "InterveneStep", "LLMClientSpec", "LLMSpec", "PopulationSpec", "PriceSpec", "QuestionSpec",
+    "QuestionnaireStep", "RunOptions", "RunStep", "SnapshotsSpec", "StepSpec", "StorageSpec", "SweepSpec",
+    "TranscriptsSpec", "format_validation_error", "load_spec", "parse_spec", "read_document",
 ]
 
 
@@ -214,7 +193,15 @@ class AskStep(_Frozen):
 
 class InterveneStep(_Frozen):
     type: Literal["intervene"] = "intervene"
-    instruction: str = Field(min_length=1)
+    instruction: str | None = Field(None, min_length=1, description="the intervention in plain language, for the helper")
+    calls: list[EnvCallSpec] | None = Field(
+        None, min_length=1, description="env tools to call as written, with no LLM (instead of an instruction)")
+
+    @model_validator(mode="after")
+    def _instruction_or_calls(self) -> InterveneStep:
+        if (self.instruction is None) == (self.calls is None):
+            raise ValueError("an intervene step takes an 'instruction' (for the helper) or 'calls' (env tools), one of them")
+        return self
 
 
 class QuestionSpec(_Frozen):
@@ -414,8 +401,10 @@ class ExperimentSpec(RunOptions):
 
     def _check_network(self) -> None:
         from engine.network.spec import check_network_use
+        from engine.spec_calls import check_env_calls
 
         check_network_use(self.network, self.environment.modules, len(self.agents) + sum(p.size for p in self.population))
+        check_env_calls(self.steps, [module.type for module in self.environment.modules])
 
     def _check_survey(self) -> None:
         from_survey = [i for i, step in enumerate(self.steps) if isinstance(step, QuestionnaireStep) and step.from_survey]

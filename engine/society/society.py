@@ -468,11 +468,14 @@ class AgentSociety:
         """Answer a question about the simulation (the plan-and-execute helper; read-only); as tick K left it with ``as_of_step`` K."""
         return (await self._consult("ask", question, step_index, as_of_step)).reply
 
-    async def intervene(self, instruction: str, *, step_index: int | None = None) -> str:
-        """Carry out an intervention (the helper may change env state and message agents)."""
-        return (await self._consult("intervene", instruction, step_index)).reply
+    async def intervene(self, instruction: str, *, step_index: int | None = None,
+                        calls: list[tuple[str, dict[str, Any]]] | None = None) -> str:
+        """Carry out an intervention: the helper plans it from ``instruction`` (it may change env state and message
+        agents), or makes ``calls``, env tool calls (tool, arguments), as written."""
+        return (await self._consult("intervene", instruction, step_index, calls=calls)).reply
 
-    async def _consult(self, kind: str, text: str, step_index: int | None, as_of_step: int | None = None) -> Any:
+    async def _consult(self, kind: str, text: str, step_index: int | None, as_of_step: int | None = None, *,
+                       calls: list[tuple[str, dict[str, Any]]] | None = None) -> Any:
         at = self._as_of(as_of_step, self.agent_ids, self.completed_steps if step_index is None else step_index)
 
         async def attempt() -> Any:
@@ -483,7 +486,7 @@ class AgentSociety:
                 try:  # an as-of ask reads a second env actor, the env as the tick left it
                     (allowance,), router = self._share_budget(1)
                     await env.begin_tick(BeginTick(None, router))
-                    result, staged, usage = await run_helper(self, kind, text, txn=txn, step_index=step_index,
+                    result, staged, usage = await run_helper(self, kind, text, txn=txn, step_index=step_index, calls=calls,
                                                              allowance=allowance, as_of=as_of, env=env)
                     self.usage.add(usage)
                     # an intervention settles its queued updates and snapshots the env, unless the budget refused a call

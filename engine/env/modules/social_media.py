@@ -14,9 +14,10 @@ import math
 import random
 import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import Field
 
 from engine.env.base import EXPERIMENTER_ID, EnvBase
 from engine.env.modules.social_datasets import SOCIAL_ACTIONS, SOCIAL_CASCADES, SOCIAL_STATE
@@ -35,6 +36,8 @@ _ALGORITHMS = ("chronological", "engagement")
 _TOKEN = re.compile(r"\w+")
 #: What an intervention's node choice ranks by.
 Centrality = Literal["degree", "in_degree", "out_degree"]
+Share = Annotated[float, Field(gt=0, le=1)]
+Fraction = Annotated[float, Field(ge=0, le=1)]
 
 
 def _tokens(text: str) -> set[str]:
@@ -224,7 +227,7 @@ class SocialMediaSpace(EnvBase):
         return f"{len(removed)} follows of {len(set(nodes))} agents will be removed"
 
     @tool(readonly=False, experimenter=True)
-    def remove_top_nodes(self, agent_id: int, share: float, by: Centrality = "degree") -> str:
+    def remove_top_nodes(self, agent_id: int, share: Share, by: Centrality = "degree") -> str:
         """Experimenter only: remove every follow to and from the top ``share`` (0-1] of agents by degree (from the next step)."""
         self._check_experimenter(agent_id)
         if not 0 < share <= 1:
@@ -236,7 +239,7 @@ class SocialMediaSpace(EnvBase):
         return f"{len(removed)} follows of the top {len(chosen)} agents by {by} will be removed: {chosen}"
 
     @tool(readonly=False, experimenter=True)
-    def rewire_follows(self, agent_id: int, fraction: float, seed: int = 0, rewire: bool = True) -> str:
+    def rewire_follows(self, agent_id: int, fraction: Fraction, seed: int = 0, rewire: bool = True) -> str:
         """Experimenter only: take a random ``fraction`` of all follows and point each at a random other agent
         (``rewire`` false: remove them); from the next step."""
         self._check_experimenter(agent_id)
@@ -261,7 +264,8 @@ class SocialMediaSpace(EnvBase):
         return f"{len(removed)} follows will be removed" + (f" and {len(added)} made to random agents" if rewire else "")
 
     @tool(readonly=False, experimenter=True)
-    def seed_post(self, agent_id: int, text: str, count: int = 1, at: Literal["random", "degree"] = "random", seed: int = 0) -> str:
+    def seed_post(self, agent_id: int, text: str, count: Annotated[int, Field(ge=1)] = 1,
+                  at: Literal["random", "degree"] = "random", seed: int = 0) -> str:
         """Experimenter only: publish ``text`` as a post by ``count`` agents, chosen at random or the highest
         degree first (at the end of this step)."""
         self._check_experimenter(agent_id)

@@ -20,11 +20,15 @@ class SimChatModel:
         name: the simulated model's name (the part after ``sim/``); ``rehearsal`` answers a survey's target
             items from the real answers (:mod:`engine.llm.sim.rehearsal`).
         seed: the experiment seed; answers are a function of (seed, request).
-        options: the client's request options; the rehearsal reads ``rehearse_noise`` (default 0).
+        options: the client's request options; the rehearsal reads ``rehearse_noise`` (default 0), ``sim/social``
+            reads ``social`` (its action rates).
+
+    Raises:
+        ValueError: ``social`` rates that cannot be.
     """
 
     def __init__(self, name: str, seed: int, options: dict[str, Any] | None = None) -> None:
-        self._sim = SimLLM(name=name, seed=seed)
+        self._sim = SimLLM(name=name, seed=seed, social=(options or {}).get("social"))
         self._model = f"sim/{name}"
         self._seed = seed
         self._noise = float((options or {}).get("rehearse_noise", 0.0)) if name == REHEARSAL else None

@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from engine.llm.sim.schema_instance import generate_instance
+from engine.llm.sim.social import SOCIAL, SocialRates, social_decision, social_rates
 from engine.llm.sim.vocabulary import WORDS
 
 __all__ = ["RequestKind", "SimLLM", "request_kind", "validate_request"]
@@ -103,11 +104,13 @@ class SimLLM:
         served_model: the ``model`` every reply names, whatever was requested (None: the requested
             model), as a provider that serves an alias by a dated snapshot does.
         fingerprint: the replies' ``system_fingerprint`` (None: ``sim-<seed>``).
+        social: the action rates of ``sim/social`` (:mod:`engine.llm.sim.social`; None: its defaults).
     """
 
     def __init__(self, name: str = "default", seed: int = 0, *, served_model: str | None = None,
-                 fingerprint: str | None = None) -> None:
+                 fingerprint: str | None = None, social: SocialRates | None = None) -> None:
         self.name = name
+        self.social = social_rates(social) if name == SOCIAL else None
         self.seed = seed
         self.served_model = served_model
         self.fingerprint = fingerprint if fingerprint is not None else f"sim-{seed}"
@@ -150,7 +153,8 @@ class SimLLM:
                 schema = spec.get("schema", {"type": "object"}) if isinstance(spec, Mapping) else None
                 if schema is None:
                     raise ValueError("'response_format.json_schema' must be an object")
-                content = json.dumps(generate_instance(schema, rng), ensure_ascii=False)
+                decision = social_decision(request, rng, self.social) if self.social is not None else None
+                content = json.dumps(decision if decision is not None else generate_instance(schema, rng), ensure_ascii=False)
             elif kind == "json_object":
                 content = json.dumps(generate_instance(_JSON_OBJECT_SCHEMA, rng), ensure_ascii=False)
             else:

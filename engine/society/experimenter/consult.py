@@ -92,7 +92,7 @@ def consult_scope(kind: str, society: ConsultedSociety, step_index: int | None) 
 
 async def run_helper(
     society: ConsultedSociety, kind: str, text: str, *, txn: int, step_index: int | None, allowance: Allowance | None,
-    as_of: AsOfAgents | None = None, env: EnvHost | None = None,
+    as_of: AsOfAgents | None = None, env: EnvHost | None = None, calls: list[tuple[str, dict[str, Any]]] | None = None,
 ) -> tuple[HelperResult, list[str], Usage]:
     """Run the plan-and-execute helper for one ``ask`` or ``intervene``; it opens the transaction's
     transcript account (``society.transcripts``), its calls being the first to write.
@@ -102,6 +102,7 @@ async def run_helper(
         as_of: an as-of ask's copies of the agents at a kept tick: the agents it interviews answer
             from them, at that tick's simulated time.
         env: the env the helper reads and changes (default the run's; an as-of ask's: as the tick left it).
+        calls: an intervention's env tool calls (tool, arguments), made as written instead of planned by the LLM.
 
     Returns:
         The helper's result, the staged paths to commit, and the provider usage it spent.
@@ -114,7 +115,10 @@ async def run_helper(
     proxy = (env or society.env).proxy
     assert proxy is not None  # the env actor is up once the society is initialised
     helper = AgentSocietyHelper(proxy, view, llm=llm)
-    result = await (helper.ask(text) if kind == "ask" else helper.intervene(text))
+    if calls is not None:
+        result = await helper.apply(text, calls)
+    else:
+        result = await (helper.ask(text) if kind == "ask" else helper.intervene(text))
     meter.records.extend(view.records)
 
     run_dir = society.run_dir

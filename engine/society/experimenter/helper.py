@@ -180,6 +180,22 @@ class AgentSocietyHelper:
         """Carry out an intervention (queued env changes and messages; the caller settles them)."""
         return await self._run("intervene", instruction)
 
+    async def apply(self, text: str, calls: list[tuple[str, dict[str, Any]]]) -> HelperResult:
+        """Carry out an intervention given as env tool calls (tool, arguments), as written: no LLM call.
+
+        A call that fails ends it, failed, with the calls before it done (the caller settles what they queued).
+        """
+        result = HelperResult(kind="intervene", text=text, t=self.society.current_time)
+        for tool, arguments in calls:
+            step = await self._execute("intervene", PlanStep(description=f"call {tool}", tool="call_env_tool",
+                                                             args={"name": tool, "arguments": arguments},
+                                                             expected_output="its result"), result.steps)
+            result.steps.append(step)
+            if not step.ok:
+                return self._fail(result, f"call {step.number} ({tool}) failed: {_shown(step.result)}")
+        result.answer = "\n".join(f"{s.args['name']}: {_shown(s.result['result'])}" for s in result.steps)
+        return result
+
     # ---- the loop -------------------------------------------------------------------------------
     async def _run(self, kind: HelperKind, text: str) -> HelperResult:
         result = HelperResult(kind=kind, text=text, t=self.society.current_time)

@@ -40,6 +40,7 @@ from engine.society.shells import Shell, as_shell
 from engine.society.society import AgentSociety
 from engine.society.status import SocietyStep, has_society_step, read_society, read_society_step
 from engine.society.workspaces.manifest import PACKED
+from engine.spec_calls import describe_calls, resolve_env_calls
 from engine.spec import AskStep, ExperimentSpec, InterveneStep, QuestionnaireStep, RunStep, parse_spec
 from engine.storage.run_layout import LLM_CACHE_DIR, RunLocation, as_location, is_url, run_child, run_name, run_store
 from engine.storage.store import check_store
@@ -162,7 +163,12 @@ async def _run_steps(spec: ExperimentSpec, society: AgentSociety, on_tick: Calla
                                             as_of_step=step.as_of_step)
         elif isinstance(step, AskStep):
             await society.ask(step.question, step_index=index, as_of_step=step.as_of_step)
+        elif isinstance(step, InterveneStep) and step.calls is not None:
+            modules = [module.type for module in spec.environment.modules]
+            await society.intervene(step.instruction or describe_calls(step.calls), step_index=index,
+                                    calls=resolve_env_calls(step.calls, modules))
         elif isinstance(step, InterveneStep):
+            assert step.instruction is not None  # the spec gives one or the other
             await society.intervene(step.instruction, step_index=index)
         failpoint("between_steps", index=index)
 
