@@ -110,6 +110,10 @@ def fork_spec(parent: ExperimentSpec, at_step: int, ticks_done: int, patch: dict
         raise SpecError("a fork keeps the parent's start_time (its clock carries on)", path="start_time")
     if spec.environment.router != parent.environment.router:
         raise SpecError("a fork keeps the parent's router (its caches and snapshot carry on)", path="environment.router")
+    if spec.network != parent.network or [m.network for m in spec.environment.modules] != [
+            m.network for m in parent.environment.modules]:
+        raise SpecError("a fork keeps the parent's network (the env saves its changes to it, not the graph); change it "
+                        "with an intervene step's calls", path="network")
     events = timeline(spec)
     if sum(kind == "tick" for kind, _ in events) < at_step:
         raise SpecError(f"the fork's steps have fewer than the {at_step} tick(s) it starts after", path="steps")

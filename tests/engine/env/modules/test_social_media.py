@@ -284,3 +284,58 @@ async def test_state_survives_to_workspace_and_from_workspace_including_queued_a
 def test_the_module_ships_a_valid_agent_skill() -> None:
     (skills_dir,) = SocialMediaSpace.skill_dirs()
     assert [parse_skill(d, "env:SocialMediaSpace").name for d in sorted(skills_dir.iterdir())] == ["social-media"]
+
+
+async def network_space() -> SocialMediaSpace:
+    """A follow layer over agents 0-5: 0 is the hub (0 <-> 1..4), 5 follows 1."""
+    pairs = [(0, a) for a in range(1, 5)] + [(a, 0) for a in range(1, 5)] + [(5, 1)]
+    space = SocialMediaSpace(follows=Graph.from_adjacency({a: [b for x, b in pairs if x == a] for a in range(6)}, layer="follow"))
+    space.bind_agents(list(range(6)))
+    await space.init(T0)
+    return space
+
+
+async def test_interventions_remove_rewire_seed_and_change_the_feed_rule_from_the_next_step() -> None:
+    space = await network_space()
+    with pytest.raises(ToolCallError, match="only the experimenter"):
+        await call(space, "remove_top_nodes", agent_id=1, share=0.2)
+    said = await call(space, "remove_top_nodes", agent_id=-1, share=0.1)
+    assert said == "8 follows of the top 1 agents by degree will be removed: [0]"
+    assert await read(space, "my_profile", agent_id=0) == "You follow 4 agents (1, 2, 3, 4); 4 agents follow you; you have published 0 posts."
+    await call(space, "seed_post", agent_id=-1, text="Breaking news", count=2, at="degree")
+    await call(space, "set_feed_rule", agent_id=-1, algorithm="engagement")
+    space.apply_pending()  # an intervention settles at once
+    await space.step(3600, T1)
+    assert await read(space, "my_profile", agent_id=0) == (
+        "You follow 0 agents; 0 agents follow you; you have published 1 posts (latest #1).")
+    assert await read(space, "my_feed", agent_id=5) == (  # engagement now: the seeded posts by 0 and 1 (the top degrees)
+        "Your feed (engagement, 2 of 2 posts):\n"
+        "#2 by agent 1 at 2024-01-01 08:00: Breaking news [0 likes, 0 comments, 0 reposts]\n"
+        "#1 by agent 0 at 2024-01-01 08:00: Breaking news [0 likes, 0 comments, 0 reposts]")
+    rows = space.replay_rows(1, T1)
+    assert {(r["kind"], r["intervention"]) for r in rows["social_actions"]} == {("unfollow", True), ("post", True), ("feed_rule", True)}
+    assert sorted((r["change"], r["source"], r["target"]) for r in rows["network_edges"])[:2] == [("removed", 0, 1), ("removed", 0, 2)]
+    assert len(rows["network_edges"]) == 8 and space.metrics()["posts"] == 0  # interventions are not the agents' activity
+    said = await call(space, "rewire_follows", agent_id=-1, fraction=1.0, seed=3)
+    assert said == "1 follows will be removed and 1 made to random agents"
+    space.apply_pending()
+    await space.step(3600, T2)
+    assert [(r["change"], r["source"]) for r in space.replay_rows(2, T2)["network_edges"]] == [("removed", 5), ("added", 5)]
+
+
+async def test_follow_changes_are_saved_as_the_overlay_and_load_on_the_same_base() -> None:
+    space = await network_space()
+    await call(space, "follow", agent_id=5, target_agent_id=2)
+    await call(space, "unfollow", agent_id=1, target_agent_id=0)
+    await space.step(3600, T1)
+    state = space.dump_state()
+    assert state["follow_changes"] == {"added": [[5, 2]], "removed": [[1, 0]]}
+    again = await network_space()
+    again.load_state(state)
+    assert [await read(again, "my_profile", agent_id=a) for a in range(6)] == [await read(space, "my_profile", agent_id=a) for a in range(6)]
+    # a state saved whole (an engine before the overlay) loads as its difference from the base
+    legacy = {**state, "follows": {"0": [1, 2, 3, 4], "2": [0], "3": [0], "4": [0], "5": [1, 2]}}
+    del legacy["follow_changes"]
+    older = await network_space()
+    older.load_state(legacy)
+    assert older.dump_state()["follow_changes"] == {"added": [[5, 2]], "removed": [[1, 0]]}

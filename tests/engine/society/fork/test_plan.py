@@ -78,6 +78,7 @@ def test_a_patch_may_insert_an_intervention_at_the_fork_tick_and_change_the_futu
     (2, 4, {"population": [{"count": 5}]}, "population"),
     (2, 4, {"environment": {"modules": [{"type": "EconomySpace"}]}}, "environment.modules"),
     (2, 4, {"environment": {"router": "react"}}, "environment.router"),
+    (2, 4, {"network": {"layers": {"follow": {"generate": {"model": "erdos_renyi", "p": 0.5}}}}}, "network"),
     (2, 4, {"start_time": "2026-03-03T08:00:00"}, "start_time"),
     (2, 4, {"steps": [{"type": "run", "num_steps": 1}]}, "steps"),  # fewer ticks than the fork starts after
     (3, 4, {"steps": [{"type": "run", "num_steps": 4}]}, "steps"),  # drops the questionnaire the parent ran after tick 2
