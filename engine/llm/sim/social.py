@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.llm.sim.schema_instance import generate_instance
+from engine.llm.sim.vocabulary import WORDS
 from engine.llm_spec import DEFAULT_SOCIAL_RATES as DEFAULT_RATES
 from engine.llm_spec import social_rates
-from engine.llm.sim.vocabulary import WORDS
 
 __all__ = ["DEFAULT_RATES", "SOCIAL", "SocialRates", "social_decision", "social_rates"]
 

@@ -40,8 +40,8 @@ from engine.society.shells import Shell, as_shell
 from engine.society.society import AgentSociety
 from engine.society.status import SocietyStep, has_society_step, read_society, read_society_step
 from engine.society.workspaces.manifest import PACKED
-from engine.spec_calls import describe_calls, resolve_env_calls
 from engine.spec import AskStep, ExperimentSpec, InterveneStep, QuestionnaireStep, RunStep, parse_spec
+from engine.spec_calls import describe_calls, resolve_env_calls
 from engine.storage.run_layout import LLM_CACHE_DIR, RunLocation, as_location, is_url, run_child, run_name, run_store
 from engine.storage.store import check_store
 

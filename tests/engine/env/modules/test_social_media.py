@@ -10,8 +10,8 @@ import pytest
 
 from engine.agent.skills.model import parse_skill
 from engine.env.modules.social_media import SocialMediaSpace
-from engine.network.graph import Graph
 from engine.errors import SpecError, ToolCallError
+from engine.network.graph import Graph
 
 T0 = datetime(2024, 1, 1, 8, 0)
 T1 = T0 + timedelta(hours=1)

@@ -3,9 +3,7 @@ else answered as sim/default answers it; rates that cannot be are refused at the
 
 from __future__ import annotations
 
-import json
 from collections import Counter
-from datetime import datetime
 
 import pytest
 
