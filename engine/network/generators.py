@@ -12,13 +12,17 @@ with no self-loop and no repeated edge.
 - :func:`watts_strogatz`: a ring where each node links its ``k / 2`` nearest neighbours on each side,
   each edge's far end rewired with probability ``p`` to a uniform node (a rewiring onto an existing
   edge or the node itself is dropped).
+- :func:`configuration`: a given degree sequence, its edge ends paired at random (self-loops and repeats
+  dropped).
+- :func:`block_model`: groups of nodes (a persona attribute's values), linked with one probability within a
+  group and another between groups.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["barabasi_albert", "erdos_renyi", "undirected_unique", "watts_strogatz"]
+__all__ = ["barabasi_albert", "block_model", "configuration", "erdos_renyi", "undirected_unique", "watts_strogatz"]
 
 Edges = tuple[np.ndarray, np.ndarray]
 
@@ -83,3 +87,37 @@ def watts_strogatz(n: int, k: int, p: float, rng: np.random.Generator) -> Edges:
     rewire = rng.random(len(node)) < p
     far[rewire] = rng.integers(0, n, int(rewire.sum()))
     return undirected_unique(node, far)
+
+
+def configuration(degrees: np.ndarray, rng: np.random.Generator) -> Edges:
+    """The erased configuration model: node ``i`` gets ``degrees[i]`` edge ends, shuffled and paired; a pair
+    that makes a self-loop or repeats an edge is dropped, and an odd total leaves one end unpaired. So a node
+    may end with fewer edges than asked: the fit report (:mod:`engine.network.fit`) says how many."""
+    ends = np.repeat(np.arange(len(degrees), dtype=np.int64), np.asarray(degrees, dtype=np.int64))
+    rng.shuffle(ends)
+    half = len(ends) // 2
+    return undirected_unique(ends[:half], ends[half : 2 * half])
+
+
+def block_model(groups: np.ndarray, within: float, between: float, rng: np.random.Generator) -> Edges:
+    """A stochastic block model: nodes ``i`` and ``j`` linked with probability ``within`` when ``groups[i] ==
+    groups[j]``, else ``between``. Within each group a G(n, within); between groups a G(n, between) over all
+    nodes with its within-group pairs dropped (a uniform subset of all pairs, filtered, is a uniform subset of
+    the pairs between groups)."""
+    groups = np.asarray(groups)
+    parts = [_empty_edges()]
+    for group in np.unique(groups):
+        members = np.flatnonzero(groups == group)
+        low, high = erdos_renyi(len(members), within, rng)
+        parts.append((members[low], members[high]))
+    low, high = erdos_renyi(len(groups), between, rng)
+    across = groups[low] != groups[high]
+    parts.append((low[across], high[across]))
+    source = np.concatenate([p[0] for p in parts])
+    target = np.concatenate([p[1] for p in parts])
+    order = np.lexsort((target, source))
+    return source[order], target[order]
+
+
+def _empty_edges() -> Edges:
+    return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)

@@ -247,7 +247,7 @@ class SocialMediaSpace(EnvBase):
             raise ValueError(f"fraction must be in [0, 1], not {fraction}")
         source, target = self._graph.edges()
         rng = np.random.default_rng(seed)
-        picked = np.sort(rng.choice(len(source), size=round(fraction * len(source)), replace=False)) if len(source) else []
+        picked = np.sort(rng.choice(len(source), size=round(fraction * len(source)), replace=False)) if len(source) else np.empty(0, dtype=np.int64)
         removed = [[int(source[i]), int(target[i])] for i in picked]
         added: list[list[int]] = []
         if rewire:

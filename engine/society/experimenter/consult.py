@@ -126,11 +126,11 @@ async def run_helper(
     writer = ReplayWriter(run_dir, txn=txn)
     row = {"run": society.run_id, "step_index": index, "step": society.step_count,
            "as_of_step": as_of.at.step if as_of is not None else None, **result.to_row()}
-    calls = call_rows(meter.records, run=society.run_id, step=society.step_count, scope=consult_scope(kind, society, step_index))
+    rows = call_rows(meter.records, run=society.run_id, step=society.step_count, scope=consult_scope(kind, society, step_index))
     (text_allowance,) = society.transcripts.open(1)
-    call_keys, transcripts = write_call_shards(writer, part, calls, text_allowance)
+    call_keys, transcripts = write_call_shards(writer, part, rows, text_allowance)
     society.transcripts.add(transcripts)
     written = [writer.write_shard(SOCIETY_QUERIES, part, [row]), *call_keys]
     artifact = staged_key(artifact_key(f"{kind}-{index:03d}.json"), txn)
     run_store(run_dir).set(artifact, result.to_json().encode("utf-8"))
-    return result, [k for k in [*written, artifact] if k is not None], Usage.of_calls(calls)
+    return result, [k for k in [*written, artifact] if k is not None], Usage.of_calls(rows)
