@@ -403,7 +403,8 @@ class ExperimentSpec(RunOptions):
         from engine.network.spec import check_network_use
         from engine.spec_calls import check_env_calls
 
-        check_network_use(self.network, self.environment.modules, len(self.agents) + sum(p.size for p in self.population))
+        check_network_use(self.network, self.environment.modules, len(self.agents) + sum(p.size for p in self.population),
+                          self.persona_values)
         check_env_calls(self.steps, [module.type for module in self.environment.modules])
 
     def _check_survey(self) -> None:
@@ -458,6 +459,10 @@ class ExperimentSpec(RunOptions):
                 members.append((index, AgentSpec(id=start + i, type=population.type, profile=profile, config=population.config)))
             next_id = max(next_id, start + population.size)
         return members
+
+    def persona_values(self, field: str) -> list[Any]:
+        """Each agent's value of profile field ``field`` (None where it has none), in :meth:`agent_ids`' order."""
+        return [agent.profile.get(field) for agent in self.all_agents()]
 
     def agent_ids(self) -> np.ndarray:
         """Every agent's id, in :meth:`all_agents`' order, without building the agents."""

@@ -9,15 +9,23 @@ undirected layer ``a, b`` repeats ``b, a``), a ``weight`` that is not a finite n
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from engine.errors import NetworkFileError
-from engine.network.generators import barabasi_albert, erdos_renyi, watts_strogatz
-from engine.network.spec import BarabasiAlbert, ErdosRenyi, LayerSpec
+from engine.network.generators import (
+    barabasi_albert,
+    block_model,
+    block_probabilities,
+    configuration,
+    erdos_renyi,
+    group_codes,
+    watts_strogatz,
+)
+from engine.network.spec import BarabasiAlbert, BlockModel, Configuration, ErdosRenyi, LayerSpec, WattsStrogatz
 
 __all__ = ["EDGE_SUFFIXES", "LayerEdges", "layer_edges", "read_edge_file"]
 
@@ -33,6 +41,7 @@ class LayerEdges:
     target: np.ndarray
     weight: np.ndarray | None = None
     kind: np.ndarray | None = None  #: the ``type`` column, where the file has one
+    asked: np.ndarray | None = None  #: a configuration model's degrees as asked, over the agents in id order
 
 
 def _first(mask: np.ndarray) -> int | None:
@@ -118,6 +127,33 @@ def read_edge_file(path: Path, *, field: str, label: str, agent_ids: Sequence[in
     return LayerEdges(source, target, weight, kind)
 
 
+def _generate(model: object, n: int, rng: np.random.Generator,
+              persona: Callable[[str], Sequence[object]]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The generated edges as node indexes, and a configuration model's degrees as asked."""
+    if isinstance(model, BarabasiAlbert):
+        return *barabasi_albert(n, model.m, rng), None
+    if isinstance(model, ErdosRenyi):
+        return *erdos_renyi(n, model.p, rng), None
+    if isinstance(model, WattsStrogatz):
+        return *watts_strogatz(n, model.k, model.p, rng), None
+    if isinstance(model, Configuration):
+        asked = _configuration_degrees(model, n, rng)
+        return *configuration(asked, rng), asked
+    assert isinstance(model, BlockModel)
+    groups = group_codes(persona(model.attribute))
+    return *block_model(groups, *block_probabilities(groups, model.mean_degree, model.homophily), rng), None
+
+
+def _configuration_degrees(model: Configuration, n: int, rng: np.random.Generator) -> np.ndarray:
+    """The degree each of the ``n`` agents asks for: as listed, or drawn from the distribution."""
+    if model.degrees is not None:
+        return np.asarray(model.degrees, dtype=np.int64)
+    assert model.distribution is not None
+    degrees = np.fromiter(model.distribution, dtype=np.int64)
+    shares = np.fromiter(model.distribution.values(), dtype=float)
+    return rng.choice(degrees, size=n, p=shares / shares.sum())
+
+
 def _not_number(value: object) -> bool:
     try:
         float(str(value))
@@ -127,22 +163,24 @@ def _not_number(value: object) -> bool:
 
 
 def layer_edges(layer: LayerSpec, name: str, agent_ids: Sequence[int] | np.ndarray, seed: int, path: Path | None = None,
-                field: str = "") -> LayerEdges:
+                field: str = "", persona: Callable[[str], Sequence[object]] | None = None) -> LayerEdges:
     """The layer's edges over ``agent_ids``: read from ``path`` (its file, located), or generated (seeded by ``seed``
-    and ``name``) over the agents in id order."""
+    and ``name``) over the agents in id order. ``persona(field)`` gives each agent's value of a persona field, in
+    ``agent_ids``' order (a block model's groups)."""
     if layer.generate is None:
         assert path is not None
         return read_edge_file(path, field=field, label=str(layer.from_), agent_ids=agent_ids, layer=layer)
-    ids = np.asarray(sorted(agent_ids), dtype=np.int64)
+    order = np.argsort(np.asarray(agent_ids, dtype=np.int64), kind="stable")
+    ids = np.asarray(agent_ids, dtype=np.int64)[order]
     rng = np.random.default_rng(random.Random(f"network:{seed}:{name}").getrandbits(63))
-    model = layer.generate
-    if isinstance(model, BarabasiAlbert):
-        low, high = barabasi_albert(len(ids), model.m, rng)
-    elif isinstance(model, ErdosRenyi):
-        low, high = erdos_renyi(len(ids), model.p, rng)
-    else:
-        low, high = watts_strogatz(len(ids), model.k, model.p, rng)
+
+    def sorted_persona(field: str) -> list[object]:
+        assert persona is not None, "a block model needs the agents' persona"
+        values = persona(field)
+        return [values[i] for i in order]
+
+    low, high, asked = _generate(layer.generate, len(ids), rng, sorted_persona)
     source, target = ids[low], ids[high]
     if layer.directed:  # a generated edge is mutual: both directions
         source, target = np.concatenate([source, target]), np.concatenate([target, source])
-    return LayerEdges(source, target)
+    return LayerEdges(source, target, asked=asked)

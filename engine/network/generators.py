@@ -20,9 +20,11 @@ with no self-loop and no repeated edge.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-__all__ = ["barabasi_albert", "block_model", "configuration", "erdos_renyi", "undirected_unique", "watts_strogatz"]
+__all__ = ["barabasi_albert", "block_model", "block_probabilities", "configuration", "group_codes", "erdos_renyi", "undirected_unique", "watts_strogatz"]
 
 Edges = tuple[np.ndarray, np.ndarray]
 
@@ -121,3 +123,24 @@ def block_model(groups: np.ndarray, within: float, between: float, rng: np.rando
 
 def _empty_edges() -> Edges:
     return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+
+
+def group_codes(values: Sequence[object]) -> np.ndarray:
+    """Each value's group, numbered in order of first appearance (None, no value, is a group of its own)."""
+    codes: dict[str, int] = {}
+    return np.fromiter((codes.setdefault(repr(value), len(codes)) for value in values), dtype=np.int64, count=len(values))
+
+
+def block_probabilities(groups: np.ndarray, mean_degree: float, homophily: float) -> tuple[float, float]:
+    """The within- and between-group edge probabilities that give ``mean_degree`` expected edges per node and a
+    share ``s0 + homophily * (1 - s0)`` of them inside groups (``s0``: the share of pairs that are inside groups).
+    Either may come out above 1: the caller refuses that."""
+    n = len(groups)
+    sizes = np.bincount(groups).astype(float)
+    pairs = n * (n - 1) / 2
+    inside = float((sizes * (sizes - 1) / 2).sum())
+    expected = mean_degree * n / 2
+    share = inside / pairs + homophily * (1 - inside / pairs) if pairs else 0.0
+    within = share * expected / inside if inside else (0.0 if share == 0 else np.inf)
+    between = (1 - share) * expected / (pairs - inside) if pairs > inside else (0.0 if share == 1 else np.inf)
+    return float(within), float(between)

@@ -10,13 +10,13 @@ layer each of its edges goes both ways.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-__all__ = ["BarabasiAlbert", "ErdosRenyi", "GeneratorSpec", "LayerSpec", "NetworkSpec", "WattsStrogatz", "check_network_use",
+__all__ = ["BarabasiAlbert", "BlockModel", "Configuration", "ErdosRenyi", "GeneratorSpec", "LayerSpec", "NetworkSpec", "WattsStrogatz", "check_network_use",
            "generator_problem"]
 
 
@@ -52,7 +52,42 @@ class WattsStrogatz(_Frozen):
         return self
 
 
-GeneratorSpec = Annotated[BarabasiAlbert | ErdosRenyi | WattsStrogatz, Field(discriminator="model")]
+class Configuration(_Frozen):
+    """A given degree sequence, its edge ends paired at random: ``degrees`` (one per agent, in id order) or a
+    ``distribution`` (degree -> share) each agent's degree is drawn from. Self-loops and repeated edges are
+    dropped, so a few agents end with fewer edges (the fit report counts them)."""
+
+    model: Literal["configuration"] = "configuration"
+    degrees: list[Annotated[int, Field(ge=0)]] | None = Field(None, min_length=1, description="each agent's degree, in id order")
+    distribution: dict[Annotated[int, Field(ge=0)], Annotated[float, Field(ge=0)]] | None = Field(
+        None, min_length=1, description="degree -> share of agents (the shares sum to 1)")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Configuration:
+        if (self.degrees is None) == (self.distribution is None):
+            raise ValueError("a configuration model takes 'degrees' (one per agent) or a 'distribution': give one")
+        if self.distribution is not None and abs(sum(self.distribution.values()) - 1) > 1e-6:
+            raise ValueError(f"the distribution's shares sum to {sum(self.distribution.values()):g}, not 1")
+        return self
+
+    def max_degree(self) -> int:
+        return max(self.degrees if self.degrees is not None else self.distribution or {0: 1})
+
+
+class BlockModel(_Frozen):
+    """A stochastic block model over a persona attribute: agents with the same value form a group. ``homophily``
+    0 links any two agents alike (an Erdős–Rényi graph); 1 links only agents of a group. In between, the share of
+    edges inside groups is ``s0 + homophily * (1 - s0)``, ``s0`` the share with no homophily, so ``homophily`` is
+    Coleman's index of the graph it expects (the fit report sets the achieved one beside it)."""
+
+    model: Literal["block"] = "block"
+    attribute: str = Field(min_length=1, description="the persona field whose values make the groups")
+    mean_degree: float = Field(gt=0, description="the expected number of edges per agent")
+    homophily: float = Field(ge=0, le=1, description="0: groups mix at random; 1: edges only inside groups")
+
+
+GeneratorSpec = Annotated[BarabasiAlbert | ErdosRenyi | WattsStrogatz | Configuration | BlockModel,
+                          Field(discriminator="model")]
 
 
 class LayerSpec(_Frozen):
@@ -92,12 +127,21 @@ def generator_problem(layer: LayerSpec, agents: int) -> str | None:
         return f"m = {model.m} needs more agents than m; there are {agents}" if model.m >= agents else None
     if isinstance(model, WattsStrogatz):
         return f"k = {model.k} needs more agents than k; there are {agents}" if model.k >= agents else None
+    if isinstance(model, Configuration):
+        if model.degrees is not None and len(model.degrees) != agents:
+            return f"degrees lists {len(model.degrees)} degrees, one per agent: there are {agents} agents"
+        if model.max_degree() >= agents:
+            return f"a degree of {model.max_degree()} needs more agents than that; there are {agents}"
+    if isinstance(model, BlockModel) and model.mean_degree >= agents:
+        return f"mean_degree = {model.mean_degree:g} needs more agents than that; there are {agents}"
     return None
 
 
-def check_network_use(network: NetworkSpec | None, modules: Sequence[Any], agents: int) -> None:
-    """A spec's network against the rest of it: each generator fits the agents, and each env module's ``network``
-    names a layer there is, for a kwarg its ``kwargs`` leave out.
+def check_network_use(network: NetworkSpec | None, modules: Sequence[Any], agents: int,
+                      persona: Callable[[str], Sequence[object]]) -> None:
+    """A spec's network against the rest of it: each generator fits the agents (a block model's attribute is
+    a persona field, and its probabilities are at most 1), and each env module's ``network`` names a layer
+    there is, for a kwarg its ``kwargs`` leave out. ``persona(field)``: each agent's value of a persona field.
 
     Raises:
         PydanticCustomError: the first problem, its field path as ``ctx.key``.
@@ -114,5 +158,23 @@ def check_network_use(network: NetworkSpec | None, modules: Sequence[Any], agent
                     "network_layer", "{kwarg} comes from the network layer {layer}: leave it out of kwargs",
                     {"key": f"environment.modules.{index}.network.{kwarg}", "kwarg": kwarg, "layer": layer})
     for name, spec in layers.items():
-        if (problem := generator_problem(spec, agents)) is not None:
-            raise PydanticCustomError("generator", "{problem}", {"key": f"network.layers.{name}.generate", "problem": problem})
+        key, problem = f"network.layers.{name}.generate", generator_problem(spec, agents)
+        if problem is None and isinstance(spec.generate, BlockModel):
+            values = persona(spec.generate.attribute)
+            if all(value is None for value in values):
+                key, problem = f"{key}.attribute", f"no agent has a persona field {spec.generate.attribute!r}"
+            else:
+                problem = _block_problem(spec.generate, values)
+        if problem is not None:
+            raise PydanticCustomError("generator", "{problem}", {"key": key, "problem": problem})
+
+
+def _block_problem(model: BlockModel, values: Sequence[object]) -> str | None:
+    """Why a block model cannot be made from the agents' values of its attribute (None: it can)."""
+    from engine.network.generators import block_probabilities, group_codes
+
+    within, between = block_probabilities(group_codes(values), model.mean_degree, model.homophily)
+    if within > 1 or between > 1:
+        return (f"mean_degree {model.mean_degree:g} with homophily {model.homophily:g} needs edge probabilities of "
+                f"{within:.3g} within groups and {between:.3g} between them: at most 1 each; lower one of them")
+    return None

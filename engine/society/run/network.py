@@ -14,7 +14,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from engine.network.datasets import NETWORK_FIT
 from engine.network.edges import LayerEdges, layer_edges
+from engine.network.fit import fit_rows
 from engine.network.graph import Graph
 from engine.society.datasets import NETWORK_EDGES
 from engine.society.run.start_shards import has_start_shards, write_start_shards
@@ -41,7 +43,8 @@ class SpecNetwork:
             assert spec.network is not None
             layer = spec.network.layers[name]
             path = Path(layer.from_) if layer.from_ is not None else None
-            self._edges[name] = layer_edges(layer, name, spec.agent_ids(), spec.seed, path, field=f"network.layers.{name}.from")
+            self._edges[name] = layer_edges(layer, name, spec.agent_ids(), spec.seed, path, field=f"network.layers.{name}.from",
+                                            persona=spec.persona_values)
         return self._edges[name]
 
     def graph(self, name: str) -> Graph:
@@ -64,7 +67,34 @@ class SpecNetwork:
             return False
         write_start_shards(run_dir, NETWORK_EDGES, [table for name, layer in network.layers.items()
                                                     for table in _tables(self.edges(name), name, layer.directed, run_id)])
+        if fit := [row for name in network.layers for row in self.fit(name)]:
+            write_start_shards(run_dir, NETWORK_FIT, [pa.Table.from_pylist([{"run": run_id, **row} for row in fit],
+                                                                           schema=NETWORK_FIT.arrow_schema())])
         return True
+
+    def fit(self, name: str) -> list[dict[str, object]]:
+        """Layer ``name``'s ``network_fit`` rows (none for a layer from a file)."""
+        assert self._spec.network is not None
+        model = self._spec.network.layers[name].generate
+        if model is None:
+            return []
+        from engine.network.generators import group_codes
+        from engine.network.spec import BlockModel
+
+        ids = np.sort(np.asarray(self._spec.agent_ids(), dtype=np.int64))
+        edges = self.edges(name)
+        source, target = np.searchsorted(ids, edges.source), np.searchsorted(ids, edges.target)
+        if self._spec.network.layers[name].directed:  # each generated edge is there both ways: count it once
+            keep = source < target
+            source, target = source[keep], target[keep]
+        groups = None
+        if isinstance(model, BlockModel):
+            order = np.argsort(np.asarray(self._spec.agent_ids(), dtype=np.int64), kind="stable")
+            values = self._spec.persona_values(model.attribute)
+            groups = group_codes([values[i] for i in order])
+        return [{"layer": name, "model": model.model, "measure": row.measure, "target": row.target,
+                 "achieved": row.achieved, "note": row.note}
+                for row in fit_rows(model, len(ids), source, target, asked=edges.asked, groups=groups, seed=self._spec.seed)]
 
 
 def _tables(edges: LayerEdges, name: str, directed: bool, run_id: str) -> list[pa.Table]:

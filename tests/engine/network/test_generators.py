@@ -5,7 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.network.generators import barabasi_albert, erdos_renyi, undirected_unique, watts_strogatz
+from engine.network.generators import (
+    barabasi_albert,
+    block_model,
+    block_probabilities,
+    configuration,
+    erdos_renyi,
+    group_codes,
+    undirected_unique,
+    watts_strogatz,
+)
 
 
 def degrees(n: int, edges: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
@@ -50,3 +59,27 @@ def test_watts_strogatz_is_a_ring_lattice_until_rewired():
     rewired = watts_strogatz(n, k, 0.2, np.random.default_rng(4))
     assert simple(rewired) and abs(len(rewired[0]) - n * k / 2) < 0.01 * n * k
     assert not (degrees(n, rewired) == k).all()
+
+
+def test_the_configuration_model_keeps_the_degrees_asked_but_for_dropped_repeats():
+    rng = np.random.default_rng(5)
+    asked = rng.choice([1, 2, 5, 20], size=5_000, p=[0.4, 0.3, 0.2, 0.1])
+    edges = configuration(asked, rng)
+    found = degrees(5_000, edges)
+    assert simple(edges) and (found <= asked).all()  # never more than asked
+    assert (found == asked).mean() > 0.97 and 2 * len(edges[0]) >= 0.99 * (asked.sum() - 1)
+
+
+def test_a_block_model_puts_the_homophilous_share_of_edges_inside_groups():
+    rng = np.random.default_rng(6)
+    groups = group_codes(rng.choice(["left", "right", "centre", None], size=6_000, p=[0.4, 0.3, 0.2, 0.1]).tolist())
+    assert groups.max() == 3
+    sizes = np.bincount(groups)
+    s0 = (sizes * (sizes - 1)).sum() / (6_000 * 5_999)  # the share of pairs inside groups
+    for homophily in (0.0, 0.5, 1.0):
+        within, between = block_probabilities(groups, 10, homophily)
+        low, high = block_model(groups, within, between, rng)
+        inside = (groups[low] == groups[high]).mean()
+        assert simple((low, high)) and len(low) == pytest.approx(30_000, rel=0.03)
+        assert inside == pytest.approx(s0 + homophily * (1 - s0), abs=0.02)
+    assert block_probabilities(group_codes(["a", "b"] * 5), 9, 1.0)[0] > 1  # 10 agents cannot each have 9 inside groups of 5

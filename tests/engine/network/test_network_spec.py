@@ -11,7 +11,7 @@ from engine.society.run.runner import run_experiment
 from engine.spec import load_spec, parse_spec
 from engine.storage.reader import ReplayReader
 
-AGENTS = [{"id": i, "profile": {"name": f"A{i}"}} for i in range(6)]
+AGENTS = [{"id": i, "profile": {"name": f"A{i}", "party": "left" if i < 3 else "right"}} for i in range(6)]
 STEPS = [{"type": "run", "num_steps": 1, "tick": 600}]
 
 
@@ -53,6 +53,17 @@ def test_a_directed_layer_allows_both_directions_and_a_missing_file_is_named(tmp
     ({"model": "erdos_renyi", "p": 1.5}, "network.layers.friend.generate.erdos_renyi.p", "less than or equal to 1"),
     ({"model": "watts_strogatz", "k": 3, "p": 0.1}, "network.layers.friend.generate.watts_strogatz", "k must be even"),
     ({"model": "barabasi", "m": 2}, "network.layers.friend.generate", "barabasi_albert"),
+    ({"model": "configuration", "degrees": [1, 1]}, "network.layers.friend.generate", "degrees lists 2 degrees, one per agent"),
+    ({"model": "configuration", "distribution": {"1": 0.5, "9": 0.5}}, "network.layers.friend.generate",
+     "a degree of 9 needs more agents"),
+    ({"model": "configuration", "distribution": {"1": 0.5}}, "network.layers.friend.generate.configuration",
+     "shares sum to 0.5, not 1"),
+    ({"model": "block", "attribute": "party", "mean_degree": 2, "homophily": 1.2},
+     "network.layers.friend.generate.block.homophily", "less than or equal to 1"),
+    ({"model": "block", "attribute": "pary", "mean_degree": 2, "homophily": 0.5},
+     "network.layers.friend.generate.attribute", "no agent has a persona field 'pary'"),
+    ({"model": "block", "attribute": "party", "mean_degree": 4, "homophily": 1.0}, "network.layers.friend.generate",
+     "edge probabilities of 2 within groups"),  # groups of 3 cannot give each member 4 edges inside
 ])
 def test_a_generator_parameter_out_of_range_is_refused_at_its_field(generate, path, says):
     with pytest.raises(SpecError) as caught:
@@ -79,3 +90,29 @@ async def test_a_runs_network_edges_equal_its_file_and_a_generator_is_seeded(tmp
     with ReplayReader(tmp_path / "again") as reader:
         again = reader.query("SELECT source, target FROM network_edges WHERE layer = 'follow' ORDER BY source, target").to_pylist()
     assert [(r["source"], r["target"]) for r in again] == sorted(pairs)  # the same seed, the same graph
+
+
+async def test_a_run_reports_how_its_generated_layers_fit_their_models(shell, tmp_path):
+    spec = parse_spec({
+        "name": "fit", "steps": STEPS, "seed": 3,
+        "population": [{"count": 400, "profile_template": {"party": ["left", "right"]}}],
+        "network": {"layers": {"friend": {"generate": {"model": "block", "attribute": "party", "mean_degree": 6, "homophily": 0.8}},
+                               "follow": {"generate": {"model": "configuration", "distribution": {"2": 0.5, "6": 0.5}},
+                                          "directed": True}}}})
+    summary = await run_experiment(spec, tmp_path / "run", shell)
+    assert summary.status == "completed", summary.error
+    with ReplayReader(tmp_path / "run") as reader:
+        fit = {(r["layer"], r["measure"]): r for r in reader.query("SELECT * FROM network_fit").to_pylist()}
+        inside = reader.query(
+            "SELECT avg(CASE WHEN a.profile->>'party' = b.profile->>'party' THEN 1 ELSE 0 END) AS share FROM network_edges e "
+            "JOIN agent_profiles a ON a.agent_id = e.source JOIN agent_profiles b ON b.agent_id = e.target "
+            "WHERE e.layer = 'friend'").to_pylist()[0]["share"]
+        follow_edges = reader.query("SELECT count(*) AS n FROM network_edges WHERE layer = 'follow'").to_pylist()[0]["n"]
+        sizes = [r["n"] for r in reader.query("SELECT count(*) AS n FROM agent_profiles GROUP BY profile->>'party'").to_pylist()]
+    homophily = fit[("friend", "homophily")]
+    assert homophily["model"] == "block" and homophily["target"] == 0.8
+    s0 = sum(k * (k - 1) for k in sizes) / (400 * 399)  # the share of pairs inside a party
+    assert homophily["achieved"] == pytest.approx((inside - s0) / (1 - s0), abs=0.02)  # the edges say the same
+    assert homophily["achieved"] == pytest.approx(0.8, abs=0.1)
+    assert fit[("follow", "edges")]["achieved"] == follow_edges / 2  # a directed layer holds each edge both ways
+    assert fit[("follow", "degree_p50")]["target"] in (2.0, 6.0) and fit[("follow", "ends_kept")]["achieved"] > 0.95
