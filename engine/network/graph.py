@@ -98,6 +98,11 @@ class Graph:
     def out_degree(self, node: int) -> int:
         return len(self._out.row(node)) + len(self._added.get(node, ())) - len(self._removed.get(node, ()))
 
+    def nbytes(self) -> int:
+        """Bytes of the CSR arrays built so far (the reverse rows once a query needed them)."""
+        rows = [self._out] + ([self._in] if self._in is not None else [])
+        return self._nodes.nbytes + sum(r.indices.nbytes + r.indptr.nbytes for r in rows)
+
     @property
     def edge_count(self) -> int:
         return self._base_edges + sum(map(len, self._added.values())) - sum(map(len, self._removed.values()))

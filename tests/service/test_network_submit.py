@@ -3,6 +3,10 @@ row and id; and the file's edges are the run's network_edges."""
 
 from __future__ import annotations
 
+import json
+
+import httpx
+
 from engine.cluster_options import IN_PROCESS
 from service.settings import ServiceSettings
 from tests.service.live import serve, wait_until_final
@@ -35,3 +39,29 @@ def test_an_edge_file_is_checked_at_submit_and_becomes_the_runs_network_edges(tm
         rows = http.post(f"/experiments/{posted.json()['id']}/sql",
                          json={"sql": "SELECT source, target FROM network_edges ORDER BY source"}).json()["rows"]
     assert rows == [[0, 1], [2, 3]]
+
+
+def test_a_ten_million_edge_network_in_the_body_is_refused_by_the_body_limit_as_it_streams(tmp_path):
+    settings = ServiceSettings(data_dir=tmp_path / "data", scheduler=IN_PROCESS)
+    sent = [0]
+
+    def body():  # a follow graph of 10,000,000 edges written inline, made as it is sent: about 150 MB
+        head = {"name": "net", "agents": [{"id": i} for i in range(4)], "steps": [{"type": "run", "num_steps": 1}],
+                "environment": {"modules": [{"type": "SocialMediaSpace", "kwargs": {"follows": {}}}]}}
+        text = json.dumps(head)
+        yield text[: text.index("{}}")].encode() + b'{"0": ['
+        for start in range(0, 10_000_000, 100_000):
+            chunk = ",".join(map(str, range(start, start + 100_000))).encode() + b","
+            sent[0] += len(chunk)
+            yield chunk
+        yield b'1]}}]}}'
+
+    with serve(settings) as http:
+        try:
+            refused = http.post("/experiments", content=body(), headers={"Content-Type": "application/json"})
+        except httpx.WriteError:  # the server answered and closed before the client finished sending
+            refused = None
+        if refused is not None:
+            assert refused.status_code == 413 and "POLIS_MAX_BODY_BYTES" in refused.text
+        assert sent[0] < 20 * settings.max_body_bytes  # it stopped reading near the limit, not at the end
+        assert http.get("/experiments").json()["experiments"] == []  # nothing was made of it

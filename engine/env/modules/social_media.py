@@ -25,14 +25,17 @@ from engine.env.tool import tool
 from engine.env.update_queue import Update
 from engine.errors import SpecError
 from engine.network.cascades import cascade_stats
-from engine.network.datasets import NETWORK_EDGES
+from engine.network.datasets import NETWORK_EDGES, NETWORK_MEASURES
 from engine.network.graph import Graph
+from engine.network.measures import graph_measures
 from engine.storage.catalog import DatasetSchema
 
 __all__ = ["SocialMediaSpace"]
 
 FeedAlgorithm = Literal["chronological", "engagement"]
 _ALGORITHMS = ("chronological", "engagement")
+#: ``my_profile`` lists the first this many agents followed, then says how many more (a hub follows thousands).
+PROFILE_IDS = 20
 _TOKEN = re.compile(r"\w+")
 #: What an intervention's node choice ranks by.
 Centrality = Literal["degree", "in_degree", "out_degree"]
@@ -325,8 +328,9 @@ class SocialMediaSpace(EnvBase):
         following = self._graph.successors(agent_id)
         followers = self._graph.predecessors(agent_id)
         own = self._by_author.get(agent_id, [])
+        shown = ", ".join(map(str, following[:PROFILE_IDS])) + (f" and {len(following) - PROFILE_IDS} more" if len(following) > PROFILE_IDS else "")
         return (
-            f"You follow {len(following)} agents" + (f" ({', '.join(map(str, following))})" if following else "")
+            f"You follow {len(following)} agents" + (f" ({shown})" if len(following) else "")
             + f"; {len(followers)} agents follow you; you have published {len(own)} posts"
             + (f" (latest #{own[-1]})" if own else "") + "."
         )
@@ -481,7 +485,7 @@ class SocialMediaSpace(EnvBase):
 
     @classmethod
     def replay_datasets(cls) -> list[DatasetSchema]:
-        return [SOCIAL_STATE, SOCIAL_ACTIONS, SOCIAL_CASCADES, NETWORK_EDGES]
+        return [SOCIAL_STATE, SOCIAL_ACTIONS, SOCIAL_CASCADES, NETWORK_EDGES, NETWORK_MEASURES]
 
     def _cascade_rows(self, step: int, t: datetime) -> list[dict[str, Any]]:
         roots = sorted({a["post_id"] if a["kind"] == "post" else a["ref_post_id"]
@@ -499,10 +503,12 @@ class SocialMediaSpace(EnvBase):
         state = {"step": step, "t": t, "actions": len(self._applied_last), "active_agents": len(active), **self._totals()}
         actions = [{"step": step, "t": t, **a} for a in self._applied_last]
         rows = {SOCIAL_STATE.name: [state], SOCIAL_ACTIONS.name: actions, SOCIAL_CASCADES.name: self._cascade_rows(step, t)}
-        if self._graph.layer is not None and self._edges_last:
-            rows[NETWORK_EDGES.name] = [
+        if self._graph.layer is not None:
+            if self._edges_last:
+                rows[NETWORK_EDGES.name] = [
                 {"layer": self._graph.layer, "step": step, "change": change, "source": u, "target": v, "directed": True,
-                 "weight": None, "type": None} for change, u, v in self._edges_last]
+                     "weight": None, "type": None} for change, u, v in self._edges_last]
+            rows[NETWORK_MEASURES.name] = [{"layer": self._graph.layer, "step": step, "t": t, **graph_measures(self._graph)}]
         return rows
 
     def dump_state(self) -> dict[str, Any]:

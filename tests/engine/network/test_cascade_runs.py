@@ -76,6 +76,9 @@ async def test_every_edge_change_is_in_network_edges_at_its_tick(parent: Path) -
     for row in totals:
         net = sum((1 if c["change"] == "added" else -1) for c in changes if c["step"] <= row["step"])
         assert row["follows_total"] == initial + net
+    measures = rows(parent, "SELECT step, edges, reciprocity FROM network_measures ORDER BY step")
+    assert [(m["step"], m["edges"]) for m in measures] == [(t["step"], t["follows_total"]) for t in totals]
+    assert all(0.9 < m["reciprocity"] < 1 for m in measures[1:])  # mutual at the start; one-way follows since
 
 
 async def test_removing_the_top_percent_by_degree_changes_a_forks_cascades(parent: Path, tmp_path: Path) -> None:

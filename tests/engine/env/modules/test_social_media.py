@@ -246,9 +246,11 @@ async def test_replay_rows_fit_the_declared_datasets() -> None:
     await call(space, "follow", agent_id=3, target_agent_id=1)
     await space.step(3600, T2)
     schemas = {s.name: s for s in SocialMediaSpace.replay_datasets()}
-    assert set(schemas) == {"social_state", "social_actions", "social_cascades", "network_edges"}
+    assert set(schemas) == {"social_state", "social_actions", "social_cascades", "network_edges", "network_measures"}
     rows = space.replay_rows(2, T2)
     assert set(rows) == set(schemas)
+    measures = rows["network_measures"][0]  # 2 -> 1 and 3 -> 1: two edges, none mutual; 1 followed by both
+    assert (measures["edges"], measures["in_degree_max"], measures["reciprocity"], measures["clustering"]) == (2, 2, 0, 0)
     for name, schema in schemas.items():
         assert rows[name], name
         columns = [c.name for c in schema.columns if c.name != "run"]  # the engine stamps the run id
@@ -339,3 +341,12 @@ async def test_follow_changes_are_saved_as_the_overlay_and_load_on_the_same_base
     older = await network_space()
     older.load_state(legacy)
     assert older.dump_state()["follow_changes"] == {"added": [[5, 2]], "removed": [[1, 0]]}
+
+
+async def test_a_hubs_profile_lists_the_first_agents_it_follows_and_counts_the_rest() -> None:
+    space = SocialMediaSpace(follows=Graph.from_adjacency({0: list(range(1, 1001))}, layer="follow"))
+    space.bind_agents(list(range(1001)))
+    await space.init(T0)
+    assert await read(space, "my_profile", agent_id=0) == (
+        f"You follow 1000 agents ({', '.join(map(str, range(1, 21)))} and 980 more); 0 agents follow you; "
+        "you have published 0 posts.")
