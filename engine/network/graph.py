@@ -24,9 +24,14 @@ class _Rows:
     __slots__ = ("indices", "indptr", "nodes")
 
     def __init__(self, nodes: np.ndarray, source: np.ndarray, target: np.ndarray) -> None:
-        order = np.lexsort((target, source))
-        source, self.indices = source[order], np.ascontiguousarray(target[order], dtype=np.int64)
-        position = np.searchsorted(nodes, source)
+        if len(target):  # sort by (source, target) as one int64 key: a 1-D sort, several times faster than lexsort
+            first, low = int(source.min()), int(target.min())
+            span = int(target.max()) - low + 1
+            keys = np.sort((source - first) * span + (target - low))
+            source, self.indices = keys // span + first, keys % span + low
+        else:
+            self.indices = np.ascontiguousarray(target, dtype=np.int64)
+        position = np.searchsorted(nodes, source)  # sorted: a pass that stays in cache
         self.nodes = nodes
         self.indptr = np.zeros(len(nodes) + 1, dtype=np.int64)
         np.cumsum(np.bincount(position, minlength=len(nodes)), out=self.indptr[1:])

@@ -18,14 +18,19 @@ from typing import Any
 from engine.errors import NotARunError
 from engine.results.series import (
     ANSWERS_SQL,
+    CASCADE_CCDF_SQL,
+    DEGREE_CCDF_SQL,
     ENV_METRICS_SQL,
     FAMILIES,
     FIDELITY_SQL,
+    NETWORK_FIT_SQL,
+    NETWORK_MEASURES_SQL,
     SURVEY_SHARES_SQL,
     Line,
     Panel,
     answer_panels,
     env_panels,
+    network_panels,
     panels_of,
     survey_panels,
 )
@@ -74,6 +79,8 @@ class ReportData:
     extra: dict[str, Any] = field(default_factory=dict)  #: what the caller adds (the service: owner, id, timings)
     #: a survey run's scored figures (its ``fidelity`` dataset: item, metric, group, value, interval, gap, n)
     fidelity: tuple[dict[str, Any], ...] = ()
+    #: a run's generated layers against their models (its ``network_fit`` dataset)
+    network_fit: tuple[dict[str, Any], ...] = ()
 
     @property
     def is_sweep(self) -> bool:
@@ -97,7 +104,7 @@ class ReportData:
         datasets = tuple(DatasetEntry(**{**entry, "columns": tuple(entry["columns"])}) for entry in data["datasets"])
         return cls(title=data["title"], summary=data["summary"], errors=tuple(data["errors"]), panels=panels,
                    datasets=datasets, cells=tuple(data.get("cells", ())), extra=data.get("extra", {}),
-                   fidelity=tuple(data.get("fidelity", ())))
+                   fidelity=tuple(data.get("fidelity", ())), network_fit=tuple(data.get("network_fit", ())))
 
 
 def _json_safe(value: Any) -> Any:
@@ -308,8 +315,12 @@ def load_report(run_dir: RunLocation, limits: QueryLimits | None = None, extra: 
         if sweep is None and _has_rows(reader, "survey_answers") and _has_rows(reader, "questionnaire_answers"):
             panels += survey_panels(_rows(reader, SURVEY_SHARES_SQL), _questions(spec))
         fidelity = tuple(_rows(reader, FIDELITY_SQL)) if sweep is None and _has_rows(reader, "fidelity") else ()
+        if sweep is None:
+            panels += network_panels(*(_rows(reader, sql) if _has_rows(reader, view) else [] for sql, view in (
+                (CASCADE_CCDF_SQL, "social_cascades"), (DEGREE_CCDF_SQL, "network_edges"), (NETWORK_MEASURES_SQL, "network_measures"))))
+        network_fit = tuple(_rows(reader, NETWORK_FIT_SQL)) if sweep is None and _has_rows(reader, "network_fit") else ()
         return ReportData(
             title=str(society.get("name") or run_name(run_dir)), summary={k: v for k, v in summary.items() if v not in (None, "")},
             errors=_errors(reader, cell), panels=tuple(panels), datasets=_datasets(reader), cells=cells, extra=dict(extra or {}),
-            fidelity=fidelity,
+            fidelity=fidelity, network_fit=network_fit,
         )

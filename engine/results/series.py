@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ANSWERS_SQL", "ENV_METRICS_SQL", "FAMILIES", "FIDELITY_SQL", "SURVEY_SHARES_SQL", "Family", "Line", "Panel", "answer_panels",
-           "env_panels", "panels_of", "survey_panels"]
+__all__ = ["ANSWERS_SQL", "CASCADE_CCDF_SQL", "DEGREE_CCDF_SQL", "ENV_METRICS_SQL", "FAMILIES", "FIDELITY_SQL", "NETWORK_FIT_SQL",
+           "NETWORK_MEASURES_SQL", "SURVEY_SHARES_SQL", "Family", "Line", "Panel", "answer_panels", "env_panels",
+           "network_panels", "panels_of", "survey_panels"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class Panel:
     description: str = ""
     x_label: str = "step"
     bars: bool = False  #: categorical x (answer values) drawn as bars, not lines
+    log: bool = False  #: both axes logarithmic (a distribution's tail)
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,55 @@ FIDELITY_SQL = (
     "SELECT item, metric, group_by, \"group\", value, ci_low, ci_high, gap, n FROM fidelity "
     "ORDER BY group_by NULLS FIRST, \"group\" NULLS FIRST, item"
 )
+
+
+#: Each cascade's final size, as a CCDF: the share of cascades of at least each size.
+CASCADE_CCDF_SQL = (
+    "WITH last AS (SELECT root_post_id, arg_max(size, step) AS size FROM social_cascades GROUP BY root_post_id), "
+    "counts AS (SELECT size, count(*) AS n FROM last GROUP BY size) "
+    "SELECT size AS x, (sum(n) OVER (ORDER BY size DESC) / sum(n) OVER ())::DOUBLE AS y FROM counts ORDER BY size"
+)
+#: Each layer's degrees at the start (in-links of a directed layer), as a CCDF over the agents with a link.
+DEGREE_CCDF_SQL = (
+    "WITH ends AS (SELECT layer, target AS agent FROM network_edges WHERE step = 0 UNION ALL "
+    "SELECT layer, source FROM network_edges WHERE step = 0 AND NOT directed), "
+    "degrees AS (SELECT layer, agent, count(*) AS k FROM ends GROUP BY ALL), "
+    "counts AS (SELECT layer, k, count(*) AS n FROM degrees GROUP BY ALL) "
+    "SELECT layer, k AS x, (sum(n) OVER (PARTITION BY layer ORDER BY k DESC) / sum(n) OVER (PARTITION BY layer))::DOUBLE AS y "
+    "FROM counts ORDER BY layer, k"
+)
+#: The per-step network measures in long format, the ones the page plots.
+NETWORK_MEASURES_SQL = (
+    "SELECT layer, step, measure, value FROM (UNPIVOT (SELECT layer, step, edges, mean_degree, in_degree_max, reciprocity, "
+    "clustering FROM network_measures) ON edges, mean_degree, in_degree_max, reciprocity, clustering "
+    "INTO NAME measure VALUE value) ORDER BY measure, layer, step"
+)
+#: The generated layers' fit to their models.
+NETWORK_FIT_SQL = "SELECT layer, model, measure, target, achieved, note FROM network_fit ORDER BY layer, measure"
+
+
+def network_panels(cascades: list[dict[str, Any]], degrees: list[dict[str, Any]], measures: list[dict[str, Any]]) -> list[Panel]:
+    """The ``Network`` section of a run: the cascade size CCDF, each layer's degree CCDF at the start, and the
+    measures over time (a line per layer)."""
+    panels = []
+    if cascades:
+        line = Line("cascades", tuple(r["x"] for r in cascades), tuple(r["y"] for r in cascades))
+        panels.append(Panel("network.cascades", "Network", "Cascade size (CCDF)", "share of cascades of at least this size",
+                            (line,), description="each original post's reshare tree, at its last step", x_label="size", log=True))
+    by_layer: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in degrees:
+        by_layer[row["layer"]].append(row)
+    if by_layer:
+        lines = tuple(Line(layer, tuple(r["x"] for r in rows), tuple(r["y"] for r in rows)) for layer, rows in sorted(by_layer.items()))
+        panels.append(Panel("network.degrees", "Network", "Degree at the start (CCDF)", "share of agents with at least k",
+                            lines, description="in-links of a directed layer; agents with a link", x_label="degree k", log=True))
+    series: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    for row in measures:
+        if row["value"] is not None:
+            series[row["measure"]][row["layer"]][int(row["step"])] = float(row["value"])
+    for measure, points in sorted(series.items()):
+        panels.append(Panel(f"network.{measure}", "Network", measure.replace("_", " "), measure, _lines(points, sorted(points))))
+    return panels
 
 
 def _ordered_answers(answers: Iterable[str], choices: Sequence[str] = ()) -> list[str]:

@@ -54,6 +54,8 @@ def _figure(panel: Panel) -> Any:
     }
     if panel.bars:
         return figure(x_range=FactorRange(*_factors(panel)), **common)
+    if panel.log:
+        return figure(x_axis_type="log", y_axis_type="log", **common)
     return figure(**common)
 
 

@@ -211,3 +211,39 @@ def test_a_forks_summary_names_its_parent_and_tick(demo_run: Path, tmp_path: Pat
     atomic_write_json(fork / "MANIFEST.json", {**manifest, "fork": {"parent": "/runs/parent", "at_step": 2}})
     assert load_report(fork).summary["forked from"] == "/runs/parent at tick 2"
     assert "forked from" not in load_report(demo_run).summary
+
+
+def test_a_network_runs_report_has_its_cascades_degrees_measures_and_fit(tmp_path: Path) -> None:
+    from tests.engine.network.test_cascade_runs import LATEST
+
+    spec = parse_spec({
+        "name": "social", "seed": 5, "population": [{"count": 300}],
+        "llm": {"default": {"model": "sim/social", "extra": {"social": {"post": 0.3, "repost": 0.4, "like": 0.1}}}},
+        "network": {"layers": {"follow": {"generate": {"model": "barabasi_albert", "m": 2}}}},
+        "environment": {"modules": [{"type": "SocialMediaSpace", "network": {"follows": "follow"}}]},
+        "steps": [{"type": "run", "num_steps": 2, "tick": 3600}]})
+    summary = _in_process(lambda shell: run_experiment(spec, tmp_path / "run", shell))
+    assert summary.status == "completed", summary.error
+    report = load_report(tmp_path / "run")
+    panels = _panels(report)
+    with ReplayReader(tmp_path / "run") as reader:
+        sizes = [r["size"] for r in reader.query(LATEST).to_pylist()]
+        ends = "(SELECT source AS a FROM network_edges WHERE step = 0 UNION ALL SELECT target FROM network_edges WHERE step = 0)"
+        linked = _scalar(reader, f"SELECT count(DISTINCT a) AS v FROM {ends}")
+        fewest = _scalar(reader, f"SELECT min(k) AS v FROM (SELECT count(*) AS k FROM {ends} GROUP BY a)")
+    ccdf = panels["network.cascades"].lines[0]
+    assert ccdf.x[0] == 1 and ccdf.y[0] == 1.0 and ccdf.x[-1] == max(sizes)  # every cascade has size 1 or more
+    assert ccdf.y[-1] == pytest.approx(sizes.count(max(sizes)) / len(sizes)) and panels["network.cascades"].log
+    (follow,) = panels["network.degrees"].lines
+    assert follow.label == "follow" and follow.x[0] == fewest and follow.y[0] == 1.0 and linked == 300  # each has a link
+    edges = panels["network.edges"].lines[0]
+    assert edges.label == "follow" and edges.x == (1, 2)
+    fit = {row["measure"]: row for row in report.network_fit}
+    assert fit["components"]["target"] == 1.0 and fit["edges"]["achieved"] == _scalar_edges(tmp_path / "run")
+    again = type(report).from_json(json.loads(json.dumps(report.to_json())))
+    assert again.network_fit == report.network_fit and _panels(again)["network.cascades"].log
+
+
+def _scalar_edges(run: Path) -> float:
+    with ReplayReader(run) as reader:
+        return float(_scalar(reader, "SELECT count(*) AS v FROM network_edges WHERE step = 0"))

@@ -182,3 +182,30 @@ async def test_a_survey_experiments_page_shows_its_fidelity_table_and_real_again
     assert low <= 0.7 <= high  # rehearse_noise 0.3
     assert any(row[2] == "party=left" and row[5].startswith(("+", "-")) for row in table[1:])  # subgroup gaps
     assert only_loopback(page.requests) == []
+
+
+async def test_a_network_experiments_page_plots_cascades_degrees_and_measures_and_shows_the_fit(
+        http: httpx.Client, tmp_path: Path) -> None:
+    posted = http.post("/experiments", json={
+        "name": "social", "seed": 4, "population": [{"count": 200, "profile_template": {"party": ["left", "right"]}}],
+        "llm": {"default": {"model": "sim/social", "extra": {"social": {"post": 0.3, "repost": 0.4, "like": 0.1}}}},
+        "network": {"layers": {"follow": {"generate": {"model": "block", "attribute": "party", "mean_degree": 6,
+                                                       "homophily": 0.7}, "directed": True}}},
+        "environment": {"modules": [{"type": "SocialMediaSpace", "network": {"follows": "follow"}}]},
+        "steps": [{"type": "run", "num_steps": 2, "tick": 3600}]})
+    assert posted.status_code == 201, posted.text
+    experiment = posted.json()["id"]
+    assert wait_until_final(http, experiment)["status"] == "completed"
+    panels = http.get(f"/experiments/{experiment}/report/data").json()["report"]["panels"]
+    network = {p["key"] for p in panels if p["group"] == "Network"}
+    assert {"network.cascades", "network.degrees", "network.edges", "network.reciprocity", "network.clustering"} <= network
+    async with Browser.start(tmp_path) as browser:
+        page = await browser.new_page()
+        rendered = await open_report(page, http, experiment)
+        table = await page.evaluate(
+            "Array.from(document.querySelectorAll('#polis-network-fit tr')).map(r => Array.from(r.cells).map(c => c.textContent))")
+    assert_every_plot_drew(rendered, panels)
+    assert table[0] == ["layer", "model", "measure", "target", "achieved", ""]
+    homophily = next(row for row in table[1:] if row[2] == "homophily")
+    assert homophily[:4] == ["follow", "block", "homophily", "0.7"] and abs(float(homophily[4]) - 0.7) < 0.2
+    assert only_loopback(page.requests) == []
