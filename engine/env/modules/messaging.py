@@ -7,6 +7,10 @@ interleaved, which is what makes runs with a fixed seed reproducible. The experi
 messages queue the same way (ahead of agents' updates); ``apply_pending`` delivers a queue between
 ticks (after an intervention).
 
+``contacts`` (a network layer: ``network: {contacts: friend}``) limits whom an agent may message directly to those
+it links to in the layer (either way, in an undirected one); a message to anyone else is refused with the list of
+the agent's contacts. Without it, anyone may message anyone.
+
 ``agent_id_name_pairs`` gives agents the names that messages and receipts show (``from Alice
 (agent 1)``); the reference system's ``SimpleSocialSpace`` (:mod:`engine.env.modules.simple_social`)
 adds its tool names on top.
@@ -21,9 +25,13 @@ from engine.env.base import EXPERIMENTER_ID, EnvBase
 from engine.env.tool import tool
 from engine.env.update_queue import Update
 from engine.errors import SpecError
+from engine.network.graph import Graph
 from engine.storage.catalog import Column, DatasetSchema
 
 __all__ = ["MessagingSpace"]
+
+#: A refused message names the sender's first this many contacts, then counts the rest.
+CONTACTS_SHOWN = 20
 
 _STATE = DatasetSchema(
     name="env_messaging",
@@ -63,6 +71,7 @@ class MessagingSpace(EnvBase):
         inbox_limit: how many recent messages ``read_inbox`` shows.
         max_length: longest message accepted, in characters.
         agent_id_name_pairs: ``[[agent_id, name], ...]``: the names agents are known and written to by.
+        contacts: whom each agent may message directly (a network layer); None: anyone.
 
     Raises:
         SpecError: an id or a name appears twice in ``agent_id_name_pairs``.
@@ -77,8 +86,9 @@ class MessagingSpace(EnvBase):
     }
 
     def __init__(self, groups: dict[str, list[int]] | None = None, inbox_limit: int = 10, max_length: int = 1000,
-                 agent_id_name_pairs: list[tuple[int, str]] | None = None) -> None:
+                 agent_id_name_pairs: list[tuple[int, str]] | None = None, contacts: Graph | None = None) -> None:
         super().__init__()
+        self._contacts = contacts
         self._names: dict[int, str] = {}
         for agent_id, name in agent_id_name_pairs or []:
             if int(agent_id) in self._names or name in self._names.values():
@@ -104,6 +114,15 @@ class MessagingSpace(EnvBase):
         sender = "the experimenter (system)" if message["sender"] is None else self._who(message["sender"])
         return f"- from {sender}" + (f" in group {message['group']}" if message["group"] else "") + f": {message['content']}"
 
+    def _contact_list(self, agent_id: int) -> str:
+        assert self._contacts is not None
+        contacts = self._contacts.successors(agent_id)
+        if not contacts:
+            return "you have none"
+        shown = ", ".join(self._who(c) for c in contacts[:CONTACTS_SHOWN])
+        more = f" and {len(contacts) - CONTACTS_SHOWN} more" if len(contacts) > CONTACTS_SHOWN else ""
+        return f"your {len(contacts)} contacts: {shown}{more}"
+
     def _check_text(self, content: str) -> str:
         content = content.strip()
         if not content:
@@ -117,6 +136,8 @@ class MessagingSpace(EnvBase):
         """Send a direct message from agent_id to to_agent_id; it arrives at the end of this step."""
         self.check_agent(agent_id)
         self.check_agent(to_agent_id)
+        if self._contacts is not None and agent_id != to_agent_id and not self._contacts.has_edge(agent_id, to_agent_id):
+            raise ValueError(f"{self._who(to_agent_id)} is not one of your contacts; {self._contact_list(agent_id)}")
         self._queue(kind="direct", sender=agent_id, recipient=to_agent_id, group=None, content=self._check_text(content))
         return f"message to {self._who(to_agent_id)} queued for delivery"
 

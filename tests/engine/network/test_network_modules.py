@@ -58,3 +58,26 @@ def test_a_module_network_that_cannot_be_is_refused_at_its_field(module, path, s
     with pytest.raises(SpecError) as caught:
         parse_spec(social_spec({"layers": {"follow": {"generate": {"model": "erdos_renyi", "p": 0.5}}}}, module))
     assert caught.value.path == path and says in str(caught.value), (caught.value.path, str(caught.value))
+
+
+async def test_messaging_reach_comes_from_the_contacts_layer(tmp_path):
+    from datetime import datetime
+
+    from engine.env.modules.messaging import MessagingSpace
+    from engine.errors import ToolCallError
+
+    (tmp_path / "friend.csv").write_text("source,target\n0,1\n1,2\n")
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(social_spec(
+        {"layers": {"friend": {"from": "friend.csv"}}}, {"type": "MessagingSpace", "network": {"contacts": "friend"}})))
+    spec = load_spec(tmp_path / "spec.yaml")
+    (module,) = spec.environment.modules
+    space = MessagingSpace(**SpecNetwork(spec).module_kwargs(module))
+    space.bind_agents(list(range(5)))
+    await space.init(datetime(2026, 1, 1))
+    assert "queued" in await space.call_tool("send_message", {"agent_id": 2, "to_agent_id": 1, "content": "hi"})
+    with pytest.raises(ToolCallError, match="agent 2 is not one of your contacts; your 1 contacts: agent 1"):
+        await space.call_tool("send_message", {"agent_id": 0, "to_agent_id": 2, "content": "hi"})
+    with pytest.raises(ToolCallError, match="agent 0 is not one of your contacts; you have none"):
+        await space.call_tool("send_message", {"agent_id": 4, "to_agent_id": 0, "content": "hi"})
+    everyone = MessagingSpace()
+    assert "queued" in await everyone.call_tool("send_message", {"agent_id": 4, "to_agent_id": 0, "content": "hi"})
