@@ -36,6 +36,8 @@ FeedAlgorithm = Literal["chronological", "engagement"]
 _ALGORITHMS = ("chronological", "engagement")
 #: ``my_profile`` lists the first this many agents followed, then says how many more (a hub follows thousands).
 PROFILE_IDS = 20
+#: ``suggest_follows`` looks through the follows of the first this many agents one follows.
+SUGGEST_FROM = 200
 _TOKEN = re.compile(r"\w+")
 #: What an intervention's node choice ranks by.
 Centrality = Literal["degree", "in_degree", "out_degree"]
@@ -334,6 +336,20 @@ class SocialMediaSpace(EnvBase):
             + f"; {len(followers)} agents follow you; you have published {len(own)} posts"
             + (f" (latest #{own[-1]})" if own else "") + "."
         )
+
+    @tool(readonly=True)
+    def suggest_follows(self, agent_id: int, limit: Annotated[int, Field(ge=1, le=50)] = 5) -> str:
+        """Suggest agents to follow: those the agents agent_id follows follow most, that agent_id does not follow yet."""
+        following = self._graph.successors(agent_id)
+        counts: dict[int, int] = {}
+        for followee in following[:SUGGEST_FROM]:
+            for candidate in self._graph.successors(followee):
+                counts[candidate] = counts.get(candidate, 0) + 1
+        mine = set(following) | {agent_id}
+        ranked = heapq.nsmallest(limit, ((-n, c) for c, n in counts.items() if c not in mine))
+        if not ranked:
+            return "No suggestions: follow someone first." if not following else "No suggestions: you follow all they follow."
+        return "Suggested: " + ", ".join(f"agent {c} (followed by {-n} you follow)" for n, c in ranked) + "."
 
     @tool(readonly=True, kind="statistics")
     def social_statistics(self) -> str:

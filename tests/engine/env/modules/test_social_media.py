@@ -350,3 +350,18 @@ async def test_a_hubs_profile_lists_the_first_agents_it_follows_and_counts_the_r
     assert await read(space, "my_profile", agent_id=0) == (
         f"You follow 1000 agents ({', '.join(map(str, range(1, 21)))} and 980 more); 0 agents follow you; "
         "you have published 0 posts.")
+
+
+async def test_follow_suggestions_come_from_the_follow_graph() -> None:
+    # 0 follows 1 and 2; both follow 3, and 2 follows 4 and 0: 3 first (two of 0's followees), then 4; never 0 itself
+    space = SocialMediaSpace(follows=Graph.from_adjacency({0: [1, 2], 1: [3], 2: [3, 4, 0]}, layer="follow"))
+    space.bind_agents(list(range(6)))
+    await space.init(T0)
+    assert await read(space, "suggest_follows", agent_id=0) == (
+        "Suggested: agent 3 (followed by 2 you follow), agent 4 (followed by 1 you follow).")
+    assert await read(space, "suggest_follows", agent_id=0, limit=1) == "Suggested: agent 3 (followed by 2 you follow)."
+    assert await read(space, "suggest_follows", agent_id=5) == "No suggestions: follow someone first."
+    await call(space, "follow", agent_id=0, target_agent_id=3)
+    await call(space, "follow", agent_id=0, target_agent_id=4)
+    await space.step(3600, T1)
+    assert await read(space, "suggest_follows", agent_id=0) == "No suggestions: you follow all they follow."
