@@ -86,6 +86,10 @@ class EnvModuleSpec(_Frozen):
         "layer as an engine.network.graph.Graph (CSR arrays; successors/predecessors of an agent id; an undirected "
         "edge both ways), e.g. {follows: follow} for SocialMediaSpace")
 
+    persona: dict[str, str] = Field(
+        default_factory=dict, description="kwarg -> a persona (profile) field: the run fills the kwarg with each "
+        "agent's value of it, {agent id: value}, e.g. {groups: party} for SocialMediaSpace")
+
     _type_known = field_validator("type")(classmethod(lambda cls, v: _known_env_module(v)))
 
     @field_validator("kwargs")
@@ -96,18 +100,23 @@ class EnvModuleSpec(_Frozen):
         checked: dict[str, Any] = ENV_MODULES.check_config(info.data.get("type"), kwargs)
         return checked
 
-    @field_validator("network")
+    @field_validator("network", "persona")
     @classmethod
-    def _network_kwargs_exist(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+    def _filled_kwargs_exist(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
         from engine.env.registry import ENV_MODULES
 
         name = info.data.get("type")
         if name is None or not value or not ENV_MODULES.known(name):
             return value
         known = sorted(ENV_MODULES.config_model(name).model_fields)
+        source = "the network" if info.field_name == "network" else "the agents' personas"
         if unknown := next((kwarg for kwarg in value if kwarg not in known), None):
-            raise PydanticCustomError("network_kwarg", "{name} takes no kwarg '{kwarg}' to fill from the network; it takes: "
-                                      "{known}", {"key": unknown, "name": name, "kwarg": unknown, "known": ", ".join(known)})
+            raise PydanticCustomError("filled_kwarg", "{name} takes no kwarg '{kwarg}' to fill from {source}; it takes: "
+                                      "{known}", {"key": unknown, "name": name, "kwarg": unknown, "known": ", ".join(known),
+                                                  "source": source})
+        if info.field_name == "persona" and (twice := next((k for k in value if k in info.data.get("network", {})), None)):
+            raise PydanticCustomError("filled_kwarg", "{kwarg} is filled from the network already",
+                                      {"key": twice, "kwarg": twice})
         return value
 
 
@@ -406,6 +415,15 @@ class ExperimentSpec(RunOptions):
         check_network_use(self.network, self.environment.modules, len(self.agents) + sum(p.size for p in self.population),
                           self.persona_values)
         check_env_calls(self.steps, [module.type for module in self.environment.modules])
+        for index, module in enumerate(self.environment.modules):
+            for kwarg, field in module.persona.items():
+                key = f"environment.modules.{index}.persona.{kwarg}"
+                if kwarg in module.kwargs:
+                    raise PydanticCustomError("persona_kwarg", "{kwarg} comes from the persona field {field}: leave it out "
+                                              "of kwargs", {"key": key, "kwarg": kwarg, "field": field})
+                if all(value is None for value in self.persona_values(field)):
+                    raise PydanticCustomError("persona_kwarg", "no agent has a persona field '{field}'",
+                                              {"key": key, "field": field})
 
     def _check_survey(self) -> None:
         from_survey = [i for i, step in enumerate(self.steps) if isinstance(step, QuestionnaireStep) and step.from_survey]
@@ -459,6 +477,12 @@ class ExperimentSpec(RunOptions):
                 members.append((index, AgentSpec(id=start + i, type=population.type, profile=profile, config=population.config)))
             next_id = max(next_id, start + population.size)
         return members
+
+    def persona_kwargs(self, module: EnvModuleSpec) -> dict[str, dict[int, Any]]:
+        """The kwargs ``module.persona`` names, each {agent id: its value of the field} over the agents that have one."""
+        ids = self.agent_ids().tolist()
+        return {kwarg: {agent: value for agent, value in zip(ids, self.persona_values(field), strict=True) if value is not None}
+                for kwarg, field in module.persona.items()}
 
     def persona_values(self, field: str) -> list[Any]:
         """Each agent's value of profile field ``field`` (None where it has none), in :meth:`agent_ids`' order."""

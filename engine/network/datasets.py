@@ -60,5 +60,7 @@ NETWORK_MEASURES = DatasetSchema(
         Column(name="out_degree_max", type="float64", description="the largest out-degree"),
         Column(name="reciprocity", type="float64", description="share of edges whose reverse is an edge"),
         Column(name="clustering", type="float64", description="mean local clustering of a seeded sample of agents"),
+        Column(name="ei_index", type="float64",
+               description="E-I index over the module's groups (between less inside, over all edges); null without groups"),
     ),
 )

@@ -71,7 +71,7 @@ class MessagingSpace(EnvBase):
         inbox_limit: how many recent messages ``read_inbox`` shows.
         max_length: longest message accepted, in characters.
         agent_id_name_pairs: ``[[agent_id, name], ...]``: the names agents are known and written to by.
-        contacts: whom each agent may message directly (a network layer); None: anyone.
+        contacts: whom each agent may message directly (a network layer, or inline: agent id -> ids); None: anyone.
 
     Raises:
         SpecError: an id or a name appears twice in ``agent_id_name_pairs``.
@@ -86,9 +86,10 @@ class MessagingSpace(EnvBase):
     }
 
     def __init__(self, groups: dict[str, list[int]] | None = None, inbox_limit: int = 10, max_length: int = 1000,
-                 agent_id_name_pairs: list[tuple[int, str]] | None = None, contacts: Graph | None = None) -> None:
+                 agent_id_name_pairs: list[tuple[int, str]] | None = None,
+                 contacts: dict[int, list[int]] | Graph | None = None) -> None:
         super().__init__()
-        self._contacts = contacts
+        self._contacts = Graph.from_adjacency(contacts) if isinstance(contacts, dict) else contacts
         self._names: dict[int, str] = {}
         for agent_id, name in agent_id_name_pairs or []:
             if int(agent_id) in self._names or name in self._names.values():

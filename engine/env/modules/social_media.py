@@ -91,6 +91,7 @@ class SocialMediaSpace(EnvBase):
         follow_boost: float = 5.0,
         engagement_window: int = 1000,
         follows: dict[int, list[int]] | Graph | None = None,
+        groups: dict[int, Any] | None = None,
     ) -> None:
         super().__init__()
         if feed_algorithm not in _ALGORITHMS:
@@ -103,6 +104,7 @@ class SocialMediaSpace(EnvBase):
         self._half_life = engagement_half_life_hours
         self._follow_boost = follow_boost
         self._window = engagement_window
+        self._groups = {int(agent): value for agent, value in (groups or {}).items()}
         self._open_feed = follows is None
         self._graph = follows if isinstance(follows, Graph) else Graph.from_adjacency(follows or {})
         self._posts: dict[int, dict[str, Any]] = {}
@@ -270,12 +272,19 @@ class SocialMediaSpace(EnvBase):
 
     @tool(readonly=False, experimenter=True)
     def seed_post(self, agent_id: int, text: str, count: Annotated[int, Field(ge=1)] = 1,
-                  at: Literal["random", "degree"] = "random", seed: int = 0) -> str:
-        """Experimenter only: publish ``text`` as a post by ``count`` agents, chosen at random or the highest
-        degree first (at the end of this step)."""
+                  at: Literal["random", "degree", "group"] = "random", group: str | None = None, seed: int = 0) -> str:
+        """Experimenter only: publish ``text`` as a post by ``count`` agents, chosen at random, the highest degree
+        first, or at random among those whose group (the ``groups`` persona field) is ``group`` (at the end of this step)."""
         self._check_experimenter(agent_id)
         text = self._check_text(text)
         agents = self._graph.nodes.tolist()
+        if at == "group":
+            if not self._groups:
+                raise ValueError("at='group' needs the module's groups: give it persona: {groups: <a persona field>}")
+            agents = [a for a in agents if str(self._groups.get(a)) == str(group)]
+            if not agents:
+                known = ", ".join(sorted({str(v) for v in self._groups.values()}))
+                raise ValueError(f"no agent is in group {group!r}; the groups: {known}")
         if not 1 <= count <= len(agents):
             raise ValueError(f"count must be between 1 and the {len(agents)} agents, not {count}")
         authors = self._ranked("degree")[:count] if at == "degree" else sorted(random.Random(seed).sample(agents, count))
@@ -524,7 +533,8 @@ class SocialMediaSpace(EnvBase):
                 rows[NETWORK_EDGES.name] = [
                 {"layer": self._graph.layer, "step": step, "change": change, "source": u, "target": v, "directed": True,
                      "weight": None, "type": None} for change, u, v in self._edges_last]
-            rows[NETWORK_MEASURES.name] = [{"layer": self._graph.layer, "step": step, "t": t, **graph_measures(self._graph)}]
+            measures = graph_measures(self._graph, groups=self._groups or None)
+            rows[NETWORK_MEASURES.name] = [{"layer": self._graph.layer, "step": step, "t": t, **measures}]
         return rows
 
     def dump_state(self) -> dict[str, Any]:

@@ -23,3 +23,12 @@ def test_a_triangle_with_a_one_way_tail_has_the_measures_counted_by_hand():
     graph.add_edge(1, 3)  # the changes count: 3 <-> 1 now mutual
     after = graph_measures(graph)
     assert (after["edges"], after["reciprocity"]) == (8, 1.0)
+
+
+def test_the_e_i_index_counts_edges_between_groups_less_those_inside():
+    # 0 -> 1 inside a; 0 -> 2, 1 -> 2 and 2 -> 3 between a and b... 3 has no group: its edge is left out
+    graph = Graph(np.array([0, 0, 1, 2]), np.array([1, 2, 2, 3]), layer="follow")
+    measures = graph_measures(graph, groups={0: "a", 1: "a", 2: "b"})
+    assert measures["ei_index"] == pytest.approx((2 - 1) / 3)
+    assert graph_measures(graph)["ei_index"] is None
+    assert graph_measures(graph, groups={0: "a", 1: "a", 2: "a"})["ei_index"] == -1.0

@@ -81,3 +81,47 @@ async def test_messaging_reach_comes_from_the_contacts_layer(tmp_path):
         await space.call_tool("send_message", {"agent_id": 4, "to_agent_id": 0, "content": "hi"})
     everyone = MessagingSpace()
     assert "queued" in await everyone.call_tool("send_message", {"agent_id": 4, "to_agent_id": 0, "content": "hi"})
+    inline = MessagingSpace(contacts={0: [1]})  # a spec may also give contacts inline: agent id -> ids
+    with pytest.raises(ToolCallError, match="your 1 contacts: agent 1"):
+        await inline.call_tool("send_message", {"agent_id": 0, "to_agent_id": 2, "content": "hi"})
+
+
+@pytest.mark.parametrize(("persona", "kwargs", "path", "says"), [
+    ({"grups": "party"}, {}, "environment.modules.0.persona.grups", "SocialMediaSpace takes no kwarg 'grups' to fill from"),
+    ({"groups": "parti"}, {}, "environment.modules.0.persona.groups", "no agent has a persona field 'parti'"),
+    ({"groups": "party"}, {"groups": {"0": "x"}}, "environment.modules.0.persona.groups", "leave it out of kwargs"),
+])
+def test_a_persona_kwarg_that_cannot_be_filled_is_refused_at_its_field(persona, kwargs, path, says):
+    agents = [{"id": i, "profile": {"party": "left"}} for i in range(3)]
+    with pytest.raises(SpecError) as caught:
+        parse_spec({"name": "p", "agents": agents, "steps": [{"type": "run", "num_steps": 1}],
+                    "environment": {"modules": [{"type": "SocialMediaSpace", "persona": persona, "kwargs": kwargs}]}})
+    assert caught.value.path == path and says in str(caught.value), (caught.value.path, str(caught.value))
+
+
+async def test_groups_from_a_persona_field_give_the_e_i_index_and_seed_posts_in_a_group(tmp_path, shell):
+    spec = parse_spec({
+        "name": "groups", "seed": 2, "population": [{"count": 120, "profile_template": {"party": ["left", "right", "centre"]}}],
+        "llm": {"default": {"model": "sim/social", "extra": {"social": {"follow": 0, "unfollow": 0}}}},
+        "network": {"layers": {"follow": {"generate": {"model": "block", "attribute": "party", "mean_degree": 6,
+                                                       "homophily": 0.6}, "directed": True}}},
+        "environment": {"modules": [{"type": "SocialMediaSpace", "network": {"follows": "follow"}, "persona": {"groups": "party"}}]},
+        "steps": [{"type": "run", "num_steps": 1, "tick": 3600},
+                  {"type": "intervene", "calls": [{"tool": "seed_post", "arguments": {"text": "Vote!", "count": 5, "at": "group",
+                                                                                      "group": "centre"}}]},
+                  {"type": "run", "num_steps": 1, "tick": 3600}]})
+    summary = await run_experiment(spec, tmp_path / "run", shell)
+    assert summary.status == "completed", summary.error
+    with ReplayReader(tmp_path / "run") as reader:
+        measured = reader.query("SELECT step, ei_index FROM network_measures ORDER BY step").to_pylist()
+        recount = reader.query("""
+            SELECT (count(*) FILTER (WHERE a.profile->>'party' <> b.profile->>'party')
+                    - count(*) FILTER (WHERE a.profile->>'party' = b.profile->>'party')) / count(*) AS ei
+            FROM network_edges e JOIN agent_profiles a ON a.agent_id = e.source JOIN agent_profiles b ON b.agent_id = e.target
+            WHERE e.step = 0""").to_pylist()[0]["ei"]
+        seeded = reader.query("SELECT DISTINCT a.profile->>'party' AS party FROM social_actions s "
+                              "JOIN agent_profiles a ON a.agent_id = s.agent_id WHERE s.intervention").to_pylist()
+    assert [m["step"] for m in measured] == [1, 2]
+    assert all(m["ei_index"] == pytest.approx(recount) for m in measured)  # no follow changes: the start's graph
+    assert recount < 0  # homophily 0.6: more edges inside parties than between
+    assert seeded == [{"party": "centre"}]
