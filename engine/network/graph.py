@@ -16,6 +16,7 @@ import numpy as np
 __all__ = ["Graph"]
 
 _EMPTY = np.empty(0, dtype=np.int64)
+_INT32 = np.iinfo(np.int32)
 
 
 class _Rows:
@@ -24,13 +25,19 @@ class _Rows:
     __slots__ = ("indices", "indptr", "nodes")
 
     def __init__(self, nodes: np.ndarray, source: np.ndarray, target: np.ndarray) -> None:
-        if len(target):  # sort by (source, target) as one int64 key: a 1-D sort, several times faster than lexsort
-            first, low = int(source.min()), int(target.min())
-            span = int(target.max()) - low + 1
+        source, target = source.astype(np.int64, copy=False), target.astype(np.int64, copy=False)
+        first, low = (int(source.min()), int(target.min())) if len(target) else (0, 0)
+        span = int(target.max()) - low + 1 if len(target) else 1
+        if len(target) and (int(source.max()) - first + 1) * span < 2**63:
+            # sort by (source, target) as one int64 key: a 1-D sort, several times faster than lexsort
             keys = np.sort((source - first) * span + (target - low))
-            source, self.indices = keys // span + first, keys % span + low
-        else:
-            self.indices = np.ascontiguousarray(target, dtype=np.int64)
+            source, target = keys // span + first, keys % span + low
+        elif len(target):  # ids too far apart for one key
+            order = np.lexsort((target, source))
+            source, target = source[order], target[order]
+        # ids below 2**31 (any society that fits a machine) as int32: half the memory, and half the bytes to the env actor
+        small = not len(target) or (int(target.min()) >= _INT32.min and int(target.max()) <= _INT32.max)
+        self.indices = target.astype(np.int32 if small else np.int64)
         position = np.searchsorted(nodes, source)  # sorted: a pass that stays in cache
         self.nodes = nodes
         self.indptr = np.zeros(len(nodes) + 1, dtype=np.int64)
@@ -131,7 +138,7 @@ class Graph:
     def edges(self) -> tuple[np.ndarray, np.ndarray]:
         """Every edge now, as (source, target) arrays sorted by source then target."""
         counts = np.diff(self._out.indptr)
-        source, target = np.repeat(self._nodes, counts), self._out.indices
+        source, target = np.repeat(self._nodes, counts), self._out.indices.astype(np.int64)
         if self._removed:
             gone = {(u, v) for u, vs in self._removed.items() for v in vs}
             keep = np.fromiter(((int(u), int(v)) not in gone for u, v in zip(source, target, strict=True)), bool, len(source))

@@ -59,3 +59,12 @@ def test_a_random_graph_reads_as_its_edge_list(n: int) -> None:
     for node in range(n):
         assert graph.successors(node) == sorted(b for a, b in pairs if a == node)
         assert graph.predecessors(node) == sorted(a for a, b in pairs if b == node)
+
+
+def test_ids_below_two_to_the_31_are_held_as_int32_and_larger_ones_as_int64():
+    small = Graph(np.array([0, 1, 2]), np.array([1, 2, 0]))
+    big = Graph(np.array([0, 2**40]), np.array([2**40, 0]))
+    assert small.nbytes() == 3 * 8 + 3 * 4 + 4 * 8  # nodes, indices (int32), indptr
+    assert big.successors(0) == [2**40] and big.predecessors(0) == [2**40] and big.has_edge(2**40, 0)
+    source, target = small.edges()
+    assert source.dtype == target.dtype == np.int64 and target.tolist() == [1, 2, 0]
