@@ -17,11 +17,13 @@ import shutil
 import tempfile
 import traceback
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from engine.env.control import BeginTick, EndConsult, EndTick, TickEnd
 from engine.env.input_files import InputRoots, input_roots
@@ -163,12 +165,15 @@ class EnvRouterActor:
         self._ledger = CacheLedger(self.router.get_cache_stats()) if isinstance(self.router, CodeGenRouter) else None
         self._world: WorldDescription | None = None  #: the run's world description, once known
 
-    async def init(self, start_t: datetime, agent_ids: list[int], snapshot: str | None = None,
+    async def init(self, start_t: datetime, agent_ids: Sequence[int] | np.ndarray, snapshot: str | None = None,
                    allowance: Allowance | None = None) -> dict[str, Any]:
         """Initialise modules, restoring the committed snapshot ``snapshot`` when given; returns what the proxy carries.
 
-        The world description's LLM call (once per run) is charged to ``allowance`` (None: unlimited).
+        The world description's LLM call (once per run) is charged to ``allowance`` (None: unlimited). The driver
+        sends ``agent_ids`` as an int64 array: one buffer, where a list of a million ints took the actor call a
+        minute to carry (``benchmarks/network.py``).
         """
+        agent_ids = agent_ids.tolist() if isinstance(agent_ids, np.ndarray) else list(agent_ids)
         self._budget.renew(allowance or Allowance())
         with tempfile.TemporaryDirectory(prefix="polis-snapshot-") as scratch:
             folder = Path(scratch) / "snapshot"

@@ -18,6 +18,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+import numpy as np
+
 from engine.env.actor import EnvRouterConfig, template_cache_dir
 from engine.env.control import BeginTick, EndConsult, EndTick, TickEnd
 from engine.env.module_datasets import module_datasets
@@ -65,7 +67,8 @@ class EnvHost:
         """
         self.generation += 1
         await self._create()
-        self.info = await self._call("init", self._start_t, self._agent_ids, snapshot, allowance)
+        ids = np.asarray(self._agent_ids, dtype=np.int64)  # one buffer to carry, not a list of ints (EnvRouterActor.init)
+        self.info = await self._call("init", self._start_t, ids, snapshot, allowance)
         self.proxy = self._handle(self.info["world_description"], tuple(tuple(pair) for pair in self.info["env_skill_dirs"]))
         return self.proxy
 
