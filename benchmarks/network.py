@@ -74,7 +74,7 @@ async def actor_queries(graph: Graph, n: int, queries: int) -> None:
                                  coder=LLMClient(role="coder", model="sim/unused"))
         started = time.perf_counter()
         actor = await client.submit(EnvRouterActor, config, actor=True)
-        await actor.init(datetime(2026, 1, 1, 8), list(range(n)))
+        await actor.init(datetime(2026, 1, 1, 8), np.arange(n))  # as the driver sends them: one int64 buffer
         print(f"env actor: started with the graph in {time.perf_counter() - started:.1f} s", end="; ")
         proxy = EnvRouterProxy(address=actor._address, key=actor.key)
         started = time.perf_counter()
