@@ -10,6 +10,7 @@ its updates at once; the next step reports them.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import random
 import re
@@ -383,7 +384,8 @@ class SocialMediaSpace(EnvBase):
             elif self._open_feed:
                 note = " (you follow nobody yet, so it shows everyone's posts)"
                 total = len(self._posts) - len(self._by_author.get(viewer, ()))
-                ids = [i for i in range(len(self._posts), 0, -1) if self._posts[i]["author"] != viewer][:limit] if total else []
+                newest = (i for i in range(len(self._posts), 0, -1) if self._posts[i]["author"] != viewer)
+                ids = list(itertools.islice(newest, limit))  # the newest few, not a pass over every post
             else:
                 return "Your feed is empty: you follow nobody."
         else:
