@@ -9,6 +9,7 @@ its updates at once; the next step reports them.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
@@ -174,7 +175,7 @@ class SocialMediaSpace(EnvBase):
         """Like post #post_id (once per post); counted at the end of this step."""
         self.check_agent(agent_id)
         post = self._check_post(post_id)
-        if agent_id in post["likes"] or any(op["post_id"] == post_id for op in self._own_pending(agent_id, "like")):
+        if _likes(post, agent_id) or any(op["post_id"] == post_id for op in self._own_pending(agent_id, "like")):
             return f"you already like post #{post_id}"
         self._queue("like", agent_id, post_id=post_id)
         return f"like of post #{post_id} queued"
@@ -414,7 +415,7 @@ class SocialMediaSpace(EnvBase):
             original = self._posts[post["repost_of"]]
             head = f"#{post['id']} agent {post['author']} reposted #{original['id']} by agent {original['author']} at {when}"
             head += f' ("{original["text"]}")' + (f": {post['text']}" if post["text"] else "")
-        liked = " (you like it)" if viewer in post["likes"] else ""
+        liked = " (you like it)" if _likes(post, viewer) else ""
         return f"{head} [{len(post['likes'])} likes, {len(post['comments'])} comments, {len(post['reposts'])} reposts]{liked}"
 
     # ---- the step ----------------------------------------------------------------------------
@@ -481,11 +482,11 @@ class SocialMediaSpace(EnvBase):
             self._posts[op["post_id"]]["comments"].append({"agent_id": agent, "text": op["text"], "t": t})
             self._comments_total += 1
         elif kind == "like":
-            likes = self._posts[op["post_id"]]["likes"]
-            if agent in likes:
+            likes = self._posts[op["post_id"]]["likes"]  # ascending: a popular post has tens of thousands
+            at = bisect.bisect_left(likes, agent)
+            if at < len(likes) and likes[at] == agent:
                 return None
-            likes.append(agent)
-            likes.sort()
+            likes.insert(at, agent)
         else:
             self._change_edge("added" if kind == "follow" else "removed", agent, op["target"])
         return self._event(kind, agent, post_id=op["post_id"], target=op["target"], text=op["text"])
@@ -571,3 +572,10 @@ class SocialMediaSpace(EnvBase):
         self._applied_unreported = [{**legacy, **a} for a in state.get("applied_unreported", [])]
         self._edges_last = list(state.get("edges_last", []))
         self._edges_unreported = list(state.get("edges_unreported", []))
+
+
+def _likes(post: dict[str, Any], agent_id: int) -> bool:
+    """``agent_id`` likes ``post`` (its likes are kept ascending: a search, not a scan)."""
+    likes = post["likes"]
+    at = bisect.bisect_left(likes, agent_id)
+    return at < len(likes) and likes[at] == agent_id
