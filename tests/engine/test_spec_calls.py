@@ -21,7 +21,7 @@ def spec_with(intervene: dict) -> dict:
     ({"calls": [{"tool": "remove_top_nodes", "arguments": {"share": 2}}]}, "steps.1.calls.0.arguments.share",
      "remove_top_nodes: Input should be less than or equal to 1"),
     ({"calls": [{"tool": "seed_post", "arguments": {"text": "hi", "at": "centre"}}]}, "steps.1.calls.0.arguments.at",
-     "seed_post: Input should be 'random' or 'degree'"),
+     "seed_post: Input should be 'random', 'degree' or 'group'"),
     ({"calls": [{"tool": "remove_follows", "arguments": {"nodes": [1], "agent_id": 3}}]}, "steps.1.calls.0.arguments.agent_id",
      "agent_id is the experimenter's"),
     ({}, "steps.1.intervene", "takes an 'instruction' (for the helper) or 'calls' (env tools), one of them"),
