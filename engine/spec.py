@@ -11,6 +11,7 @@ import difflib
 import json
 import random
 from datetime import datetime
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -303,10 +304,11 @@ class ExperimentSpec(RunOptions):
         from engine.network.spec import check_network_use
         from engine.spec_calls import check_env_calls
 
+        persona = cache(self.persona_values)  # building every profile is seconds per 100,000 agents: once per field
         check_network_use(self.network, self.environment.modules, len(self.agents) + sum(p.size for p in self.population),
-                          self.persona_values)
+                          persona)
         check_env_calls(self.steps, [module.type for module in self.environment.modules])
-        check_persona_use(self.environment.modules, self.persona_values)
+        check_persona_use(self.environment.modules, persona)
 
     def _check_survey(self) -> None:
         from_survey = [i for i, step in enumerate(self.steps) if isinstance(step, QuestionnaireStep) and step.from_survey]
@@ -360,12 +362,6 @@ class ExperimentSpec(RunOptions):
                 members.append((index, AgentSpec(id=start + i, type=population.type, profile=profile, config=population.config)))
             next_id = max(next_id, start + population.size)
         return members
-
-    def persona_kwargs(self, module: EnvModuleSpec) -> dict[str, dict[int, Any]]:
-        """The kwargs ``module.persona`` names, each {agent id: its value of the field} over the agents that have one."""
-        ids = self.agent_ids().tolist()
-        return {kwarg: {agent: value for agent, value in zip(ids, self.persona_values(field), strict=True) if value is not None}
-                for kwarg, field in module.persona.items()}
 
     def persona_values(self, field: str) -> list[Any]:
         """Each agent's value of profile field ``field`` (None where it has none), in :meth:`agent_ids`' order."""

@@ -90,7 +90,7 @@ def fit_rows(model: object, n: int, low: np.ndarray, high: np.ndarray, *, asked:
 
 
 def _expected_edges(model: object, n: int, asked: np.ndarray | None, groups: np.ndarray | None) -> float | None:
-    from engine.network.generators import block_probabilities
+    from engine.network.generators import block_probabilities, pairs_inside
 
     pairs = n * (n - 1) / 2
     if isinstance(model, BarabasiAlbert):
@@ -103,8 +103,7 @@ def _expected_edges(model: object, n: int, asked: np.ndarray | None, groups: np.
         return float(asked.sum() // 2)
     if isinstance(model, BlockModel) and groups is not None:
         within, between = block_probabilities(groups, model.mean_degree, model.homophily)
-        sizes = np.bincount(groups).astype(float)
-        inside = float((sizes * (sizes - 1) / 2).sum())
+        pairs, inside = pairs_inside(groups)
         return within * inside + between * (pairs - inside)
     return None
 
@@ -162,9 +161,9 @@ def _clustering(adjacency: object, degrees: np.ndarray, seed: int) -> tuple[floa
 
 
 def _coleman(groups: np.ndarray, low: np.ndarray, high: np.ndarray) -> float:
-    n = len(groups)
-    sizes = np.bincount(groups).astype(float)
-    pairs = n * (n - 1) / 2
-    s0 = float((sizes * (sizes - 1) / 2).sum()) / pairs if pairs else 0.0
+    from engine.network.generators import pairs_inside
+
+    pairs, inside = pairs_inside(groups)
+    s0 = inside / pairs if pairs else 0.0
     s = float((groups[low] == groups[high]).mean()) if len(low) else 0.0
     return (s - s0) / (1 - s0) if s0 < 1 else 1.0

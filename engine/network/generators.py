@@ -24,7 +24,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["barabasi_albert", "block_model", "block_probabilities", "configuration", "group_codes", "erdos_renyi", "undirected_unique", "watts_strogatz"]
+__all__ = ["barabasi_albert", "block_model", "block_probabilities", "configuration", "erdos_renyi", "group_codes", "pairs_inside",
+           "undirected_unique", "watts_strogatz"]
 
 Edges = tuple[np.ndarray, np.ndarray]
 
@@ -131,15 +132,18 @@ def group_codes(values: Sequence[object]) -> np.ndarray:
     return np.fromiter((codes.setdefault(repr(value), len(codes)) for value in values), dtype=np.int64, count=len(values))
 
 
+def pairs_inside(groups: np.ndarray) -> tuple[float, float]:
+    """All pairs of nodes, and those whose two nodes are in the same group."""
+    n, sizes = len(groups), np.bincount(groups).astype(float)
+    return n * (n - 1) / 2, float((sizes * (sizes - 1) / 2).sum())
+
+
 def block_probabilities(groups: np.ndarray, mean_degree: float, homophily: float) -> tuple[float, float]:
     """The within- and between-group edge probabilities that give ``mean_degree`` expected edges per node and a
     share ``s0 + homophily * (1 - s0)`` of them inside groups (``s0``: the share of pairs that are inside groups).
     Either may come out above 1: the caller refuses that."""
-    n = len(groups)
-    sizes = np.bincount(groups).astype(float)
-    pairs = n * (n - 1) / 2
-    inside = float((sizes * (sizes - 1) / 2).sum())
-    expected = mean_degree * n / 2
+    pairs, inside = pairs_inside(groups)
+    expected = mean_degree * len(groups) / 2
     share = inside / pairs + homophily * (1 - inside / pairs) if pairs else 0.0
     within = share * expected / inside if inside else (0.0 if share == 0 else np.inf)
     between = (1 - share) * expected / (pairs - inside) if pairs > inside else (0.0 if share == 1 else np.inf)

@@ -1,4 +1,6 @@
 """A run's network: the layers env modules take as kwargs (``network:``), and the ``network_edges`` dataset.
+Env modules' ``persona:`` kwargs are filled here too, from the same lookup of the agents' persona fields (a block
+model's groups are one): building every agent's profile is seconds per 100,000 agents, so each field is read once.
 
 :class:`SpecNetwork` reads (or generates) each layer of the spec's network once, for both. ``network_edges``
 holds each layer at tick 0, written once before the first step as start shards
@@ -9,7 +11,9 @@ spec's seed, so a run and its resume see the same edges.
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -35,6 +39,7 @@ class SpecNetwork:
     def __init__(self, spec: ExperimentSpec) -> None:
         self._spec = spec
         self._edges: dict[str, LayerEdges] = {}
+        self._persona = cache(spec.persona_values)
 
     def edges(self, name: str) -> LayerEdges:
         """Layer ``name``'s edges (an undirected edge once)."""
@@ -44,7 +49,7 @@ class SpecNetwork:
             layer = spec.network.layers[name]
             path = Path(layer.from_) if layer.from_ is not None else None
             self._edges[name] = layer_edges(layer, name, spec.agent_ids(), spec.seed, path, field=f"network.layers.{name}.from",
-                                            persona=spec.persona_values)
+                                            persona=self._persona)
         return self._edges[name]
 
     def graph(self, name: str) -> Graph:
@@ -57,8 +62,12 @@ class SpecNetwork:
         return Graph(source, target, np.asarray(self._spec.agent_ids(), dtype=np.int64), layer=name)
 
     def module_kwargs(self, module: EnvModuleSpec) -> dict[str, object]:
-        """An env module's kwargs with those its ``network`` names filled from their layers."""
-        return {**module.kwargs, **{kwarg: self.graph(layer) for kwarg, layer in module.network.items()}}
+        """An env module's kwargs with those its ``network`` names filled from their layers, and those its ``persona``
+        names with each agent's value of the field (``{agent id: value}``, over the agents that have one)."""
+        ids = self._spec.agent_ids().tolist() if module.persona else []
+        filled: dict[str, Any] = {kwarg: {agent: value for agent, value in zip(ids, self._persona(field), strict=True)
+                                          if value is not None} for kwarg, field in module.persona.items()}
+        return {**module.kwargs, **{kwarg: self.graph(layer) for kwarg, layer in module.network.items()}, **filled}
 
     def write(self, run_dir: RunLocation, run_id: str) -> bool:
         """Write ``network_edges`` unless the run has it (a resumed run) or the spec has no network; whether it was written."""
@@ -90,7 +99,7 @@ class SpecNetwork:
         groups = None
         if isinstance(model, BlockModel):
             order = np.argsort(np.asarray(self._spec.agent_ids(), dtype=np.int64), kind="stable")
-            values = self._spec.persona_values(model.attribute)
+            values = self._persona(model.attribute)
             groups = group_codes([values[i] for i in order])
         return [{"layer": name, "model": model.model, "measure": row.measure, "target": row.target,
                  "achieved": row.achieved, "note": row.note}

@@ -316,8 +316,7 @@ async def run_experiment(
                     await check_llms(clients)
                 specs = [a.model_dump() for a in agents]
                 network = SpecNetwork(spec)  # each layer read or generated once, off the event loop
-                modules = await asyncio.to_thread(lambda: tuple((m.type, {**network.module_kwargs(m), **spec.persona_kwargs(m)})
-                                                                for m in spec.environment.modules))
+                modules = await asyncio.to_thread(lambda: tuple((m.type, network.module_kwargs(m)) for m in spec.environment.modules))
                 config = EnvRouterConfig(
                     modules=modules,
                     router=spec.environment.router,
