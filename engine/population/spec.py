@@ -7,18 +7,21 @@ Part of the experiment spec (``engine.spec`` re-exports it); the members it make
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import random
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from engine.format_template import check_format_template, formatted_size_bound
 from engine.population.calibrate import CalibrationReport, rake
 from engine.population.codebook import Codebook, Respondent, codebook_problem
 from engine.population.members import MAX_POPULATION_ROWS, SampleKind, chosen_rows, draw_value, table_profiles
 from engine.population.table import first_row_problem
+from engine.tiers.spec import ArchetypeSpec, RuleSpec, Tier
 
 __all__ = ["CalibrateSpec", "PopulationSpec"]
 
@@ -100,6 +103,12 @@ class PopulationSpec(BaseModel):
     profile_template: dict[str, Any] = Field(default_factory=dict)
     config: dict[str, Any] = Field(default_factory=dict)
     id_start: int | None = Field(None, ge=0, description="first agent id; defaults to after the previous agents")
+    tier: Tier = Field("llm", exclude_if=lambda v: v == "llm",
+                       description="llm: an LLM agent per member; archetype: one LLM decision per group of members, each "
+                       "member drawing from it; rule: a registered policy per member, no LLM")
+    archetype: ArchetypeSpec | None = Field(None, exclude_if=lambda v: v is None,
+                                            description="tier archetype: the groups' key, size, context and options")
+    rule: RuleSpec | None = Field(None, exclude_if=lambda v: v is None, description="tier rule: the policy and its params")
 
     _type_known = field_validator("type")(classmethod(lambda cls, v: _known_agent_type(v)))
 
@@ -168,6 +177,35 @@ class PopulationSpec(BaseModel):
         if unknown := next((name for name in self.persona if name not in names), None):
             raise ValueError(f"persona: {unknown!r} is not a persona field of the survey; its fields: {', '.join(names)}")
         return self
+
+    @model_validator(mode="after")
+    def _tier_fits(self) -> PopulationSpec:
+        for tier, given in (("archetype", self.archetype), ("rule", self.rule)):
+            if given is None and self.tier == tier:
+                raise ValueError(f"tier {tier} needs '{tier}': its settings")
+            if given is not None and self.tier != tier:
+                raise ValueError(f"'{tier}' is for tier {tier}; this population's tier is {self.tier}")
+        if self.archetype is None:
+            return self
+        fields = self.profile_fields()
+        for i, name in enumerate(self.archetype.key):
+            if name not in fields:
+                near = difflib.get_close_matches(name, fields, n=1)
+                hint = f"did you mean {near[0]!r}? " if near else ""
+                raise PydanticCustomError("archetype_key", "{message}", {
+                    "key": f"archetype.key.{i}",
+                    "message": f"{name!r} is not a persona field of this population; {hint}its fields: {', '.join(fields) or '(none)'}"})
+        return self
+
+    def profile_fields(self) -> list[str]:
+        """The fields every member's profile may have: the template's keys, the table's (chosen) columns, or the
+        survey's (shown) persona fields."""
+        if self.codebook is not None:
+            names = [spec.name or column for column, spec in self.codebook.by_role("persona").items()]
+            return [n for n in names if self.persona is None or n in self.persona]
+        if self.rows is not None:
+            return list(self.columns) if self.columns is not None else list(dict.fromkeys(k for row in self.rows[:100] for k in row))
+        return list(self.profile_template)
 
     @model_validator(mode="after")
     def _calibration_fits(self) -> PopulationSpec:

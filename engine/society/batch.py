@@ -19,7 +19,6 @@ import os
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,11 +26,13 @@ from engine.agent.packed import PackedWorkspaces
 from engine.errors import EnvUnavailableError, PolisError, RunError, StaleRunError
 from engine.llm.budget import BudgetGate, Usage
 from engine.llm.dispatcher import dispatcher_stats, flush_response_caches, refresh_response_caches
+from engine.society.batch_result import BatchResult
 from engine.society.datasets import ACTIONS, AGENT_MEMORY
 from engine.society.lease import check_session
 from engine.society.run.dashboard import AGENTS, task_key
 from engine.society.run.live_calls import publishing
-from engine.society.transcripts import TranscriptTally, write_call_shards
+from engine.society.tier_batch import step_tier_batch
+from engine.society.transcripts import write_call_shards
 from engine.society.workspaces.common import BatchJob
 from engine.society.workspaces.journaled import step_journaled_agent
 from engine.society.workspaces.packed import begin_packed_batch, step_packed_agent, write_batch_pack
@@ -41,32 +42,7 @@ from engine.storage.shards import shard_name
 if TYPE_CHECKING:
     from engine.society.shells.base import EnvHost, Shell
 
-__all__ = ["BatchResult", "run_tick_batches", "step_agent_batch"]
-
-
-@dataclass(frozen=True)
-class BatchResult:
-    """What the driver needs back (rows themselves stay on disk)."""
-
-    step: int
-    batch: int
-    agents: int  #: agent-steps committed (rows written)
-    replayed: int  #: of which committed by an earlier attempt and re-emitted
-    statuses: dict[str, int]
-    llm_calls: int
-    input_tokens: int
-    output_tokens: int
-    env_calls: int
-    usage: Usage  #: provider usage (what budgets count)
-    budget_stopped: int  #: agents not stepped because the budget ran out
-    duration_s: float
-    worker_pid: int
-    dispatcher_builds: int
-    staged: tuple[str, ...] = ()  #: staged shard keys the society commits with the tick
-    rolled_back: int = 0  #: agents put back to their journal before stepping again
-    transcripts: TranscriptTally = TranscriptTally()  #: what the batch wrote to ``transcripts``
-    pack: str | None = None  #: packed runs: the pack holding the batch's agents after the tick
-    pack_reads: tuple[str, ...] = ()  #: every pack their files read from
+__all__ = ["BatchResult", "run_tick_batches", "step_agent_batch"]  # BatchResult: from engine.society.batch_result
 
 
 def _batch_abort(errors: BaseExceptionGroup) -> PolisError:
@@ -90,7 +66,9 @@ def _stepped(result: dict[str, Any] | None) -> int:
 
 
 async def step_agent_batch(job: BatchJob) -> BatchResult:
-    """Step every agent of ``job`` concurrently and write the batch's shards."""
+    """Step every agent of ``job`` concurrently and write the batch's shards (a tier batch: :func:`step_tier_batch`)."""
+    if job.tiers is not None:
+        return await step_tier_batch(job)
     started = time.perf_counter()
     run_dir = job.proxy.run_dir
     assert run_dir is not None, "a batch needs a run directory"

@@ -36,6 +36,10 @@ ACTIONS = DatasetSchema(
         Column(name="cost_usd", type="float64", description="provider cost of the step's calls where the price is known"),
         Column(name="duration_ms", type="float64", description="wall-clock time of the agent-step"),
         Column(name="error", type="string", description="error text when status is llm_error or error"),
+        Column(name="tier", type="string", description="the member's fidelity tier: llm | archetype | rule"),
+        Column(name="call_id", type="string",
+               description="archetype members: the llm_calls row of their group's decision (null for the other tiers)"),
+        Column(name="group_id", type="string", description="archetype members: their group, <population>.<n>"),
     ),
 )
 

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -69,6 +69,8 @@ from engine.society.workspaces.manifest import PACKED, AgentSource, PackedAgents
 from engine.spec import StorageSpec
 from engine.storage.catalog import Catalog
 from engine.storage.run_layout import REPLAY_DIR, RunLocation, as_location, run_store
+from engine.tiers.datasets import AGENT_STATE
+from engine.tiers.plan import TierBatch
 from engine.trace import write_tick_span
 
 __all__ = ["AgentSociety", "SocietyTotals", "plan_batches", "split_allowance"]
@@ -105,6 +107,8 @@ class AgentSociety:
         transcript_bytes: the run's cap on transcript text (None: no ``transcripts`` dataset).
         snapshots_keep: the spec's ``snapshots.keep`` (:mod:`engine.society.history`).
         storage: where the agents' workspaces are kept (packs, the default, or a folder each).
+        tiers: the archetype and rule members' fixed batches (:mod:`engine.tiers.plan`); ``agent_specs`` then
+            holds only the LLM agents.
     """
 
     def __init__(
@@ -129,8 +133,10 @@ class AgentSociety:
         transcript_bytes: int | None = None,
         snapshots_keep: int | None = None,
         storage: StorageSpec | None = None,
+        tiers: Sequence[TierBatch] = (),
     ) -> None:
         self._specs = agent_specs
+        self._tiers = tuple(tiers)
         self._info = info or {}
         self._session = session
         self._env, self._llm = env, llm
@@ -212,7 +218,8 @@ class AgentSociety:
         the env actor from the last committed snapshot, and mark the run running."""
         write_society(self._run_dir, {**self._info, "agent_specs": self._specs})
         catalog = Catalog(run_store(self._run_dir).child(REPLAY_DIR))
-        for schema in (ACTIONS, AGENT_MEMORY, LLM_CALLS, TRANSCRIPTS, SOCIETY_QUERIES, *self._env.replay_datasets()):
+        tiered = (AGENT_STATE,) if self._tiers else ()
+        for schema in (ACTIONS, AGENT_MEMORY, LLM_CALLS, TRANSCRIPTS, SOCIETY_QUERIES, *tiered, *self._env.replay_datasets()):
             catalog.register(schema)
         self._kept.load(self._run_dir, self._status.txn)
         # A fresh packed run (or one stopped while creating them) creates its agents' packs; a dir run, missing folders.
@@ -312,7 +319,8 @@ class AgentSociety:
         """Carry out what the tick's :class:`~engine.society.tick_core.TickCore` commands, feeding back what happened."""
         status = self._status
         core = TickCore(TickState(status.txn, status.step_count, status.current_time, status.agent_steps_done, status.env_snapshot),
-                        tick, tuple(self.agent_ids), self._batch_size, self.run_id, self._budget)
+                        tick, tuple(self.agent_ids), self._batch_size, self.run_id, self._budget,
+                        tuple(batch.agent_ids for batch in self._tiers))
         commands = core.handle(Started(await self._shell.slots(self._max_workers), uuid.uuid4().hex, self.usage))
         results: list[BatchResult] = []
         jobs: list[BatchJob] = []
@@ -356,8 +364,10 @@ class AgentSociety:
         texts = self.transcripts.open(len(plan.batches))
         proxy = self.proxy
         scope = self._live.open() if self._live is not None else None
+        first_tier = len(plan.batches) - len(self._tiers)  # the tiers' fixed batches come last
         return [BatchJob(ids, plan.step, i, plan.tick, plan.t_end, proxy, plan.allowances[i], plan.txn, plan.attempt, self._session,
-                         texts[i], self.snapshots_keep, self._agents_at.packs_of(ids), self.storage.checkpoint_every, scope)
+                         texts[i], self.snapshots_keep, self._agents_at.packs_of(ids) if i < first_tier else None,
+                         self.storage.checkpoint_every, scope, self._tiers[i - first_tier] if i >= first_tier else None)
                 for i, ids in enumerate(plan.batches)]
 
     def _commit_tick(self, state: TickState, jobs: list[BatchJob], results: list[BatchResult], staged: list[str]) -> None:
@@ -365,7 +375,7 @@ class AgentSociety:
         self._status.agent_steps_done = state.agent_steps_done
         by_batch = {r.batch: r for r in results}
         self._status.workspaces = self._agents_at.stage(state.txn, ((by_batch[j.batch].pack, j.agent_ids, by_batch[j.batch].pack_reads)
-                                                                    for j in jobs))
+                                                                    for j in jobs if j.tiers is None))
         self._commit(staged, env_snapshot=state.env_snapshot, kind=TICK)
         assert self._status.txn == state.txn
 

@@ -267,6 +267,8 @@ class TickCore:
         batch_size: agents per batch, at most (:func:`plan_batches`).
         run_id: what every staged row carries.
         budget: the run's budget (None: unlimited).
+        fixed: the archetype and rule tiers' batches (agent ids each), the same every tick; they follow the
+            LLM agents' batches, and ``agent_ids`` holds only the LLM agents.
     """
 
     state: TickState
@@ -275,6 +277,7 @@ class TickCore:
     batch_size: int
     run_id: str
     budget: Allowance | None = None
+    fixed: tuple[tuple[int, ...], ...] = ()
     recoveries: int = 0  #: env actors replaced so far in this tick
     plan: TickPlan | None = field(default=None, init=False)
     _stopped: int = field(default=0, init=False)
@@ -300,7 +303,7 @@ class TickCore:
 
     def _start(self, event: Started) -> list[Command]:
         txn, step = self.state.txn + 1, self.state.step_count + 1
-        batches = plan_batches(list(self.agent_ids), self.batch_size, event.slots)
+        batches = plan_batches(list(self.agent_ids), self.batch_size, event.slots) + list(self.fixed)
         if self.budget is None:
             shares: list[Allowance | None] = [None] * len(batches)
             router: Allowance | None = None

@@ -40,10 +40,11 @@ from engine.society.shells import Shell, as_shell
 from engine.society.society import AgentSociety
 from engine.society.status import SocietyStep, has_society_step, read_society, read_society_step
 from engine.society.workspaces.manifest import PACKED
-from engine.spec import AskStep, ExperimentSpec, InterveneStep, QuestionnaireStep, RunStep, parse_spec
+from engine.spec import AgentSpec, AskStep, ExperimentSpec, InterveneStep, QuestionnaireStep, RunStep, parse_spec
 from engine.spec_calls import describe_calls, resolve_env_calls
 from engine.storage.run_layout import LLM_CACHE_DIR, RunLocation, as_location, is_url, run_child, run_name, run_store
 from engine.storage.store import check_store
+from engine.tiers.plan import TierBatch, TierMember, plan_tier_batches
 
 __all__ = ["RunProgress", "RunSummary", "run_experiment"]
 
@@ -135,6 +136,13 @@ def _resume_state(spec: ExperimentSpec, run_dir: Path | str, force: bool) -> tup
 
 def _without_budget(spec: ExperimentSpec) -> dict[str, Any]:
     return {**spec.science(), "budget": None}
+
+
+def tier_batches(spec: ExperimentSpec, members: list[tuple[int | None, AgentSpec]]) -> list[TierBatch]:
+    """The fixed batches of the spec's archetype and rule populations (none: every agent is an LLM agent)."""
+    tiers = [(p.tier, p.archetype or p.rule) for p in spec.population]
+    light = [TierMember(agent.id, index, agent.profile) for index, agent in members if index is not None and tiers[index][0] != "llm"]
+    return plan_tier_batches(tiers, light, spec.batch_size, spec.seed) if light else []
 
 
 def _budget(spec: ExperimentSpec) -> Allowance | None:
@@ -314,7 +322,9 @@ async def run_experiment(
                 if spec.llm_check and models_to_check(clients):
                     enter(Phase(RunPhase.CHECKING_LLMS))
                     await check_llms(clients)
-                specs = [a.model_dump() for a in agents]
+                tiers = tier_batches(spec, members)
+                tiered = {i for batch in tiers for i in batch.agent_ids}
+                specs = [a.model_dump() for a in agents if a.id not in tiered]  # the LLM agents: they get workspaces
                 network = SpecNetwork(spec)  # each layer read or generated once, off the event loop
                 modules = await asyncio.to_thread(lambda: tuple((m.type, network.module_kwargs(m)) for m in spec.environment.modules))
                 config = EnvRouterConfig(
@@ -338,7 +348,7 @@ async def run_experiment(
                     "max_workers": spec.max_workers, "budget": _budget(spec), "on_batch": on_batch, "on_phase": enter,
                     "live": live if on_progress is not None else None,
                     "session": lease.session, "transcript_bytes": _transcript_cap(spec),
-                    "snapshots_keep": spec.snapshots.keep, "storage": spec.storage,
+                    "snapshots_keep": spec.snapshots.keep, "storage": spec.storage, "tiers": tiers,
                     "info": {
                         "name": spec.name, "spec_hash": spec.spec_hash(), "spec": spec.model_dump(mode="json"),
                         "env_modules": [m.model_dump(mode="json") for m in spec.environment.modules],

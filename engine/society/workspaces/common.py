@@ -14,6 +14,7 @@ from engine.agent.service_proxy import ServiceProxy
 from engine.agent.workspace import AgentWorkspace
 from engine.errors import PolisError
 from engine.llm.budget import Allowance
+from engine.tiers.plan import TierBatch
 
 __all__ = ["ISOLATED", "BatchJob", "memory_row", "usage_columns"]
 
@@ -38,6 +39,7 @@ class BatchJob:
     #: the driver's live-count scope this batch publishes its calls and stepped agents under
     #: (:mod:`engine.society.run.live_calls`); None: nobody listens
     live_scope: str | None = None
+    tiers: TierBatch | None = None  #: a batch of archetype or rule members (:mod:`engine.society.tier_batch`)
 
 
 #: What an agent-step may raise and still leave the batch going: the agent's row records it.

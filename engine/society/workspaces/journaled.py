@@ -61,7 +61,8 @@ async def step_journaled_agent(
     """
     started = time.perf_counter()
     serving_agent.set(agent_id)  # this coroutine runs as its own task: the setting stays with this agent
-    row: dict[str, Any] = {"run": job.proxy.run_id, "agent_id": agent_id, "step": job.step, "t": job.t, "agent_type": None}
+    row: dict[str, Any] = {"run": job.proxy.run_id, "agent_id": agent_id, "step": job.step, "t": job.t, "agent_type": None,
+                           "tier": "llm"}
     agent: AgentBase | None = None
     rolled_back = False
     ws = workspace_path(agents_root, agent_id)

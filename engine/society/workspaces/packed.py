@@ -54,7 +54,8 @@ async def step_packed_agent(agent_id: int, job: BatchJob, proxy: ServiceProxy, p
     assert job.packs is not None
     started = time.perf_counter()
     serving_agent.set(agent_id)
-    row: dict[str, Any] = {"run": job.proxy.run_id, "agent_id": agent_id, "step": job.step, "t": job.t, "agent_type": None}
+    row: dict[str, Any] = {"run": job.proxy.run_id, "agent_id": agent_id, "step": job.step, "t": job.t, "agent_type": None,
+                           "tier": "llm"}
     agent: AgentBase | None = None
     ws: MemoryWorkspace | None = None
     episodes_from: int | None = None

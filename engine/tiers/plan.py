@@ -1,0 +1,114 @@
+"""Which batches the ``archetype`` and ``rule`` tiers step in, and an archetype population's groups (no I/O).
+
+Tier batches are fixed for a run: the same members in the same batch every tick, so a batch finds its members'
+state where its previous tick left it (the ``agent_state`` shard named after the batch). An archetype batch holds
+whole groups. Groups are made per population: members with the same values of the key fields, in order of their
+first member's id, each split into groups of at most ``group_size`` members in id order.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.tiers.spec import ArchetypeSpec, RuleSpec, Tier
+
+__all__ = ["ArchetypeGroup", "TierBatch", "TierMember", "group_members", "member_rng", "plan_tier_batches"]
+
+
+@dataclass(frozen=True)
+class TierMember:
+    """One member of a non-LLM tier, as the planner takes it."""
+
+    agent_id: int
+    population: int  #: the population's index in the spec
+    profile: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ArchetypeGroup:
+    """Members that share one archetype decision each tick."""
+
+    id: str  #: ``<population>.<n>``, n counting the population's groups from 0
+    key: dict[str, Any]  #: the key fields' values the members share
+    members: tuple[int, ...]  #: agent ids, ascending
+
+
+@dataclass(frozen=True)
+class TierBatch:
+    """One fixed batch of a non-LLM tier: what every tick's batch task of it is given."""
+
+    name: str  #: stable across ticks and attempts: names its ``agent_state`` shard
+    tier: Tier
+    population: int
+    spec: ArchetypeSpec | RuleSpec
+    seed: int  #: the run's seed (members draw from :func:`member_rng`)
+    agent_ids: tuple[int, ...]
+    profiles: tuple[dict[str, Any], ...]  #: one per agent id
+    groups: tuple[ArchetypeGroup, ...] = field(default=())  #: archetype batches only
+
+
+def member_rng(seed: int, agent_id: int, step: int, salt: str = "") -> random.Random:
+    """The rng a member draws from in ``step``: the same in a seeded rerun, different for each agent and step."""
+    return random.Random(f"tier:{seed}:{agent_id}:{step}:{salt}")
+
+
+def _key_value(profile: dict[str, Any], key: Sequence[str]) -> str:
+    return json.dumps([profile.get(name) for name in key], sort_keys=True, default=str)
+
+
+def group_members(population: int, spec: ArchetypeSpec, members: Sequence[TierMember]) -> list[ArchetypeGroup]:
+    """An archetype population's groups (see the module docstring); ``members`` in id order."""
+    by_key: dict[str, list[TierMember]] = {}
+    for member in members:
+        by_key.setdefault(_key_value(member.profile, spec.key), []).append(member)
+    groups: list[ArchetypeGroup] = []
+    for same in by_key.values():  # dicts keep insertion order: the order of each key's first member
+        for start in range(0, len(same), spec.group_size):
+            chunk = same[start:start + spec.group_size]
+            key = {name: chunk[0].profile.get(name) for name in spec.key}
+            groups.append(ArchetypeGroup(f"{population}.{len(groups)}", key, tuple(m.agent_id for m in chunk)))
+    return groups
+
+
+def plan_tier_batches(tiers: Sequence[tuple[Tier, ArchetypeSpec | RuleSpec | None]], members: Sequence[TierMember],
+                      batch_size: int, seed: int) -> list[TierBatch]:
+    """The fixed batches of every non-LLM population.
+
+    Args:
+        tiers: each population's tier and its spec (``archetype`` or ``rule``; None for ``llm``), by population index.
+        members: every member of a non-LLM population, in id order.
+        batch_size: members per batch at most; an archetype batch takes whole groups, so a group larger than it
+            is a batch of its own.
+        seed: the run's seed.
+    """
+    by_population: dict[int, list[TierMember]] = {}
+    for member in members:
+        by_population.setdefault(member.population, []).append(member)
+    batches: list[TierBatch] = []
+
+    def add(population: int, tier: Tier, spec: ArchetypeSpec | RuleSpec, chunk: list[TierMember],
+            groups: tuple[ArchetypeGroup, ...] = ()) -> None:
+        batches.append(TierBatch(f"tier{len(batches):05d}", tier, population, spec, seed, tuple(m.agent_id for m in chunk),
+                                 tuple(m.profile for m in chunk), groups))
+
+    for population, found in sorted(by_population.items()):
+        tier, spec = tiers[population]
+        assert spec is not None, f"population {population} ({tier}) has no tier spec"
+        if isinstance(spec, RuleSpec):
+            for start in range(0, len(found), batch_size):
+                add(population, tier, spec, found[start:start + batch_size])
+            continue
+        index = {m.agent_id: m for m in found}
+        pending: list[ArchetypeGroup] = []
+        for group in group_members(population, spec, found):
+            if pending and sum(len(g.members) for g in pending) + len(group.members) > batch_size:
+                add(population, tier, spec, [index[i] for g in pending for i in g.members], tuple(pending))
+                pending = []
+            pending.append(group)
+        if pending:
+            add(population, tier, spec, [index[i] for g in pending for i in g.members], tuple(pending))
+    return batches
