@@ -96,8 +96,9 @@ def _decision_model(options_json: str) -> type[BaseModel]:
     fields: dict[str, Any] = {"thought": (str, Field(max_length=2000)), "probabilities": (odds, ...)}
     if any(o.writes_text for o in spec.options):
         fields["text"] = (str, Field(max_length=1000, description="what the group would write"))
-    validators = {"some_chance": model_validator(mode="after")(some_chance)}
-    return create_model("ArchetypeDecision", __base__=_Decision, __validators__=validators, **fields)  # type: ignore[call-overload, no-any-return]
+    validators: dict[str, Any] = {"some_chance": model_validator(mode="after")(some_chance)}
+    model: type[BaseModel] = create_model("ArchetypeDecision", __base__=_Decision, __validators__=validators, **fields)
+    return model
 
 
 def probabilities(spec: ArchetypeSpec, decision: BaseModel) -> dict[str, float]:

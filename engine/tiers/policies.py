@@ -76,10 +76,9 @@ def register_policy(policy: Callable[..., list[Act]], name: str | None = None) -
     """Register a policy in this process (a notebook, a test) as ``name`` (default its function name); returns it.
 
     A function without a ``Config`` takes no parameters."""
-    if not hasattr(policy, "Config"):
-        policy = rule_policy()(policy)
-    POLICIES.register(policy, name or policy.__name__)  # type: ignore[arg-type]  # a function, not a class
-    return policy  # type: ignore[return-value]  # it has a Config now
+    marked: Policy = policy if hasattr(policy, "Config") else rule_policy()(policy)
+    POLICIES.register(marked, name or getattr(policy, "__name__", None))  # type: ignore[arg-type]  # a function, not a class
+    return marked
 
 
 def resolve_policy(name: str) -> Policy:
@@ -88,7 +87,7 @@ def resolve_policy(name: str) -> Policy:
     Raises:
         SpecError: no such policy (names the known ones).
     """
-    found: Policy = POLICIES.resolve(name)
+    found: Policy = POLICIES.resolve(name)  # type: ignore[assignment]  # the registry holds functions here
     return found
 
 
