@@ -68,7 +68,7 @@ class AgentBase(ABC):
         self.settings: AgentConfig = AgentConfig()  #: ``config`` read by :attr:`Config`
         self.state: dict[str, Any] = {}  #: AGENT.json's dynamic part
         self.workspace: AgentWorkspace | None = None
-        self.meter = Meter()
+        self.meter = Meter(track_prompts=True)  #: its last prompt's print is kept in AGENT.json (engine.llm.prefix)
         self._service_proxy: ServiceProxy | None = None
         self._env: EnvHandle  #: ServiceProxy.env, bound by restore
         self._dispatcher: ChatModel | None = None
@@ -140,6 +140,8 @@ class AgentBase(ABC):
         self.settings = type(self).Config.model_validate(self.config)
         self.state = dynamic.get("state", {})
         self._step_count = int(dynamic.get("step_count", 0))
+        last = dynamic.get("last_prompt")
+        self.meter.last_prompt = tuple((str(h), int(n)) for h, n in last) if last else None
         self._budget = budget
         self._bind_services(service_proxy)
         assert self._dispatcher is not None  # _bind_services just set it
@@ -174,6 +176,7 @@ class AgentBase(ABC):
             "current_time": t.isoformat() if t else None,
             "last_tick": tick,
             "state": self.state,
+            "last_prompt": self.meter.last_prompt,
         }
 
     def persist_agent_json(self, *, tick: int | None, t: datetime | None) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.errors import LLMCallError
 from engine.llm.api_key import scrub
+from engine.llm.prefix import PromptPrint, prompt_print, shared_prefix
 from engine.llm.protocol import ChatModel, ChatResult
 
 __all__ = ["CallRecord", "Meter", "MeteredModel", "call_listener", "current_attempt", "serving_agent", "serving_run"]
@@ -55,6 +56,8 @@ class CallRecord:
     reply: str | None = field(default=None, repr=False)  #: the reply's text (transcripts only)
     served_model: str | None = None  #: the model id the provider says served it (a cached call: as stored)
     system_fingerprint: str | None = None  #: the provider's ``system_fingerprint``
+    prompt_chars: int = 0  #: characters of the messages sent
+    prefix_chars: int | None = None  #: of which the caller's previous prompt began alike (:mod:`engine.llm.prefix`; None: untracked)
 
     def as_row(self) -> dict[str, Any]:
         """The ``llm_calls`` columns of this call (messages and reply go to ``transcripts`` only)."""
@@ -63,7 +66,8 @@ class CallRecord:
 
 _ROW_FIELDS = (
     "caller", "role", "prompt_name", "prompt_hash", "model", "input_tokens", "output_tokens", "latency_ms",
-    "status", "error", "attempt", "cached", "cost_usd", "agent_id", "served_model", "system_fingerprint",
+    "status", "error", "attempt", "cached", "cost_usd", "agent_id", "served_model", "system_fingerprint", "prompt_chars",
+    "prefix_chars",
 )
 
 
@@ -79,6 +83,10 @@ class Meter:
     latency_ms: float = 0.0
     cost_usd: float = 0.0
     records: list[CallRecord] = field(default_factory=list)
+    #: track each call's prompt against the previous one (one caller's meter: an agent's, a group's); the print of
+    #: the last prompt, which the owner keeps across ticks (None: none yet)
+    track_prompts: bool = False
+    last_prompt: PromptPrint | None = None
 
     def add(self, record: CallRecord) -> None:
         self.calls += 1
@@ -116,8 +124,19 @@ class MeteredModel:
             return list(messages)  # the callers build a new list per call and never change a sent message
         return json.loads(scrub(json.dumps(messages, default=str), self._secret))
 
+    def _prompt(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """The record's prompt size and shared prefix; the meter remembers this prompt as the last."""
+        printed = prompt_print(messages)
+        chars = sum(n for _, n in printed)
+        if not self.meter.track_prompts:
+            return {"prompt_chars": chars}
+        shared = shared_prefix(self.meter.last_prompt, printed)
+        self.meter.last_prompt = printed
+        return {"prompt_chars": chars, "prefix_chars": shared}
+
     async def complete(self, messages: list[dict[str, Any]], *, prompt: str | None = None, **kwargs: Any) -> ChatResult:
         prompt_name, _, prompt_hash = (prompt or "").partition("@")
+        sizes = self._prompt(messages)
         attempt = current_attempt.get()
         started = time.perf_counter()
         try:
@@ -127,7 +146,7 @@ class MeteredModel:
                 CallRecord(
                     self._caller, self._role, prompt_name or None, prompt_hash or None, "?", 0, 0,
                     (time.perf_counter() - started) * 1000, "error", scrub(str(error), self._secret)[:500], attempt,
-                    agent_id=serving_agent.get(), messages=self._sent(messages),
+                    agent_id=serving_agent.get(), messages=self._sent(messages), **sizes,
                 )
             )
             raise
@@ -137,7 +156,7 @@ class MeteredModel:
                 result.input_tokens, result.output_tokens, result.latency_ms, "ok", None, attempt,
                 result.cached, result.cost_usd, serving_agent.get(), self._sent(messages),
                 scrub(result.text, self._secret) if result.text is not None else None,
-                served_model=result.served_model, system_fingerprint=result.system_fingerprint,
+                served_model=result.served_model, system_fingerprint=result.system_fingerprint, **sizes,
             )
         )
         return result

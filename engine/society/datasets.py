@@ -69,6 +69,10 @@ LLM_CALLS = DatasetSchema(
         Column(name="cost_usd", type="float64", description="provider cost where the price is known"),
         Column(name="status", type="string", description="ok | error"),
         Column(name="error", type="string", description="error text"),
+        Column(name="prompt_chars", type="int64", description="characters of the messages sent (4 make a simulated LLM token)"),
+        Column(name="prefix_chars", type="int64",
+               description="of which the leading messages repeat the caller's previous prompt (what a prefix cache reuses, "
+               "at least); null where untracked (the router's calls, an agent's first call)"),
     ),
 )
 

@@ -69,7 +69,7 @@ from engine.society.workspaces.manifest import PACKED, AgentSource, PackedAgents
 from engine.spec import StorageSpec
 from engine.storage.catalog import Catalog
 from engine.storage.run_layout import REPLAY_DIR, RunLocation, as_location, run_store
-from engine.tiers.datasets import AGENT_STATE
+from engine.tiers.datasets import AGENT_STATE, ARCHETYPE_DECISIONS
 from engine.tiers.plan import TierBatch
 from engine.trace import write_tick_span
 
@@ -218,7 +218,7 @@ class AgentSociety:
         the env actor from the last committed snapshot, and mark the run running."""
         write_society(self._run_dir, {**self._info, "agent_specs": self._specs})
         catalog = Catalog(run_store(self._run_dir).child(REPLAY_DIR))
-        tiered = (AGENT_STATE,) if self._tiers else ()
+        tiered = (AGENT_STATE, ARCHETYPE_DECISIONS) if self._tiers else ()
         for schema in (ACTIONS, AGENT_MEMORY, LLM_CALLS, TRANSCRIPTS, SOCIETY_QUERIES, *tiered, *self._env.replay_datasets()):
             catalog.register(schema)
         self._kept.load(self._run_dir, self._status.txn)

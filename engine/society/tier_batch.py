@@ -43,12 +43,14 @@ from engine.errors import (
 from engine.llm.budget import BudgetGate, Usage
 from engine.llm.dispatcher import caller_model, dispatcher_stats, flush_response_caches, refresh_response_caches
 from engine.llm.meter import Meter, serving_agent
+from engine.llm.prefix import PromptPrint
 from engine.llm.structured import complete_structured
 from engine.society.batch_result import BatchResult
 from engine.society.datasets import ACTIONS
 from engine.society.lease import check_session
 from engine.society.transcripts import call_rows, write_call_shards
 from engine.society.workspaces.common import BatchJob
+from engine.storage.catalog import DatasetSchema
 from engine.storage.run_layout import replay_key, run_store
 from engine.storage.shards import shard_name
 from engine.tiers.archetype import (
@@ -60,18 +62,22 @@ from engine.tiers.archetype import (
     option_act,
     probabilities,
 )
-from engine.tiers.datasets import AGENT_STATE
+from engine.tiers.datasets import AGENT_STATE, ARCHETYPE_DECISIONS
 from engine.tiers.plan import ArchetypeGroup, TierBatch, member_rng
 from engine.tiers.policies import Act, Observation, resolve_policy
 from engine.tiers.spec import ArchetypeSpec, RuleSpec
 
-__all__ = ["read_member_states", "step_tier_batch"]
+__all__ = ["read_group_prompts", "read_member_states", "step_tier_batch"]
 
 _ABORT = (EnvUnavailableError, StaleRunError)
 
 
-def _state_key(batch: TierBatch, step: int) -> str:
-    return replay_key(AGENT_STATE.name, shard_name(step, batch.name))
+def _read_shard(run_dir: Any, batch: TierBatch, schema: DatasetSchema, step: int, columns: list[str]) -> list[dict[str, Any]]:
+    try:
+        data = run_store(run_dir).get(replay_key(schema.name, shard_name(step, batch.name)))
+        return pq.read_table(io.BytesIO(data), columns=columns).to_pylist()
+    except (StorageError, OSError) as error:
+        raise RunError(f"{batch.name}: its {schema.name} of step {step} cannot be read: {error}") from error
 
 
 def read_member_states(run_dir: Any, batch: TierBatch, step: int) -> dict[int, dict[str, Any]]:
@@ -82,11 +88,15 @@ def read_member_states(run_dir: Any, batch: TierBatch, step: int) -> dict[int, d
     """
     if step == 0:
         return {}
-    try:
-        table = pq.read_table(io.BytesIO(run_store(run_dir).get(_state_key(batch, step))), columns=["agent_id", "state"])
-    except (StorageError, OSError) as error:
-        raise RunError(f"{batch.name}: the members' state of step {step} cannot be read: {error}") from error
-    return {int(i): json.loads(s) for i, s in zip(table.column("agent_id").to_pylist(), table.column("state").to_pylist(), strict=True)}
+    return {int(r["agent_id"]): json.loads(r["state"]) for r in _read_shard(run_dir, batch, AGENT_STATE, step, ["agent_id", "state"])}
+
+
+def read_group_prompts(run_dir: Any, batch: TierBatch, step: int) -> dict[str, PromptPrint]:
+    """Each archetype group's last prompt print as tick ``step`` committed it (step 0, or a rule batch: none)."""
+    if step == 0 or not batch.groups:
+        return {}
+    rows = _read_shard(run_dir, batch, ARCHETYPE_DECISIONS, step, ["group_id", "prompt_print"])
+    return {r["group_id"]: tuple((h, int(n)) for h, n in json.loads(r["prompt_print"])) for r in rows if r["prompt_print"]}
 
 
 @dataclass
@@ -157,9 +167,9 @@ def _run_policy(batch: TierBatch, spec: RuleSpec, member: _Member, step: int) ->
 
 
 async def _decide(job: BatchJob, spec: ArchetypeSpec, group: ArchetypeGroup, members: list[_Member], gate: BudgetGate | None,
-                  recorder: Any) -> tuple[list[dict[str, Any]], bool]:
-    """One group's decision and its members' draws; returns its call rows, and False when the budget stopped it."""
-    meter = Meter()
+                  recorder: Any, last_prompt: PromptPrint | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One group's decision and its members' draws; returns its call rows and its ``archetype_decisions`` row."""
+    meter = Meter(track_prompts=True, last_prompt=last_prompt)
     serving_agent.set(None)
     model = caller_model(job.proxy.client("default"), meter, caller=f"archetype:{group.id}", role="default", trace=recorder,
                          budget=gate)
@@ -179,10 +189,15 @@ async def _decide(job: BatchJob, spec: ArchetypeSpec, group: ArchetypeGroup, mem
         failure = f"the archetype call of group {group.id} failed: {error}"[:2000]
     calls = call_rows(meter.records, run=job.proxy.run_id, step=job.step, scope="tick")
     call_id = calls[-1]["call_id"] if calls else None
-    if stopped:
-        return calls, False
     odds = probabilities(spec, decision) if decision is not None else {}
     text = str(getattr(decision, "text", ""))
+    status = "budget_exhausted" if stopped else "ok" if decision is not None else "llm_error"
+    row = {"run": job.proxy.run_id, "step": job.step, "group_id": group.id, "key": group.key, "members": len(members),
+           "call_id": call_id, "status": status, "probabilities": odds or None, "error": failure,
+           "text": text if decision is not None and "text" in type(decision).model_fields else None,
+           "prompt_print": meter.last_prompt}
+    if stopped:
+        return calls, row
     for member in members:
         member.row.update(call_id=call_id, group_id=group.id)
         if member.row["status"] is not None:  # its observation failed
@@ -197,7 +212,7 @@ async def _decide(job: BatchJob, spec: ArchetypeSpec, group: ArchetypeGroup, mem
         counts[option.name] = counts.get(option.name, 0) + 1
         member.state["last"] = option.name
         member.row.update(status="finished", summary=f"drew {option.name} (p={odds[option.name]:.2f}) from group {group.id}")
-    return calls, True
+    return calls, row
 
 
 async def step_tier_batch(job: BatchJob) -> BatchResult:
@@ -211,6 +226,7 @@ async def step_tier_batch(job: BatchJob) -> BatchResult:
     gate = BudgetGate(job.allowance) if job.allowance is not None else None
     refresh_response_caches()
     states = await asyncio.to_thread(read_member_states, job.proxy.run_dir, batch, job.step - 1)
+    prompts = await asyncio.to_thread(read_group_prompts, job.proxy.run_dir, batch, job.step - 1)
     kind = "archetype" if isinstance(batch.spec, ArchetypeSpec) else f"rule:{batch.spec.policy}"
     members = [_Member(agent_id, profile, dict(states.get(agent_id, {})), {
         "run": job.proxy.run_id, "agent_id": agent_id, "agent_type": kind, "step": job.step, "t": job.t, "status": None,
@@ -220,6 +236,7 @@ async def step_tier_batch(job: BatchJob) -> BatchResult:
     with recorder.span("tier.batch", tier=batch.tier, batch=batch.name, step=job.step, members=len(members)):
         await _observe(proxy.env, members)
         calls: list[dict[str, Any]] = []
+        decisions: list[dict[str, Any]] = []
         stopped = 0
         if isinstance(batch.spec, RuleSpec):
             for member in members:
@@ -227,11 +244,12 @@ async def step_tier_batch(job: BatchJob) -> BatchResult:
                     _run_policy(batch, batch.spec, member, job.step)
         else:
             by_id = {m.agent_id: m for m in members}
-            decided = await asyncio.gather(*(_decide(job, batch.spec, group, [by_id[i] for i in group.members], gate, recorder)
-                                             for group in batch.groups))
-            for group, (rows, went) in zip(batch.groups, decided, strict=True):
+            decided = await asyncio.gather(*(_decide(job, batch.spec, group, [by_id[i] for i in group.members], gate, recorder,
+                                                     prompts.get(group.id)) for group in batch.groups))
+            for group, (rows, decision) in zip(batch.groups, decided, strict=True):
                 calls += rows
-                stopped += 0 if went else len(group.members)
+                decisions.append(decision)
+                stopped += len(group.members) if decision["status"] == "budget_exhausted" else 0
         if stopped:  # the tick stops for more budget; nothing of it commits
             return _result(job, [], calls, stopped, started, ())
         await asyncio.gather(*(_act(proxy.env, m) for m in members if m.row["status"] == "finished"))
@@ -246,6 +264,7 @@ async def step_tier_batch(job: BatchJob) -> BatchResult:
                     "state": states.get(m.agent_id, {}) if m.row["status"] == "error" else m.state} for m in members]
     written = [writer.write_shard(ACTIONS, part, [m.row for m in members]),
                writer.write_shard(AGENT_STATE, shard_name(job.step, batch.name), states_rows),
+               writer.write_shard(ARCHETYPE_DECISIONS, shard_name(job.step, batch.name), decisions),
                *call_paths, proxy.trace.write(part, txn=job.txn)]
     return _result(job, [m.row for m in members], calls, 0, started, tuple(k for k in written if k is not None))
 

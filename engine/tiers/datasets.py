@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.storage.catalog import RUN_COLUMN, Column, DatasetSchema
 
-__all__ = ["AGENT_STATE"]
+__all__ = ["AGENT_STATE", "ARCHETYPE_DECISIONS"]
 
 AGENT_STATE = DatasetSchema(
     name="agent_state",
@@ -17,5 +17,25 @@ AGENT_STATE = DatasetSchema(
         Column(name="agent_id", type="int64", description="the member"),
         Column(name="tier", type="string", description="archetype | rule"),
         Column(name="state", type="json", description="the member's state, as JSON"),
+    ),
+)
+
+ARCHETYPE_DECISIONS = DatasetSchema(
+    name="archetype_decisions",
+    kind="agent",
+    description="one row per archetype group per step: the group's decision (its probabilities and text), its call, "
+    "and the print of its prompt (the next tick's call is measured against it)",
+    columns=(
+        RUN_COLUMN,
+        Column(name="step", type="int64", description="society step, 1-based"),
+        Column(name="group_id", type="string", description="<population>.<n>"),
+        Column(name="key", type="json", description="the key fields' values the members share"),
+        Column(name="members", type="int64", description="members in the group"),
+        Column(name="call_id", type="string", description="the llm_calls row of the decision (its last attempt)"),
+        Column(name="status", type="string", description="ok | llm_error | budget_exhausted"),
+        Column(name="probabilities", type="json", description="each option's probability, scaled to sum to 1 (null: no decision)"),
+        Column(name="text", type="string", description="the text the group would write (null: no option writes text)"),
+        Column(name="error", type="string", description="why there is no decision"),
+        Column(name="prompt_print", type="json", description="the last prompt's (hash, characters) per message (engine.llm.prefix)"),
     ),
 )

@@ -138,7 +138,7 @@ def _without_budget(spec: ExperimentSpec) -> dict[str, Any]:
     return {**spec.science(), "budget": None}
 
 
-def tier_batches(spec: ExperimentSpec, members: list[tuple[int | None, AgentSpec]]) -> list[TierBatch]:
+def _tier_batches(spec: ExperimentSpec, members: list[tuple[int | None, AgentSpec]]) -> list[TierBatch]:
     """The fixed batches of the spec's archetype and rule populations (none: every agent is an LLM agent)."""
     tiers = [(p.tier, p.archetype or p.rule) for p in spec.population]
     light = [TierMember(agent.id, index, agent.profile) for index, agent in members if index is not None and tiers[index][0] != "llm"]
@@ -322,7 +322,7 @@ async def run_experiment(
                 if spec.llm_check and models_to_check(clients):
                     enter(Phase(RunPhase.CHECKING_LLMS))
                     await check_llms(clients)
-                tiers = tier_batches(spec, members)
+                tiers = _tier_batches(spec, members)
                 tiered = {i for batch in tiers for i in batch.agent_ids}
                 specs = [a.model_dump() for a in agents if a.id not in tiered]  # the LLM agents: they get workspaces
                 network = SpecNetwork(spec)  # each layer read or generated once, off the event loop
