@@ -11,7 +11,7 @@ Shares are of characters (the simulated LLM counts 4 characters a token), by who
 2026-12-06, 2 cores, 40 agents x 6 ticks, before the prompt layout put the fixed parts first: reusable prefix 0.49 of
 all prompt characters, 0.00 on a step's first call (the time and recent memory sat in the system message).
 
-Usage: python benchmarks/prompt_prefix.py [--agents 40] [--ticks 6]
+Usage: python benchmarks/prompt_prefix.py [--agents 40] [--ticks 6] [--budget TOKENS]
 """
 
 from __future__ import annotations
@@ -48,9 +48,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=positive, default=40)
     parser.add_argument("--ticks", type=positive, default=6)
+    parser.add_argument("--budget", type=positive, default=None, help="the spec's context_budget, in tokens")
     args = parser.parse_args()
     spec = parse_spec({
-        "name": "prefix", "seed": 1, "population": [{"count": args.agents}],
+        "name": "prefix", "seed": 1, "population": [{"count": args.agents}], "context_budget": args.budget,
         "llm": {"default": {"model": "sim/social"}}, "environment": {"modules": [{"type": "SocialMediaSpace"}]},
         "steps": [{"type": "run", "num_steps": args.ticks, "tick": 3600}],
     })

@@ -80,6 +80,9 @@ class LLMClientSpec(_Frozen):
         default_factory=dict, description="a provider's own request parameters, sent as they are (no check beyond secrets)")
     price: PriceSpec | None = Field(
         None, description="token prices for polis estimate and the run's recorded cost_usd (default: litellm's price map)")
+    context_window: int | None = Field(
+        None, ge=256, le=10_000_000, description="the model's context window in tokens: a call whose prompt (4 characters "
+        "a token) and max_tokens would not fit is refused before it is sent, and recorded as a failed call")
 
     @field_validator("options")
     @classmethod

@@ -264,6 +264,9 @@ class ExperimentSpec(RunOptions):
         description="share of failures (agent-steps in error or llm_error, questionnaire answers without a valid "
         "value, failed ask or intervene steps) above which a run ends 'failed' instead of 'completed_with_errors'",
     )
+    context_budget: int | None = Field(
+        None, ge=200, le=10_000_000, description="tokens an LLM agent's prompt may reach (4 characters a token): past it, "
+        "the agent's thread memory compacts, so prompts stop growing. Below llm.default.context_window when both are set")
     # Keep ``sweep`` last: its validator resolves grid keys against the fields validated before it.
     sweep: SweepSpec | None = Field(None, description="run a grid of variants of this spec; see SweepSpec")
 
@@ -295,6 +298,10 @@ class ExperimentSpec(RunOptions):
         self._check_simulated_time()
         self._check_survey()
         self._check_network()
+        window = self.llm.default.context_window
+        if self.context_budget is not None and window is not None and self.context_budget >= window:
+            raise PydanticCustomError("context_budget", "{message}", {"key": "context_budget", "message":
+                                      f"{self.context_budget} tokens is not below llm.default.context_window ({window})"})
         ids = np.sort(self.agent_ids())  # ids alone: a million agents' specs would take seconds to build
         if (twice := np.flatnonzero(ids[1:] == ids[:-1])).size:
             raise ValueError(f"agent id {int(ids[twice[0]])} appears twice")

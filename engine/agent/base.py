@@ -35,9 +35,11 @@ from engine.llm.budget import BudgetGate
 from engine.llm.decision import build_decision_model
 from engine.llm.dispatcher import caller_model
 from engine.llm.meter import Meter
+from engine.llm.prefix import prompt_print
 from engine.llm.prompt import PromptTemplate
 from engine.llm.protocol import ChatModel
 from engine.llm.structured import complete_structured
+from engine.llm.wrappers.context_window import CHARS_PER_TOKEN
 from engine.plugins import check_config
 from engine.trace import TraceRecorder
 
@@ -68,7 +70,7 @@ class AgentBase(ABC):
         self.settings: AgentConfig = AgentConfig()  #: ``config`` read by :attr:`Config`
         self.state: dict[str, Any] = {}  #: AGENT.json's dynamic part
         self.workspace: AgentWorkspace | None = None
-        self.meter = Meter(track_prompts=True)  #: its last prompt's print is kept in AGENT.json (engine.llm.prefix)
+        self.meter = Meter(track_prompts=True)  #: its last prompts' prints are kept in AGENT.json (engine.llm.prefix)
         self._service_proxy: ServiceProxy | None = None
         self._env: EnvHandle  #: ServiceProxy.env, bound by restore
         self._dispatcher: ChatModel | None = None
@@ -79,6 +81,7 @@ class AgentBase(ABC):
         self._toolsets: list[Toolset] = []
         self._thread: list[dict[str, Any]] = []
         self._tool_log: list[dict[str, Any]] = []
+        self._fresh_chars = 0  #: the last prompt's characters outside the thread memory (system, observation)
 
     # ---- construction ------------------------------------------------------------------------
     @classmethod
@@ -140,8 +143,8 @@ class AgentBase(ABC):
         self.settings = type(self).Config.model_validate(self.config)
         self.state = dynamic.get("state", {})
         self._step_count = int(dynamic.get("step_count", 0))
-        last = dynamic.get("last_prompt")
-        self.meter.last_prompt = tuple((str(h), int(n)) for h, n in last) if last else None
+        self.meter.last_prompts = {name: tuple((str(h), int(n)) for h, n in found)
+                                   for name, found in (dynamic.get("last_prompts") or {}).items()}
         self._budget = budget
         self._bind_services(service_proxy)
         assert self._dispatcher is not None  # _bind_services just set it
@@ -176,7 +179,7 @@ class AgentBase(ABC):
             "current_time": t.isoformat() if t else None,
             "last_tick": tick,
             "state": self.state,
-            "last_prompt": self.meter.last_prompt,
+            "last_prompts": self.meter.last_prompts,
         }
 
     def persist_agent_json(self, *, tick: int | None, t: datetime | None) -> None:
@@ -320,6 +323,7 @@ class AgentBase(ABC):
         tools = self.react_tools(readonly=readonly)
         decision_type = self.decision_model(tools)
         fresh = self.build_react_messages(tick=tick, t=t, observations=observations or [], question=question, readonly=readonly)
+        self._fresh_chars = sum(chars for _, chars in prompt_print(fresh))  # the prompt beside the thread
         # Earlier turns (the thread memory's window) go between the system prompt and this turn.
         earlier = self.thread.context()
         self._log_thread(t, fresh)
@@ -361,6 +365,13 @@ class AgentBase(ABC):
                 outcome.status, outcome.summary = "finished", decision.thought  # type: ignore[attr-defined]  # the decision model is built at run time
                 return outcome
         return outcome
+
+    def thread_room(self) -> int | None:
+        """Characters the thread memory may keep so the next prompt stays within the spec's ``context_budget``
+        (None: no budget): the budget less what the last prompt held beside the thread."""
+        assert self._service_proxy is not None
+        budget = self._service_proxy.client("default").prompt_budget
+        return None if budget is None else budget * CHARS_PER_TOKEN - self._fresh_chars
 
     # ---- what subclasses implement -----------------------------------------------------------
     @abstractmethod

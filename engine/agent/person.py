@@ -7,7 +7,7 @@ from typing import Any
 
 from engine.agent.base import AgentBase
 from engine.agent.outcome import StepOutcome
-from engine.agent.prompts import PERSON_ASK, PERSON_STEP, PERSON_SYSTEM
+from engine.agent.prompts import PERSON_ASK, PERSON_CONTEXT, PERSON_STEP, PERSON_SYSTEM
 
 __all__ = ["PersonAgent"]
 
@@ -27,21 +27,23 @@ class PersonAgent(AgentBase):
         self, *, tick: int, t: datetime, observations: list[str], question: str | None = None, readonly: bool = False
     ) -> list[dict[str, Any]]:
         tools = self.react_tools(readonly=readonly)
-        system = PERSON_SYSTEM.render(
+        system = PERSON_SYSTEM.render(  # what stays the same call after call, so a prefix cache reuses it
             name=self.name,
             profile="\n".join(f"- {k}: {v}" for k, v in self.profile.items()) or "- (no profile)",
             world=self._env.get_world_description() if self._env is not None else "",
+            skills=self.skills.catalog_text() or "(none)",
+            tools="\n".join(f"- {name}: {tool.description}" for name, tool in tools.items()),
+        )
+        context = PERSON_CONTEXT.render(
             time=t.isoformat(),
             memory=self._memory_text(),
             long_memory=self.thread.summary().strip() or "(nothing yet)",
-            skills=self.skills.catalog_text() or "(none)",
-            active_skills=f"Active skills:\n{self.skills.active_text()}\n" if self.skills.active else "",
-            tools="\n".join(f"- {name}: {tool.description}" for name, tool in tools.items()),
+            active_skills=f"Active skills:\n{self.skills.active_text()}\n\n" if self.skills.active else "",
         )
         if question is not None:
-            user = PERSON_ASK.render(question=question)
+            user = PERSON_ASK.render(context=context, question=question)
         else:
-            user = PERSON_STEP.render(tick_minutes=tick // 60, observations="\n".join(observations) or "(nothing new)")
+            user = PERSON_STEP.render(context=context, tick_minutes=tick // 60, observations="\n".join(observations) or "(nothing new)")
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     async def step(self, tick: int, t: datetime) -> StepOutcome:
@@ -51,7 +53,8 @@ class PersonAgent(AgentBase):
         observations = [observation, *(f"[{name}] {out}" for name, out in hooks.items() if out)]
         outcome = await self.run_react_loop(tick=tick, t=t, observations=observations)
         await self.skills.run_hooks("post_step")
-        await self.thread.maybe_compact(t=t)
+        room = self.thread_room()
+        await self.thread.maybe_compact(t=t, max_chars=room, keep_chars=room // 2 if room is not None else None)
         outcome.env_calls += 1
         self._step_count += 1
         if outcome.summary:

@@ -40,6 +40,8 @@ class LLMClient(BaseModel):
     limits: LimiterConfig = Field(default_factory=LimiterConfig)  #: the per-process AIMD limiter (not for ``sim/*``)
     cache_dir: str | None = None  #: the response cache's directory; None = no cache
     price: PriceSpec | None = None  #: the spec's token prices; None: litellm's price map prices the calls
+    context_window: int | None = None  #: the model's window in tokens: longer prompts are refused unsent
+    prompt_budget: int | None = None  #: the spec's context_budget (default role): agents compact memory to stay under it
 
     @property
     def is_sim(self) -> bool:

@@ -25,6 +25,7 @@ from engine.llm.gc_policy import relax_gc
 from engine.llm.meter import Meter, MeteredModel
 from engine.llm.protocol import ChatModel
 from engine.llm.wrappers.cache import CachedModel, ResponseCache
+from engine.llm.wrappers.context_window import WindowedModel
 from engine.llm.wrappers.limited import LimitedModel
 from engine.llm.wrappers.limiter import AdaptiveSemaphore
 from engine.llm.wrappers.priced import PricedModel
@@ -114,6 +115,8 @@ def caller_model(
         budget: the allowance the calls are charged to; None: unlimited.
     """
     model = get_chat_model(client)
+    if client.context_window is not None:
+        model = WindowedModel(model, client.context_window, max_tokens=client.options.get("max_tokens"))
     if budget is not None:
         model = BudgetedModel(model, budget)
     if trace is not None:

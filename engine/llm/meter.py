@@ -83,10 +83,11 @@ class Meter:
     latency_ms: float = 0.0
     cost_usd: float = 0.0
     records: list[CallRecord] = field(default_factory=list)
-    #: track each call's prompt against the previous one (one caller's meter: an agent's, a group's); the print of
-    #: the last prompt, which the owner keeps across ticks (None: none yet)
+    #: track each call's prompt against the caller's previous prompt of the same template (one caller's meter: an
+    #: agent's, a group's; a server's prefix cache holds many prefixes, so a memory compaction between two steps
+    #: does not push the step's prefix out); the last print per template name, which the owner keeps across ticks
     track_prompts: bool = False
-    last_prompt: PromptPrint | None = None
+    last_prompts: dict[str, PromptPrint] = field(default_factory=dict)
 
     def add(self, record: CallRecord) -> None:
         self.calls += 1
@@ -124,19 +125,19 @@ class MeteredModel:
             return list(messages)  # the callers build a new list per call and never change a sent message
         return json.loads(scrub(json.dumps(messages, default=str), self._secret))
 
-    def _prompt(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        """The record's prompt size and shared prefix; the meter remembers this prompt as the last."""
+    def _prompt(self, messages: list[dict[str, Any]], name: str) -> dict[str, Any]:
+        """The record's prompt size and shared prefix; the meter remembers this prompt as its template's last."""
         printed = prompt_print(messages)
         chars = sum(n for _, n in printed)
         if not self.meter.track_prompts:
             return {"prompt_chars": chars}
-        shared = shared_prefix(self.meter.last_prompt, printed)
-        self.meter.last_prompt = printed
+        shared = shared_prefix(self.meter.last_prompts.get(name), printed)
+        self.meter.last_prompts[name] = printed
         return {"prompt_chars": chars, "prefix_chars": shared}
 
     async def complete(self, messages: list[dict[str, Any]], *, prompt: str | None = None, **kwargs: Any) -> ChatResult:
         prompt_name, _, prompt_hash = (prompt or "").partition("@")
-        sizes = self._prompt(messages)
+        sizes = self._prompt(messages, prompt_name)
         attempt = current_attempt.get()
         started = time.perf_counter()
         try:

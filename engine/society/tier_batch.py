@@ -169,7 +169,7 @@ def _run_policy(batch: TierBatch, spec: RuleSpec, member: _Member, step: int) ->
 async def _decide(job: BatchJob, spec: ArchetypeSpec, group: ArchetypeGroup, members: list[_Member], gate: BudgetGate | None,
                   recorder: Any, last_prompt: PromptPrint | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One group's decision and its members' draws; returns its call rows and its ``archetype_decisions`` row."""
-    meter = Meter(track_prompts=True, last_prompt=last_prompt)
+    meter = Meter(track_prompts=True, last_prompts={ARCHETYPE_SYSTEM.name: last_prompt} if last_prompt else {})
     serving_agent.set(None)
     model = caller_model(job.proxy.client("default"), meter, caller=f"archetype:{group.id}", role="default", trace=recorder,
                          budget=gate)
@@ -195,7 +195,7 @@ async def _decide(job: BatchJob, spec: ArchetypeSpec, group: ArchetypeGroup, mem
     row = {"run": job.proxy.run_id, "step": job.step, "group_id": group.id, "key": group.key, "members": len(members),
            "call_id": call_id, "status": status, "probabilities": odds or None, "error": failure,
            "text": text if decision is not None and "text" in type(decision).model_fields else None,
-           "prompt_print": meter.last_prompt}
+           "prompt_print": meter.last_prompts.get(ARCHETYPE_SYSTEM.name)}
     if stopped:
         return calls, row
     for member in members:

@@ -201,15 +201,18 @@ class ThreadMemory:
         return read_memory_summary(self.workspace)
 
     # ---- compaction ----------------------------------------------------------------------------
-    def _split(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def _split(self, limit: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         keep = self._turns[len(self._turns) - self.window_turns :] if self.window_turns else []
         older = self._turns[: len(self._turns) - len(keep)]
-        while len(keep) > 1 and _chars(keep) > self.max_chars:
+        while len(keep) > 1 and _chars(keep) > limit:
             older.append(keep.pop(0))
         return older, keep
 
-    async def maybe_compact(self, *, t: datetime | None = None) -> CompactionResult | None:
-        """Compact the older turns when the thread is longer than ``max_chars``.
+    async def maybe_compact(self, *, t: datetime | None = None, max_chars: int | None = None,
+                            keep_chars: int | None = None) -> CompactionResult | None:
+        """Compact the older turns when the thread is longer than ``max_chars`` (default: the configured one; the
+        lower of the two when given: an agent's share of its context budget), keeping at most ``keep_chars`` of the
+        newest turns verbatim (default: the limit; less makes the next compaction some steps away).
 
         Returns:
             None when nothing needed compacting, else the attempt's result (also logged).
@@ -218,9 +221,10 @@ class ThreadMemory:
             BudgetExhaustedError: the run's budget allows no further call (turns are kept).
         """
         before = self.chars()
-        if before <= self.max_chars:
+        limit = self.max_chars if max_chars is None else max(1, min(self.max_chars, max_chars))
+        if before <= limit:
             return None
-        older, keep = self._split()
+        older, keep = self._split(limit if keep_chars is None else max(1, min(limit, keep_chars)))
         if not older:
             return None
         existing = self.summary()

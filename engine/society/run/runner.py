@@ -102,7 +102,9 @@ def _clients(spec: ExperimentSpec, cache_dir: RunLocation | None, limits: Limite
     if limits is not None:
         extra["limits"] = limits
     coder = spec.llm.coder or spec.llm.default
-    return {role: LLMClient(role=role, **extra, **client.model_dump(exclude={"extra"}) | {"options": client.request_options()})
+    budget = {"default": spec.context_budget, "coder": None}
+    return {role: LLMClient(role=role, prompt_budget=budget[role], **extra,
+                            **client.model_dump(exclude={"extra"}) | {"options": client.request_options()})
             for role, client in (("default", spec.llm.default), ("coder", coder))}
 
 
