@@ -77,6 +77,10 @@ class RunProgress:
     phase_done: int | None = None  #: items of the phase done (workspaces created, answers in); None: it counts none
     phase_total: int | None = None  #: items the phase has
     phase_seconds: float | None = None  #: how long the phase has taken (the model loading)
+    #: the last committed tick's token telemetry, by tier (``llm``, ``archetype``, ``router``, ``total`` ...): its
+    #: ``token_telemetry`` rows without run and tier (calls, prompt and completion tokens with p50/p95/max,
+    #: prefix_share ...); None: no tick committed yet in this driver
+    tokens: dict[str, dict[str, Any]] | None = None
 
     def with_phase(self, phase: Phase | None) -> RunProgress:
         """This report in ``phase`` (None: no phase)."""

@@ -31,6 +31,7 @@ from engine.society.datasets import ACTIONS, AGENT_MEMORY
 from engine.society.lease import check_session
 from engine.society.run.dashboard import AGENTS, task_key
 from engine.society.run.live_calls import publishing
+from engine.society.telemetry import digest_on_span, sizes_by_tier
 from engine.society.tier_batch import step_tier_batch
 from engine.society.transcripts import write_call_shards
 from engine.society.workspaces.common import BatchJob
@@ -113,6 +114,8 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
     for row in rows:
         statuses[row["status"]] = statuses.get(row["status"], 0) + 1
     usage = Usage.of_calls(fresh_calls)
+    sizes = sizes_by_tier(calls)
+    digest_on_span(sizes)
     return BatchResult(
         step=job.step,
         batch=job.batch,
@@ -133,6 +136,7 @@ async def step_agent_batch(job: BatchJob) -> BatchResult:
         transcripts=transcripts,
         pack=pack,
         pack_reads=reads,
+        calls_by_tier=sizes,
     )
 
 

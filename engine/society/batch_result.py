@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.llm.budget import Usage
+from engine.society.telemetry import CallSizes
 from engine.society.transcripts import TranscriptTally
 
 __all__ = ["BatchResult"]
@@ -33,3 +34,5 @@ class BatchResult:
     transcripts: TranscriptTally = TranscriptTally()  #: what the batch wrote to ``transcripts``
     pack: str | None = None  #: packed runs: the pack holding the batch's agents after the tick
     pack_reads: tuple[str, ...] = ()  #: every pack their files read from
+    tier: str = "llm"  #: the tier of the batch's members (llm, archetype or rule)
+    calls_by_tier: dict[str, CallSizes] = field(default_factory=dict)  #: its calls' sizes, for the tick's telemetry

@@ -39,6 +39,7 @@ from engine.society.questionnaire.batch import QuestionnaireBatchResult, distrib
 from engine.society.run.live_calls import LiveCalls
 from engine.society.shells.base import EnvHost, Shell
 from engine.society.status import SocietyStep, read_society, read_society_step, write_society, write_society_step
+from engine.society.telemetry import TOKEN_TELEMETRY, merge_sizes, sizes_by_tier, telemetry_rows
 from engine.society.tick_core import (
     MAX_ENV_RECOVERIES,
     BatchesRan,
@@ -68,7 +69,9 @@ from engine.society.workspaces.journaled import FolderAgents
 from engine.society.workspaces.manifest import PACKED, AgentSource, PackedAgents
 from engine.spec import StorageSpec
 from engine.storage.catalog import Catalog
+from engine.storage.replay import ReplayWriter
 from engine.storage.run_layout import REPLAY_DIR, RunLocation, as_location, run_store
+from engine.storage.shards import shard_name
 from engine.tiers.datasets import AGENT_STATE, ARCHETYPE_DECISIONS
 from engine.tiers.plan import TierBatch
 from engine.trace import write_tick_span
@@ -154,6 +157,7 @@ class AgentSociety:
         #: text bytes committed so far live in the status, so a resumed run continues the count
         self.transcripts = TranscriptLedger.restore(transcript_bytes, self._status.extra.get("transcripts"))
         self.totals = SocietyTotals()
+        self.last_telemetry: list[dict[str, Any]] = []  #: the last tick's token_telemetry rows (engine.society.telemetry)
         self.env_recoveries = 0
         self.snapshots_keep, self._kept = snapshots_keep, KeptTicks(snapshots_keep)  # _kept: loaded by init
         self.storage = storage or StorageSpec()
@@ -219,7 +223,8 @@ class AgentSociety:
         write_society(self._run_dir, {**self._info, "agent_specs": self._specs})
         catalog = Catalog(run_store(self._run_dir).child(REPLAY_DIR))
         tiered = (AGENT_STATE, ARCHETYPE_DECISIONS) if self._tiers else ()
-        for schema in (ACTIONS, AGENT_MEMORY, LLM_CALLS, TRANSCRIPTS, SOCIETY_QUERIES, *tiered, *self._env.replay_datasets()):
+        for schema in (ACTIONS, AGENT_MEMORY, LLM_CALLS, TRANSCRIPTS, SOCIETY_QUERIES, TOKEN_TELEMETRY, *tiered,
+                       *self._env.replay_datasets()):
             catalog.register(schema)
         self._kept.load(self._run_dir, self._status.txn)
         # A fresh packed run (or one stopped while creating them) creates its agents' packs; a dir run, missing folders.
@@ -340,6 +345,7 @@ class AgentSociety:
                     env = await self._env.end_tick(command.end)  # the env steps only when the budget stopped and refused nothing
                     staged = [path for r in results for path in r.staged] + list(env.staged)
                     staged += self._stage_router_calls(env, command.end.step, command.end.txn, "tick")
+                    staged += self._stage_telemetry(results, env, command.end.step, command.end.txn)
                     commands += core.handle(EnvEnded(env.refused, env.snapshot))
                 elif isinstance(command, Commit):
                     self._commit_tick(command.state, jobs, results, staged)
@@ -386,6 +392,17 @@ class AgentSociety:
             return [None] * holders, None  # the router's gate stays as the actor starts: unlimited
         *shares, router = split_allowance(self._budget, self.usage, holders + 1)
         return [*shares], router  # a list of Allowance | None (the list itself is invariant)
+
+    def _stage_telemetry(self, results: list[BatchResult], end: TickEnd, step: int, txn: int) -> list[str]:
+        """Stage the tick's ``token_telemetry`` rows (its batches' and the router's calls, by tier), and keep them as
+        :attr:`last_telemetry` for the progress reports."""
+        sizes = merge_sizes([*(r.calls_by_tier for r in results), sizes_by_tier(r.as_row() for r in end.records)])
+        members: dict[str, int] = {}
+        for result in results:
+            members[result.tier] = members.get(result.tier, 0) + result.agents
+        self.last_telemetry = telemetry_rows(self.run_id, step, sizes, members)
+        key = ReplayWriter(self._run_dir, txn).write_shard(TOKEN_TELEMETRY, shard_name(step, "telemetry"), self.last_telemetry)
+        return [key] if key is not None else []
 
     def _stage_router_calls(self, end: TickEnd, step: int, txn: int, scope: str) -> list[str]:
         """Stage the env router's LLM call rows ``end`` drained in this transaction (call ids in ``scope``) and count

@@ -48,6 +48,7 @@ from engine.llm.structured import complete_structured
 from engine.society.batch_result import BatchResult
 from engine.society.datasets import ACTIONS
 from engine.society.lease import check_session
+from engine.society.telemetry import digest_on_span, sizes_by_tier
 from engine.society.transcripts import call_rows, write_call_shards
 from engine.society.workspaces.common import BatchJob
 from engine.storage.catalog import DatasetSchema
@@ -274,10 +275,13 @@ def _result(job: BatchJob, rows: list[dict[str, Any]], calls: list[dict[str, Any
     statuses: dict[str, int] = {}
     for row in rows:
         statuses[row["status"]] = statuses.get(row["status"], 0) + 1
+    sizes = sizes_by_tier(calls)
+    digest_on_span(sizes)
+    assert job.tiers is not None
     return BatchResult(
         step=job.step, batch=job.batch, agents=len(rows), replayed=0, statuses=statuses,
         llm_calls=len(calls), input_tokens=sum(c["input_tokens"] for c in calls),
         output_tokens=sum(c["output_tokens"] for c in calls), env_calls=sum(r["env_calls"] for r in rows),
         usage=Usage.of_calls(calls), budget_stopped=stopped, duration_s=time.perf_counter() - started, worker_pid=os.getpid(),
-        dispatcher_builds=dispatcher_stats()["builds"], staged=staged,
+        dispatcher_builds=dispatcher_stats()["builds"], staged=staged, tier=job.tiers.tier, calls_by_tier=sizes,
     )

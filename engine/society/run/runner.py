@@ -147,6 +147,11 @@ def _tier_batches(spec: ExperimentSpec, members: list[tuple[int | None, AgentSpe
     return plan_tier_batches(tiers, light, spec.batch_size, spec.seed) if light else []
 
 
+def _by_tier(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A tick's ``token_telemetry`` rows keyed by tier, as the progress record carries them."""
+    return {row["tier"]: {k: v for k, v in row.items() if k not in ("run", "tier")} for row in rows}
+
+
 def _budget(spec: ExperimentSpec) -> Allowance | None:
     if spec.budget is None:
         return None
@@ -248,6 +253,7 @@ async def run_experiment(
             input_tokens=before.input_tokens + (totals.input_tokens if totals else 0),
             output_tokens=before.output_tokens + (totals.output_tokens if totals else 0),
             cost_usd=society.usage.cost_usd if society is not None else 0.0, errors=before.errors + errors,
+            tokens=_by_tier(society.last_telemetry) if society is not None and society.last_telemetry else None,
         ).with_phase(phase), live))
 
     def report_live() -> None:
