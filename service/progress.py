@@ -78,4 +78,5 @@ class ProgressRecorder:
             "agent_steps_done": self._latest.agent_steps_done,
             "agent_steps_total": self._latest.agent_steps_total,
             "llm_calls": self._latest.llm_calls,
+            "tokens": self._latest.tokens,
         }

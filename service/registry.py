@@ -88,6 +88,8 @@ class ExperimentRecord(BaseModel):
     agent_steps_total: int = 0
     #: What the run is doing now, as its progress says (``creating workspaces``, ``tick`` ...; null: not running).
     phase: str | None = None
+    #: The last committed tick's token telemetry by tier (``RunProgress.tokens``; null before the first tick).
+    tokens: dict[str, dict[str, Any]] | None = None
     #: LLM usage and wall time, known once the run has ended.
     llm_calls: int | None = None
     input_tokens: int | None = None
@@ -148,6 +150,7 @@ class ExperimentRecord(BaseModel):
                 agent_steps_done=self.agent_steps_done,
                 agent_steps_total=self.agent_steps_total,
                 phase=self.phase if self.status == RunStatus.RUNNING else None,
+                tokens=self.tokens,
             ),
             "error": without_server_paths(self.error, self.run_dir) if self.error else self.error,
             "resumed_after_restart": self.resumed_after_restart,

@@ -68,6 +68,9 @@ class Progress(BaseModel):
     #: What the run is doing now (``loading model``, ``creating workspaces``, ``tick``, ``questionnaire`` ...;
     #: null before it starts and after it ends).
     phase: str | None = None
+    #: The last committed tick's token telemetry by tier (``llm``, ``archetype``, ``router``, ``total`` ...): LLM calls,
+    #: prompt and completion tokens (sum, p50, p95, max), cost and the reusable prefix share; null before the first tick.
+    tokens: dict[str, dict[str, Any]] | None = None
 
 
 class Usage(BaseModel):
