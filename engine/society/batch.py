@@ -31,8 +31,8 @@ from engine.society.datasets import ACTIONS, AGENT_MEMORY
 from engine.society.lease import check_session
 from engine.society.run.dashboard import AGENTS, task_key
 from engine.society.run.live_calls import publishing
-from engine.society.telemetry import digest_on_span, sizes_by_tier
-from engine.society.tier_batch import step_tier_batch
+from engine.society.tiered.batch import step_tier_batch
+from engine.society.tiered.telemetry import digest_on_span, sizes_by_tier
 from engine.society.transcripts import write_call_shards
 from engine.society.workspaces.common import BatchJob
 from engine.society.workspaces.journaled import step_journaled_agent

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.llm.budget import Usage
-from engine.society.telemetry import CallSizes
+from engine.society.tiered.telemetry import CallSizes
 from engine.society.transcripts import TranscriptTally
 
 __all__ = ["BatchResult"]

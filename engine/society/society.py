@@ -39,7 +39,6 @@ from engine.society.questionnaire.batch import QuestionnaireBatchResult, distrib
 from engine.society.run.live_calls import LiveCalls
 from engine.society.shells.base import EnvHost, Shell
 from engine.society.status import SocietyStep, read_society, read_society_step, write_society, write_society_step
-from engine.society.telemetry import TOKEN_TELEMETRY, merge_sizes, sizes_by_tier, telemetry_rows
 from engine.society.tick_core import (
     MAX_ENV_RECOVERIES,
     BatchesRan,
@@ -62,6 +61,7 @@ from engine.society.tick_core import (
     plan_batches,
     split_allowance,
 )
+from engine.society.tiered.telemetry import TOKEN_TELEMETRY, merge_sizes, sizes_by_tier, telemetry_rows
 from engine.society.transaction import commit, recover
 from engine.society.transcripts import TranscriptLedger, stage_router_calls
 from engine.society.workspaces.common import BatchJob
@@ -157,7 +157,7 @@ class AgentSociety:
         #: text bytes committed so far live in the status, so a resumed run continues the count
         self.transcripts = TranscriptLedger.restore(transcript_bytes, self._status.extra.get("transcripts"))
         self.totals = SocietyTotals()
-        self.last_telemetry: list[dict[str, Any]] = []  #: the last tick's token_telemetry rows (engine.society.telemetry)
+        self.last_telemetry: list[dict[str, Any]] = []  #: the last tick's token_telemetry rows (engine.society.tiered.telemetry)
         self.env_recoveries = 0
         self.snapshots_keep, self._kept = snapshots_keep, KeptTicks(snapshots_keep)  # _kept: loaded by init
         self.storage = storage or StorageSpec()

@@ -32,7 +32,7 @@ ARCHETYPE_DECISIONS = DatasetSchema(
         Column(name="key", type="json", description="the key fields' values the members share"),
         Column(name="members", type="int64", description="members in the group"),
         Column(name="call_id", type="string", description="the llm_calls row of the decision (its last attempt)"),
-        Column(name="status", type="string", description="ok | llm_error | budget_exhausted"),
+        Column(name="status", type="string", description="ok | failed (no valid answer: members are llm_error) | stopped (the budget ran out)"),
         Column(name="probabilities", type="json", description="each option's probability, scaled to sum to 1 (null: no decision)"),
         Column(name="text", type="string", description="the text the group would write (null: no option writes text)"),
         Column(name="error", type="string", description="why there is no decision"),

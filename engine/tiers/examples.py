@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.format_template import check_format_template
-from engine.tiers.policies import Act, Observation, rule_policy
+from engine.tiers.policies import Act, Observation, read_params, rule_policy
 
 __all__ = ["BoundedConfidence", "SocialPoster", "bounded_confidence", "feed_posts", "social_poster"]
 
@@ -49,7 +49,7 @@ class BoundedConfidence(BaseModel):
 @rule_policy(BoundedConfidence)
 def bounded_confidence(observation: Observation, state: dict[str, Any], rng: random.Random) -> list[Act]:
     """Move toward the opinions within ``epsilon``, then post the own opinion (see the module docstring)."""
-    p = BoundedConfidence.model_validate(observation.params)
+    p = read_params(BoundedConfidence, observation)
     if "opinion" not in state:
         first = observation.profile.get(p.opinion_field)
         state["opinion"] = min(1.0, max(0.0, float(first))) if isinstance(first, int | float) else rng.random()
@@ -94,7 +94,7 @@ class SocialPoster(BaseModel):
 @rule_policy(SocialPoster)
 def social_poster(observation: Observation, state: dict[str, Any], rng: random.Random) -> list[Act]:
     """Like, repost and follow from the feed, and post, each with its probability (see the module docstring)."""
-    p = SocialPoster.model_validate(observation.params)
+    p = read_params(SocialPoster, observation)
     me = observation.agent_id
     posts = [(post, author, line) for post, author, line in feed_posts(observation.text) if author != me]
     liked: list[int] = state.setdefault("liked", [])

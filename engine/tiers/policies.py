@@ -11,16 +11,19 @@ attaches. Policies are registered by name like agent classes: built-ins, the ``p
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from functools import lru_cache
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from engine.plugins import PluginRegistry
 
-__all__ = ["Act", "NoParams", "Observation", "POLICIES", "Policy", "policy_names", "register_policy", "resolve_policy", "rule_policy"]
+__all__ = ["Act", "NoParams", "Observation", "POLICIES", "Policy", "policy_names", "read_params", "register_policy",
+           "resolve_policy", "rule_policy"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,19 @@ def rule_policy(config: type[BaseModel] = NoParams) -> Callable[[Callable[..., l
         return fn  # type: ignore[return-value]  # it is one now
 
     return mark
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_params(config: type[M], observation: Observation) -> M:
+    """``observation.params`` read by the policy's ``config`` (cached: every member of a population has the same)."""
+    return _read(config, json.dumps(observation.params, sort_keys=True, default=str))  # type: ignore[return-value]  # read by config
+
+
+@lru_cache(maxsize=256)
+def _read(config: type[BaseModel], text: str) -> BaseModel:
+    return config.model_validate_json(text)
 
 
 POLICIES: PluginRegistry[Any] = PluginRegistry("rule policy", {

@@ -7,12 +7,13 @@ nesting follows the code; concurrent asyncio tasks each keep their own current s
 
 from __future__ import annotations
 
+import copy
 import secrets
 import threading
 import time
 import uuid
 from contextvars import ContextVar, Token
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
 
@@ -67,8 +68,14 @@ class Span:
         return SpanRef(self.trace_id, self.span_id)
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the span as a JSON-ready dict (the trace shard line format)."""
-        return asdict(self)
+        """Return the span as a JSON-ready dict (the trace shard line format).
+
+        Built field by field: ``dataclasses.asdict`` deep-copies recursively and cost ~150 us a span, which a tick
+        of a million env requests (one span each) paid for seconds."""
+        return {"trace_id": self.trace_id, "span_id": self.span_id, "parent_id": self.parent_id, "name": self.name,
+                "start_unix_ms": self.start_unix_ms, "duration_ms": self.duration_ms, "status": self.status,
+                "attrs": copy.deepcopy(self.attrs) if any(isinstance(v, dict | list) for v in self.attrs.values())
+                else dict(self.attrs)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Span:

@@ -39,7 +39,7 @@ class BatchJob:
     #: the driver's live-count scope this batch publishes its calls and stepped agents under
     #: (:mod:`engine.society.run.live_calls`); None: nobody listens
     live_scope: str | None = None
-    tiers: TierBatch | None = None  #: a batch of archetype or rule members (:mod:`engine.society.tier_batch`)
+    tiers: TierBatch | None = None  #: a batch of archetype or rule members (:mod:`engine.society.tiered.batch`)
 
 
 #: What an agent-step may raise and still leave the batch going: the agent's row records it.

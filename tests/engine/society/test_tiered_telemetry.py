@@ -1,8 +1,8 @@
-"""engine.society.telemetry: a tick's calls by tier, as token_telemetry rows."""
+"""engine.society.tiered.telemetry: a tick's calls by tier, as token_telemetry rows."""
 
 from __future__ import annotations
 
-from engine.society.telemetry import CallSizes, call_tier, merge_sizes, sizes_by_tier, telemetry_rows
+from engine.society.tiered.telemetry import CallSizes, call_tier, merge_sizes, sizes_by_tier, telemetry_rows
 
 
 def call(caller: str, prompt: int, completion: int, *, chars: int = 0, prefix: int | None = None) -> dict:

@@ -48,7 +48,7 @@ from engine.llm.structured import complete_structured
 from engine.society.batch_result import BatchResult
 from engine.society.datasets import ACTIONS
 from engine.society.lease import check_session
-from engine.society.telemetry import digest_on_span, sizes_by_tier
+from engine.society.tiered.telemetry import digest_on_span, sizes_by_tier
 from engine.society.transcripts import call_rows, write_call_shards
 from engine.society.workspaces.common import BatchJob
 from engine.storage.catalog import DatasetSchema
@@ -192,7 +192,7 @@ async def _decide(job: BatchJob, spec: ArchetypeSpec, group: ArchetypeGroup, mem
     call_id = calls[-1]["call_id"] if calls else None
     odds = probabilities(spec, decision) if decision is not None else {}
     text = str(getattr(decision, "text", ""))
-    status = "budget_exhausted" if stopped else "ok" if decision is not None else "llm_error"
+    status = "stopped" if stopped else "ok" if decision is not None else "failed"
     row = {"run": job.proxy.run_id, "step": job.step, "group_id": group.id, "key": group.key, "members": len(members),
            "call_id": call_id, "status": status, "probabilities": odds or None, "error": failure,
            "text": text if decision is not None and "text" in type(decision).model_fields else None,
@@ -250,7 +250,7 @@ async def step_tier_batch(job: BatchJob) -> BatchResult:
             for group, (rows, decision) in zip(batch.groups, decided, strict=True):
                 calls += rows
                 decisions.append(decision)
-                stopped += len(group.members) if decision["status"] == "budget_exhausted" else 0
+                stopped += len(group.members) if decision["status"] == "stopped" else 0
         if stopped:  # the tick stops for more budget; nothing of it commits
             return _result(job, [], calls, stopped, started, ())
         await asyncio.gather(*(_act(proxy.env, m) for m in members if m.row["status"] == "finished"))
