@@ -21,7 +21,7 @@ from engine.population.calibrate import CalibrationReport, rake
 from engine.population.codebook import Codebook, Respondent, codebook_problem
 from engine.population.members import MAX_POPULATION_ROWS, SampleKind, chosen_rows, draw_value, table_profiles
 from engine.population.table import first_row_problem
-from engine.tiers.spec import ArchetypeSpec, RuleSpec, Tier
+from engine.tiers.spec import TIERS, ArchetypeSpec, RuleSpec, Tier
 
 __all__ = ["CalibrateSpec", "PopulationSpec"]
 
@@ -106,6 +106,10 @@ class PopulationSpec(BaseModel):
     tier: Tier = Field("llm", exclude_if=lambda v: v == "llm",
                        description="llm: an LLM agent per member; archetype: one LLM decision per group of members, each "
                        "member drawing from it; rule: a registered policy per member, no LLM")
+    tier_mix: dict[Tier, float] | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="instead of one tier, each tier's share of the members (summing to 1), assigned by a seeded draw: "
+        "e.g. {llm: 0.1, archetype: 0.9}; sweep it to compare costs against fidelity")
     archetype: ArchetypeSpec | None = Field(None, exclude_if=lambda v: v is None,
                                             description="tier archetype: the groups' key, size, context and options")
     rule: RuleSpec | None = Field(None, exclude_if=lambda v: v is None, description="tier rule: the policy and its params")
@@ -180,10 +184,18 @@ class PopulationSpec(BaseModel):
 
     @model_validator(mode="after")
     def _tier_fits(self) -> PopulationSpec:
+        mix = self.tier_mix
+        if mix is not None:
+            if self.tier != "llm":
+                raise ValueError("give 'tier' or 'tier_mix', not both")
+            if any(share < 0 for share in mix.values()) or abs(sum(mix.values()) - 1) > 1e-6:
+                raise PydanticCustomError("tier_mix", "{message}", {"key": "tier_mix", "message":
+                                          f"the shares must be at least 0 and sum to 1, not {sum(mix.values()):.6g}"})
+        used = {tier for tier, share in mix.items() if share > 0} if mix is not None else {self.tier}
         for tier, given in (("archetype", self.archetype), ("rule", self.rule)):
-            if given is None and self.tier == tier:
+            if given is None and tier in used:
                 raise ValueError(f"tier {tier} needs '{tier}': its settings")
-            if given is not None and self.tier != tier:
+            if given is not None and mix is None and self.tier != tier:  # a mix may keep a tier's settings at share 0
                 raise ValueError(f"'{tier}' is for tier {tier}; this population's tier is {self.tier}")
         if self.archetype is None:
             return self
@@ -196,6 +208,19 @@ class PopulationSpec(BaseModel):
                     "key": f"archetype.key.{i}",
                     "message": f"{name!r} is not a persona field of this population; {hint}its fields: {', '.join(fields) or '(none)'}"})
         return self
+
+    def member_tiers(self, seed: int, index: int) -> list[Tier]:
+        """Each member's tier, in member order: ``tier``, or ``tier_mix``'s shares (largest remainders) dealt by a draw
+        seeded by the spec's ``seed`` and the population's ``index``."""
+        if self.tier_mix is None:
+            return [self.tier] * self.size
+        exact = {tier: share * self.size for tier, share in self.tier_mix.items()}
+        counts = {tier: int(value) for tier, value in exact.items()}
+        for tier in sorted(exact, key=lambda t: counts[t] - exact[t])[: self.size - sum(counts.values())]:
+            counts[tier] += 1
+        dealt: list[Tier] = [tier for tier in TIERS for _ in range(counts.get(tier, 0))]
+        random.Random(f"tier-mix:{seed}:{index}").shuffle(dealt)
+        return dealt
 
     def profile_fields(self) -> list[str]:
         """The fields every member's profile may have: the template's keys, the table's (chosen) columns, or the

@@ -26,6 +26,7 @@ class TierMember:
     agent_id: int
     population: int  #: the population's index in the spec
     profile: dict[str, Any]
+    tier: Tier  #: archetype or rule
 
 
 @dataclass(frozen=True)
@@ -74,20 +75,20 @@ def group_members(population: int, spec: ArchetypeSpec, members: Sequence[TierMe
     return groups
 
 
-def plan_tier_batches(tiers: Sequence[tuple[Tier, ArchetypeSpec | RuleSpec | None]], members: Sequence[TierMember],
+def plan_tier_batches(settings: Sequence[tuple[ArchetypeSpec | None, RuleSpec | None]], members: Sequence[TierMember],
                       batch_size: int, seed: int) -> list[TierBatch]:
-    """The fixed batches of every non-LLM population.
+    """The fixed batches of every non-LLM member, by population and tier.
 
     Args:
-        tiers: each population's tier and its spec (``archetype`` or ``rule``; None for ``llm``), by population index.
-        members: every member of a non-LLM population, in id order.
+        settings: each population's ``archetype`` and ``rule`` settings, by population index.
+        members: every archetype and rule member, in id order.
         batch_size: members per batch at most; an archetype batch takes whole groups, so a group larger than it
             is a batch of its own.
         seed: the run's seed.
     """
-    by_population: dict[int, list[TierMember]] = {}
+    by_population: dict[tuple[int, Tier], list[TierMember]] = {}
     for member in members:
-        by_population.setdefault(member.population, []).append(member)
+        by_population.setdefault((member.population, member.tier), []).append(member)
     batches: list[TierBatch] = []
 
     def add(population: int, tier: Tier, spec: ArchetypeSpec | RuleSpec, chunk: list[TierMember],
@@ -95,8 +96,8 @@ def plan_tier_batches(tiers: Sequence[tuple[Tier, ArchetypeSpec | RuleSpec | Non
         batches.append(TierBatch(f"tier{len(batches):05d}", tier, population, spec, seed, tuple(m.agent_id for m in chunk),
                                  tuple(m.profile for m in chunk), groups))
 
-    for population, found in sorted(by_population.items()):
-        tier, spec = tiers[population]
+    for (population, tier), found in sorted(by_population.items()):
+        spec = settings[population][0 if tier == "archetype" else 1]
         assert spec is not None, f"population {population} ({tier}) has no tier spec"
         if isinstance(spec, RuleSpec):
             for start in range(0, len(found), batch_size):

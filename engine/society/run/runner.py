@@ -141,10 +141,15 @@ def _without_budget(spec: ExperimentSpec) -> dict[str, Any]:
 
 
 def _tier_batches(spec: ExperimentSpec, members: list[tuple[int | None, AgentSpec]]) -> list[TierBatch]:
-    """The fixed batches of the spec's archetype and rule populations (none: every agent is an LLM agent)."""
-    tiers = [(p.tier, p.archetype or p.rule) for p in spec.population]
-    light = [TierMember(agent.id, index, agent.profile) for index, agent in members if index is not None and tiers[index][0] != "llm"]
-    return plan_tier_batches(tiers, light, spec.batch_size, spec.seed) if light else []
+    """The fixed batches of the spec's archetype and rule members (none: every agent is an LLM agent)."""
+    dealt = {index: iter(p.member_tiers(spec.seed, index)) for index, p in enumerate(spec.population)}
+    light = []
+    for index, agent in members:
+        tier = next(dealt[index]) if index is not None else "llm"
+        if tier != "llm":
+            light.append(TierMember(agent.id, index, agent.profile, tier))
+    settings = [(p.archetype, p.rule) for p in spec.population]
+    return plan_tier_batches(settings, light, spec.batch_size, spec.seed) if light else []
 
 
 def _by_tier(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -8,8 +8,9 @@ from engine.tiers.spec import ArchetypeSpec, RuleSpec
 OPTIONS = [{"name": "act", "tool": "create_post", "arguments": {"text": "{text}"}}, {"name": "idle"}]
 
 
-def members(n: int, population: int = 0, start: int = 0) -> list[TierMember]:
-    return [TierMember(start + i, population, {"party": "red" if i % 3 else "blue", "age": 20 + i % 2}) for i in range(n)]
+def members(n: int, population: int = 0, start: int = 0, tier: str = "archetype") -> list[TierMember]:
+    return [TierMember(start + i, population, {"party": "red" if i % 3 else "blue", "age": 20 + i % 2}, tier)  # type: ignore[arg-type]
+            for i in range(n)]
 
 
 def test_members_with_the_same_key_share_groups_of_at_most_group_size_in_id_order() -> None:
@@ -34,8 +35,8 @@ def test_a_key_of_two_fields_and_no_key() -> None:
 def test_archetype_batches_hold_whole_groups_and_rule_batches_split_by_size() -> None:
     arche = ArchetypeSpec(key=["party"], group_size=3, options=OPTIONS)
     rule = RuleSpec(policy="social_poster")
-    found = members(12, population=1) + members(7, population=2, start=100)
-    batches = plan_tier_batches([("llm", None), ("archetype", arche), ("rule", rule)], found, batch_size=5, seed=9)
+    found = members(12, population=1) + members(7, population=2, start=100, tier="rule")
+    batches = plan_tier_batches([(None, None), (arche, None), (None, rule)], found, batch_size=5, seed=9)
     arche_batches = [b for b in batches if b.tier == "archetype"]
     # groups of 3 (blue 0,3,6 / 9; red 1,2,4 / 5,7,8 / 10,11), packed in order while a batch stays within 5
     assert [[g.members for g in b.groups] for b in arche_batches] == [

@@ -1,0 +1,67 @@
+"""A population's tier_mix: its members dealt to tiers by share with a seeded draw, and a sweep over mixes, the
+comparison of cost against fidelity a researcher runs (each cell's token_telemetry gives its cost)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from engine.errors import SpecError
+from engine.population.spec import PopulationSpec
+from engine.society.run.sweep import run_spec
+from engine.society.shells import InProcessShell
+from engine.spec import parse_spec
+from engine.storage.reader import ReplayReader
+
+ARCHETYPE = {"key": ["party"], "group_size": 10, "options": [
+    {"name": "post", "tool": "create_post", "arguments": {"text": "{text}"}}, {"name": "idle"}]}
+
+
+def test_members_are_dealt_to_tiers_by_share_with_a_seeded_draw() -> None:
+    population = PopulationSpec(count=101, profile_template={"party": ["a", "b"]}, tier_mix={"llm": 0.1, "archetype": 0.6, "rule": 0.3},
+                                archetype=ARCHETYPE, rule={"policy": "social_poster"})
+    dealt = population.member_tiers(seed=7, index=0)
+    assert Counter(dealt) == {"archetype": 61, "rule": 30, "llm": 10}  # 10.1, 60.6, 30.3: the largest remainder rounds up
+    assert dealt == population.member_tiers(seed=7, index=0) != population.member_tiers(seed=8, index=0)
+    assert PopulationSpec(count=5).member_tiers(seed=1, index=0) == ["llm"] * 5
+
+
+def mix_error(**population: object) -> SpecError:
+    with pytest.raises(SpecError) as caught:
+        parse_spec({"name": "m", "population": [{"count": 10, "profile_template": {"party": ["a"]}, **population}],
+                    "steps": [{"type": "run", "num_steps": 1}]})
+    return caught.value
+
+
+def test_a_mix_is_checked_at_its_field() -> None:
+    assert mix_error(tier_mix={"llm": 0.5, "archetype": 0.4}, archetype=ARCHETYPE).path == "population.0.tier_mix"
+    assert "needs 'archetype'" in str(mix_error(tier_mix={"llm": 0.5, "archetype": 0.5}))
+    assert "not both" in str(mix_error(tier="rule", tier_mix={"rule": 1.0}, rule={"policy": "social_poster"}))
+    # a tier's settings may stay at share 0: the all-LLM cell of a sweep over mixes keeps them
+    parse_spec({"name": "m", "population": [{"count": 10, "profile_template": {"party": ["a"]}, "tier_mix": {"llm": 1.0},
+                                             "archetype": ARCHETYPE}],
+                "steps": [{"type": "run", "num_steps": 1}]})
+
+
+def test_a_sweep_over_mixes_costs_fewer_calls_as_the_llm_share_falls(tmp_path: Path) -> None:
+    spec = parse_spec({
+        "name": "mixes", "seed": 3, "llm": {"default": {"model": "sim/social"}},
+        "population": [{"count": 40, "profile_template": {"party": ["a", "b"]}, "tier_mix": {"llm": 1.0}, "archetype": ARCHETYPE}],
+        "environment": {"modules": [{"type": "SocialMediaSpace"}]},
+        "steps": [{"type": "run", "num_steps": 2, "tick": 3600}],
+        "sweep": {"grid": {"population.0.tier_mix": [{"llm": 1.0}, {"llm": 0.25, "archetype": 0.75}, {"archetype": 1.0}]}},
+    })
+    summary = asyncio.run(run_spec(spec, tmp_path / "sweep", InProcessShell()))
+    assert summary.status == "completed", summary.error
+    with ReplayReader(tmp_path / "sweep") as reader:
+        rows = reader.query("SELECT cell, tier, sum(members) AS members, sum(calls) AS calls FROM token_telemetry "
+                            "WHERE tier IN ('llm', 'archetype') GROUP BY ALL ORDER BY ALL").to_pylist()
+    found = {(r["cell"], r["tier"]): (r["members"], r["calls"]) for r in rows}
+    assert found[(0, "llm")][0] == 80 and (0, "archetype") not in found
+    assert found[(1, "llm")][0] == 20 and found[(1, "archetype")][0] == 60
+    assert found[(2, "archetype")][0] == 80 and (2, "llm") not in found
+    llm_calls = [sum(c for (cell, _), (_, c) in found.items() if cell == i) for i in range(3)]
+    assert llm_calls[0] > llm_calls[1] > llm_calls[2]  # 40 agents, then 10 agents and a few groups, then groups only
