@@ -145,8 +145,7 @@ def _tier_batches(spec: ExperimentSpec, members: list[tuple[int | None, AgentSpe
     dealt = {index: iter(p.member_tiers(spec.seed, index)) for index, p in enumerate(spec.population)}
     light = []
     for index, agent in members:
-        tier = next(dealt[index]) if index is not None else "llm"
-        if tier != "llm":
+        if index is not None and (tier := next(dealt[index])) != "llm":
             light.append(TierMember(agent.id, index, agent.profile, tier))
     settings = [(p.archetype, p.rule) for p in spec.population]
     return plan_tier_batches(settings, light, spec.batch_size, spec.seed) if light else []
