@@ -64,6 +64,7 @@ ALLOWED: dict[str, str] = {
     # Sweeps: SWEEP.json and its cells are local directories for now (a sweep URL is refused).
     "engine/society/run/sweep.py": "a sweep root is a local directory for now",
     "engine/storage/sweep_layout.py": "a sweep root's status log, in a local directory for now",
+    "engine/society/tiered/comparison.py": "a sweep's tier_comparison file, in its local root (a sweep root is local for now)",
     # The service's own state beside the runs: registry, keys, grants, uploads.
     "service/registry.py": "the service's registry, and deleting a local run directory it owns",
     "service/submission.py": "removes a local run directory the service made for a refused fork",

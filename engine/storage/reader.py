@@ -60,6 +60,7 @@ from engine.storage.store import FsspecStore, LocalStore, Store
 from engine.storage.sweep_layout import (
     SWEEP_COLUMNS,
     SWEEP_FILE,
+    TIER_COMPARISON_FILE,
     SweepManifest,
     cells_table,
     param_column,
@@ -332,7 +333,12 @@ class ReplayReader:
         for name, schema in sorted(self._schemas.items()):
             view(name, {c.name: _DUCKDB_TYPES[c.type] for c in schema.columns}, "replay", ".parquet", schema)
         view("spans", SPAN_COLUMNS, "trace", ".jsonl")
-        return [str(d) for c in sweep.cells for d in (RunLayout(sweep.cell_dir(c.index)).replay, RunLayout(sweep.cell_dir(c.index)).trace)]
+        comparison = sweep.root / TIER_COMPARISON_FILE
+        compared = comparison.is_file() and "tier_comparison" not in self._schemas
+        if compared:
+            con.execute(f"CREATE VIEW tier_comparison AS SELECT * FROM read_parquet({_literal(str(comparison))})")
+        return [str(d) for c in sweep.cells for d in (RunLayout(sweep.cell_dir(c.index)).replay, RunLayout(sweep.cell_dir(c.index)).trace)] + \
+            ([str(comparison.parent)] if compared else [])
 
     def register_views(self, con: duckdb.DuckDBPyConnection) -> None:
         """Create this run's views (a sweep's: with its ``cells`` table) in ``con``, a connection of the caller's.

@@ -34,6 +34,7 @@ __all__ = [
     "SWEEP_COLUMNS",
     "SWEEP_FILE",
     "SWEEP_LOG_FILE",
+    "TIER_COMPARISON_FILE",
     "SweepLog",
     "SweepCellRecord",
     "SweepManifest",
@@ -52,6 +53,9 @@ SWEEP_LOG_FILE = "SWEEP_LOG.jsonl"
 CELLS_DIR = "cells"
 #: Columns every sweep view gains besides one ``param_*`` column per grid parameter.
 SWEEP_COLUMNS = ("cell", "replication", "seed")
+#: A sweep over tier mixes: its cost against fidelity, one row per mix (``engine.society.tiered.comparison``);
+#: readers show it as the ``tier_comparison`` view.
+TIER_COMPARISON_FILE = "comparison/tier_comparison.parquet"
 
 
 def cell_dir(root: Path, index: int) -> Path:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from typing import Any
 
 from distributed import Client
 
-from engine.errors import RunError, SpecError
+from engine.errors import RunError, SpecError, StorageError
 from engine.run_progress import RunProgress
 from engine.run_status import RunStatus, is_finished
 from engine.society.run.dashboard import experiment_span
@@ -30,6 +31,7 @@ from engine.society.run.manifest import sweep_manifest
 from engine.society.run.runner import RunSummary, run_experiment
 from engine.society.shells import Shell
 from engine.society.status import has_society_step
+from engine.society.tiered.comparison import write_tier_comparison
 from engine.spec import ExperimentSpec
 from engine.storage.atomic import atomic_write_json
 from engine.storage.sweep_layout import CELLS_DIR, SWEEP_FILE, SweepLog, cell_dir, param_column, read_sweep
@@ -41,7 +43,8 @@ __all__ = ["DEFAULT_CONCURRENT_CELLS", "CellSlot", "SweepSummary", "run_spec", "
 DEFAULT_CONCURRENT_CELLS = 4
 #: Entered around one cell's run; the cell waits in it for its turn (e.g. a slot of the service's queue).
 CellSlot = Callable[[SweepCell], AbstractAsyncContextManager[Any]]
-_ERRORS_SHOWN = 5  # cells' errors named in a sweep's summary
+_ERRORS_SHOWN = 5
+logger = logging.getLogger(__name__)  # cells' errors named in a sweep's summary
 
 
 @dataclass(frozen=True)
@@ -211,6 +214,10 @@ async def _run_cells(
             task.cancel()
         await asyncio.gather(*lanes, return_exceptions=True)
         raise
+    try:
+        await asyncio.to_thread(write_tier_comparison, root)  # a sweep over tier mixes: cost against fidelity
+    except (StorageError, OSError) as error:  # the cells' results stand; the comparison can be written again
+        logger.warning("%s: tier_comparison not written: %s", root, error)
     return SweepSummary(root=root, cells=tuple(cells), runs=tuple(run for run in runs if run is not None))
 
 

@@ -14,6 +14,7 @@ from engine.population.spec import PopulationSpec
 from engine.society.run.sweep import run_spec
 from engine.society.shells import InProcessShell
 from engine.spec import parse_spec
+from engine.society.tiered.comparison import tvd
 from engine.storage.reader import ReplayReader
 
 ARCHETYPE = {"key": ["party"], "group_size": 10, "options": [
@@ -46,22 +47,41 @@ def test_a_mix_is_checked_at_its_field() -> None:
                 "steps": [{"type": "run", "num_steps": 1}]})
 
 
+def test_tvd_of_action_counts() -> None:
+    assert tvd({"post": 3, "like": 1}, {"post": 3, "like": 1}) == 0.0
+    assert tvd({"post": 1}, {"like": 5}) == 1.0
+    assert tvd({"post": 1, "like": 1}, {"post": 3, "like": 1}) == 0.25
+    assert tvd({}, {}) == 0.0 and tvd({}, {"post": 1}) == 1.0
+
+
 def test_a_sweep_over_mixes_costs_fewer_calls_as_the_llm_share_falls(tmp_path: Path) -> None:
     spec = parse_spec({
         "name": "mixes", "seed": 3, "llm": {"default": {"model": "sim/social"}},
         "population": [{"count": 40, "profile_template": {"party": ["a", "b"]}, "tier_mix": {"llm": 1.0}, "archetype": ARCHETYPE}],
         "environment": {"modules": [{"type": "SocialMediaSpace"}]},
         "steps": [{"type": "run", "num_steps": 2, "tick": 3600}],
-        "sweep": {"grid": {"population.0.tier_mix": [{"llm": 1.0}, {"llm": 0.25, "archetype": 0.75}, {"archetype": 1.0}]}},
+        "sweep": {"grid": {"population.0.tier_mix": [{"llm": 1.0}, {"llm": 0.25, "archetype": 0.75}, {"archetype": 1.0}]},
+                  "replications": 2},
     })
     summary = asyncio.run(run_spec(spec, tmp_path / "sweep", InProcessShell()))
     assert summary.status == "completed", summary.error
     with ReplayReader(tmp_path / "sweep") as reader:
         rows = reader.query("SELECT cell, tier, sum(members) AS members, sum(calls) AS calls FROM token_telemetry "
                             "WHERE tier IN ('llm', 'archetype') GROUP BY ALL ORDER BY ALL").to_pylist()
+        compared = reader.query("SELECT * FROM tier_comparison").to_pylist()
     found = {(r["cell"], r["tier"]): (r["members"], r["calls"]) for r in rows}
-    assert found[(0, "llm")][0] == 80 and (0, "archetype") not in found
-    assert found[(1, "llm")][0] == 20 and found[(1, "archetype")][0] == 60
-    assert found[(2, "archetype")][0] == 80 and (2, "llm") not in found
-    llm_calls = [sum(c for (cell, _), (_, c) in found.items() if cell == i) for i in range(3)]
-    assert llm_calls[0] > llm_calls[1] > llm_calls[2]  # 40 agents, then 10 agents and a few groups, then groups only
+    assert found[(0, "llm")][0] == 80 and (0, "archetype") not in found  # cells 0 and 1: the all-LLM mix's replications
+    assert found[(2, "llm")][0] == 20 and found[(2, "archetype")][0] == 60
+    assert found[(4, "archetype")][0] == 80 and (4, "llm") not in found
+
+    # the dataset: one row per mix, in grid order, cost falling with the LLM share, each figure with its interval
+    assert [r["mix"] for r in compared] == ["llm 100%", "llm 25% + archetype 75%", "archetype 100%"]
+    assert [r["replications"] for r in compared] == [2, 2, 2] and [r["reference"] for r in compared] == [True, False, False]
+    calls = [r["calls_per_tick"] for r in compared]
+    assert calls[0] > calls[1] > calls[2] > 0
+    for row in compared:
+        for figure in ("calls_per_tick", "tokens_per_tick", "action_tvd"):
+            assert row[f"{figure}_low"] <= row[figure] <= row[f"{figure}_high"], (row["mix"], figure)
+        assert 0 <= row["action_tvd"] <= 1
+    # the all-LLM row's distance is between its two replications: the seed noise the others are read against
+    assert compared[0]["action_tvd"] is not None and compared[2]["action_rate_ratio"] > 0
