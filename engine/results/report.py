@@ -26,6 +26,7 @@ from engine.results.series import (
     NETWORK_FIT_SQL,
     NETWORK_MEASURES_SQL,
     SURVEY_SHARES_SQL,
+    TIER_COMPARISON_SQL,
     Line,
     Panel,
     answer_panels,
@@ -47,7 +48,7 @@ from engine.storage.run_layout import (
     run_name,
     run_store,
 )
-from engine.storage.sweep_layout import SWEEP_FILE, SweepManifest
+from engine.storage.sweep_layout import SWEEP_FILE, TIER_COMPARISON_FILE, SweepManifest
 
 __all__ = ["DatasetEntry", "ReportData", "is_run_dir", "load_report"]
 
@@ -81,6 +82,8 @@ class ReportData:
     fidelity: tuple[dict[str, Any], ...] = ()
     #: a run's generated layers against their models (its ``network_fit`` dataset)
     network_fit: tuple[dict[str, Any], ...] = ()
+    #: a sweep over tier mixes: each mix's cost against fidelity (its ``tier_comparison`` view)
+    tier_comparison: tuple[dict[str, Any], ...] = ()
 
     @property
     def is_sweep(self) -> bool:
@@ -104,7 +107,8 @@ class ReportData:
         datasets = tuple(DatasetEntry(**{**entry, "columns": tuple(entry["columns"])}) for entry in data["datasets"])
         return cls(title=data["title"], summary=data["summary"], errors=tuple(data["errors"]), panels=panels,
                    datasets=datasets, cells=tuple(data.get("cells", ())), extra=data.get("extra", {}),
-                   fidelity=tuple(data.get("fidelity", ())), network_fit=tuple(data.get("network_fit", ())))
+                   fidelity=tuple(data.get("fidelity", ())), network_fit=tuple(data.get("network_fit", ())),
+                   tier_comparison=tuple(data.get("tier_comparison", ())))
 
 
 def _json_safe(value: Any) -> Any:
@@ -319,8 +323,10 @@ def load_report(run_dir: RunLocation, limits: QueryLimits | None = None, extra: 
             panels += network_panels(*(_rows(reader, sql) if _has_rows(reader, view) else [] for sql, view in (
                 (CASCADE_CCDF_SQL, "social_cascades"), (DEGREE_CCDF_SQL, "network_edges"), (NETWORK_MEASURES_SQL, "network_measures"))))
         network_fit = tuple(_rows(reader, NETWORK_FIT_SQL)) if sweep is None and _has_rows(reader, "network_fit") else ()
+        compared = sweep is not None and (sweep.root / TIER_COMPARISON_FILE).is_file()
+        tier_comparison = tuple(_rows(reader, TIER_COMPARISON_SQL)) if compared else ()
         return ReportData(
             title=str(society.get("name") or run_name(run_dir)), summary={k: v for k, v in summary.items() if v not in (None, "")},
             errors=_errors(reader, cell), panels=tuple(panels), datasets=_datasets(reader), cells=cells, extra=dict(extra or {}),
-            fidelity=fidelity, network_fit=network_fit,
+            fidelity=fidelity, network_fit=network_fit, tier_comparison=tier_comparison,
         )

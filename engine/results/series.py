@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["ANSWERS_SQL", "CASCADE_CCDF_SQL", "DEGREE_CCDF_SQL", "ENV_METRICS_SQL", "FAMILIES", "FIDELITY_SQL", "NETWORK_FIT_SQL",
-           "NETWORK_MEASURES_SQL", "SURVEY_SHARES_SQL", "Family", "Line", "Panel", "answer_panels", "env_panels",
+           "NETWORK_MEASURES_SQL", "SURVEY_SHARES_SQL", "TIER_COMPARISON_SQL", "Family", "Line", "Panel", "answer_panels", "env_panels",
            "network_panels", "panels_of", "survey_panels"]
 
 
@@ -73,9 +73,20 @@ FAMILIES: tuple[Family, ...] = (
            "WHERE NOT coalesce(cached, false) AND latency_ms IS NOT NULL GROUP BY ALL "
            "UNION ALL SELECT {cell}, 'p95', step, quantile_cont(latency_ms, 0.95) FROM llm_calls "
            "WHERE NOT coalesce(cached, false) AND latency_ms IS NOT NULL GROUP BY ALL"),
+    Family("prompt_p95", "Prompt tokens of a call by tier (p95)", "tokens", "token_telemetry",
+           "SELECT {cell} AS cell, tier AS sub, step, prompt_p95::DOUBLE AS value FROM token_telemetry "
+           "WHERE prompt_p95 IS NOT NULL AND tier != 'total'"),
+    Family("prefix_share", "Prompt share a prefix cache can reuse", "share", "token_telemetry",
+           "SELECT {cell} AS cell, tier AS sub, step, prefix_share AS value FROM token_telemetry WHERE prefix_share IS NOT NULL"),
     Family("tick_duration", "Tick duration", "seconds", "spans",
            "SELECT {cell} AS cell, 'tick' AS sub, CAST(attrs->>'step' AS BIGINT) AS step, duration_ms / 1000 AS value "
            "FROM spans WHERE name = 'tick'"),
+)
+
+#: A sweep over tier mixes: each mix's cost against its divergence from the all-LLM mix (the ``tier_comparison`` view).
+TIER_COMPARISON_SQL = (
+    "SELECT mix, replications, reference, calls_per_tick, calls_per_tick_low, calls_per_tick_high, tokens_per_tick, "
+    "usd_per_tick, action_tvd, action_tvd_low, action_tvd_high, action_rate_ratio FROM tier_comparison"
 )
 
 #: ``env_metrics`` in long format: one series per (module, metric).

@@ -54,7 +54,10 @@ def test_tvd_of_action_counts() -> None:
     assert tvd({}, {}) == 0.0 and tvd({}, {"post": 1}) == 1.0
 
 
-def test_a_sweep_over_mixes_costs_fewer_calls_as_the_llm_share_falls(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def mixes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A sweep over three mixes of one 40-member population, two replications each."""
+    root = tmp_path_factory.mktemp("mixes") / "sweep"
     spec = parse_spec({
         "name": "mixes", "seed": 3, "llm": {"default": {"model": "sim/social"}},
         "population": [{"count": 40, "profile_template": {"party": ["a", "b"]}, "tier_mix": {"llm": 1.0}, "archetype": ARCHETYPE}],
@@ -63,9 +66,13 @@ def test_a_sweep_over_mixes_costs_fewer_calls_as_the_llm_share_falls(tmp_path: P
         "sweep": {"grid": {"population.0.tier_mix": [{"llm": 1.0}, {"llm": 0.25, "archetype": 0.75}, {"archetype": 1.0}]},
                   "replications": 2},
     })
-    summary = asyncio.run(run_spec(spec, tmp_path / "sweep", InProcessShell()))
+    summary = asyncio.run(run_spec(spec, root, InProcessShell()))
     assert summary.status == "completed", summary.error
-    with ReplayReader(tmp_path / "sweep") as reader:
+    return root
+
+
+def test_a_sweep_over_mixes_costs_fewer_calls_as_the_llm_share_falls(mixes: Path) -> None:
+    with ReplayReader(mixes) as reader:
         rows = reader.query("SELECT cell, tier, sum(members) AS members, sum(calls) AS calls FROM token_telemetry "
                             "WHERE tier IN ('llm', 'archetype') GROUP BY ALL ORDER BY ALL").to_pylist()
         compared = reader.query("SELECT * FROM tier_comparison").to_pylist()
@@ -86,3 +93,13 @@ def test_a_sweep_over_mixes_costs_fewer_calls_as_the_llm_share_falls(tmp_path: P
     # the all-LLM row's distance is between its two replications (one pair: no interval), the seed noise the others
     # are read against
     assert compared[0]["action_tvd_low"] is None and compared[2]["action_rate_ratio"] > 0
+
+
+def test_the_sweeps_results_page_has_the_cost_against_fidelity_table(mixes: Path) -> None:
+    from engine.results.report import load_report
+    from service.report.page import standalone_page
+
+    page = standalone_page(load_report(mixes))
+    table = page.split('id="polis-tier-comparison"')[1].split("</table>")[0]
+    assert table.count("<tr>") == 4 and "llm 100% (reference)" in table and "archetype 100%" in table
+    assert "Prompt share a prefix cache can reuse" in page
