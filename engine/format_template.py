@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
+from typing import Any
 
-__all__ = ["MAX_FORMAT_WIDTH", "check_format_template", "formatted_size_bound"]
+__all__ = ["MAX_FORMAT_WIDTH", "check_format_arguments", "check_format_template", "formatted_size_bound"]
 
 #: The largest width or precision a template's format spec may name.
 MAX_FORMAT_WIDTH = 1000
@@ -50,6 +51,20 @@ def check_format_template(template: str, names: Collection[str]) -> None:
         if widest > MAX_FORMAT_WIDTH:
             raise ValueError(f"the format spec {spec!r} of {{{name}}} asks for width or precision {widest}; "
                              f"at most {MAX_FORMAT_WIDTH} is allowed")
+
+
+def check_format_arguments(arguments: Mapping[str, Any], names: Collection[str]) -> None:
+    """Check every string value of a tool call's ``arguments`` as a template of ``names``.
+
+    Raises:
+        ValueError: the first bad one, as ``arguments.<key>: <problem>``.
+    """
+    for key, item in arguments.items():
+        if isinstance(item, str):
+            try:
+                check_format_template(item, names)
+            except ValueError as error:
+                raise ValueError(f"arguments.{key}: {error}") from None
 
 
 def formatted_size_bound(template: str, value_digits: int) -> int:

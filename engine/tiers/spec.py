@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from engine.format_template import check_format_template
+from engine.format_template import check_format_arguments
 
 __all__ = ["ArchetypeOption", "ArchetypeSpec", "RuleSpec", "Tier", "TIERS"]
 
@@ -37,12 +37,7 @@ class ArchetypeOption(BaseModel):
     @field_validator("arguments")
     @classmethod
     def _arguments_bounded(cls, value: dict[str, Any]) -> dict[str, Any]:
-        for key, item in value.items():
-            if isinstance(item, str):
-                try:
-                    check_format_template(item, _OPTION_NAMES)
-                except ValueError as error:
-                    raise ValueError(f"arguments.{key}: {error}") from None
+        check_format_arguments(value, _OPTION_NAMES)
         return value
 
     @property

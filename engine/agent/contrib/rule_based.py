@@ -23,7 +23,7 @@ from engine.agent.outcome import StepOutcome
 from engine.agent.service_proxy import ServiceProxy
 from engine.agent.workspace import AgentWorkspace
 from engine.errors import ToolCallError
-from engine.format_template import check_format_template
+from engine.format_template import check_format_arguments, check_format_template
 from engine.instruction_template import is_bare_template
 
 __all__ = ["Move", "RuleBasedAgent", "RuleConfig", "announced_moves", "decide"]
@@ -59,12 +59,7 @@ class RuleConfig(BaseModel):
     @field_validator("arguments")
     @classmethod
     def _arguments_bounded(cls, value: dict[str, Any]) -> dict[str, Any]:
-        for key, item in value.items():
-            if isinstance(item, str):
-                try:
-                    check_format_template(item, _TEMPLATE_NAMES)
-                except ValueError as error:
-                    raise ValueError(f"arguments.{key}: {error}") from None
+        check_format_arguments(value, _TEMPLATE_NAMES)
         return value
 
 
