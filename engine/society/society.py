@@ -61,6 +61,7 @@ from engine.society.tick_core import (
     plan_batches,
     split_allowance,
 )
+from engine.society.tiered.batch import started_prefix
 from engine.society.tiered.telemetry import TOKEN_TELEMETRY, merge_sizes, sizes_by_tier, telemetry_rows
 from engine.society.transaction import commit, recover
 from engine.society.transcripts import TranscriptLedger, stage_router_calls
@@ -384,6 +385,8 @@ class AgentSociety:
                                                                     for j in jobs if j.tiers is None))
         self._commit(staged, env_snapshot=state.env_snapshot, kind=TICK)
         assert self._status.txn == state.txn
+        if self._tiers:  # the tier batches' start markers: the committed tick is not retried
+            run_store(self._run_dir).delete_prefix(started_prefix(state.txn))
 
     def _share_budget(self, holders: int) -> tuple[list[Allowance | None], Allowance | None]:
         """Share what remains of the budget over ``holders`` and the env router, whose share (the last; its calls

@@ -29,6 +29,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from engine.env.handle import EnvHandle
 from engine.errors import (
     BudgetExhaustedError,
     EnvError,
@@ -68,9 +69,25 @@ from engine.tiers.plan import ArchetypeGroup, TierBatch, member_rng
 from engine.tiers.policies import Act, Observation, resolve_policy
 from engine.tiers.spec import ArchetypeSpec, RuleSpec
 
-__all__ = ["read_group_prompts", "read_member_states", "step_tier_batch"]
+__all__ = ["STARTED_DIR", "read_group_prompts", "read_member_states", "started_prefix", "step_tier_batch"]
 
 _ABORT = (EnvUnavailableError, StaleRunError)
+#: Where tier batches leave a marker as they start (one folder per transaction, which its commit deletes).
+STARTED_DIR = "tiers/started"
+
+
+def started_prefix(txn: int) -> str:
+    """The folder of transaction ``txn``'s start markers."""
+    return f"{STARTED_DIR}/txn_{txn:06d}/"
+
+
+async def _begin(job: BatchJob, batch: TierBatch) -> None:
+    """Mark the batch started; on a second start (its worker died) drop what the lost attempt queued in the env first."""
+    marker = f"{started_prefix(job.txn)}{batch.name}-{job.attempt[:12] or 'run'}"
+    assert job.proxy.run_dir is not None
+    if await asyncio.to_thread(run_store(job.proxy.run_dir).set_if_absent, marker, b""):
+        return
+    await asyncio.gather(*(job.proxy.env.discard_pending(agent_id) for agent_id in batch.agent_ids))
 
 
 def _read_shard(run_dir: Any, batch: TierBatch, schema: DatasetSchema, step: int, columns: list[str]) -> list[dict[str, Any]]:
@@ -119,7 +136,7 @@ def _refusals(member: _Member, results: list[tuple[str, str | None]]) -> None:
         member.row["summary"] = "; ".join([member.row["summary"] or "", *refused]).strip("; ")[:2000]
 
 
-async def _act(env: Any, member: _Member) -> None:
+async def _act(env: EnvHandle, member: _Member) -> None:
     """Make the member's tool calls in order; a refusal is noted, an env failure makes the row an error."""
     results: list[tuple[str, str | None]] = []
     for act in member.acts:
@@ -128,14 +145,17 @@ async def _act(env: Any, member: _Member) -> None:
             results.append((act.tool, None))
         except ToolCallError as error:
             results.append((act.tool, str(error)[:300]))
+        except _ABORT:
+            raise  # the actor is lost or the run taken over: the batch ends, not this member's step
         except EnvError as error:
             member.row.update(status="error", error=f"the env failed on {act.tool}: {error}"[:2000])
+            await env.discard_pending(member.agent_id)  # a failed step leaves nothing queued, as an agent's does
             break
     member.row["env_calls"] += len(results)
     _refusals(member, results)
 
 
-async def _observe(env: Any, members: list[_Member]) -> None:
+async def _observe(env: EnvHandle, members: list[_Member]) -> None:
     """Every member's observation, concurrently (coalesced into few actor calls); a failed one is that member's error."""
     seen = await asyncio.gather(*(env.observe(m.agent_id) for m in members), return_exceptions=True)
     for member, found in zip(members, seen, strict=True):
@@ -226,6 +246,7 @@ async def step_tier_batch(job: BatchJob) -> BatchResult:
     recorder = proxy.trace.recorder
     gate = BudgetGate(job.allowance) if job.allowance is not None else None
     refresh_response_caches()
+    await _begin(job, batch)
     states = await asyncio.to_thread(read_member_states, job.proxy.run_dir, batch, job.step - 1)
     prompts = await asyncio.to_thread(read_group_prompts, job.proxy.run_dir, batch, job.step - 1)
     kind = "archetype" if isinstance(batch.spec, ArchetypeSpec) else f"rule:{batch.spec.policy}"
