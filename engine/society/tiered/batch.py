@@ -41,6 +41,7 @@ from engine.errors import (
     StructuredOutputError,
     ToolCallError,
 )
+from engine.failpoints import failpoint
 from engine.llm.budget import BudgetGate, Usage
 from engine.llm.dispatcher import caller_model, dispatcher_stats, flush_response_caches, refresh_response_caches
 from engine.llm.meter import Meter, serving_agent
@@ -275,6 +276,7 @@ async def step_tier_batch(job: BatchJob) -> BatchResult:
         if stopped:  # the tick stops for more budget; nothing of it commits
             return _result(job, [], calls, stopped, started, ())
         await asyncio.gather(*(_act(proxy.env, m) for m in members if m.row["status"] == "finished"))
+        failpoint("mid_tier_batch", step=job.step)  # tests: the worker dies with the batch's acts queued, unwritten
     for member in members:
         member.row["duration_ms"] = (time.perf_counter() - started) * 1000 / max(1, len(members))
     await asyncio.to_thread(flush_response_caches)
