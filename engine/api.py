@@ -47,6 +47,7 @@ from engine.storage.reader import CappedResult, ReplayReader
 from engine.storage.run_layout import as_location, is_url, run_child, run_store
 from engine.storage.sweep_layout import SWEEP_FILE
 from engine.sweep import MAX_CELLS, SweepCell, check_sweep_values
+from engine.tiers.plan import count_llm_callers
 
 __all__ = [
     "MAX_CELLS",
@@ -79,6 +80,7 @@ __all__ = [
     "check_grid_keys",
     "cluster_dashboard",
     "completed_steps_at",
+    "count_llm_callers",
     "experiment_page",
     "fidelity",
     "export_dataset",

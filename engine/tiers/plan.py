@@ -12,11 +12,15 @@ import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.tiers.spec import ArchetypeSpec, RuleSpec, Tier
 
-__all__ = ["ArchetypeGroup", "TierBatch", "TierMember", "group_members", "member_rng", "plan_tier_batches"]
+if TYPE_CHECKING:
+    from engine.spec import AgentSpec, ExperimentSpec
+
+__all__ = ["ArchetypeGroup", "TierBatch", "TierMember", "count_llm_callers", "deal_members", "group_members", "member_rng", "plan_tier_batches",
+           "spec_tier_batches"]
 
 
 @dataclass(frozen=True)
@@ -113,3 +117,30 @@ def plan_tier_batches(settings: Sequence[tuple[ArchetypeSpec | None, RuleSpec | 
         if pending:
             add(population, tier, spec, [index[i] for g in pending for i in g.members], tuple(pending))
     return batches
+
+
+def deal_members(spec: ExperimentSpec, members: Sequence[tuple[int | None, AgentSpec]]) -> tuple[list[AgentSpec], list[TierMember]]:
+    """The spec's LLM agents (its listed agents and its ``llm`` members) and its archetype and rule members, each in id
+    order of declaration; ``members`` is ``spec.agent_members()``."""
+    dealt = {index: iter(p.member_tiers(spec.seed, index)) for index, p in enumerate(spec.population)}
+    agents: list[AgentSpec] = []
+    light: list[TierMember] = []
+    for index, agent in members:
+        tier = next(dealt[index]) if index is not None else "llm"
+        if index is None or tier == "llm":
+            agents.append(agent)
+        else:
+            light.append(TierMember(agent.id, index, agent.profile, tier))
+    return agents, light
+
+
+def spec_tier_batches(spec: ExperimentSpec, light: Sequence[TierMember]) -> list[TierBatch]:
+    """The fixed batches of the spec's archetype and rule members (see :func:`deal_members`)."""
+    settings = [(p.archetype, p.rule) for p in spec.population]
+    return plan_tier_batches(settings, light, spec.batch_size, spec.seed) if light else []
+
+
+def count_llm_callers(spec: ExperimentSpec) -> tuple[int, int]:
+    """How many LLM agents the spec has, and how many archetype groups: each makes at least one call a tick."""
+    agents, light = deal_members(spec, spec.agent_members())
+    return len(agents), sum(len(batch.groups) for batch in spec_tier_batches(spec, light))

@@ -144,13 +144,14 @@ def check_added_steps(steps: int, quota: OwnerQuota, owner: str) -> None:
         )
 
 
-def least_llm_calls(steps: Sequence[StepSpec], agents: int) -> int:
-    """The fewest LLM calls ``steps`` make in a run of ``agents`` agents: one per agent and tick of a ``run`` step,
-    one per answering agent and question of a questionnaire, one per ``ask`` or ``intervene``."""
+def least_llm_calls(steps: Sequence[StepSpec], agents: int, groups: int = 0) -> int:
+    """The fewest LLM calls ``steps`` make in a run of ``agents`` LLM agents and ``groups`` archetype groups: one per
+    agent or group and tick of a ``run`` step, one per answering agent and question of a questionnaire (archetype and
+    rule members answer none), one per ``ask`` or ``intervene``."""
     calls = 0
     for step in steps:
         if isinstance(step, RunStep):
-            calls += step.num_steps * agents
+            calls += step.num_steps * (agents + groups)
         elif isinstance(step, QuestionnaireStep):
             answering = len(step.target_agent_ids) if step.target_agent_ids is not None else agents
             calls += answering * len(step.questions)

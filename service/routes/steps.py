@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.api import ExperimentSpec, StepSpec, read_society_step
+from engine.api import ExperimentSpec, StepSpec, count_llm_callers, read_society_step
 from service.admission.auth import Caller
 from service.admission.quotas import check_added_steps, least_llm_calls
 from service.errors import ExperimentBusyError, SpecRejectedError
@@ -81,7 +81,7 @@ async def add_steps(
     quota = state.intake.quotas.for_owner(record.owner)
     check_added_steps(len(body.steps), quota, record.owner)
     spec = extend_spec(ExperimentSpec.model_validate(record.spec), body.steps)
-    state.check_llm_calls(record.owner, "the added steps", wanted=least_llm_calls(body.steps, len(spec.all_agents())))
+    state.check_llm_calls(record.owner, "the added steps", wanted=least_llm_calls(body.steps, *count_llm_callers(spec)))
     status = read_society_step(record.run_dir)
     if status is None:
         raise SpecRejectedError("the experiment's run never started, so there is no stored run to add steps to; resubmit it")

@@ -24,9 +24,10 @@ from engine.run_status import is_finished
 from engine.society.run.projection import Group, Range, over_budget, project, total
 from engine.society.run.runner import run_experiment
 from engine.society.shells import Shell
-from engine.spec import ExperimentSpec, LLMClientSpec, LLMSpec, QuestionnaireStep, RunStep, StepSpec
+from engine.spec import ExperimentSpec, LLMClientSpec, LLMSpec, PopulationSpec, QuestionnaireStep, RunStep, StepSpec
 from engine.storage.reader import ReplayReader
 from engine.sweep import expand_sweep
+from engine.tiers.plan import TierMember, count_llm_callers, deal_members, group_members
 
 __all__ = ["Estimate", "estimate", "estimate_refusal", "refuse_over_budget", "span"]
 
@@ -82,10 +83,11 @@ def _sample_spec(spec: ExperimentSpec, agents: int, ticks: int) -> ExperimentSpe
     The agents are spread evenly over the population (every n-th), so that a population whose
     members differ along its order (a persona table, several populations) is sampled across it.
     """
-    everyone = spec.all_agents()
+    everyone, light = deal_members(spec, spec.agent_members())  # only LLM agents are sampled as agents
     count = min(agents, len(everyone))
     sample = [everyone[i * len(everyone) // count] for i in range(count)]
     ids = [a.id for a in sample]
+    groups = _first_groups(spec, light, start=int(spec.agent_ids().max()) + 1)
     steps: list[StepSpec] = []
     for step in spec.steps:
         if isinstance(step, RunStep):
@@ -99,15 +101,32 @@ def _sample_spec(spec: ExperimentSpec, agents: int, ticks: int) -> ExperimentSpe
     sim = spec.llm.default if spec.llm.default.model.startswith("sim/") and not spec.llm.default.base_url else LLMClientSpec(model="sim/estimate")
     # Failures cost calls too: the sample measures what the steps spend, however they end.
     return spec.model_copy(update={
-        "agents": sample, "population": [], "budget": None, "sweep": None, "steps": steps,
+        "agents": sample, "population": groups, "budget": None, "sweep": None, "steps": steps,
         "llm": LLMSpec(default=sim, coder=sim), "max_error_rate": 1.0,
     })
 
 
+def _first_groups(spec: ExperimentSpec, light: list[TierMember], start: int) -> list[PopulationSpec]:
+    """Each archetype population's first group, as a population of its members' profiles (ids from ``start``): the
+    sample's archetype calls, which the whole spec makes once per group per tick."""
+    found: list[PopulationSpec] = []
+    for index, population in enumerate(spec.population):
+        mine = [m for m in light if m.population == index and m.tier == "archetype"]
+        if population.archetype is None or not mine:
+            continue
+        first = set(group_members(index, population.archetype, mine)[0].members)
+        rows = [m.profile for m in mine if m.agent_id in first]
+        found.append(PopulationSpec(rows=rows, tier="archetype", archetype=population.archetype, id_start=start))
+        start += len(rows)
+    return found
+
+
 def _groups(spec: ExperimentSpec, sample: ExperimentSpec, rows: list[dict], sample_ticks: int) -> list[Group]:
-    """The sample's call rows (per scope, step, agent, role) in the groups they project by."""
-    agents, sample_agents = spec.all_agents(), sample.all_agents()
-    full_ids, sample_ids = [a.id for a in agents], [a.id for a in sample_agents]
+    """The sample's call rows (per scope, step, caller, role) in the groups they project by: an LLM agent's by the
+    spec's LLM agents, an archetype group's by its groups."""
+    full_ids = [a.id for a in deal_members(spec, spec.agent_members())[0]]
+    sample_ids = [a.id for a in sample.agents]
+    full_groups, sample_groups = count_llm_callers(spec)[1], len(sample.population)
     groups: dict[tuple[str, str, str], Group] = {}
 
     def group(kind: str, index: str, role: str, units: int, full: int) -> Group:
@@ -119,6 +138,9 @@ def _groups(spec: ExperimentSpec, sample: ExperimentSpec, rows: list[dict], samp
         if row["prompt_name"] == WORLD_DESCRIPTION.name:
             target = group("once", "", role, 1, 1)
             unit: object = "run"
+        elif scope == "tick" and str(row["caller"]).startswith("archetype:"):
+            target = group("archetype", "", role, sample_ticks * sample_groups, spec.total_ticks() * full_groups)
+            unit = (row["caller"], row["step"])
         elif scope == "tick" and agent is not None:
             target = group("tick", "", role, sample_ticks * len(sample_ids), spec.total_ticks() * len(full_ids))
             unit = (agent, row["step"])
@@ -178,7 +200,7 @@ async def _estimate_one(spec: ExperimentSpec, cluster: Client | Shell, agents: i
             raise RuntimeError(f"the sample run did not complete: {summary.error}")
         with ReplayReader(Path(tmp) / "run") as reader:
             rows = reader.query(
-                "SELECT split_part(call_id, '/', 2) AS scope, step, agent_id, role, prompt_name, count(*) AS calls, "
+                "SELECT split_part(call_id, '/', 2) AS scope, step, agent_id, caller, role, prompt_name, count(*) AS calls, "
                 "coalesce(sum(input_tokens), 0) AS input_tokens, coalesce(sum(output_tokens), 0) AS output_tokens "
                 "FROM llm_calls GROUP BY ALL"
             ).to_pylist() if "llm_calls" in reader.datasets() else []

@@ -40,11 +40,11 @@ from engine.society.shells import Shell, as_shell
 from engine.society.society import AgentSociety
 from engine.society.status import SocietyStep, has_society_step, read_society, read_society_step
 from engine.society.workspaces.manifest import PACKED
-from engine.spec import AgentSpec, AskStep, ExperimentSpec, InterveneStep, QuestionnaireStep, RunStep, parse_spec
+from engine.spec import AskStep, ExperimentSpec, InterveneStep, QuestionnaireStep, RunStep, parse_spec
 from engine.spec_calls import describe_calls, resolve_env_calls
 from engine.storage.run_layout import LLM_CACHE_DIR, RunLocation, as_location, is_url, run_child, run_name, run_store
 from engine.storage.store import check_store
-from engine.tiers.plan import TierBatch, TierMember, plan_tier_batches
+from engine.tiers.plan import deal_members, spec_tier_batches
 
 __all__ = ["RunProgress", "RunSummary", "run_experiment"]
 
@@ -138,17 +138,6 @@ def _resume_state(spec: ExperimentSpec, run_dir: Path | str, force: bool) -> tup
 
 def _without_budget(spec: ExperimentSpec) -> dict[str, Any]:
     return {**spec.science(), "budget": None}
-
-
-def _tier_batches(spec: ExperimentSpec, members: list[tuple[int | None, AgentSpec]]) -> list[TierBatch]:
-    """The fixed batches of the spec's archetype and rule members (none: every agent is an LLM agent)."""
-    dealt = {index: iter(p.member_tiers(spec.seed, index)) for index, p in enumerate(spec.population)}
-    light = []
-    for index, agent in members:
-        if index is not None and (tier := next(dealt[index])) != "llm":
-            light.append(TierMember(agent.id, index, agent.profile, tier))
-    settings = [(p.archetype, p.rule) for p in spec.population]
-    return plan_tier_batches(settings, light, spec.batch_size, spec.seed) if light else []
 
 
 def _by_tier(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -334,9 +323,9 @@ async def run_experiment(
                 if spec.llm_check and models_to_check(clients):
                     enter(Phase(RunPhase.CHECKING_LLMS))
                     await check_llms(clients)
-                tiers = _tier_batches(spec, members)
-                tiered = {i for batch in tiers for i in batch.agent_ids}
-                specs = [a.model_dump() for a in agents if a.id not in tiered]  # the LLM agents: they get workspaces
+                llm_agents, light = deal_members(spec, members)
+                tiers = spec_tier_batches(spec, light)
+                specs = [a.model_dump() for a in llm_agents]  # the LLM agents: they get workspaces
                 network = SpecNetwork(spec)  # each layer read or generated once, off the event loop
                 modules = await asyncio.to_thread(lambda: tuple((m.type, network.module_kwargs(m)) for m in spec.environment.modules))
                 config = EnvRouterConfig(

@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
 
 import polis
+from engine.society.run.estimate import estimate
+from engine.society.shells import InProcessShell
+from engine.spec import load_spec
+from engine.tiers.plan import count_llm_callers
 from tests.engine.test_cli import IN_PROCESS_ENV
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "tiers.yaml"
@@ -35,3 +40,12 @@ def test_the_python_api_runs_three_tiers(tmp_path: Path) -> None:
     groups = run.sql("SELECT step, count(DISTINCT group_id) AS n FROM actions WHERE tier = 'archetype' GROUP BY step").to_pandas()
     assert sorted(archetype.calls) == sorted(groups.n) and set(archetype.calls) <= set(range(6, 13))  # 4 keys, groups of 50
     assert (telemetry[telemetry.tier == "llm"].prompt_p95 <= 1.1 * 1500).all()  # the spec's context budget
+
+
+def test_the_estimate_counts_llm_agents_and_archetype_groups_not_members() -> None:
+    spec = load_spec(EXAMPLE)
+    agents, groups = count_llm_callers(spec)
+    assert agents == 20 and 4 <= groups <= 12  # four keys, groups of at most 50 of the 300 members
+    found = asyncio.run(estimate(spec, InProcessShell()))
+    assert found.calls_by_kind["archetype"].expected == groups * 3  # one call per group per tick, 3 ticks
+    assert found.calls.high < 2 * (agents + groups) * 3  # before tiers it projected every member as an LLM agent: ~2,000
