@@ -13,6 +13,7 @@ import pytest
 from engine.llm.sim import SimFaults, SimLLM
 from engine.llm.sim.background import serving_app
 from engine.llm.sim.server import create_app
+from engine.society.fork.run import fork_experiment
 from engine.society.run.runner import run_experiment
 from engine.society.shells import InProcessShell
 from engine.spec import parse_spec
@@ -141,3 +142,19 @@ def test_an_archetype_whose_every_answer_is_malformed_fails_each_member_and_inve
     assert rows(tmp_path / "run", "SELECT count(*) AS n FROM social_actions")[0]["n"] == 0
     states = rows(tmp_path / "run", "SELECT state FROM agent_state")
     assert len(states) == 10 and all(s["state"] == "{}" for s in states)
+
+
+async def test_a_fork_continues_the_members_from_the_tick_it_forks(three_tiers: Path, tmp_path: Path) -> None:
+    _, forked = await fork_experiment(three_tiers, 2, tmp_path / "fork", InProcessShell(),
+                                      patch={"steps": [{"type": "run", "num_steps": 4, "tick": 3600}]})
+    assert forked.status == "completed", forked.error
+    parent = {r["agent_id"]: r["state"] for r in rows(three_tiers, "SELECT agent_id, state FROM agent_state WHERE step = 2")}
+    copied = {r["agent_id"]: r["state"] for r in rows(tmp_path / "fork", "SELECT agent_id, state FROM agent_state WHERE step = 2")}
+    assert copied == parent  # ticks 1-2 are the parent's
+    later = rows(tmp_path / "fork", "SELECT step, tier, count(*) AS n FROM actions WHERE step > 2 GROUP BY ALL ORDER BY ALL")
+    assert [(r["step"], r["tier"], r["n"]) for r in later] == [
+        (step, tier, n) for step in (3, 4) for tier, n in (("archetype", 40), ("llm", 4), ("rule", 60))]
+    counts = rows(tmp_path / "fork", "SELECT json_extract(state, '$.counts.like_post')::INT + "
+                                     "coalesce(json_extract(state, '$.counts.create_post')::INT, 0) AS n FROM agent_state "
+                                     "WHERE step = 4 AND state LIKE '%counts%'")
+    assert counts  # the posters' counts carried on from the parent's tick 2
