@@ -263,7 +263,8 @@ class AgentBase(ABC):
     def build_react_messages(
         self, *, tick: int, t: datetime, observations: list[str], question: str | None = None, readonly: bool = False
     ) -> list[dict[str, Any]]:
-        """The chat messages that open the loop."""
+        """The chat messages that open the loop: system messages (what stays the same call after call comes first,
+        for prefix caches), then any context messages, then the turn's request, the one message the thread keeps."""
 
     async def dispatch_react_tool(self, action: str, args: dict[str, Any], *, readonly: bool = False) -> str:
         """Run one tool. Subclasses handle their prefixes and fall back to ``super()``.
@@ -324,10 +325,12 @@ class AgentBase(ABC):
         decision_type = self.decision_model(tools)
         fresh = self.build_react_messages(tick=tick, t=t, observations=observations or [], question=question, readonly=readonly)
         self._fresh_chars = sum(chars for _, chars in prompt_print(fresh))  # the prompt beside the thread
-        # Earlier turns (the thread memory's window) go between the system prompt and this turn.
+        # Earlier turns (the thread memory's window) go between the system prompt and this turn; the thread keeps only
+        # the turn's request (the last message): context messages before it are rebuilt for every turn.
         earlier = self.thread.context()
-        self._log_thread(t, fresh)
-        messages = [*(m for m in fresh if m["role"] == "system"), *earlier, *(m for m in fresh if m["role"] != "system")]
+        system, request = [m for m in fresh if m["role"] == "system"], [m for m in fresh if m["role"] != "system"]
+        self._log_thread(t, [*system, *request[-1:]])  # the thread memory skips system messages; the step's log keeps them
+        messages = [*system, *earlier, *request]
         outcome = StepOutcome(status="turn_limit")
         max_turns = self.settings.max_react_turns
         assert self._dispatcher is not None  # restore() bound it

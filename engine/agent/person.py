@@ -38,13 +38,13 @@ class PersonAgent(AgentBase):
             time=t.isoformat(),
             memory=self._memory_text(),
             long_memory=self.thread.summary().strip() or "(nothing yet)",
-            active_skills=f"Active skills:\n{self.skills.active_text()}\n\n" if self.skills.active else "",
+            active_skills=f"\n\nActive skills:\n{self.skills.active_text()}" if self.skills.active else "",
         )
         if question is not None:
-            user = PERSON_ASK.render(context=context, question=question)
+            user = PERSON_ASK.render(question=question)
         else:
-            user = PERSON_STEP.render(context=context, tick_minutes=tick // 60, observations="\n".join(observations) or "(nothing new)")
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+            user = PERSON_STEP.render(tick_minutes=tick // 60, observations="\n".join(observations) or "(nothing new)")
+        return [{"role": "system", "content": system}, {"role": "user", "content": context}, {"role": "user", "content": user}]
 
     async def step(self, tick: int, t: datetime) -> StepOutcome:
         self._current_time = t

@@ -1,8 +1,9 @@
 """Named prompt templates of the person agent.
 
 Laid out for prefix caches (vLLM, SGLang): the system message holds only what stays the same from call to call (who
-the agent is, the world, its skills and tools, how to answer); what changes (the time, recent activity, memory,
-active skills, the observation or the question) comes last, in the user message.
+the agent is, the world, its skills and tools, how to answer); what changes comes last: the context (the time,
+recent activity, memory, active skills; rebuilt every turn, not kept in the thread memory), then the turn's request
+(the observation or the question).
 """
 
 from __future__ import annotations
@@ -26,18 +27,18 @@ PERSON_CONTEXT = PromptTemplate(
     "person.context",
     "Current simulated time: {time}.\n"
     "Your recent activity:\n{memory}\n\n"
-    "What you remember from earlier (AGENT_MEMORY.md):\n{long_memory}\n\n"
+    "What you remember from earlier (AGENT_MEMORY.md):\n{long_memory}"
     "{active_skills}",
 )
 
 PERSON_STEP = PromptTemplate(
     "person.step",
-    "{context}A new period of {tick_minutes} minutes begins. What you observe:\n{observations}\n\n"
+    "A new period of {tick_minutes} minutes begins. What you observe:\n{observations}\n\n"
     "Decide what to do now, in character.",
 )
 
 PERSON_ASK = PromptTemplate(
     "person.ask",
-    "{context}Someone asks you: {question}\nAnswer in character. Use tools only to look things up; "
+    "Someone asks you: {question}\nAnswer in character. Use tools only to look things up; "
     "finish with your answer as the summary.",
 )

@@ -64,8 +64,10 @@ def test_submit_returns_201_with_a_queued_record(http: httpx.Client, make_spec_d
 def test_experiment_completes_with_two_ticks_and_eight_agent_steps(completed: dict[str, Any]) -> None:
     assert completed["status"] == "completed", completed["error"]
     assert completed["error"] is None
+    tokens = completed["progress"].pop("tokens")  # the last tick's token telemetry, by tier
     assert completed["progress"] == {"ticks_done": 2, "ticks_total": 2, "agent_steps_done": 8, "agent_steps_total": 8,
                                      "phase": None}  # an ended run does nothing
+    assert tokens["llm"]["members"] == 4 and tokens["total"]["calls"] >= tokens["llm"]["calls"] >= 4
     assert completed["dashboard_link"] is None  # in-process: no Dask dashboard (on a cluster: the test below)
     assert completed["started_at"] and completed["finished_at"]
     assert completed["usage"]["llm_calls"] >= 1

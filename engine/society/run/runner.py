@@ -266,7 +266,8 @@ async def run_experiment(
         report(RunStatus.RUNNING)
 
     society: AgentSociety | None = None
-    report(RunStatus.STARTING)
+    if not resume:  # a resumed run's first report waits for the counts its earlier drivers committed (below)
+        report(RunStatus.STARTING)
     local_servers = contextlib.ExitStack()
     env_usage: dict[str, Any] | None = None
     tally: RunTally | None = None
@@ -298,6 +299,8 @@ async def run_experiment(
             progress.update(ticks=state.step_count, agent_steps=state.agent_steps_done)
             with contextlib.suppress(StorageError, OSError):  # a run stopped before its first commit has no replay
                 before = await asyncio.to_thread(read_run_tally, run_dir)
+        if resume:
+            report(RunStatus.STARTING)
         if isinstance(run_dir, Path):
             run_dir.mkdir(parents=True, exist_ok=True)
         with experiment_span(experiment_id or run_name(run_dir)):  # every task of the run joins it

@@ -76,7 +76,7 @@ async def test_finish_on_the_first_turn_ends_the_step_with_its_summary(world_fac
     assert outcome.turns == 1
     assert outcome.env_calls == 1  # the observation only
     assert world.router_llm.requests == []
-    assert "Your inbox is empty." in llm.requests[0]["messages"][1]["content"]
+    assert "Your inbox is empty." in llm.requests[0]["messages"][-1]["content"]  # the turn's request comes last
     assert agent.meter.calls == 1
     assert agent.meter.records[0].caller == "agent:1"
     assert agent.meter.records[0].prompt_name == "person.step"
@@ -206,7 +206,7 @@ async def test_readonly_ask_does_not_change_env_state(world_factory) -> None:
     assert answer == "I could not send anything"
     assert offered_tools(world.router_llm.requests[0]) == {"read_inbox", "list_groups", "message_statistics", "final_answer"}
     assert llm.requests[1]["messages"][-1]["content"].startswith("Result of ask_env: [error]")
-    assert "Someone asks you: Would you message agent 2?" in llm.requests[0]["messages"][1]["content"]
+    assert "Someone asks you: Would you message agent 2?" in llm.requests[0]["messages"][-1]["content"]
     assert world.space.updates.all() == []
     await world.router.step(900, T2)
     assert await world.router.observe(2) == "Your inbox is empty."

@@ -20,7 +20,8 @@ T1 = datetime(2024, 1, 1, 8, 15)
 
 
 def _proxy(run_dir: Path | None) -> ServiceProxy:
-    router = build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),)))
+    # react: its tool calls run in this process (codegen would start a sandbox process for the agent's ask_env)
+    router = build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react"))
     return ServiceProxy(env=router, llm={"default": LLMClient(model="sim/test", seed=3)}, run_dir=run_dir)
 
 

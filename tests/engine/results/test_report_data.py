@@ -66,7 +66,7 @@ def _write_env_metrics(run_dir: Path, values: dict[int, float]) -> None:
 def test_a_run_has_every_per_tick_series_and_they_add_up_to_its_datasets(demo_run: Path) -> None:
     report = load_report(demo_run)
     panels = _panels(report)
-    assert list(panels)[:6] == ["agent_steps", "llm_calls", "tokens", "cost", "latency", "tick_duration"]
+    assert list(panels)[:8] == ["agent_steps", "llm_calls", "tokens", "cost", "latency", "prompt_p95", "prefix_share", "tick_duration"]
     with ReplayReader(demo_run) as reader:
         calls = _scalar(reader, "SELECT count(*) AS v FROM llm_calls")
         tokens_in = _scalar(reader, "SELECT sum(input_tokens)::BIGINT AS v FROM llm_calls")
@@ -81,6 +81,11 @@ def test_a_run_has_every_per_tick_series_and_they_add_up_to_its_datasets(demo_ru
     assert all(a <= b for a, b in zip(p50.y, p95.y, strict=True))
     (ticks,) = panels["tick_duration"].lines
     assert ticks.x == (1, 2, 3) and all(seconds > 0 for seconds in ticks.y)
+    with ReplayReader(demo_run) as reader:  # the token telemetry's p95, by tier, as the dataset has it
+        p95 = reader.query("SELECT tier, step, prompt_p95 FROM token_telemetry WHERE tier != 'total' AND prompt_p95 IS NOT NULL "
+                           "ORDER BY tier, step").to_pylist()
+    assert {line.label: list(zip(line.x, line.y, strict=True)) for line in panels["prompt_p95"].lines} == {
+        tier: [(r["step"], r["prompt_p95"]) for r in p95 if r["tier"] == tier] for tier in {r["tier"] for r in p95}}
 
 
 def test_a_run_without_env_metrics_rows_has_no_env_section(demo_run: Path, tmp_path: Path) -> None:

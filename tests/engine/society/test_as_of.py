@@ -35,6 +35,10 @@ TICKS = 4
 AS_OF = 2
 
 
+#: A seed whose simulated agent 0 sums up every tick: the tests that read its recent activity run with it.
+SUMS_UP = 6
+
+
 def _spec_data(**changes: Any) -> dict[str, Any]:
     return {
         "name": "asof", "seed": 5, "start_time": "2026-03-02T08:00:00",
@@ -123,7 +127,7 @@ async def test_a_spec_reading_a_tick_in_its_future_fails_before_it_starts(shell,
 async def test_a_spec_s_own_as_of_step_reads_an_earlier_tick_mid_run(shell, tmp_path: Path) -> None:
     run = tmp_path / "run"
     await _finished_run(run, shell, steps=[{"type": "run", "num_steps": 2, "tick": 600}, _questionnaire("back", 1),
-                                           {"type": "run", "num_steps": 1, "tick": 600}])
+                                           {"type": "run", "num_steps": 1, "tick": 600}], seed=SUMS_UP)
     with ReplayReader(run) as reader:
         answers = reader.query("SELECT DISTINCT step, as_of_step FROM questionnaire_answers").to_pylist()
         lines = _recent_lines(reader, 0)
@@ -165,7 +169,8 @@ async def test_an_as_of_questionnaire_answers_from_tick_k_and_changes_nothing_st
         compared = 0
         for agent_id in range(3):
             lines = _recent_lines(reader, agent_id)
-            prompts = {row["call_id"].split("/")[1]: json.loads(row["messages"])[0]["content"] for row in reader.query(
+            # the whole prompt: the time and recent activity come after the fixed system message
+            prompts = {row["call_id"].split("/")[1]: "\n".join(m["content"] for m in json.loads(row["messages"])) for row in reader.query(
                 f"SELECT call_id, messages FROM transcripts WHERE agent_id = {agent_id} AND call_id LIKE '{TICKS}/q00%'"
             ).to_pylist()}
             then, now = prompts["q003"], prompts["q004"]
@@ -275,7 +280,7 @@ async def test_polis_run_add_steps_takes_an_as_of_questionnaire(shell, tmp_path:
 async def test_agents_interviewed_as_of_tick_k_are_given_their_state_of_tick_k(shell, tmp_path: Path) -> None:
     # The helper (sim/default) plans its own tools, so the interview an as-of ask makes is checked here directly.
     run = tmp_path / "run"
-    await _finished_run(run, shell)
+    await _finished_run(run, shell, seed=SUMS_UP)
     before = _hashes(run)
     at = find_as_of(run, 1, ticks_done=TICKS, through_txn=TICKS + 1, agent_ids=[0])
     router = build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react"))
@@ -289,7 +294,7 @@ async def test_agents_interviewed_as_of_tick_k_are_given_their_state_of_tick_k(s
     assert _hashes(run) == before and not RunLayout(run).scratch.exists()
     with ReplayReader(run) as reader:
         lines = _recent_lines(reader, 0)
-    then_prompt, now_prompt = then[0].messages[0]["content"], now[0].messages[0]["content"]
+    then_prompt, now_prompt = (records[0].messages[-2]["content"] for records in (then, now))  # recent activity: before the question
     assert lines[1] in then_prompt and lines[1] in now_prompt
     later = [line for step, line in lines.items() if step > 1]
     assert later and not any(line in then_prompt for line in later)

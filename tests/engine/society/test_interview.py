@@ -98,7 +98,7 @@ async def test_readonly_ask_answers_and_leaves_workspaces_byte_for_byte_unchange
     # The agents really reasoned over the question, with read-only tools only, also at the env.
     first_turn = InterviewScriptedPerson.models[1].requests[0]
     assert "Someone asks you: Tea or coffee?" in first_turn["messages"][-1]["content"]
-    assert T1.isoformat() in first_turn["messages"][0]["content"]
+    assert T1.isoformat() in first_turn["messages"][-2]["content"]  # the time comes before the question, after the fixed prompt
     assert offered_tools(first_turn) >= {"ask_env", "finish", "read"}
     assert offered_tools(first_turn).isdisjoint({"write", "append", "todo_add", "activate_skill", "execute_skill_script"})
     router_schema = router_llm.requests[-1]["response_format"]["json_schema"]["schema"]

@@ -17,6 +17,9 @@ def _spec() -> object:
         {"type": "EconomySpace", "kwargs": {"goods": {"bread": 2.5}, "salaries": {"0": 10.0}}},
         {"type": "WeatherSpace", "kwargs": {"locations": ["park"]}},
     ]
+    # a message before the first tick, whatever the agents decide: the messages dataset has a row to check
+    spec["steps"].insert(0, {"type": "intervene", "calls": [
+        {"tool": "send_system_message", "arguments": {"to_agent_id": 0, "content": "The park opens at nine."}}]})
     spec["steps"] += [{"type": "intervene", "instruction": "Tell every agent that the park is closed."},
                       {"type": "ask", "question": "How many agents are there?"}]
     return parse_spec(spec)

@@ -23,7 +23,7 @@ def statistics_line(run: Path, step: int) -> str:
 
 
 async def test_the_as_of_env_answers_as_the_tick_left_it_and_the_run_stays_as_it_was(shell: InProcessShell, tmp_path: Path) -> None:
-    spec = parse_spec(fork_parent_spec())
+    spec = parse_spec({**fork_parent_spec(), "seed": 7})  # a seed whose simulated agents message after tick 1
     run = tmp_path / "run"
     summary = await run_experiment(spec, run, shell)
     assert summary.status == "completed", summary.error
