@@ -27,7 +27,7 @@ from engine.society.shells import Shell
 from engine.spec import ExperimentSpec, LLMClientSpec, LLMSpec, PopulationSpec, QuestionnaireStep, RunStep, StepSpec
 from engine.storage.reader import ReplayReader
 from engine.sweep import expand_sweep
-from engine.tiers.plan import TierMember, count_llm_callers, deal_members, group_members
+from engine.tiers.plan import TierMember, deal_members, group_members, spec_tier_batches
 
 __all__ = ["Estimate", "estimate", "estimate_refusal", "refuse_over_budget", "span"]
 
@@ -124,9 +124,10 @@ def _first_groups(spec: ExperimentSpec, light: list[TierMember], start: int) -> 
 def _groups(spec: ExperimentSpec, sample: ExperimentSpec, rows: list[dict], sample_ticks: int) -> list[Group]:
     """The sample's call rows (per scope, step, caller, role) in the groups they project by: an LLM agent's by the
     spec's LLM agents, an archetype group's by its groups."""
-    full_ids = [a.id for a in deal_members(spec, spec.agent_members())[0]]
+    llm_agents, light = deal_members(spec, spec.agent_members())  # each member built once (2 s per 100,000)
+    full_ids = [a.id for a in llm_agents]
     sample_ids = [a.id for a in sample.agents]
-    full_groups, sample_groups = count_llm_callers(spec)[1], len(sample.population)
+    full_groups, sample_groups = sum(len(b.groups) for b in spec_tier_batches(spec, light)), len(sample.population)
     groups: dict[tuple[str, str, str], Group] = {}
 
     def group(kind: str, index: str, role: str, units: int, full: int) -> Group:
