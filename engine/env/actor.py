@@ -17,7 +17,7 @@ import shutil
 import tempfile
 import traceback
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -218,10 +218,10 @@ class EnvRouterActor:
             self._budget.renew(begin.allowance)
             self._budget.used = Usage.of_calls(r.as_row() for r in self.router.meter.records)
 
-    async def _serve(self, request: EnvRequest) -> EnvReply:
-        """Answer one request; an exception becomes this request's ``"error"`` reply, and only its."""
+    async def _serve(self, request: EnvRequest, route: Callable[[EnvRequest], Awaitable[EnvReply]]) -> EnvReply:
+        """Answer one request by ``route``; an exception becomes this request's ``"error"`` reply, and only its."""
         try:
-            return await self._traced(request)
+            return await route(request)
         except Exception as error:  # noqa: BLE001 - recorded (log, span) and answered; the window's other requests go on
             logger.warning("env %s request of agent %s failed", request.op, request.agent_id, exc_info=True)
             detail = f"{type(error).__name__}: {error}"
@@ -265,7 +265,30 @@ class EnvRouterActor:
         """
         self.requests_served += len(requests)
         self.batches_served += 1
-        return list(await asyncio.gather(*(self._serve(r) for r in requests)))
+        return list(await asyncio.gather(*(self._serve(r, self._traced) for r in requests)))
+
+    async def serve_direct(self, requests: list[EnvRequest]) -> list[EnvReply]:
+        """Serve observes, direct tool calls and discards one after another in this call, with no span each.
+
+        For callers that hold no trace and route nothing (tier members, :func:`engine.env.proxy.direct_requests`):
+        at a million members a tick, a task and a root span per request cost a fifth of the actor's time and most
+        of a run's bytes, and no span of theirs joins anything. Their tool calls still land in ``env_tool_calls``.
+
+        Returns:
+            One reply per request, in order; a request that raised gets a reply with status ``"error"``, and an
+            ``ask`` (it routes through an LLM, concurrently: :meth:`ask_many`) is refused as one.
+        """
+        self.requests_served += len(requests)
+        self.batches_served += 1
+        replies = [await self._serve(r, self._direct) for r in requests]
+        serving_agent.set(None)
+        return replies
+
+    async def _direct(self, request: EnvRequest) -> EnvReply:
+        if request.op == "ask":
+            raise ValueError("an ask is routed by ask_many, not served directly")
+        serving_agent.set(request.agent_id)
+        return await self._route(request)
 
     async def end_tick(self, end: EndTick) -> TickEnd:
         """End a tick: drain the router's call records and read the budget's refusals; then, unless the budget

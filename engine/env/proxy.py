@@ -10,16 +10,19 @@ groups the requests a batch's agents make within a few milliseconds into one ``a
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
 
 from engine.env.detached import DetachedActor
 from engine.env.requests import EnvReply, EnvRequest
 from engine.errors import EnvError, EnvUnavailableError, ToolCallError
 
-__all__ = ["Coalescer", "EnvRequests", "EnvRouterProxy", "InProcessEnvProxy", "fail_env_actor"]
+if TYPE_CHECKING:
+    from engine.env.handle import EnvHandle
 
-_COALESCERS: dict[tuple[str, int], Coalescer] = {}
+__all__ = ["Coalescer", "EnvRequests", "EnvRouterProxy", "InProcessEnvProxy", "direct_requests", "fail_env_actor"]
+
+_COALESCERS: dict[tuple[str, str, int], Coalescer] = {}  #: by actor key, actor method and event loop
 _LOST: set[str] = set()  #: env actors the society reported lost (their requests fail at once)
 
 
@@ -107,7 +110,7 @@ async def fail_env_actor(key: str, reason: str) -> int:
     _LOST.add(key)
     error = EnvUnavailableError(f"env actor {key} was lost: {reason}")
     failed = 0
-    for (coalescer_key, _), coalescer in list(_COALESCERS.items()):
+    for (coalescer_key, _, _), coalescer in list(_COALESCERS.items()):
         if coalescer_key == key:
             coalescer.close(error)
             failed += 1
@@ -171,6 +174,10 @@ class EnvRequests:
     def get_world_description(self) -> str:
         return self.world_description
 
+    def direct(self) -> EnvRequests:
+        """This handle for untraced observes and direct tool calls (see :func:`direct_requests`); here: itself."""
+        return self
+
 
 @dataclass(frozen=True)
 class EnvRouterProxy(EnvRequests):
@@ -181,17 +188,21 @@ class EnvRouterProxy(EnvRequests):
     world_description: str = ""
     env_skill_dirs: tuple[tuple[str, str], ...] = ()  #: (module class name, skill directory)
     window_s: float = 0.002
+    #: the actor method requests go to: ``ask_many``, or ``serve_direct`` (:meth:`direct`)
+    method: Literal["ask_many", "serve_direct"] = "ask_many"
 
     def _coalescer(self) -> Coalescer:
         if self.key in _LOST:
             raise EnvUnavailableError(f"env actor {self.key} was lost")
-        loop_id = id(asyncio.get_running_loop())
-        coalescer = _COALESCERS.get((self.key, loop_id))
+        at = (self.key, self.method, id(asyncio.get_running_loop()))
+        coalescer = _COALESCERS.get(at)
         if coalescer is None:
-            handle = DetachedActor(self.address, self.key)
-            coalescer = Coalescer(handle.ask_many, window_s=self.window_s)
-            _COALESCERS[(self.key, loop_id)] = coalescer
+            coalescer = Coalescer(getattr(DetachedActor(self.address, self.key), self.method), window_s=self.window_s)
+            _COALESCERS[at] = coalescer
         return coalescer
+
+    def direct(self) -> EnvRouterProxy:
+        return replace(self, method="serve_direct")
 
     async def request(self, request: EnvRequest) -> EnvReply:
         """Send one request (coalesced with its neighbours).
@@ -211,17 +222,33 @@ class InProcessEnvProxy(EnvRequests):
     with :class:`~engine.errors.EnvUnavailableError`, as a lost actor does.
     """
 
-    def __init__(self, ask_many: Any, *, world_description: str = "", env_skill_dirs: tuple[tuple[str, str], ...] = (),
-                 window_s: float = 0.002) -> None:
+    def __init__(self, ask_many: Any, *, serve_direct: Any = None, world_description: str = "",
+                 env_skill_dirs: tuple[tuple[str, str], ...] = (), window_s: float = 0.002) -> None:
         self.world_description = world_description
         self.env_skill_dirs = env_skill_dirs
         self._coalescer = Coalescer(ask_many, window_s=window_s)
+        self._direct = InProcessEnvProxy(serve_direct, world_description=world_description, env_skill_dirs=env_skill_dirs,
+                                         window_s=window_s) if serve_direct is not None else None
 
     async def request(self, request: EnvRequest) -> EnvReply:
         return await self._coalescer.submit(request)
 
+    def direct(self) -> EnvRequests:
+        return self._direct or self
+
     def close(self, reason: str) -> None:
         self._coalescer.close(EnvUnavailableError(f"the in-process env was closed: {reason}"))
+        if self._direct is not None:
+            self._direct.close(reason)
+
+
+def direct_requests(env: EnvHandle) -> EnvHandle:
+    """``env`` for a caller that only observes and calls tools directly, and holds no trace (tier members).
+
+    Over the env actor (or an in-process one) its requests are served one after another in one actor task, with no
+    span each (:meth:`~engine.env.actor.EnvRouterActor.serve_direct`). Any other handle is returned as it is.
+    """
+    return env.direct() if isinstance(env, EnvRequests) else env
 
 
 def _checked(reply: EnvReply) -> EnvReply:

@@ -110,6 +110,7 @@ class SocialMediaSpace(EnvBase):
         self._open_feed = follows is None
         self._graph = follows if isinstance(follows, Graph) else Graph.from_adjacency(follows or {})
         self._posts: dict[int, dict[str, Any]] = {}
+        self._heads: dict[int, str] = {}  #: each rendered post's unchanging head, by post id
         self._by_author: dict[int, list[int]] = {}  #: author -> post ids, ascending
         self._children: dict[int, list[int]] = {}  #: post -> the reposts made from it
         self._comments_total = 0
@@ -407,14 +408,22 @@ class SocialMediaSpace(EnvBase):
         age_hours = max(0.0, (self.t - post["t"]).total_seconds() / 3600) if self.t is not None else 0.0
         return engagement * 0.5 ** (age_hours / self._half_life)
 
+    def _head(self, post: dict[str, Any]) -> str:
+        """What a post shows that never changes once it is published (kept: a feed renders it for every viewer)."""
+        head = self._heads.get(post["id"])
+        if head is None:
+            when = post["t"].strftime("%Y-%m-%d %H:%M")
+            if post["repost_of"] is None:
+                head = f"#{post['id']} by agent {post['author']} at {when}: {post['text']}"
+            else:
+                original = self._posts[post["repost_of"]]
+                head = f"#{post['id']} agent {post['author']} reposted #{original['id']} by agent {original['author']} at {when}"
+                head += f' ("{original["text"]}")' + (f": {post['text']}" if post["text"] else "")
+            self._heads[post["id"]] = head
+        return head
+
     def _render(self, post: dict[str, Any], viewer: int) -> str:
-        when = post["t"].strftime("%Y-%m-%d %H:%M")
-        if post["repost_of"] is None:
-            head = f"#{post['id']} by agent {post['author']} at {when}: {post['text']}"
-        else:
-            original = self._posts[post["repost_of"]]
-            head = f"#{post['id']} agent {post['author']} reposted #{original['id']} by agent {original['author']} at {when}"
-            head += f' ("{original["text"]}")' + (f": {post['text']}" if post["text"] else "")
+        head = self._head(post)
         liked = " (you like it)" if _likes(post, viewer) else ""
         return f"{head} [{len(post['likes'])} likes, {len(post['comments'])} comments, {len(post['reposts'])} reposts]{liked}"
 
@@ -554,6 +563,7 @@ class SocialMediaSpace(EnvBase):
                       "comments": [{**c, "t": datetime.fromisoformat(c["t"])} for c in p["comments"]]}
             for p in state["posts"]
         }
+        self._heads = {}
         self._by_author, self._children = {}, {}
         for post in self._posts.values():
             self._by_author.setdefault(post["author"], []).append(post["id"])

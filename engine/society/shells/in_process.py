@@ -55,7 +55,7 @@ class InProcessEnvHost(EnvHost):
 
     def _handle(self, world_description: str, env_skill_dirs: tuple[tuple[str, str], ...]) -> EnvRequests:
         assert self._actor is not None
-        self._proxy = InProcessEnvProxy(self._actor.ask_many, world_description=world_description, env_skill_dirs=env_skill_dirs)
+        self._proxy = InProcessEnvProxy(self._actor.ask_many, serve_direct=self._actor.serve_direct, world_description=world_description, env_skill_dirs=env_skill_dirs)
         return self._proxy
 
     @property

@@ -30,6 +30,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from engine.env.handle import EnvHandle
+from engine.env.proxy import direct_requests
 from engine.errors import (
     BudgetExhaustedError,
     EnvError,
@@ -88,7 +89,8 @@ async def _begin(job: BatchJob, batch: TierBatch) -> None:
     assert job.proxy.run_dir is not None
     if await asyncio.to_thread(run_store(job.proxy.run_dir).set_if_absent, marker, b""):
         return
-    await asyncio.gather(*(job.proxy.env.discard_pending(agent_id) for agent_id in batch.agent_ids))
+    env = direct_requests(job.proxy.env)
+    await asyncio.gather(*(env.discard_pending(agent_id) for agent_id in batch.agent_ids))
 
 
 def _read_shard(run_dir: Any, batch: TierBatch, schema: DatasetSchema, step: int, columns: list[str]) -> list[dict[str, Any]]:
@@ -244,6 +246,7 @@ async def step_tier_batch(job: BatchJob) -> BatchResult:
     assert batch is not None and job.proxy.run_dir is not None
     proxy = job.proxy.for_task()
     assert proxy.trace is not None and proxy.replay is not None
+    env = direct_requests(proxy.env)  # members hold no trace and route nothing: no span, no task each
     recorder = proxy.trace.recorder
     gate = BudgetGate(job.allowance) if job.allowance is not None else None
     refresh_response_caches()
@@ -257,7 +260,7 @@ async def step_tier_batch(job: BatchJob) -> BatchResult:
         "llm_calls": 0, "llm_failures": 0, "input_tokens": 0, "output_tokens": 0, "llm_latency_ms": 0.0, "cost_usd": 0.0,
     }) for agent_id, profile in zip(batch.agent_ids, batch.profiles, strict=True)]
     with recorder.span("tier.batch", tier=batch.tier, batch=batch.name, step=job.step, members=len(members)):
-        await _observe(proxy.env, members)
+        await _observe(env, members)
         calls: list[dict[str, Any]] = []
         decisions: list[dict[str, Any]] = []
         stopped = 0
@@ -275,7 +278,7 @@ async def step_tier_batch(job: BatchJob) -> BatchResult:
                 stopped += len(group.members) if decision["status"] == "stopped" else 0
         if stopped:  # the tick stops for more budget; nothing of it commits
             return _result(job, [], calls, stopped, started, ())
-        await asyncio.gather(*(_act(proxy.env, m) for m in members if m.row["status"] == "finished"))
+        await asyncio.gather(*(_act(env, m) for m in members if m.row["status"] == "finished"))
         failpoint("mid_tier_batch", step=job.step)  # tests: the worker dies with the batch's acts queued, unwritten
     for member in members:
         member.row["duration_ms"] = (time.perf_counter() - started) * 1000 / max(1, len(members))

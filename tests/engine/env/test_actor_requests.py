@@ -56,3 +56,30 @@ async def test_a_raising_ask_is_answered_with_an_error_reply_that_names_no_call(
     [reply] = await actor.ask_many([EnvRequest("ask", 1, "anything")])
     assert (reply.status, reply.calls) == ("error", ())
     assert reply.answer == "error: the environment failed on this ask request (RuntimeError: router bug)"
+
+
+async def test_serve_direct_answers_each_request_alike_without_a_span_or_task_each(actor, monkeypatch) -> None:
+    observe = EnvRequest("observe", 2, readonly=True)
+    send = EnvRequest("call_tool", 1, "send_message", arguments={"agent_id": 1, "to_agent_id": 2, "content": "hi"})
+    refused = EnvRequest("call_tool", 1, "send_message", arguments={"agent_id": 1, "to_agent_id": 9, "content": "hi"})
+    routed = await actor.ask_many([observe, send, refused])
+    await actor.router.discard_pending(1)
+    actor.router.drain_tool_calls()
+    actor._trace.drain()
+
+    direct = await actor.serve_direct([observe, send, refused, EnvRequest("ask", 1, "tell agent 2 hi")])
+
+    assert direct[:3] == routed  # the same replies as ask_many gives
+    assert direct[3].status == "error" and "routed by ask_many" in direct[3].answer  # an ask needs the router's LLM
+    assert actor._trace.spans() == []  # no span per request
+    history = actor.router.get_tool_call_history()
+    assert [(r["function_name"], r["agent_id"], r["span_id"]) for r in history] == [
+        ("read_inbox", 2, None), ("send_message", 1, None), ("send_message", 1, None)]  # still env_tool_calls rows
+
+    async def broken(agent_id: int) -> str:
+        raise RuntimeError("module bug")
+
+    monkeypatch.setattr(actor.router, "observe", broken)
+    failed, sent = await actor.serve_direct([observe, send])
+    assert failed.status == "error" and "RuntimeError: module bug" in failed.answer  # only its own request fails
+    assert sent.status == "success"

@@ -113,7 +113,7 @@ async def test_fail_env_actor_releases_requests_stuck_on_a_dead_actor_at_once() 
         return []
 
     proxy = EnvRouterProxy(address="tcp://127.0.0.1:1", key="env-router-test-lost")
-    _COALESCERS[(proxy.key, id(asyncio.get_running_loop()))] = Coalescer(hung, window_s=0.001)
+    _COALESCERS[(proxy.key, proxy.method, id(asyncio.get_running_loop()))] = Coalescer(hung, window_s=0.001)
     sent = [asyncio.create_task(proxy.observe(i)) for i in range(3)]
     await asyncio.sleep(0.01)  # flushed: now waiting on the hung send
     queued = asyncio.create_task(proxy.observe(9))  # not flushed yet
@@ -125,3 +125,32 @@ async def test_fail_env_actor_releases_requests_stuck_on_a_dead_actor_at_once() 
             await asyncio.wait_for(task, 60)  # failed at once; the bound only turns a hang into a failure
     with pytest.raises(EnvUnavailableError, match="was lost"):
         await proxy.observe(5)  # later requests fail without waiting
+
+
+async def test_direct_handles_send_to_serve_direct_and_close_with_their_proxy() -> None:
+    from engine.env.proxy import EnvRouterProxy, InProcessEnvProxy, direct_requests
+    from engine.env.scripted import ScriptedEnv
+    from engine.errors import EnvUnavailableError
+
+    sent: dict[str, list[EnvRequest]] = {"ask_many": [], "serve_direct": []}
+
+    def method(name: str):
+        async def send(requests: list[EnvRequest]) -> list[EnvReply]:
+            sent[name] += requests
+            return [EnvReply(f"{name} {r.agent_id}", "success") for r in requests]
+        return send
+
+    proxy = InProcessEnvProxy(method("ask_many"), serve_direct=method("serve_direct"))
+    assert await direct_requests(proxy).observe(3) == "serve_direct 3"
+    assert await proxy.observe(4) == "ask_many 4"
+    assert [r.agent_id for r in sent["serve_direct"]] == [3] and [r.agent_id for r in sent["ask_many"]] == [4]
+    proxy.close("the run ended")
+    with pytest.raises(EnvUnavailableError):
+        await direct_requests(proxy).observe(5)
+
+    plain = InProcessEnvProxy(method("ask_many"))  # no direct path: the handle itself
+    assert direct_requests(plain) is plain
+    scripted = ScriptedEnv([])
+    assert direct_requests(scripted) is scripted  # not a request transport
+    remote = EnvRouterProxy(address="tcp://127.0.0.1:1", key="k")
+    assert direct_requests(remote) == EnvRouterProxy(address="tcp://127.0.0.1:1", key="k", method="serve_direct")
