@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from engine.env.metrics import check_declared
 from engine.env.tool import ToolInfo, build_tool_info
+from engine.env.tool_calls import summarize_result
 from engine.env.update_queue import Update, UpdateQueue
 from engine.errors import ToolCallError
 from engine.llm.meter import serving_agent
@@ -292,7 +293,8 @@ class EnvBase:
             record.update(exception_occurred=True, exception_info=repr(error))
             self._history.append(record)
             raise ToolCallError(f"{self.name}.{name} failed: {error}") from error
-        record.update(return_value=result, exception_occurred=False)
+        summary, chars = summarize_result(result)  # the row keeps no more: a million observes' feeds are not held a tick
+        record.update(result=summary, result_chars=chars, exception_occurred=False)
         self._history.append(record)
         return result
 
@@ -300,7 +302,8 @@ class EnvBase:
         """The tool calls since the last drain (the current env step), oldest first (a shallow copy).
 
         Each record has ``function_name``, ``kwargs``, ``timestamp``, ``module``, ``agent_id``,
-        ``trace_id``, ``span_id``, ``exception_occurred`` and ``return_value`` or ``exception_info``.
+        ``trace_id``, ``span_id``, ``exception_occurred``, and ``result`` (the return value's JSON text, cut as
+        :func:`~engine.env.tool_calls.summarize_result` cuts it) with ``result_chars``, or ``exception_info``.
         """
         return list(self._history)
 

@@ -55,7 +55,7 @@ def summarize_result(value: Any) -> tuple[str, int]:
 
 def _row(run: str, step: int, t: datetime, seq: int, record: dict[str, Any]) -> dict[str, Any]:
     failed = bool(record.get("exception_occurred"))
-    result, chars = (None, None) if failed else summarize_result(record.get("return_value"))
+    result, chars = (None, None) if failed else (record["result"], record["result_chars"])
     return {
         "run": run, "step": step, "t": t, "seq": seq, "module": record.get("module"), "tool": record["function_name"],
         "agent_id": record.get("agent_id"), "arguments": record.get("kwargs") or {}, "result": result,

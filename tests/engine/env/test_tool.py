@@ -189,7 +189,7 @@ async def test_call_tool_records_history_with_trace_id() -> None:
     assert first["function_name"] == "add"
     assert first["kwargs"] == {"agent_id": 7, "amount": 2}
     assert first["trace_id"] == "trace-abc"
-    assert first["return_value"] == 2
+    assert (first["result"], first["result_chars"]) == ("2", 1)
     assert first["exception_occurred"] is False
     assert second["function_name"] == "total" and second["trace_id"] is None
     assert first["timestamp"] <= second["timestamp"]
@@ -207,4 +207,4 @@ async def test_failing_tool_becomes_tool_call_error_and_is_recorded() -> None:
     assert record["exception_occurred"] is True
     assert "may not do that" in record["exception_info"]
     assert record["trace_id"] == "t-1"
-    assert "return_value" not in record
+    assert "result" not in record
