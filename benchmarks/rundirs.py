@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["disk_usage", "filesystem", "positive", "run_root"]
+__all__ = ["disk_usage", "filesystem", "largest_parts", "positive", "run_root"]
 
 
 def positive(text: str) -> int:
@@ -37,6 +37,13 @@ def disk_usage(root: Path) -> tuple[int, int]:
             files += 1
             size += os.lstat(os.path.join(directory, name)).st_blocks * 512
     return files, size
+
+
+def largest_parts(run_dir: Path, count: int = 6) -> list[tuple[str, int]]:
+    """The ``count`` largest parts of a run directory by allocated bytes: each replay dataset, and every other top folder."""
+    parts = [p for p in run_dir.iterdir() if p.name != "replay"] + [p for p in (run_dir / "replay").iterdir()]
+    sized = [(str(p.relative_to(run_dir)), disk_usage(p)[1] if p.is_dir() else p.lstat().st_blocks * 512) for p in parts]
+    return sorted(sized, key=lambda item: -item[1])[:count]
 
 
 def filesystem(path: Path) -> str:

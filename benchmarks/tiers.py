@@ -39,7 +39,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # rundirs, when run as a script
 
-from rundirs import disk_usage, filesystem, positive, run_root  # noqa: E402
+from rundirs import disk_usage, filesystem, largest_parts, positive, run_root  # noqa: E402
 
 from engine.society.run.cluster import open_client  # noqa: E402
 from engine.society.run.runner import run_experiment  # noqa: E402
@@ -107,7 +107,8 @@ async def one_run(client: Any, label: str, data: dict[str, Any], run_dir: Path) 
           f"agent-steps {agent_steps:,}\n  peak RSS: driver {driver:.2f} GB, workers {', '.join(f'{w:.2f}' for w in workers)} GB "
           f"(the env actor lives in one of them)\n  {files:,} files, {size / 1e6:,.1f} MB "
           f"({size / max(1, agent_steps):,.0f} bytes, {files / max(1, agent_steps):.4f} files per agent-tick); whole run "
-          f"{time.perf_counter() - started:.1f} s", flush=True)
+          f"{time.perf_counter() - started:.1f} s\n  largest: "
+          + ", ".join(f"{name} {size / 1e6:,.1f} MB" for name, size in largest_parts(run_dir)), flush=True)
     return telemetry
 
 
