@@ -113,3 +113,53 @@ def test_a_worker_blind_to_the_runs_folder_is_refused_before_tick_0(external_clu
     assert "status: failed" in run.stdout and "preflight refused the cluster" in run.stdout
     assert blind.address in run.stdout and "token file" in run.stdout
     assert not (runs / "r" / "agents").exists() and not (runs / "r" / "replay").exists()  # nothing ran
+
+
+def test_a_tiered_survey_population_on_a_follow_edge_list_runs_on_the_external_cluster(external_cluster, sim_llm, tmp_path):
+    """Three tiers dealt from a coded survey (labels from its codebook), following a third party's edge list, run
+    by ``polis run`` on the external cluster over HTTP to ``polis sim-llm``: the archetype groups are keyed by the
+    labels, each makes one call a tick, and the members reach the env actor without a span each."""
+    respondents = 40
+    survey = ["respondent,party,age"] + [f"{900 + i},{(1, 2, 9)[i % 3]},{20 + i}" for i in range(respondents)]
+    (tmp_path / "survey.csv").write_text("\n".join(survey) + "\n")
+    edges = ["source,target"] + [f"{i},{(i * 7 + 3) % respondents}" for i in range(respondents)]
+    (tmp_path / "follows.csv").write_text("\n".join(edges) + "\n")
+    spec = {
+        "name": "tiered-survey", "seed": 4, "llm": {"default": {"model": "openai/ext", "base_url": sim_llm.base_url}},
+        "population": [{
+            "from": "survey.csv", "config": {"max_react_turns": 1},
+            "codebook": {"columns": {"respondent": {"role": "id"}, "age": {"role": "persona"},
+                                     "party": {"role": "persona", "labels": {1: "left", 2: "right"}}}, "missing": [9]},
+            "tier_mix": {"llm": 0.1, "archetype": 0.6, "rule": 0.3},
+            "archetype": {"key": ["party"], "group_size": 10, "options": [
+                {"name": "post", "tool": "create_post", "arguments": {"text": "{text}"}}, {"name": "idle"}]},
+            "rule": {"policy": "social_poster"},
+        }],
+        "network": {"layers": {"follow": {"from": "follows.csv", "directed": True}}},
+        "environment": {"modules": [{"type": "SocialMediaSpace", "network": {"follows": "follow"}}]},
+        "steps": [{"type": "run", "num_steps": 2, "tick": 3600}],
+        "batch_size": 8,
+    }
+    run = polis_run(external_cluster, write_spec(tmp_path / "spec.yaml", spec), tmp_path / "runs" / "r")
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert "status: completed\n" in run.stdout
+    with ReplayReader(tmp_path / "runs" / "r") as reader:
+        def rows(sql: str) -> list[tuple]:
+            return [tuple(r.values()) for r in reader.query(sql).to_pylist()]
+
+        tiers = dict(rows("SELECT tier, count(DISTINCT agent_id) FROM actions GROUP BY ALL"))
+        per_tick = rows("SELECT DISTINCT count(*) FROM actions GROUP BY step, agent_id")
+        groups = reader.query("SELECT step, key ->> 'party' AS party, members, status FROM archetype_decisions ORDER BY ALL").to_pylist()
+        calls = dict(rows("SELECT step, count(*) FROM llm_calls WHERE caller LIKE 'archetype:%' GROUP BY ALL"))
+        [(joined,)] = rows("SELECT count(*) FROM actions a JOIN llm_calls c USING (call_id) WHERE a.tier = 'archetype'")
+        [(member_calls,)] = rows("SELECT count(*) FROM env_tool_calls WHERE tool = 'my_feed' AND span_id IS NULL")
+        [(member_spans,)] = rows("SELECT count(*) FROM spans WHERE name = 'env.ask'")
+    assert tiers == {"llm": 4, "archetype": 24, "rule": 12}  # the mix's shares of 40 respondents
+    assert per_tick == [(1,)]  # every member once a tick
+    # groups keyed by the codebook's labels (the code 9 is missing, not a party), at most 10 members each
+    assert {g["party"] for g in groups} <= {"left", "right", None} and "left" in {g["party"] for g in groups}
+    assert all(g["members"] <= 10 and g["status"] == "ok" for g in groups)
+    assert calls == {step: sum(g["step"] == step for g in groups) for step in (1, 2)}  # one call per group a tick
+    assert joined == tiers["archetype"] * 2  # every archetype row names its group's call
+    assert member_calls == (tiers["archetype"] + tiers["rule"]) * 2  # observed through serve_direct: no span
+    assert member_spans >= tiers["llm"] * 2  # the LLM agents' observes still have theirs
