@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-from typing import Annotated
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -80,8 +82,9 @@ async def add_steps(
         raise ExperimentBusyError(record.id, record.status, "add steps to")
     quota = state.intake.quotas.for_owner(record.owner)
     check_added_steps(len(body.steps), quota, record.owner)
-    spec = extend_spec(ExperimentSpec.model_validate(record.spec), body.steps)
-    state.check_llm_calls(record.owner, "the added steps", wanted=least_llm_calls(body.steps, *count_llm_callers(spec)))
+    # Off the event loop: a million-member spec takes seconds to build and deal (every other request would wait).
+    spec, callers = await asyncio.to_thread(_extended, record.spec, body.steps)
+    state.check_llm_calls(record.owner, "the added steps", wanted=least_llm_calls(body.steps, *callers))
     status = read_society_step(record.run_dir)
     if status is None:
         raise SpecRejectedError("the experiment's run never started, so there is no stored run to add steps to; resubmit it")
@@ -94,3 +97,9 @@ async def add_steps(
     # opens the event stream next never takes the earlier run's final event for this one's.
     queued = await state.engine.call(state.submitter.submit, record, spec, resume=True, force=True)
     return queued.accepted(state.experiment_dashboard_link)
+
+
+def _extended(stored: Mapping[str, Any], steps: Sequence[StepSpec]) -> tuple[ExperimentSpec, tuple[int, int]]:
+    """The stored spec with ``steps`` added, and its LLM agents and archetype groups (:func:`count_llm_callers`)."""
+    spec = extend_spec(ExperimentSpec.model_validate(stored), steps)
+    return spec, count_llm_callers(spec)

@@ -137,3 +137,27 @@ def test_an_owner_past_the_daily_llm_calls_is_answered_429_with_what_is_left_and
         other = lab_b.post("/experiments", json=make_spec_data("lab-b-still-runs"))
         assert other.status_code == 201, other.text
         assert wait_until_final(lab_b, other.json()["id"])["status"] == "completed"
+
+
+def test_added_steps_build_and_count_the_spec_off_the_event_loop(live: Live, finished: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Building a million-member spec and dealing it to tiers takes seconds: on the loop, every owner's request waits.
+    import asyncio
+
+    from service.routes import steps
+
+    where: list[str] = []
+
+    def counting(spec: Any) -> tuple[int, int]:
+        try:
+            asyncio.get_running_loop()
+            where.append("event loop")
+        except RuntimeError:
+            where.append("thread")
+        return real(spec)
+
+    real = steps.count_llm_callers
+    monkeypatch.setattr(steps, "count_llm_callers", counting)
+    response = live.http.post(f"/experiments/{finished}/steps", json={"steps": [_question("off-loop")]})
+    assert response.status_code == 202, response.text
+    assert where == ["thread"]
+    assert wait_until_final(live.http, finished)["status"] == "completed"
