@@ -78,6 +78,10 @@ class EnvBase:
         self.t: datetime | None = None
         self._workspace_root: Path | None = None
         self._history: list[dict[str, Any]] = []
+        #: per agent: its live records in the history, and the history's length when its calls were last undone (the
+        #: records before that are dropped when the history is read: undoing a step is no pass over every call)
+        self._recorded: dict[int | None, int] = {}
+        self._undone: dict[int | None, int] = {}
         self._trace_id: str | None = None
         #: None until the router binds the run's agents (a set here; modules that order their agents keep a sorted list)
         self._agent_ids: Collection[int] | None = None
@@ -291,12 +295,16 @@ class EnvBase:
                 result = await result
         except (ValueError, KeyError, LookupError, TypeError) as error:
             record.update(exception_occurred=True, exception_info=repr(error))
-            self._history.append(record)
+            self._keep_call(record)
             raise ToolCallError(f"{self.name}.{name} failed: {error}") from error
         summary, chars = summarize_result(result)  # the row keeps no more: a million observes' feeds are not held a tick
         record.update(result=summary, result_chars=chars, exception_occurred=False)
-        self._history.append(record)
+        self._keep_call(record)
         return result
+
+    def _keep_call(self, record: dict[str, Any]) -> None:
+        self._history.append(record)
+        self._recorded[record["agent_id"]] = self._recorded.get(record["agent_id"], 0) + 1
 
     def get_tool_call_history(self) -> list[dict[str, Any]]:
         """The tool calls since the last drain (the current env step), oldest first (a shallow copy).
@@ -305,18 +313,21 @@ class EnvBase:
         ``trace_id``, ``span_id``, ``exception_occurred``, and ``result`` (the return value's JSON text, cut as
         :func:`~engine.env.tool_calls.summarize_result` cuts it) with ``result_chars``, or ``exception_info``.
         """
-        return list(self._history)
+        undone = self._undone
+        if not undone:
+            return list(self._history)
+        return [r for i, r in enumerate(self._history) if i >= undone.get(r["agent_id"], 0)]
 
     def reset_tool_call_history(self) -> None:
-        self._history.clear()
+        self._history, self._recorded, self._undone = [], {}, {}
 
     def drain_tool_calls(self) -> list[dict[str, Any]]:
         """Return the recorded tool calls and forget them (the env step writes them out)."""
-        drained, self._history = self._history, []
+        drained = self.get_tool_call_history()
+        self.reset_tool_call_history()
         return drained
 
     def discard_tool_calls(self, agent_id: int) -> int:
         """Forget the calls recorded for ``agent_id`` since the last drain (its step is undone); returns how many."""
-        kept = [r for r in self._history if r.get("agent_id") != agent_id]
-        dropped, self._history = len(self._history) - len(kept), kept
-        return dropped
+        self._undone[agent_id] = len(self._history)
+        return self._recorded.pop(agent_id, 0)

@@ -38,47 +38,54 @@ class Update:
 
 
 class UpdateQueue:
-    """The updates queued since the last drain, in call order."""
+    """The updates queued since the last drain, kept by agent: what one agent queued is found and dropped without a
+    pass over everyone's (a tool checking a like against the agent's earlier ones, at a million members a tick)."""
 
     def __init__(self) -> None:
-        self._updates: list[Update] = []
+        self._by_agent: dict[int, list[Update]] = {}
+        self._count = 0
         self._seq = 0
 
     def __len__(self) -> int:
-        return len(self._updates)
+        return self._count
 
     def queue(self, agent_id: int, **fields: Any) -> Update:
         """Queue an update on behalf of ``agent_id``; returns it."""
         self._seq += 1
         update = Update(agent_id, self._seq, dict(fields))
-        self._updates.append(update)
+        self._by_agent.setdefault(agent_id, []).append(update)
+        self._count += 1
         return update
 
     def of(self, agent_id: int) -> list[Update]:
         """The updates ``agent_id`` queued, in call order (a tool checks a call against its own earlier ones)."""
-        return [u for u in self._updates if u.agent_id == agent_id]
+        return list(self._by_agent.get(agent_id, ()))
 
     def all(self) -> list[Update]:
         """Every queued update, in call order."""
-        return list(self._updates)
+        return sorted((u for queued in self._by_agent.values() for u in queued), key=lambda u: u.seq)
 
     def discard(self, agent_id: int) -> int:
         """Drop the updates ``agent_id`` queued; returns how many."""
-        kept = [u for u in self._updates if u.agent_id != agent_id]
-        dropped, self._updates = len(self._updates) - len(kept), kept
+        dropped = len(self._by_agent.pop(agent_id, ()))
+        self._count -= dropped
         return dropped
 
     def drain(self) -> list[Update]:
         """Remove and return every queued update in (agent id, seq) order (the experimenter's first)."""
-        drained, self._updates = sorted(self._updates, key=lambda u: (u.agent_id, u.seq)), []
+        drained = [u for agent_id in sorted(self._by_agent) for u in self._by_agent[agent_id]]
+        self._by_agent, self._count = {}, 0
         return drained
 
     # ---- persistence -------------------------------------------------------------------------
     def dump(self) -> dict[str, Any]:
         """The queue as JSON-able data (restore it with :meth:`load`)."""
-        return {"seq": self._seq, "updates": [{"agent_id": u.agent_id, "seq": u.seq, "fields": dict(u.fields)} for u in self._updates]}
+        return {"seq": self._seq, "updates": [{"agent_id": u.agent_id, "seq": u.seq, "fields": dict(u.fields)} for u in self.all()]}
 
     def load(self, state: Mapping[str, Any]) -> None:
         """Replace the queue by what :meth:`dump` produced."""
-        self._updates = [Update(int(u["agent_id"]), int(u["seq"]), dict(u["fields"])) for u in state["updates"]]
+        self._by_agent, self._count = {}, 0
+        for u in state["updates"]:
+            self._by_agent.setdefault(int(u["agent_id"]), []).append(Update(int(u["agent_id"]), int(u["seq"]), dict(u["fields"])))
+            self._count += 1
         self._seq = int(state["seq"])

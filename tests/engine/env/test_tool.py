@@ -208,3 +208,17 @@ async def test_failing_tool_becomes_tool_call_error_and_is_recorded() -> None:
     assert "may not do that" in record["exception_info"]
     assert record["trace_id"] == "t-1"
     assert "result" not in record
+
+
+async def test_discarded_calls_leave_the_history_and_the_agents_later_calls_stay() -> None:
+    tally = Tally()
+    for agent_id in (1, 2, 1):
+        await tally.call_tool("add", {"agent_id": agent_id})
+    assert tally.discard_tool_calls(1) == 2
+    assert tally.discard_tool_calls(1) == 0  # nothing left to undo
+    await tally.call_tool("add", {"agent_id": 1, "amount": 5})  # the retried step
+    assert [(r["agent_id"], r["kwargs"]["amount"]) for r in tally.get_tool_call_history()] == [(2, 1), (1, 5)]
+    assert [r["agent_id"] for r in tally.drain_tool_calls()] == [2, 1]
+    assert tally.get_tool_call_history() == [] and tally.discard_tool_calls(2) == 0
+    await tally.call_tool("add", {"agent_id": 2})  # a new step: nothing of the last one's undoing holds
+    assert [r["agent_id"] for r in tally.get_tool_call_history()] == [2]
