@@ -34,6 +34,17 @@ def _known_agent_type(name: str) -> str:
     return check_agent_type(name)
 
 
+def _check_persona_fields(names: list[str], fields: list[str], error_type: str, path: str) -> None:
+    """Refuse the first of ``names`` that is none of the population's ``fields``, at ``<path>.<i>``, with the nearest field."""
+    for i, name in enumerate(names):
+        if name not in fields:
+            near = difflib.get_close_matches(name, fields, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise PydanticCustomError(error_type, "{message}", {
+                "key": f"{path}.{i}",
+                "message": f"{name!r} is not a persona field of this population; {hint}its fields: {', '.join(fields) or '(none)'}"})
+
+
 class CalibrateSpec(BaseModel):
     """Weights (or a draw) that make a survey population match known marginal shares, e.g. a census table."""
 
@@ -200,13 +211,9 @@ class PopulationSpec(BaseModel):
         if self.archetype is None:
             return self
         fields = self.profile_fields()
-        for i, name in enumerate(self.archetype.key):
-            if name not in fields:
-                near = difflib.get_close_matches(name, fields, n=1)
-                hint = f"did you mean {near[0]!r}? " if near else ""
-                raise PydanticCustomError("archetype_key", "{message}", {
-                    "key": f"archetype.key.{i}",
-                    "message": f"{name!r} is not a persona field of this population; {hint}its fields: {', '.join(fields) or '(none)'}"})
+        _check_persona_fields(self.archetype.key, fields, "archetype_key", "archetype.key")
+        if self.archetype.cluster is not None:
+            _check_persona_fields(self.archetype.cluster.fields, fields, "archetype_cluster", "archetype.cluster.fields")
         return self
 
     def member_tiers(self, seed: int, index: int) -> list[Tier]:

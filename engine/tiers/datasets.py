@@ -29,7 +29,8 @@ ARCHETYPE_DECISIONS = DatasetSchema(
         RUN_COLUMN,
         Column(name="step", type="int64", description="society step, 1-based"),
         Column(name="group_id", type="string", description="<population>.<n>"),
-        Column(name="key", type="json", description="the key fields' values the members share"),
+        Column(name="key", type="json", description="the key fields' values the members share, or their cluster's "
+               "representative traits (with its number, cluster)"),
         Column(name="members", type="int64", description="members in the group"),
         Column(name="call_id", type="string", description="the llm_calls row of the decision (its last attempt)"),
         Column(name="status", type="string", description="ok | failed (no valid answer: members are llm_error) | stopped (the budget ran out)"),

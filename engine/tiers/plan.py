@@ -2,8 +2,10 @@
 
 Tier batches are fixed for a run: the same members in the same batch every tick, so a batch finds its members'
 state where its previous tick left it (the ``agent_state`` shard named after the batch). An archetype batch holds
-whole groups. Groups are made per population: members with the same values of the key fields, in order of their
-first member's id, each split into groups of at most ``group_size`` members in id order.
+whole groups. Groups are made per population: members with the same values of the key fields, or with ``cluster``
+the members of one cluster (:mod:`engine.tiers.cluster`, seeded by the run's seed and the population's index), in
+order of their first member's id, each split into groups of at most ``group_size`` members in id order. A key's
+group shows its key values as the members' shared traits, a cluster's group its cluster's representative traits.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from engine.tiers.cluster import cluster_members, cluster_traits
 from engine.tiers.spec import ArchetypeSpec, RuleSpec, Tier
 
 if TYPE_CHECKING:
     from engine.spec import AgentSpec, ExperimentSpec
 
-__all__ = ["ArchetypeGroup", "TierBatch", "TierMember", "count_llm_callers", "deal_members", "group_members", "member_rng", "plan_tier_batches",
-           "spec_tier_batches"]
+__all__ = ["ArchetypeGroup", "TierBatch", "TierMember", "cluster_seed", "count_llm_callers", "deal_members", "group_members",
+           "member_rng", "plan_tier_batches", "spec_tier_batches"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,7 @@ class ArchetypeGroup:
     """Members that share one archetype decision each tick."""
 
     id: str  #: ``<population>.<n>``, n counting the population's groups from 0
-    key: dict[str, Any]  #: the key fields' values the members share
+    key: dict[str, Any]  #: the key fields' values the members share, or their cluster's representative traits
     members: tuple[int, ...]  #: agent ids, ascending
 
 
@@ -65,16 +68,29 @@ def _key_value(profile: dict[str, Any], key: Sequence[str]) -> str:
     return json.dumps([profile.get(name) for name in key], sort_keys=True, default=str)
 
 
-def group_members(population: int, spec: ArchetypeSpec, members: Sequence[TierMember]) -> list[ArchetypeGroup]:
-    """An archetype population's groups (see the module docstring); ``members`` in id order."""
-    by_key: dict[str, list[TierMember]] = {}
-    for member in members:
-        by_key.setdefault(_key_value(member.profile, spec.key), []).append(member)
+def cluster_seed(seed: int, population: int) -> int:
+    """The seed of population ``population``'s clustering in a run seeded ``seed`` (non-negative, as numpy takes it)."""
+    return random.Random(f"archetype-cluster:{seed}:{population}").getrandbits(63)
+
+
+def group_members(population: int, spec: ArchetypeSpec, members: Sequence[TierMember], seed: int) -> list[ArchetypeGroup]:
+    """An archetype population's groups (see the module docstring); ``members`` in id order, ``seed`` the run's."""
+    by_key: dict[str | int, list[TierMember]] = {}
+    traits: list[dict[str, Any]] = []
+    if spec.cluster is not None:
+        profiles = [member.profile for member in members]
+        labels = cluster_members(profiles, spec.cluster, cluster_seed(seed, population))
+        traits = cluster_traits(profiles, labels, spec.cluster.fields)
+        for member, label in zip(members, labels, strict=True):
+            by_key.setdefault(label, []).append(member)
+    else:
+        for member in members:
+            by_key.setdefault(_key_value(member.profile, spec.key), []).append(member)
     groups: list[ArchetypeGroup] = []
-    for same in by_key.values():  # dicts keep insertion order: the order of each key's first member
+    for found, same in by_key.items():  # dicts keep insertion order: the order of each key's (cluster's) first member
         for start in range(0, len(same), spec.group_size):
             chunk = same[start:start + spec.group_size]
-            key = {name: chunk[0].profile.get(name) for name in spec.key}
+            key = traits[found] if isinstance(found, int) else {name: chunk[0].profile.get(name) for name in spec.key}
             groups.append(ArchetypeGroup(f"{population}.{len(groups)}", key, tuple(m.agent_id for m in chunk)))
     return groups
 
@@ -109,7 +125,7 @@ def plan_tier_batches(settings: Sequence[tuple[ArchetypeSpec | None, RuleSpec | 
             continue
         index = {m.agent_id: m for m in found}
         pending: list[ArchetypeGroup] = []
-        for group in group_members(population, spec, found):
+        for group in group_members(population, spec, found, seed):
             if pending and sum(len(g.members) for g in pending) + len(group.members) > batch_size:
                 add(population, tier, spec, [index[i] for g in pending for i in g.members], tuple(pending))
                 pending = []

@@ -1,7 +1,8 @@
 """A population's fidelity tier: ``llm`` (an agent per member, today's agents), ``archetype`` or ``rule``.
 
 Part of the population spec (:class:`~engine.population.spec.PopulationSpec` holds ``tier``, ``archetype`` and
-``rule``). An archetype population's members are grouped (:mod:`engine.tiers.plan`); each group gets one LLM decision
+``rule``). An archetype population's members are grouped (:mod:`engine.tiers.plan`) by the exact values of ``key``
+fields or by a k-means ``cluster`` of persona fields (:mod:`engine.tiers.cluster`); each group gets one LLM decision
 per tick, a probability for each of the spec's options, and each member draws its own option from it. A rule
 population's members each run a registered policy (:mod:`engine.tiers.policies`), with no LLM.
 """
@@ -10,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from engine.format_template import check_format_arguments
 
-__all__ = ["ArchetypeOption", "ArchetypeSpec", "RuleSpec", "Tier", "TIERS"]
+__all__ = ["ArchetypeOption", "ArchetypeSpec", "ClusterSpec", "RuleSpec", "Tier", "TIERS"]
 
 Tier = Literal["llm", "archetype", "rule"]
 TIERS: tuple[Tier, ...] = ("llm", "archetype", "rule")
@@ -46,15 +47,40 @@ class ArchetypeOption(BaseModel):
         return any(isinstance(v, str) and "{text}" in v for v in self.arguments.values())
 
 
+class ClusterSpec(BaseModel):
+    """Groups an archetype population by a seeded k-means clustering of persona fields (:mod:`engine.tiers.cluster`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    fields: list[str] = Field(min_length=1, description="the persona fields clustered on: a numeric field is scaled to "
+                              "mean 0 and sd 1, any other is one-hot by value, each field weighing about the same")
+    count: int = Field(ge=1, le=100_000, description="clusters at most: fewer when the members have fewer distinct "
+                       "values of the fields")
+    sample: int = Field(50_000, ge=100, le=10_000_000, description="members the centres are fitted on (a seeded sample); "
+                        "every member is then assigned to its nearest centre")
+    iterations: int = Field(25, ge=1, le=200, description="k-means (Lloyd) rounds at most; it stops earlier when no "
+                            "member changes cluster")
+
+    @field_validator("fields")
+    @classmethod
+    def _fields_unique(cls, value: list[str]) -> list[str]:
+        if duplicate := next((n for n in value if value.count(n) > 1), None):
+            raise ValueError(f"{duplicate!r} is twice in the fields")
+        return value
+
+
 class ArchetypeSpec(BaseModel):
     """How an archetype population is grouped, what its groups see, and what a member may do."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     key: list[str] = Field(default_factory=list, description="persona fields whose values group the members "
-                           "(none: members are grouped in id order)")
-    group_size: int = Field(1000, ge=1, le=1_000_000, description="members per group at most: a key's members are "
-                            "split into groups of at most this many, in id order")
+                           "(none, and no cluster: members are grouped in id order)")
+    cluster: ClusterSpec | None = Field(None, exclude_if=lambda v: v is None, description="instead of a key, group the "
+                                        "members by a seeded k-means clustering of persona fields; a group's prompt "
+                                        "shows its cluster's typical values")
+    group_size: int = Field(1000, ge=1, le=1_000_000, description="members per group at most: a key's (or cluster's) "
+                            "members are split into groups of at most this many, in id order")
     observations: Literal["sample", "common"] = Field(
         "sample", description="how members' observations make the group's context: sample (a seeded sample of "
         "observation_count members' observations) or common (the observation_count lines most members saw, with counts)")
@@ -78,6 +104,12 @@ class ArchetypeSpec(BaseModel):
         if duplicate := next((n for n in value if value.count(n) > 1), None):
             raise ValueError(f"{duplicate!r} is twice in the key")
         return value
+
+    @model_validator(mode="after")
+    def _key_or_cluster(self) -> ArchetypeSpec:
+        if self.key and self.cluster is not None:
+            raise ValueError("give 'key' or 'cluster', not both")
+        return self
 
 
 class RuleSpec(BaseModel):

@@ -114,9 +114,12 @@ def _first_groups(spec: ExperimentSpec, light: list[TierMember], start: int) -> 
         mine = [m for m in light if m.population == index and m.tier == "archetype"]
         if population.archetype is None or not mine:
             continue
-        first = set(group_members(index, population.archetype, mine)[0].members)
+        archetype = population.archetype
+        first = set(group_members(index, archetype, mine, spec.seed)[0].members)
         rows = [m.profile for m in mine if m.agent_id in first]
-        found.append(PopulationSpec(rows=rows, tier="archetype", archetype=population.archetype, id_start=start))
+        if archetype.cluster is not None:  # the group's members, clustered again, are one cluster: one group, one call a tick
+            archetype = archetype.model_copy(update={"cluster": archetype.cluster.model_copy(update={"count": 1})})
+        found.append(PopulationSpec(rows=rows, tier="archetype", archetype=archetype, id_start=start))
         start += len(rows)
     return found
 

@@ -15,7 +15,7 @@ def members(n: int, population: int = 0, start: int = 0, tier: str = "archetype"
 
 def test_members_with_the_same_key_share_groups_of_at_most_group_size_in_id_order() -> None:
     spec = ArchetypeSpec(key=["party"], group_size=4, options=OPTIONS)
-    groups = group_members(1, spec, members(12))
+    groups = group_members(1, spec, members(12), 0)
     # blue: ids 0, 3, 6, 9 (one group); red: the other 8 (two groups); ordered by each key's first member
     assert [(g.id, g.key, g.members) for g in groups] == [
         ("1.0", {"party": "blue"}, (0, 3, 6, 9)),
@@ -25,10 +25,10 @@ def test_members_with_the_same_key_share_groups_of_at_most_group_size_in_id_orde
 
 
 def test_a_key_of_two_fields_and_no_key() -> None:
-    two = group_members(0, ArchetypeSpec(key=["party", "age"], group_size=100, options=OPTIONS), members(12))
+    two = group_members(0, ArchetypeSpec(key=["party", "age"], group_size=100, options=OPTIONS), members(12), 0)
     assert sorted(len(g.members) for g in two) == [2, 2, 4, 4]
     assert all(len({(m % 3 == 0, m % 2) for m in g.members}) == 1 for g in two)
-    none = group_members(0, ArchetypeSpec(group_size=5, options=OPTIONS), members(12))
+    none = group_members(0, ArchetypeSpec(group_size=5, options=OPTIONS), members(12), 0)
     assert [g.members for g in none] == [(0, 1, 2, 3, 4), (5, 6, 7, 8, 9), (10, 11)] and none[0].key == {}
 
 

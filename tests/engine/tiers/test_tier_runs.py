@@ -14,10 +14,12 @@ from engine.llm.sim import SimFaults, SimLLM
 from engine.llm.sim.background import serving_app
 from engine.llm.sim.server import create_app
 from engine.society.fork.run import fork_experiment
+from engine.society.run.estimate import estimate
 from engine.society.run.runner import run_experiment
 from engine.society.shells import InProcessShell
 from engine.spec import parse_spec
 from engine.storage.reader import ReplayReader
+from engine.tiers.plan import count_llm_callers
 from engine.tiers.policies import POLICIES, Act, Observation, register_policy
 
 ARCHETYPE = {"key": ["party"], "group_size": 7, "observations": "common", "options": [
@@ -95,6 +97,29 @@ def test_rule_members_keep_their_state_across_ticks(three_tiers: Path) -> None:
     assert moved, "bounded-confidence members heard opinions close to theirs and moved"
     counts = rows(three_tiers, "SELECT state FROM agent_state WHERE step = 3 AND state LIKE '%counts%' AND tier = 'rule'")
     assert len(counts) == 30  # the poster's counts, carried over three ticks
+
+
+def test_an_archetype_grouped_by_a_clustering_makes_one_call_per_group_per_tick(tmp_path: Path) -> None:
+    spec = parse_spec({
+        "name": "clustered", "seed": 3, "llm": {"default": {"model": "sim/social"}},
+        "population": [{"count": 30, "profile_template": {"party": ["red", "blue"], "age": [20, 45, 70]}, "tier": "archetype",
+                        "archetype": {**ARCHETYPE, "key": [], "cluster": {"fields": ["party", "age"], "count": 4}, "group_size": 4}}],
+        "environment": {"modules": [{"type": "SocialMediaSpace"}]},
+        "steps": [{"type": "run", "num_steps": 2}],
+    })
+    _, groups = count_llm_callers(spec)
+    assert groups >= 8  # 4 clusters of 30 members, in groups of at most 4
+    summary = asyncio.run(run_experiment(spec, tmp_path / "run", InProcessShell()))
+    assert summary.status == "completed", summary.error
+    calls = rows(tmp_path / "run", "SELECT step, count(*) AS n FROM llm_calls WHERE caller LIKE 'archetype:%' GROUP BY step ORDER BY step")
+    assert [c["n"] for c in calls] == [groups] * 2
+    decided = rows(tmp_path / "run", "SELECT DISTINCT group_id, json_extract(key, '$.cluster')::INT AS cluster, "
+                                     "json_extract_string(key, '$.party') AS party FROM archetype_decisions")
+    assert len(decided) == groups and {d["cluster"] for d in decided} == {0, 1, 2, 3} and all(d["party"] for d in decided)
+    members = rows(tmp_path / "run", "SELECT count(DISTINCT agent_id) AS n FROM actions WHERE tier = 'archetype' AND status = 'finished'")
+    assert members[0]["n"] == 30
+    projected = asyncio.run(estimate(spec, InProcessShell()))  # its sample is one cluster's first group: one call a tick
+    assert projected.calls_by_kind["archetype"].expected == groups * 2
 
 
 def test_a_policy_that_raises_is_that_members_error_and_the_tick_goes_on(tmp_path: Path) -> None:
