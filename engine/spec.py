@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 import random
+from collections.abc import Sequence
 from datetime import datetime
 from functools import cache
 from pathlib import Path
@@ -305,7 +306,41 @@ class ExperimentSpec(RunOptions):
         ids = np.sort(self.agent_ids())  # ids alone: a million agents' specs would take seconds to build
         if (twice := np.flatnonzero(ids[1:] == ids[:-1])).size:
             raise ValueError(f"agent id {int(ids[twice[0]])} appears twice")
+        self._check_questionnaire_targets(ids)
         return self
+
+    def _check_questionnaire_targets(self, ids: np.ndarray) -> None:
+        if problem := self.questionnaire_target_problem(self.steps, ids):
+            raise PydanticCustomError("questionnaire_target", "{message}", {"key": problem[0], "message": problem[1]})
+
+    def questionnaire_target_problem(self, steps: Sequence[StepSpec], ids: np.ndarray | None = None) -> tuple[str, str] | None:
+        """The first questionnaire target in ``steps`` that is not an LLM agent of this spec (archetype and rule members
+        answer none), as its path in ``steps`` (``steps.<i>.target_agent_ids.<j>``) and why; None: every target is.
+
+        Args:
+            steps: the questionnaire steps' list (this spec's, or steps to add to its run).
+            ids: the spec's agent ids, sorted (None: computed).
+        """
+        asked = [(i, step) for i, step in enumerate(steps) if isinstance(step, QuestionnaireStep) and step.target_agent_ids]
+        if not asked:
+            return None
+        ids = np.sort(self.agent_ids()) if ids is None else ids
+        light: dict[int, tuple[int, str]] = {}  # agent id: its population and tier, for archetype and rule members
+        for index, (population, start) in enumerate(zip(self.population, self.population_starts(), strict=True)):
+            if population.tier != "llm" or population.tier_mix is not None:
+                light.update((start + i, (index, tier)) for i, tier in enumerate(population.member_tiers(self.seed, index))
+                             if tier != "llm")
+        for i, step in asked:
+            assert step.target_agent_ids is not None
+            for j, agent_id in enumerate(step.target_agent_ids):
+                if (at := np.searchsorted(ids, agent_id)) == len(ids) or ids[at] != agent_id:
+                    return f"steps.{i}.target_agent_ids.{j}", f"there is no agent {agent_id} in the spec"
+                if agent_id in light:
+                    index, tier = light[agent_id]
+                    return f"steps.{i}.target_agent_ids.{j}", (
+                        f"agent {agent_id} is a{'n' if tier == 'archetype' else ''} {tier} member of population {index}; "
+                        "a questionnaire asks LLM agents only (tier llm)")
+        return None
 
     def _check_network(self) -> None:
         from engine.network.spec import check_network_use
@@ -361,13 +396,10 @@ class ExperimentSpec(RunOptions):
     def agent_members(self) -> list[tuple[int | None, AgentSpec]]:
         """Every agent (as :meth:`all_agents`) with the index of the population it was made from (None: from ``agents``)."""
         members: list[tuple[int | None, AgentSpec]] = [(None, agent) for agent in self.agents]
-        next_id = max((a.id for a in self.agents), default=-1) + 1
         rng = random.Random(f"population:{self.seed}")
-        for index, population in enumerate(self.population):
-            start = next_id if population.id_start is None else population.id_start
+        for index, (population, start) in enumerate(zip(self.population, self.population_starts(), strict=True)):
             for i, profile in enumerate(population.profiles(rng, self.population_seed_key(index), start)):
                 members.append((index, AgentSpec(id=start + i, type=population.type, profile=profile, config=population.config)))
-            next_id = max(next_id, start + population.size)
         return members
 
     def persona_values(self, field: str) -> list[Any]:
@@ -377,12 +409,18 @@ class ExperimentSpec(RunOptions):
     def agent_ids(self) -> np.ndarray:
         """Every agent's id, in :meth:`all_agents`' order, without building the agents."""
         parts = [np.array([a.id for a in self.agents], dtype=np.int64)]
+        for population, start in zip(self.population, self.population_starts(), strict=True):
+            parts.append(np.arange(start, start + population.size, dtype=np.int64))
+        return np.concatenate(parts)
+
+    def population_starts(self) -> list[int]:
+        """Each population's first agent id: its members' ids run on from it, one per member."""
+        starts: list[int] = []
         next_id = max((a.id for a in self.agents), default=-1) + 1
         for population in self.population:
-            start = next_id if population.id_start is None else population.id_start
-            parts.append(np.arange(start, start + population.size, dtype=np.int64))
-            next_id = max(next_id, start + population.size)
-        return np.concatenate(parts)
+            starts.append(next_id if population.id_start is None else population.id_start)
+            next_id = max(next_id, starts[-1] + population.size)
+        return starts
 
     def population_seed_key(self, index: int) -> str:
         """The seed of population ``index``'s row sample."""

@@ -72,7 +72,7 @@ def test_invalid_or_empty_steps_are_422_and_a_missing_experiment_404(http: httpx
     bad = http.post(f"/experiments/{finished}/steps", json={"steps": [{"type": "questionnaire", "questionnaire_id": "q"}]})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][:3] == ["body", "steps", 0]
     unknown = http.post(f"/experiments/{finished}/steps", json={"steps": [{**QUESTIONNAIRE, "target_agent_ids": [9]}]})
-    assert unknown.status_code == 422 and unknown.json()["detail"][0]["loc"] == ["body", "steps", 0, "target_agent_ids"]
+    assert unknown.status_code == 422 and unknown.json()["detail"][0]["loc"] == ["body", "steps", 0, "target_agent_ids", 0]
     assert http.post("/experiments/000000000000/steps", json={"steps": [QUESTIONNAIRE]}).status_code == 404
 
 

@@ -23,7 +23,6 @@ from engine.society.fork.as_of import check_as_of_steps
 from engine.society.status import read_society
 from engine.spec import (
     ExperimentSpec,
-    QuestionnaireStep,
     RunStep,
     StepSpec,
     format_validation_error,
@@ -58,16 +57,12 @@ def extend_spec(stored: ExperimentSpec, steps: Sequence[StepSpec]) -> Experiment
         raise SpecError("steps cannot be added to a sweep yet: each cell is its own run (add them to a cell's run directory)")
     if not steps:
         raise SpecError("give at least one step", path="steps")
-    known: set[int] | None = None
     for index, step in enumerate(steps):
         if isinstance(step, RunStep):
             raise SpecError("a stored run takes questionnaire, ask or intervene steps, not 'run' (no new ticks)",
                             path=f"steps.{index}.type")
-        if isinstance(step, QuestionnaireStep) and step.target_agent_ids is not None:
-            known = known if known is not None else {agent.id for agent in stored.all_agents()}
-            unknown = sorted(set(step.target_agent_ids) - known)
-            if unknown:
-                raise SpecError(f"the run has no agent(s) {unknown[:10]}", path=f"steps.{index}.target_agent_ids")
+    if problem := stored.questionnaire_target_problem(steps):
+        raise SpecError(problem[1], path=problem[0])
     check_as_of_steps(steps, ticks_before=stored.total_ticks())
     return stored.model_copy(update={"steps": [*stored.steps, *steps]})
 

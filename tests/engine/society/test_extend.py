@@ -46,9 +46,9 @@ def test_extend_spec_appends_steps_and_refuses_run_steps_unknown_agents_and_swee
     with pytest.raises(SpecError, match="not 'run'") as refused:
         extend_spec(stored, [AskStep(question="x"), RunStep(num_steps=1)])
     assert refused.value.path == "steps.1.type"
-    with pytest.raises(SpecError, match=r"no agent\(s\) \[7\]") as unknown:
+    with pytest.raises(SpecError, match=r"there is no agent 7") as unknown:
         extend_spec(stored, [QuestionnaireStep.model_validate({**QUESTIONNAIRE, "target_agent_ids": [0, 7]})])
-    assert unknown.value.path == "steps.0.target_agent_ids"
+    assert unknown.value.path == "steps.0.target_agent_ids.1"
     with pytest.raises(SpecError, match="sweep"):
         extend_spec(_spec(sweep={"replications": 2}), [AskStep(question="x")])
     with pytest.raises(SpecError, match="at least one step"):

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from engine.errors import SpecError
-from engine.spec import parse_spec
+from engine.spec import QuestionnaireStep, parse_spec
 from engine.tiers.examples import bounded_confidence, feed_posts, social_poster
 from engine.tiers.policies import POLICIES, Act, Observation, register_policy, resolve_policy
 
@@ -92,3 +92,34 @@ def test_tier_settings_must_match_the_tier() -> None:
     assert "two options are named 'a'" in str(twice)
     bad = population_error({"tier": "archetype", "archetype": {"options": [{"name": "a", "tool": "t", "arguments": {"x": "{nope}"}}]}})
     assert "arguments.x" in str(bad)
+
+
+def test_a_questionnaire_naming_a_tier_member_or_no_agent_is_refused_at_the_targets_path() -> None:
+    def refused(targets: list[int]) -> SpecError:
+        with pytest.raises(SpecError) as caught:
+            parse_spec({"name": "s", "seed": 2, "population": [
+                {"count": 2}, {"count": 4, "tier": "rule", "rule": {"policy": "social_poster"}},
+                {"count": 10, "tier_mix": {"llm": 0.5, "archetype": 0.5}, "archetype": {"options": [{"name": "idle"}]}}],
+                "steps": [{"type": "run", "num_steps": 1},
+                          {"type": "questionnaire", "questionnaire_id": "q", "target_agent_ids": targets,
+                           "questions": [{"id": "a", "prompt": "Trust?", "response_type": "integer"}]}]})
+        return caught.value
+
+    rule = refused([0, 1, 3])
+    assert rule.path == "steps.1.target_agent_ids.2" and "agent 3 is a rule member of population 1" in str(rule)
+    assert "asks LLM agents only" in str(rule)
+    assert "there is no agent 16" in str(refused([16])) and refused([16]).path == "steps.1.target_agent_ids.0"
+    spec = parse_spec({"name": "s", "seed": 2, "population": [
+        {"count": 10, "tier_mix": {"llm": 0.5, "archetype": 0.5}, "archetype": {"options": [{"name": "idle"}]}}],
+        "steps": [{"type": "run", "num_steps": 1}]})
+    tiers = spec.population[0].member_tiers(spec.seed, 0)
+    llm, archetype = tiers.index("llm"), tiers.index("archetype")
+
+    def question(target: int) -> QuestionnaireStep:
+        return QuestionnaireStep.model_validate({"questionnaire_id": "q", "target_agent_ids": [target],
+                                                 "questions": [{"id": "a", "prompt": "Trust?", "response_type": "integer"}]})
+
+    assert spec.questionnaire_target_problem([question(llm)]) is None  # a mix's LLM members answer
+    assert spec.questionnaire_target_problem([question(archetype)]) == (
+        "steps.0.target_agent_ids.0", f"agent {archetype} is an archetype member of population 0; a questionnaire asks LLM "
+        "agents only (tier llm)")
