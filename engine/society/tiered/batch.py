@@ -68,7 +68,7 @@ from engine.tiers.archetype import (
 )
 from engine.tiers.datasets import AGENT_STATE, ARCHETYPE_DECISIONS
 from engine.tiers.plan import ArchetypeGroup, TierBatch, member_rng
-from engine.tiers.policies import Act, Observation, resolve_policy
+from engine.tiers.policies import Act, Observation, Policy, resolve_policy
 from engine.tiers.spec import ArchetypeSpec, RuleSpec
 
 __all__ = ["STARTED_DIR", "read_group_prompts", "read_member_states", "started_prefix", "step_tier_batch"]
@@ -172,8 +172,7 @@ async def _observe(env: EnvHandle, members: list[_Member]) -> None:
             member.observation = found
 
 
-def _run_policy(batch: TierBatch, spec: RuleSpec, member: _Member, step: int) -> None:
-    policy = resolve_policy(spec.policy)
+def _run_policy(batch: TierBatch, spec: RuleSpec, policy: Policy, member: _Member, step: int) -> None:
     state = json.loads(json.dumps(member.state))  # the policy's changes count only if it returns
     observation = Observation(member.agent_id, step, member.observation, member.profile, dict(spec.params))
     try:
@@ -265,9 +264,10 @@ async def step_tier_batch(job: BatchJob) -> BatchResult:
         decisions: list[dict[str, Any]] = []
         stopped = 0
         if isinstance(batch.spec, RuleSpec):
+            policy = resolve_policy(batch.spec.policy)
             for member in members:
                 if member.row["status"] is None:
-                    _run_policy(batch, batch.spec, member, job.step)
+                    _run_policy(batch, batch.spec, policy, member, job.step)
         else:
             by_id = {m.agent_id: m for m in members}
             decided = await asyncio.gather(*(_decide(job, batch.spec, group, [by_id[i] for i in group.members], gate, recorder,
