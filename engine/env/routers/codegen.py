@@ -216,6 +216,9 @@ class CodeGenRouter(RouterBase):
 
     async def init(self, start_datetime: datetime, agent_ids: list[int] | None = None, snapshot: Path | None = None) -> bool:
         if self._pool is not None:
+            if agent_ids is not None:  # an agent asks one thing at a time: every agent of the run may wait, none is
+                # refused for the load alone (10,000 agents in two batches of 5,000 overflowed the default 4,096)
+                self._pool.max_waiting = max(self._pool.max_waiting, len(agent_ids) + 1)
             self._pool.prestart()  # interpreters start while the modules initialise; the first ask finds them ready
         return await super().init(start_datetime, agent_ids, snapshot)
 

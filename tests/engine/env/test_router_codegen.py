@@ -388,3 +388,15 @@ async def test_no_sandbox_to_run_the_code_fails_the_ask_without_more_llm_calls()
     reply = await CodeGenRouter([MessagingSpace()], llm, sandbox=pool).ask(EnvRequest("ask", 1, "anything"))
     assert reply.status == "error" and "the sandbox pool is closed" in reply.answer
     assert len(llm.requests) == 1
+
+
+async def test_every_agent_of_the_run_may_wait_for_the_sandbox() -> None:
+    # An agent asks one thing at a time, so a run's agents can all wait: none is refused "busy" for the load alone.
+    router = CodeGenRouter([MessagingSpace()], ScriptedModel([]))
+    assert router._pool is not None
+    default = router._pool.max_waiting
+    try:
+        await router.init(datetime(2026, 1, 1), list(range(default + 5000)))
+        assert router._pool.max_waiting == default + 5001
+    finally:
+        await router.close()
