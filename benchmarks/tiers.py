@@ -102,7 +102,7 @@ async def one_run(client: Any, label: str, data: dict[str, Any], run_dir: Path) 
     driver = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
     workers = await worker_peaks(client)
     calls = {r["step"]: r["calls"] for r in telemetry if r["tier"] == "total"}
-    print(f"[{label}] {summary.status} {summary.error or ''}\n"
+    print(f"[{label}] {summary.status} {summary.error or ''} statuses {summary.statuses}\n"
           f"  ticks {', '.join(f'{t:.1f}' for t in summary.tick_seconds)} s; LLM calls per tick {list(calls.values())}; "
           f"agent-steps {agent_steps:,}\n  peak RSS: driver {driver:.2f} GB, workers {', '.join(f'{w:.2f}' for w in workers)} GB "
           f"(the env actor lives in one of them)\n  {files:,} files, {size / 1e6:,.1f} MB "
