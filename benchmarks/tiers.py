@@ -12,13 +12,15 @@ Three scenarios, each a run of its own (``--scenario`` picks them; default all):
 For each it prints LLM calls per tick (from ``token_telemetry``), wall seconds per tick, the peak RSS of the driver
 and of each worker process, and the run's files and bytes (``du``).
 
-2026-12-06, 2 cores, 24 GiB, SocialMediaSpace, 2 ticks each:
-- 1,000,000 agents, 1% LLM + 99% archetype (990 groups): 11,001 LLM calls a tick; ticks 598 s and 1,181 s (the second
-  beside a test suite); peak RSS driver 2.06 GB, the env actor's worker 9.04 GB, the other worker 0.55 GB; 2,561
-  files, 1,505 MB (753 bytes, 0.0013 files per agent-tick).
-- 100,000 agents, the same mix: 1,107 calls a tick; ticks 25 s and 45 s; 379 files, 159 MB (793 bytes per agent-tick).
-- 100,000 rule agents: ticks 21 s and 91 s; 160 files, 107 MB (537 bytes per agent-tick).
-The env actor is the limit: its worker runs the whole tick while the batch worker waits on it.
+2026-12-07, 2 cores, 24 GiB, SocialMediaSpace, 2 ticks each (members reach the env actor by serve_direct):
+- 1,000,000 agents, 1% LLM + 99% archetype (990 groups): 11,001 LLM calls a tick; ticks 369 s and 345 s; peak RSS
+  driver 2.20 GB, the env actor's worker 6.43 GB, the other worker 0.59 GB; 2,565 files, 611 MB (305 bytes, 0.0013
+  files per agent-tick), 395 MB of it the env's two snapshots.
+- 1,000,000 rule agents: ticks 334 s and 374 s; peak RSS driver 1.66 GB, the env actor's worker 4.91 GB; 1,248 files,
+  301 MB (151 bytes, 0.0006 files per agent-tick).
+2026-12-06, before serve_direct and the per-agent update queue: the archetype million took 598 s and 1,181 s a tick
+(the second beside a test suite), 9.04 GB in the env actor's worker and 753 bytes per agent-tick; the rule million's
+second tick had not ended after 40 minutes.
 
 Usage: python benchmarks/tiers.py [--scenario archetype|rule|llm] [--agents 1000000] [--ticks 2] [--group 1000]
        [--llm-agents 2000] [--llm-ticks 50] [--budget 1500]
