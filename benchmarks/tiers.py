@@ -19,9 +19,9 @@ and of each worker process, and the run's files and bytes (``du``).
 - 1,000,000 rule agents: ticks 334 s and 374 s; peak RSS driver 1.66 GB, the env actor's worker 4.91 GB; 1,248 files,
   301 MB (151 bytes, 0.0006 files per agent-tick).
 - 4,000 LLM agents x 50 ticks, context budget 1,500: prompt p95 1,367 tokens at tick 5 and 1,427 at tick 50 (1.04x);
-  all 200,000 steps finished; ~20 s a tick alone (8,000 LLM calls: the agent's and the router's); 10,031 bytes and
-  0.036 files per agent-tick, half of it the agents' workspace packs. At that rate 100,000 agents x 50 ticks would
-  take about 7 hours on these 2 cores.
+  all 200,000 steps finished; ~20 s a tick alone (~8,000 LLM calls a tick: the agents', their compactions', the
+  router's); 10,031 bytes and 0.036 files per agent-tick, half of it the agents' workspace packs. At that rate
+  100,000 agents x 50 ticks would take about 7 hours on these 2 cores.
 2026-12-06, before serve_direct and the per-agent update queue: the archetype million took 598 s and 1,181 s a tick
 (the second beside a test suite), 9.04 GB in the env actor's worker and 753 bytes per agent-tick; the rule million's
 second tick had not ended after 40 minutes.
