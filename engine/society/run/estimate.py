@@ -24,10 +24,11 @@ from engine.run_status import is_finished
 from engine.society.run.projection import Group, Range, over_budget, project, total
 from engine.society.run.runner import run_experiment
 from engine.society.shells import Shell
-from engine.spec import ExperimentSpec, LLMClientSpec, LLMSpec, PopulationSpec, QuestionnaireStep, RunStep, StepSpec
+from engine.spec import AgentSpec, ExperimentSpec, LLMClientSpec, LLMSpec, PopulationSpec, QuestionnaireStep, RunStep, StepSpec
 from engine.storage.reader import ReplayReader
 from engine.sweep import expand_sweep
-from engine.tiers.plan import TierMember, deal_members, group_members, spec_tier_batches
+from engine.tiers.plan import TierBatch, deal_members, spec_tier_batches
+from engine.tiers.spec import ArchetypeSpec
 
 __all__ = ["Estimate", "estimate", "estimate_refusal", "refuse_over_budget", "span"]
 
@@ -77,17 +78,18 @@ def _targets(step: QuestionnaireStep, ids: list[int]) -> list[int]:
     return [i for i in ids if i in wanted]
 
 
-def _sample_spec(spec: ExperimentSpec, agents: int, ticks: int) -> ExperimentSpec:
-    """``spec`` on ``agents`` of its agents, each run step cut to ``ticks`` ticks, on the simulated LLM.
+def _sample_spec(spec: ExperimentSpec, everyone: list[AgentSpec], batches: list[TierBatch], agents: int,
+                 ticks: int) -> ExperimentSpec:
+    """``spec`` on ``agents`` of its LLM agents (``everyone``) and each archetype population's first group (of
+    ``batches``), each run step cut to ``ticks`` ticks, on the simulated LLM.
 
     The agents are spread evenly over the population (every n-th), so that a population whose
     members differ along its order (a persona table, several populations) is sampled across it.
     """
-    everyone, light = deal_members(spec, spec.agent_members())  # only LLM agents are sampled as agents
     count = min(agents, len(everyone))
     sample = [everyone[i * len(everyone) // count] for i in range(count)]
     ids = [a.id for a in sample]
-    groups = _first_groups(spec, light, start=int(spec.agent_ids().max()) + 1)
+    groups = _first_groups(batches, start=int(spec.agent_ids().max()) + 1)
     steps: list[StepSpec] = []
     for step in spec.steps:
         if isinstance(step, RunStep):
@@ -106,17 +108,18 @@ def _sample_spec(spec: ExperimentSpec, agents: int, ticks: int) -> ExperimentSpe
     })
 
 
-def _first_groups(spec: ExperimentSpec, light: list[TierMember], start: int) -> list[PopulationSpec]:
+def _first_groups(batches: list[TierBatch], start: int) -> list[PopulationSpec]:
     """Each archetype population's first group, as a population of its members' profiles (ids from ``start``): the
     sample's archetype calls, which the whole spec makes once per group per tick."""
     found: list[PopulationSpec] = []
-    for index, population in enumerate(spec.population):
-        mine = [m for m in light if m.population == index and m.tier == "archetype"]
-        if population.archetype is None or not mine:
+    seen: set[int] = set()
+    for batch in batches:  # by population; a population's first batch holds its first group first
+        if not isinstance(batch.spec, ArchetypeSpec) or batch.population in seen:
             continue
-        archetype = population.archetype
-        first = set(group_members(index, archetype, mine, spec.seed)[0].members)
-        rows = [m.profile for m in mine if m.agent_id in first]
+        seen.add(batch.population)
+        profiles = dict(zip(batch.agent_ids, batch.profiles, strict=True))
+        rows = [profiles[i] for i in batch.groups[0].members]
+        archetype = batch.spec
         if archetype.cluster is not None:  # the group's members, clustered again, are one cluster: one group, one call a tick
             archetype = archetype.model_copy(update={"cluster": archetype.cluster.model_copy(update={"count": 1})})
         found.append(PopulationSpec(rows=rows, tier="archetype", archetype=archetype, id_start=start))
@@ -124,13 +127,13 @@ def _first_groups(spec: ExperimentSpec, light: list[TierMember], start: int) -> 
     return found
 
 
-def _groups(spec: ExperimentSpec, sample: ExperimentSpec, rows: list[dict], sample_ticks: int) -> list[Group]:
+def _groups(spec: ExperimentSpec, llm_agents: list[AgentSpec], batches: list[TierBatch], sample: ExperimentSpec,
+            rows: list[dict], sample_ticks: int) -> list[Group]:
     """The sample's call rows (per scope, step, caller, role) in the groups they project by: an LLM agent's by the
-    spec's LLM agents, an archetype group's by its groups."""
-    llm_agents, light = deal_members(spec, spec.agent_members())  # each member built once (2 s per 100,000)
+    spec's LLM agents (``llm_agents``), an archetype group's by its groups (those of ``batches``)."""
     full_ids = [a.id for a in llm_agents]
     sample_ids = [a.id for a in sample.agents]
-    full_groups, sample_groups = sum(len(b.groups) for b in spec_tier_batches(spec, light)), len(sample.population)
+    full_groups, sample_groups = sum(len(b.groups) for b in batches), len(sample.population)
     groups: dict[tuple[str, str, str], Group] = {}
 
     def group(kind: str, index: str, role: str, units: int, full: int) -> Group:
@@ -196,7 +199,9 @@ def _cost(spec: ExperimentSpec, groups: list[Group]) -> Range | None:
 
 
 async def _estimate_one(spec: ExperimentSpec, cluster: Client | Shell, agents: int, ticks: int) -> Estimate:
-    sample = _sample_spec(spec, agents, ticks)
+    llm_agents, light = deal_members(spec, spec.agent_members())  # each member built once (2 s per 100,000)
+    batches = spec_tier_batches(spec, light)  # and grouped once (a clustering takes seconds at a million)
+    sample = _sample_spec(spec, llm_agents, batches, agents, ticks)
     sample_ticks = max((s.num_steps for s in sample.steps if isinstance(s, RunStep)), default=0)
     with tempfile.TemporaryDirectory(prefix="polis-estimate-") as tmp:
         summary = await run_experiment(sample, Path(tmp) / "run", cluster)
@@ -210,14 +215,14 @@ async def _estimate_one(spec: ExperimentSpec, cluster: Client | Shell, agents: i
             ).to_pylist() if "llm_calls" in reader.datasets() else []
     # every run step of the sample ran min(ticks, its length) ticks: the tick units are those
     ran_ticks = sum(s.num_steps for s in sample.steps if isinstance(s, RunStep))
-    groups = _groups(spec, sample, rows, ran_ticks)
+    groups = _groups(spec, llm_agents, batches, sample, rows, ran_ticks)
     sums = total(groups)
     by_kind: dict[str, Range] = {}
     for group in groups:
         calls = project(group)["calls"]
         by_kind[group.kind] = by_kind[group.kind] + calls if group.kind in by_kind else calls
     return Estimate(
-        sample_agents=len(sample.agents), sample_ticks=sample_ticks, agent_steps_total=spec.total_ticks() * len(spec.all_agents()),
+        sample_agents=len(sample.agents), sample_ticks=sample_ticks, agent_steps_total=spec.total_ticks() * len(spec.agent_ids()),
         calls=sums["calls"], tokens=sums["input_tokens"] + sums["output_tokens"], input_tokens=sums["input_tokens"],
         output_tokens=sums["output_tokens"], cost_usd=_cost(spec, groups), calls_by_kind=by_kind,
     )
