@@ -306,12 +306,9 @@ class ExperimentSpec(RunOptions):
         ids = np.sort(self.agent_ids())  # ids alone: a million agents' specs would take seconds to build
         if (twice := np.flatnonzero(ids[1:] == ids[:-1])).size:
             raise ValueError(f"agent id {int(ids[twice[0]])} appears twice")
-        self._check_questionnaire_targets(ids)
-        return self
-
-    def _check_questionnaire_targets(self, ids: np.ndarray) -> None:
         if problem := self.questionnaire_target_problem(self.steps, ids):
             raise PydanticCustomError("questionnaire_target", "{message}", {"key": problem[0], "message": problem[1]})
+        return self
 
     def questionnaire_target_problem(self, steps: Sequence[StepSpec], ids: np.ndarray | None = None) -> tuple[str, str] | None:
         """The first questionnaire target in ``steps`` that is not an LLM agent of this spec (archetype and rule members
@@ -325,18 +322,16 @@ class ExperimentSpec(RunOptions):
         if not asked:
             return None
         ids = np.sort(self.agent_ids()) if ids is None else ids
-        light: dict[int, tuple[int, str]] = {}  # agent id: its population and tier, for archetype and rule members
-        for index, (population, start) in enumerate(zip(self.population, self.population_starts(), strict=True)):
-            if population.tier != "llm" or population.tier_mix is not None:
-                light.update((start + i, (index, tier)) for i, tier in enumerate(population.member_tiers(self.seed, index))
-                             if tier != "llm")
+        starts = self.population_starts()
+        tiers = cache(lambda index: self.population[index].member_tiers(self.seed, index))
         for i, step in asked:
             assert step.target_agent_ids is not None
             for j, agent_id in enumerate(step.target_agent_ids):
                 if (at := np.searchsorted(ids, agent_id)) == len(ids) or ids[at] != agent_id:
                     return f"steps.{i}.target_agent_ids.{j}", f"there is no agent {agent_id} in the spec"
-                if agent_id in light:
-                    index, tier = light[agent_id]
+                index = next((p for p, (population, start) in enumerate(zip(self.population, starts, strict=True))
+                              if start <= agent_id < start + population.size), None)  # None: listed in agents
+                if index is not None and (tier := tiers(index)[agent_id - starts[index]]) != "llm":
                     return f"steps.{i}.target_agent_ids.{j}", (
                         f"agent {agent_id} is a{'n' if tier == 'archetype' else ''} {tier} member of population {index}; "
                         "a questionnaire asks LLM agents only (tier llm)")
