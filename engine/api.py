@@ -46,7 +46,7 @@ from engine.storage.query_limits import QueryLimits
 from engine.storage.reader import CappedResult, ReplayReader
 from engine.storage.run_layout import as_location, is_url, run_child, run_store
 from engine.storage.sweep_layout import SWEEP_FILE
-from engine.sweep import MAX_CELLS, SweepCell, check_sweep_values
+from engine.sweep import MAX_CELLS, SweepCell, check_sweep_values, locate_grid_files
 from engine.tiers.plan import count_llm_callers
 
 __all__ = [
@@ -89,6 +89,7 @@ __all__ = [
     "format_validation_error",
     "has_society_step",
     "input_roots",
+    "locate_grid_files",
     "locate_network_files",
     "is_run_dir",
     "is_url",

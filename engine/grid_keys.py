@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from engine.storage.sweep_layout import param_column
 
-__all__ = ["Segment", "check_grid_keys"]
+__all__ = ["Segment", "check_grid_keys", "field_named"]
 
 _KEY = re.compile(r"[^.\s]+(\.[^.\s]+)*")
 _UNSWEEPABLE = {"seed": "each cell's seed is derived from the spec's seed; sweep replications instead",
@@ -34,10 +34,10 @@ def _resolve(node: Any, segments: list[str], where: str) -> list[tuple[Segment, 
     if node is None:
         raise ValueError(f"{where} is not set (null), so it has no {seg!r}; sweep {where!r} with whole values instead")
     if isinstance(node, BaseModel):
-        fields = type(node).model_fields
-        if seg not in fields:
+        if (name := field_named(node, seg)) is None:
+            fields = [info.alias or name for name, info in type(node).model_fields.items()]
             raise ValueError(f"{where} has no field {seg!r}; its fields: {', '.join(fields)}")
-        return [(seg, *p) for p in _resolve(getattr(node, seg), rest, here)]
+        return [(seg, *p) for p in _resolve(getattr(node, name), rest, here)]
     if isinstance(node, Mapping):
         if seg == "*":
             raise ValueError(f"{where} is a mapping; '*' ranges over list elements only")
@@ -57,6 +57,14 @@ def _resolve(node: Any, segments: list[str], where: str) -> list[tuple[Segment, 
             raise ValueError(f"{where} is a list of {len(node)}; {seg!r} is neither an index below {len(node)} nor '*'")
         return [(i, *p) for i in indices for p in _resolve(node[i], rest, f"{where}.{i}")]
     raise ValueError(f"{where} is a {type(node).__name__} value, which has no {seg!r}")
+
+
+def field_named(model: BaseModel, key: str) -> str | None:
+    """The field of ``model`` that a spec writes as ``key`` (its alias, as in ``from``, or else its name), if any."""
+    for name, info in type(model).model_fields.items():
+        if (info.alias or name) == key:
+            return name
+    return None
 
 
 def _overlap(a: str, b: str) -> bool:

@@ -15,17 +15,21 @@ import hashlib
 import itertools
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
+
 from engine.errors import SpecError
-from engine.grid_keys import Segment, check_grid_keys
+from engine.grid_keys import Segment, check_grid_keys, field_named
+from engine.network.files import locate_network_files
+from engine.population.files import Locate, read_population_files
 from engine.spec import ExperimentSpec, parse_spec
 from engine.storage.sweep_layout import cell_dir
 
-__all__ = ["MAX_CELLS", "SweepCell", "check_sweep_values", "derive_seed", "describe_params", "expand_sweep"]
+__all__ = ["MAX_CELLS", "MAX_VALUE_SHAPES", "SweepCell", "check_sweep_values", "derive_seed", "describe_params", "expand_sweep", "locate_grid_files"]
 
 #: The most cells one sweep may expand to.
 MAX_CELLS = 10_000
@@ -58,10 +62,16 @@ def derive_seed(base_seed: int, params: Mapping[str, Any], replication: int, sal
     return int.from_bytes(hashlib.sha256(payload.encode()).digest()[:8], "big") >> (64 - _SEED_BITS)
 
 
-def _assign(data: Any, path: tuple[Segment, ...], value: Any) -> None:
-    for segment in path[:-1]:
-        data = data[segment]
-    data[path[-1]] = copy.deepcopy(value)
+def _with_value(data: Any, path: tuple[Segment, ...], value: Any) -> Any:
+    """``data`` with ``value`` (a copy) at ``path``: only the containers along the path are copied, the rest is shared
+    (a copy of the whole base per cell cost seconds with a large population table)."""
+    if not path:
+        return copy.deepcopy(value)
+    head, rest = path[0], path[1:]
+    if isinstance(data, list):
+        assert isinstance(head, int)
+        return [*data[:head], _with_value(data[head], rest, value), *data[head + 1 :]]
+    return {**data, head: _with_value(data.get(head) if rest else None, rest, value)}
 
 
 def expand_sweep(spec: ExperimentSpec) -> list[SweepCell]:
@@ -102,22 +112,148 @@ def expand_sweep(spec: ExperimentSpec) -> list[SweepCell]:
     return cells
 
 
-def check_sweep_values(spec: ExperimentSpec) -> None:
-    """Check each value of each grid key in the spec it makes (the other keys as the spec has them): what a
-    submitted sweep is checked with, so that no cell's value is found invalid only when that cell's turn comes.
-    One parse per value, not per cell: values that are valid alone but not together are found by
+#: The most kinds of value (:func:`_shape`) one grid key may take: each kind costs a parse of the whole spec at submit.
+MAX_VALUE_SHAPES = 32
+
+
+def check_sweep_values(spec: ExperimentSpec, check_cell: Callable[[ExperimentSpec], None] | None = None) -> None:
+    """Check each value of each grid key, with the other keys as the spec has them: what a submitted sweep is checked
+    with, so that no cell's value is found invalid only when that cell's turn comes.
+
+    Its cost grows with the number of values, not with values times the spec's size: every value is validated by the
+    part of the spec it sets (the nearest model holding the key's field, e.g. one agent's config), and the whole spec is
+    parsed once for each kind of value a key takes (its JSON shape) and for a numeric key's least and greatest value,
+    which finds the rules that span the spec. A value its part refuses is parsed whole too, for the message (and since
+    a part cannot tell a union's other members). Values that are valid alone but not together are found by
     :func:`expand_sweep`.
 
+    Args:
+        spec: the validated spec (nothing is checked without a sweep).
+        check_cell: a further check of each whole-spec parse (the service reads a cell's edge files and module
+            inputs); every value of a key under ``network`` or ``environment`` is parsed whole and checked with it.
+
     Raises:
-        SpecError: a value that makes an invalid spec (the message names the key and value, the path the field).
+        SpecError: a value that makes an invalid spec (the message names the key and value, the path the field), or a
+            key taking more than :data:`MAX_VALUE_SHAPES` kinds of value (path ``sweep.grid.<key>``).
     """
     if spec.sweep is None:
         return
     targets = _targets(spec)
     base = spec.model_dump(mode="json", exclude={"sweep"})
     for key, values in spec.sweep.grid.items():
-        for value in values:
-            _parse_cell(_with_params(base, targets, {key: value}), "value", {key: value})
+        part, inside = _part(spec, targets[key][0])
+        part_data = part.model_dump(mode="json") if part is not spec else None
+        names_files = check_cell is not None and any(path[0] in _FILE_FIELDS for path in targets[key])
+        whole = set(range(len(values))) if names_files else _representatives(key, values)
+        for index, value in enumerate(values):
+            if index not in whole and part_data is not None:
+                try:
+                    type(part).model_validate(_with_value(part_data, inside, value))
+                    continue
+                except ValidationError:
+                    pass  # parsed whole below, for the message (or a union member the part cannot tell)
+            cell = _parse_cell(_with_params(base, targets, {key: value}), "value", {key: value})
+            if check_cell is not None:
+                check_cell(cell)
+
+
+def _shape(value: Any) -> Any:
+    """A value's JSON shape: its structure with every scalar replaced by its type (``{"p": 0.5}`` -> ``{"p": "float"}``)."""
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _shape(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("list", *(_shape(v) for v in value))
+    return type(value).__name__
+
+
+def _representatives(key: str, values: list[Any]) -> set[int]:
+    """The indexes of the values a whole spec is parsed with: the first of each shape, a number's least and greatest."""
+    first: dict[str, int] = {}
+    for index, value in enumerate(values):
+        shape = json.dumps(_shape(value))
+        if shape not in first:
+            if len(first) == MAX_VALUE_SHAPES:
+                raise SpecError(f"grid key {key!r} takes values of more than {MAX_VALUE_SHAPES} kinds (shapes); split the "
+                                "sweep", path=f"sweep.grid.{key}")
+            first[shape] = index
+    chosen = set(first.values())
+    numbers = [i for i, v in enumerate(values) if isinstance(v, int | float) and not isinstance(v, bool)]
+    if numbers:
+        chosen |= {min(numbers, key=values.__getitem__), max(numbers, key=values.__getitem__)}
+    return chosen
+
+
+def _part(spec: ExperimentSpec, path: tuple[Segment, ...]) -> tuple[BaseModel, tuple[Segment, ...]]:
+    """The nearest model above ``path``'s last segment, and the rest of the path inside it."""
+    node: Any = spec
+    part: BaseModel = spec
+    inside: tuple[Segment, ...] = path
+    for depth, segment in enumerate(path[:-1]):
+        node = getattr(node, field_named(node, str(segment)) or "") if isinstance(node, BaseModel) else node[segment]
+        if isinstance(node, BaseModel):
+            part, inside = node, path[depth + 1 :]
+    return part, inside
+
+
+#: The top-level fields under which a grid value may name a file that ``check_cell`` reads (a population's table is
+#: read into the value itself, by :func:`locate_grid_files`).
+_FILE_FIELDS = frozenset({"network", "environment"})
+
+#: A population's fields that choose its table: a grid value may replace the whole population (its table is then read
+#: as the spec's own are), never one of these alone, which would leave the rows read from the base's table.
+_TABLE_FIELDS = frozenset({"from", "codebook", "columns", "rows"})
+
+
+def locate_grid_files(spec: ExperimentSpec, locate: Locate) -> ExperimentSpec:
+    """``spec`` with the files its sweep's grid values name located as the spec's own are.
+
+    A grid value may set a whole population, network or layer, or a layer's ``from``: each is passed through
+    ``locate`` (the CLI's spec folder, or the service's ``POLIS_INPUT_DIRS``) and the population tables it names are
+    read into its rows, so a cell opens only what the same name would open in the base spec.
+
+    Args:
+        spec: a validated spec (returned as it is without a sweep).
+        locate: where a named file is read from; it refuses the names its caller does not allow.
+
+    Returns:
+        The spec with every such grid value replaced by its located form.
+
+    Raises:
+        SpecError: a value names a file ``locate`` refuses or that cannot be read, or a key sets one of a
+            population's table fields alone (path ``sweep.grid.<key>``, with ``.<index>`` for a value).
+    """
+    if spec.sweep is None:
+        return spec
+    targets = _targets(spec)
+    grid: dict[str, list[Any]] = {}
+    for key, values in spec.sweep.grid.items():
+        paths = [path for path in targets[key] if path[0] in ("population", "network")]
+        if not paths:
+            grid[key] = values
+            continue
+        if any(path[0] == "population" and _TABLE_FIELDS.intersection(map(str, path[2:])) for path in paths):
+            raise SpecError(f"grid key {key!r} sets part of a population's table; sweep the whole population "
+                            f"({'.'.join(map(str, paths[0][:2]))}) to give each cell its own table", path=f"sweep.grid.{key}")
+        grid[key] = [_located(paths, value, locate, f"sweep.grid.{key}.{index}") for index, value in enumerate(values)]
+    return spec.model_copy(update={"sweep": spec.sweep.model_copy(update={"grid": grid})})
+
+
+def _located(paths: list[tuple[Segment, ...]], value: Any, locate: Locate, field: str) -> Any:
+    """``value`` with its files located, placed at each of ``paths`` in turn (the same value for each, unless a
+    population's index shows in a message)."""
+    found = value
+    for path in paths:
+        skeleton: Any = copy.deepcopy(value)
+        for segment in reversed(path):
+            skeleton = [{}] * segment + [skeleton] if isinstance(segment, int) else {segment: skeleton}
+        try:
+            skeleton = locate_network_files(read_population_files(skeleton, locate), locate)
+        except SpecError as error:
+            raise SpecError(str(error), path=field) from None
+        for segment in path:
+            skeleton = skeleton[segment]
+        found = skeleton
+    return found
 
 
 def _targets(spec: ExperimentSpec) -> dict[str, list[tuple[Segment, ...]]]:
@@ -130,10 +266,10 @@ def _targets(spec: ExperimentSpec) -> dict[str, list[tuple[Segment, ...]]]:
 
 
 def _with_params(base: dict[str, Any], targets: Mapping[str, list[tuple[Segment, ...]]], params: Mapping[str, Any]) -> dict[str, Any]:
-    data = copy.deepcopy(base)
+    data = base
     for key, value in params.items():
         for path in targets[key]:
-            _assign(data, path, value)
+            data = _with_value(data, path, value)
     return data
 
 

@@ -43,6 +43,7 @@ from engine.api import (
     check_network,
     check_sweep_values,
     input_roots,
+    locate_grid_files,
     locate_network_files,
     parse_spec,
     read_population_files,
@@ -197,10 +198,9 @@ class Intake:
             raise SpecError(f"the sweep expands to {counts.cells} cells; at most {MAX_CELLS} are allowed", path="sweep")
         check_counts(counts, quota, owner)
         check_disk(disk_used(owner), quota, owner)
-        spec = parse_spec(data)
-        check_network(spec.network, spec.agent_ids())
-        check_sweep_values(spec)
-        self._check_module_inputs(spec)
+        spec = locate_grid_files(parse_spec(data), self._locate)
+        self._check_files(spec)
+        check_sweep_values(spec, check_cell=self._check_files)
         self.grants.check_spec(spec, owner)
         return spec
 
@@ -216,8 +216,10 @@ class Intake:
         check_disk(disk_used(owner), quota, owner)
         self.grants.check_spec(spec, owner)
 
-    def _check_module_inputs(self, spec: ExperimentSpec) -> None:
-        """The input files env modules name (``MobilitySpace.city_file``), read now as the run would read them."""
+    def _check_files(self, spec: ExperimentSpec) -> None:
+        """The files a spec (or a sweep's cell) names, read now as the run would read them: its edge files against its
+        agents, and the input files env modules name (``MobilitySpace.city_file``)."""
+        check_network(spec.network, spec.agent_ids())
         with input_roots(self.input_roots):
             for index, module in enumerate(spec.environment.modules):
                 try:

@@ -223,3 +223,52 @@ async def test_max_concurrent_cells_bounds_the_cells_running_at_once(shell, tmp_
     summary = await run_sweep(parse_spec(data), tmp_path / "sweep", shell, on_progress=on_progress)
     assert summary.statuses() == {"completed": 4}
     assert most == 1
+
+
+def _counting_parses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    import engine.sweep
+
+    calls: list[int] = []
+    real = engine.sweep.parse_spec
+
+    def parse(data: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(data, **kwargs)
+
+    monkeypatch.setattr(engine.sweep, "parse_spec", parse)
+    return calls
+
+
+def test_ten_thousand_grid_values_over_a_large_table_parse_the_whole_spec_a_few_times_not_once_each(monkeypatch):
+    rows = [{"name": f"P{i}", "age": 20 + i % 60} for i in range(20_000)]
+    temperatures = [round(i / 10_000, 4) for i in range(10_000)]
+    data = _spec_data({"grid": {TEMPERATURE: temperatures}}, population=[{"rows": rows, "count": 2}])
+    spec = parse_spec(data)
+    parses = _counting_parses(monkeypatch)
+    check_sweep_values(spec)
+    assert 1 <= len(parses) <= 3  # the least and greatest value (0.0 is the first of its kind)
+
+
+def test_a_bad_value_among_many_valid_ones_is_still_found_by_its_part_of_the_spec(monkeypatch):
+    turns = [1 + i % 5 for i in range(5_000)]
+    turns[3_333] = 0  # max_react_turns must be >= 1
+    spec = parse_spec(_spec_data({"grid": {"population.0.config.max_react_turns": turns}}))
+    parses = _counting_parses(monkeypatch)
+    with pytest.raises(SpecError, match=r"max_react_turns=0") as caught:
+        check_sweep_values(spec)
+    assert caught.value.path.startswith("population.0.config") and len(parses) <= 3
+
+
+def test_a_value_of_a_union_member_its_part_cannot_tell_is_parsed_whole_and_accepted():
+    steps = [{"type": "run", "num_steps": 1, "tick": 3600}, {"type": "ask", "question": "How are you?"}]
+    spec = parse_spec(_spec_data({"grid": {"steps.0": steps}}))
+    check_sweep_values(spec)
+    assert [cell.spec.steps[0].type for cell in expand_sweep(spec)] == ["run", "ask"]
+
+
+def test_a_grid_key_of_too_many_kinds_of_value_is_refused_at_its_key():
+    kinds = [{f"k{i}": 1} for i in range(40)]
+    spec = parse_spec(_spec_data({"grid": {"environment.modules.0.kwargs.groups": kinds}}))
+    with pytest.raises(SpecError, match="more than 32 kinds") as caught:
+        check_sweep_values(spec)
+    assert caught.value.path == "sweep.grid.environment.modules.0.kwargs.groups"
