@@ -2,7 +2,10 @@
 
 Layout under the service's data directory::
 
-    experiments/<id>.json   the record (replaced atomically on every update)
+    experiments/<id>.json         the record (replaced atomically on every update): status, progress, usage
+    experiments/<id>.spec.json    its validated spec, written when it is created or changed (never on a status change),
+                                  without the rows of the tables its populations name (``from``) ...
+    experiments/<id>.rows-<N>.json   ... which are kept once each, beside it
     runs/<id>/              the run directory the engine writes into (unless POLIS_RUN_STORE names a URL:
                             then runs are ``<url>/<id>`` in object storage)
 
@@ -11,10 +14,15 @@ Restarts: a record found ``queued`` when the registry loads is queued again; one
 down cleanly mid-run) is queued again to resume from its last committed transaction, and its
 ``resumed_after_restart`` counts it; but one whose cancel was asked for ends ``cancelled``. The app hands every ``queued`` record to the submitter at
 start-up, so no record claims to wait or run when nothing will run it.
+
+Memory holds the records, never their specs: a spec is read from its files when it is needed (to run, resume, fork,
+add steps or show it), so a population table of a million rows costs its submit a file, not every status change a
+rewrite nor the registry a copy.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import threading
@@ -103,8 +111,6 @@ class ExperimentRecord(BaseModel):
     #: A cancel was asked for while it ran: it ends ``cancelled``, even if the service stops before the run unwinds.
     cancel_requested: bool = False
     run_dir: Path | str  #: a local directory, or a URL of object storage (``s3://bucket/prefix/<id>``)
-    #: The validated spec, defaults filled in, as JSON-ready data.
-    spec: dict[str, Any]
     #: Set for a fork (``POST /experiments/{id}/fork``): its run directory is made from the parent's when it first runs.
     forked_from: ForkedFrom | None = None
     #: The submit's ``Idempotency-Key`` and the SHA-256 of its body: a retry with both returns this experiment.
@@ -127,13 +133,14 @@ class ExperimentRecord(BaseModel):
         experiment page, if any)."""
         return ExperimentAccepted(**self._accepted_fields(dashboard_link))
 
-    def detail(self, dashboard_link: str | None = None) -> ExperimentDetail:
-        """The record in full: its spec and, once the run has ended, its usage (``dashboard_link`` as :meth:`accepted`)."""
+    def detail(self, spec: dict[str, Any], dashboard_link: str | None = None) -> ExperimentDetail:
+        """The record in full: its spec (:meth:`ExperimentRegistry.shown_spec`) and, once the run has ended, its usage
+        (``dashboard_link`` as :meth:`accepted`)."""
         usage = None
         calls, tokens_in, tokens_out, seconds = self.llm_calls, self.input_tokens, self.output_tokens, self.duration_s
         if calls is not None and tokens_in is not None and tokens_out is not None and seconds is not None:
             usage = Usage(llm_calls=calls, input_tokens=tokens_in, output_tokens=tokens_out, duration_s=seconds)
-        return ExperimentDetail(**self._accepted_fields(dashboard_link), usage=usage, spec=self.spec)
+        return ExperimentDetail(**self._accepted_fields(dashboard_link), usage=usage, spec=spec)
 
     def _brief_fields(self) -> dict[str, Any]:
         return {
@@ -229,7 +236,7 @@ class ExperimentRegistry:
             if (earlier := self._submitted(owner, idempotency)) is not None:
                 return earlier, False
             record = self._remember(record)
-        self._persist_new(record)
+        self._persist_new(record, spec)
         return record, True
 
     def steps_added(self, experiment_id: str, idempotency: Idempotency) -> bool:
@@ -264,7 +271,8 @@ class ExperimentRegistry:
             if record.status in ACTIVE_STATUSES:
                 raise ExperimentBusyError(record.id, record.status, "add steps to")
             keys = (*record.steps_keys, idempotency) if idempotency is not None else record.steps_keys
-            return self.update(experiment_id, spec=spec.model_dump(mode="json"), steps_keys=keys), True
+            self.set_spec(experiment_id, spec)
+            return self.update(experiment_id, steps_keys=keys), True
 
     def create(self, spec: ExperimentSpec, owner: str = LOCAL_ADMIN.owner, forked_from: ForkedFrom | None = None) -> ExperimentRecord:
         """Register a new experiment as ``queued`` and persist it.
@@ -280,7 +288,7 @@ class ExperimentRegistry:
         record = self._new_record(spec, owner, forked_from, None)
         with self._lock:
             record = self._remember(record)
-        self._persist_new(record)
+        self._persist_new(record, spec)
         return record
 
     # A new record is built and written outside the registry's lock (its spec's dump, the write's fsync), so
@@ -298,7 +306,6 @@ class ExperimentRegistry:
             ticks_total=ticks,
             agent_steps_total=ticks * n_agents,
             run_dir=run_child(self._runs_dir, experiment_id),
-            spec=spec.model_dump(mode="json"),
             forked_from=forked_from,
             idempotency=idempotency,
         )
@@ -311,9 +318,10 @@ class ExperimentRegistry:
         self._index(record)
         return record
 
-    def _persist_new(self, record: ExperimentRecord) -> None:
-        """Write a record :meth:`_remember` took; if the write fails, forget it again and raise."""
+    def _persist_new(self, record: ExperimentRecord, spec: ExperimentSpec) -> None:
+        """Write a record :meth:`_remember` took, its spec first; if a write fails, forget it again and raise."""
         try:
+            self._write_spec(record.id, spec.model_dump(mode="json"))
             with self._file_lock(record.id):
                 latest = self._records.get(record.id)  # an update may have come first: write what is newest
                 if latest is not None:
@@ -328,6 +336,65 @@ class ExperimentRegistry:
     def _file_lock(self, experiment_id: str) -> threading.Lock:
         """The lock every write and the removal of one record's file hold, so they land in the order they happened."""
         return self._file_locks.setdefault(experiment_id, threading.Lock())
+
+    def spec(self, experiment_id: str) -> dict[str, Any]:
+        """The experiment's validated spec, as JSON-ready data, with its tables' rows (read from its files).
+
+        Raises:
+            ExperimentNotFoundError: no such experiment.
+            StorageError: its spec's files cannot be read.
+        """
+        data = self.shown_spec(experiment_id)
+        populations = data.get("population") or []
+        for index, population in enumerate(populations):
+            rows = self._rows_path(experiment_id, index)
+            if rows.exists():
+                populations[index] = {**population, "rows": read_json(rows)}
+        return data
+
+    def shown_spec(self, experiment_id: str) -> dict[str, Any]:
+        """The spec as ``GET /experiments/{id}`` shows it: a population that names its table (``from``) without the
+        table's rows, so that the answer stays small and the spec can be submitted again as it is.
+
+        Raises:
+            ExperimentNotFoundError: no such experiment.
+            StorageError: its spec's file cannot be read.
+        """
+        self.get(experiment_id)
+        data = read_json(self._spec_path(experiment_id))
+        assert isinstance(data, dict)
+        return data
+
+    def set_spec(self, experiment_id: str, spec: ExperimentSpec) -> None:
+        """Make ``spec`` the experiment's (appended steps, a raised budget, changed run options).
+
+        Raises:
+            ExperimentNotFoundError: no such experiment.
+            StorageError: it cannot be written.
+        """
+        self.get(experiment_id)
+        self._write_spec(experiment_id, spec.model_dump(mode="json"))
+
+    def _write_spec(self, experiment_id: str, data: dict[str, Any]) -> None:
+        """Write a spec's files: each table's rows once (unchanged rows are not written again), then the rest."""
+        populations = list(data.get("population") or [])
+        with self._file_lock(experiment_id):
+            for index, population in enumerate(populations):
+                rows = self._rows_path(experiment_id, index)
+                if population.get("from") is not None and population.get("rows") is not None:
+                    if not rows.exists() or read_json(rows) != population["rows"]:
+                        atomic_write_text(rows, json.dumps(population["rows"], separators=(",", ":")))
+                    populations[index] = {key: value for key, value in population.items() if key != "rows"}
+                else:
+                    rows.unlink(missing_ok=True)
+            shown = {**data, "population": populations} if "population" in data else data
+            atomic_write_text(self._spec_path(experiment_id), json.dumps(shown, indent=2))
+
+    def _spec_path(self, experiment_id: str) -> Path:
+        return self._records_dir / f"{experiment_id}.spec.json"
+
+    def _rows_path(self, experiment_id: str, index: int) -> Path:
+        return self._records_dir / f"{experiment_id}.rows-{index}.json"
 
     def get(self, experiment_id: str, caller: Principal = LOCAL_ADMIN) -> ExperimentRecord:
         """The record with this id, if ``caller`` may see it.
@@ -386,6 +453,8 @@ class ExperimentRegistry:
             try:
                 with self._file_lock(experiment_id):
                     self._path(experiment_id).unlink(missing_ok=True)
+                    for path in (self._spec_path(experiment_id), *self._records_dir.glob(f"{experiment_id}.rows-*.json")):
+                        path.unlink(missing_ok=True)
             except OSError as error:
                 raise StorageError(f"cannot remove the record of experiment {experiment_id}: {error}") from error
             del self._records[experiment_id]
@@ -421,8 +490,14 @@ class ExperimentRegistry:
     def _load(self) -> None:
         # Temp files start with "." and do not end in .json, so a crash mid-write never shows up here.
         for path in sorted(self._records_dir.glob("*.json")):
+            if "." in path.stem:  # <id>.spec.json, <id>.rows-N.json: a record's spec files
+                continue
             try:
-                record = ExperimentRecord.model_validate(read_json(path))
+                data = read_json(path)
+                if isinstance(data, dict) and "spec" in data:  # a record of an earlier version held its spec
+                    self._write_spec(str(data.get("id")), data.pop("spec"))
+                    atomic_write_text(path, json.dumps(data, indent=2, default=str))
+                record = ExperimentRecord.model_validate(data)
             except (StorageError, ValidationError) as error:
                 logger.warning("skipping unreadable experiment record %s: %s", path, error)
                 continue

@@ -45,7 +45,7 @@ from engine.api import (
     run_spec,
     run_store,
 )
-from engine.errors import ForkError, PolisError, SpecError
+from engine.errors import ForkError, PolisError, SpecError, StorageError
 from engine.run_progress import RunProgress
 from engine.run_status import ENDED_STATUSES, RunStatus
 from service.admission.auth import LOCAL_ADMIN, Principal
@@ -133,6 +133,9 @@ class Submitter:
         events: where live events go; a new hub unless given.
         metrics: where tick durations go (``GET /metrics``); new measurements unless given.
         llm_calls: where each owner's LLM calls today are counted; a new, unpersisted ledger unless given.
+        daily_calls: the most LLM calls one owner makes a day (its quota): an experiment starts with a budget of what is
+            left of it, or ends ``budget_exhausted`` at once when nothing is; and when the owner's calls reach it, the
+            owner's running experiments are stopped and end ``budget_exhausted`` (resumable); None: no daily limit.
     """
 
     def __init__(
@@ -148,6 +151,7 @@ class Submitter:
         events: EventHub | None = None,
         metrics: ServiceMetrics | None = None,
         llm_calls: LlmCallLedger | None = None,
+        daily_calls: Callable[[str], int] | None = None,
     ) -> None:
         self._registry = registry
         self._client = client
@@ -158,6 +162,8 @@ class Submitter:
         self.events = events if events is not None else EventHub()  #: every experiment's live events
         self.metrics = metrics if metrics is not None else ServiceMetrics()  #: tick durations of every run
         self.llm_calls = llm_calls if llm_calls is not None else LlmCallLedger()  #: each owner's LLM calls today
+        self._daily_calls = daily_calls
+        self._out_of_calls: set[str] = set()  # experiments stopped because their owner's daily calls ran out
         self._pending: dict[str, _Pending] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._cell_waiters: dict[str, asyncio.Future[None]] = {}  # "<experiment id>/<cell id>" -> its slot, once granted
@@ -217,10 +223,10 @@ class Submitter:
             raise ExperimentBusyError(experiment_id, record.status, "resume")
         if budget is not None or run_options:
             changes = {"budget": budget.model_dump(mode="json")} if budget is not None else {}
-            spec = parse_spec({**record.spec, **changes, **(run_options or {})})
-            record = self._registry.update(experiment_id, spec=spec.model_dump(mode="json"))
+            spec = parse_spec({**self._registry.spec(experiment_id), **changes, **(run_options or {})})
+            self._registry.set_spec(experiment_id, spec)
         else:
-            spec = parse_spec(record.spec)
+            spec = parse_spec(self._registry.spec(experiment_id))
         return self.submit(record, spec, resume=True)
 
     def adopt(self) -> list[str]:
@@ -233,8 +239,8 @@ class Submitter:
         adopted = []
         for record in waiting:
             try:
-                spec = parse_spec(record.spec)
-            except SpecError as error:
+                spec = parse_spec(self._registry.spec(record.id))
+            except (SpecError, StorageError) as error:
                 self._set(record.id, status=RunStatus.FAILED, finished_at=utc_now(), error=f"cannot resume: {error}")
                 continue
             # The stored spec is the service's own; it differs from the run's only by what this API changed.
@@ -342,6 +348,7 @@ class Submitter:
             if total > counted:
                 self.llm_calls.add(record.owner, total - counted)
                 counted = total
+                self._stop_when_out_of_calls(record.owner)
 
         def on_progress(progress: RunProgress) -> None:
             timer(progress.ticks_done)
@@ -365,8 +372,11 @@ class Submitter:
                 return
         if pending.resume and _holds_run(run_dir, pending.spec):
             options.update(resume=True, force=pending.force)
+        spec = self._within_daily_calls(record, pending.spec)
+        if spec is None:
+            return
         try:
-            summary = await self._run_fn(pending.spec, run_dir, self._client, on_progress=on_progress, **options)
+            summary = await self._run_fn(spec, run_dir, self._client, on_progress=on_progress, **options)
         except asyncio.CancelledError:
             self._mark_stopped(experiment_id, recorder.counts())
             raise
@@ -383,6 +393,38 @@ class Submitter:
         count_calls(summary.llm_calls)
         self._set(experiment_id, **{**recorder.counts(), **_summary_fields(summary)})
 
+    def _within_daily_calls(self, record: ExperimentRecord, spec: ExperimentSpec) -> ExperimentSpec | None:
+        """``spec`` with its budget capped to the calls its owner has left today; None, and the experiment ended
+        ``budget_exhausted``, when none are left. A sweep is not capped (its budget is each cell's): it is stopped
+        when the owner's calls run out (:meth:`_stop_when_out_of_calls`), as the owner's other experiments are."""
+        if self._daily_calls is None or spec.sweep is not None:
+            return spec
+        left = self.llm_calls.left(record.owner, self._daily_calls(record.owner))
+        if left <= 0:
+            self._set(record.id, status=RunStatus.BUDGET_EXHAUSTED, finished_at=utc_now(),
+                      error=self._out_of_calls_message(record.owner))
+            return None
+        cap = (record.llm_calls or 0) + left  # a budget counts the run's calls over all its attempts
+        budget = spec.budget or BudgetSpec()
+        if budget.max_calls is not None and budget.max_calls <= cap:
+            return spec
+        return spec.model_copy(update={"budget": budget.model_copy(update={"max_calls": cap})})
+
+    def _stop_when_out_of_calls(self, owner: str) -> None:
+        """Stop every running experiment of ``owner``'s once the owner's calls today reach the daily limit: each ends
+        ``budget_exhausted`` at its last committed tick, and can be resumed tomorrow (or with a raised quota)."""
+        if self._daily_calls is None or self.llm_calls.left(owner, self._daily_calls(owner)) > 0:
+            return
+        for experiment_id, task in self._tasks.items():
+            if experiment_id not in self._out_of_calls and not task.done() and self._registry.get(experiment_id).owner == owner:
+                self._out_of_calls.add(experiment_id)
+                task.cancel()
+
+    def _out_of_calls_message(self, owner: str) -> str:
+        limit = self._daily_calls(owner) if self._daily_calls is not None else 0
+        return (f"owner {owner!r} has no LLM calls left today (quota max_llm_calls_per_day: {limit}); resume it after "
+                "00:00 UTC")
+
     async def _make_fork(self, origin: ForkedFrom, spec: ExperimentSpec, run_dir: Path | str) -> None:
         parent = self._registry.get(origin.experiment).run_dir
         copy = asyncio.ensure_future(asyncio.to_thread(make_fork, parent, origin.at_step, spec, run_dir))
@@ -397,14 +439,18 @@ class Submitter:
         if self._registry.get(experiment_id).status not in ACTIVE_STATUSES:
             return
         changes: dict[str, Any] = {**counts, "finished_at": utc_now()}
-        if self._registry.get(experiment_id).cancel_requested:
+        record = self._registry.get(experiment_id)
+        if record.cancel_requested:
             changes.update(status=RunStatus.CANCELLED, error="cancelled on request")
+        elif experiment_id in self._out_of_calls:
+            changes.update(status=RunStatus.BUDGET_EXHAUSTED, error=self._out_of_calls_message(record.owner))
         else:
             changes.update(status=RunStatus.INTERRUPTED, resume_on_start=True,
                            error="the service shut down while this experiment was running; it resumes when the service starts again")
         self._set(experiment_id, **changes)
 
     def _on_done(self, experiment_id: str, task: asyncio.Task[None]) -> None:
+        self._out_of_calls.discard(experiment_id)
         if task.cancelled():
             # Cancelled before its first step never reached _run's handler.
             self._mark_stopped(experiment_id, {})

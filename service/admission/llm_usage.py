@@ -1,14 +1,17 @@
 """LLM calls per owner per UTC day, for the ``max_llm_calls_per_day`` quota.
 
 The submitter adds each run's calls as its progress reports them (:meth:`LlmCallLedger.add`); a
-submit, a fork, a resume or added steps ask :meth:`LlmCallLedger.check` first. The day's counts are
-kept in ``<data_dir>/llm_calls.json`` (written at most every ``flush_s``, and at shutdown), so a
-restart does not hand an owner a fresh allowance. Only today's counts are kept.
+submit, a fork, a resume or added steps ask :meth:`LlmCallLedger.check` first, and an experiment starting
+asks :meth:`LlmCallLedger.left` for the calls it may make. The day's counts are kept in
+``<data_dir>/llm_calls.json`` (rewritten at most every ``flush_s``, and at shutdown), and every count
+between two rewrites is appended to ``<data_dir>/llm_calls.log`` as it is added, so a restart, even
+after a SIGKILL, does not hand an owner a fresh allowance. Only today's counts are kept.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -55,8 +58,10 @@ class LlmCallLedger:
         stored = read_json(path, default={}) if path is not None else {}
         self._day: str = stored.get("day", today_utc(now()))
         self._calls: dict[str, int] = {str(k): int(v) for k, v in stored.get("calls", {}).items()}
+        self._log = path.with_suffix(".log") if path is not None else None
         self._written = time.monotonic()
         self._dirty = False
+        self._replay_log()
 
     def today(self, owner: str) -> int:
         """``owner``'s LLM calls so far today (UTC)."""
@@ -74,6 +79,13 @@ class LlmCallLedger:
             self._dirty = True
             if time.monotonic() - self._written >= self._flush_s:
                 self._write()
+            elif self._log is not None:  # in the OS's hands at once: a killed process loses none of it
+                with self._log.open("a", encoding="utf-8") as log:
+                    log.write(json.dumps({"day": self._day, "owner": owner, "calls": calls}) + "\n")
+
+    def left(self, owner: str, limit: int) -> int:
+        """The calls ``owner`` may still make today under a daily ``limit`` (0 when it is used up)."""
+        return max(0, limit - self.today(owner))
 
     def flush(self) -> None:
         """Write the counts now, if they changed."""
@@ -106,5 +118,21 @@ class LlmCallLedger:
 
     def _write(self) -> None:
         if self._path is not None:
-            atomic_write_json(self._path, {"day": self._day, "calls": self._calls}, durable=False)
+            atomic_write_json(self._path, {"day": self._day, "calls": self._calls})
+            if self._log is not None:
+                self._log.unlink(missing_ok=True)  # its counts are in the file now
         self._written, self._dirty = time.monotonic(), False
+
+    def _replay_log(self) -> None:
+        """Add the counts appended since the file was last written (a line cut short by a kill is skipped)."""
+        if self._log is None or not self._log.exists():
+            return
+        for line in self._log.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(line)
+                day, owner, calls = str(entry["day"]), str(entry["owner"]), int(entry["calls"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            if day == self._day:
+                self._calls[owner] = self._calls.get(owner, 0) + calls
+                self._dirty = True

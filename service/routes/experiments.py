@@ -80,7 +80,9 @@ async def list_experiments(state: State, caller: Caller) -> ExperimentList:
 @router.get("/{experiment_id}", response_model=ExperimentDetail)
 async def get_experiment(experiment_id: str, state: State, caller: Caller) -> ExperimentDetail:
     """One experiment: status, progress, error, spec, and the Dask dashboard to watch it on."""
-    return state.registry.get(experiment_id, caller).detail(state.experiment_dashboard_link)
+    record = state.registry.get(experiment_id, caller)
+    spec = await asyncio.to_thread(state.registry.shown_spec, record.id)
+    return record.detail(spec, state.experiment_dashboard_link)
 
 
 @router.post("/{experiment_id}/cancel", status_code=202, response_model=ExperimentAccepted)

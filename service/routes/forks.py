@@ -72,7 +72,7 @@ async def fork_experiment(
     state.check_llm_calls(caller.owner, "a fork")
     if parent.status in ACTIVE_STATUSES:
         raise ExperimentBusyError(parent.id, parent.status, "fork")
-    if parent.spec.get("sweep") is not None:
+    if (await asyncio.to_thread(state.registry.shown_spec, parent.id)).get("sweep") is not None:
         raise SpecRejectedError("a sweep cannot be forked (not supported yet); submit one of its cells as a run and fork that")
     if not has_society_step(parent.run_dir):
         raise SpecRejectedError("the experiment's run never started, so it has no tick to fork from")

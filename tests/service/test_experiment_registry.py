@@ -27,9 +27,10 @@ def test_create_persists_a_queued_record_with_its_run_dir(tmp_path: Path, make_s
     assert len(record.id) == 12 and int(record.id, 16) >= 0
     assert record.run_dir == tmp_path / "runs" / record.id
     assert record.ticks_total == 2 and record.agent_steps_total == 8
-    assert record.spec["name"] == "registry-test" and len(record.spec["agents"]) == 4
+    registry = ExperimentRegistry(tmp_path)
+    assert registry.spec(record.id)["name"] == "registry-test" and len(registry.spec(record.id)["agents"]) == 4
     on_disk = json.loads((tmp_path / "experiments" / f"{record.id}.json").read_text())
-    assert on_disk["id"] == record.id and on_disk["status"] == "queued"
+    assert on_disk["id"] == record.id and on_disk["status"] == "queued" and "spec" not in on_disk
 
 
 def test_agent_steps_total_counts_population_members(tmp_path: Path, make_spec_data) -> None:
@@ -62,7 +63,7 @@ def test_writes_leave_no_temp_files(tmp_path: Path, make_spec) -> None:
     record = registry.create(make_spec())
     for tick in range(5):
         registry.update(record.id, ticks_done=tick)
-    assert [p.name for p in (tmp_path / "experiments").iterdir()] == [f"{record.id}.json"]
+    assert sorted(p.name for p in (tmp_path / "experiments").iterdir()) == [f"{record.id}.json", f"{record.id}.spec.json"]
 
 
 def test_records_are_listed_newest_first(tmp_path: Path, make_spec) -> None:
@@ -180,3 +181,38 @@ def test_the_registry_keeps_keys_across_a_restart_and_forgets_a_deleted_experime
     with pytest.raises(IdempotencyConflictError):
         reloaded.submitted("lab-a", Idempotency(key="restart", body_sha256="b" * 64))
     assert reloaded.submitted("lab-b", key) is None
+
+
+def test_a_named_tables_rows_are_kept_once_beside_the_spec_never_in_the_record_or_its_updates(tmp_path: Path) -> None:
+    rows = [{"name": f"P{i}", "age": 20 + i % 60} for i in range(200_000)]
+    spec = parse_spec({"name": "big-table", "population": [{"from": "people.csv", "rows": rows, "count": 2}],
+                       "steps": [{"type": "run", "num_steps": 1}]})
+    registry = ExperimentRegistry(tmp_path)
+    record = registry.create(spec)
+    for done in range(1, 6):  # what a run's progress writes
+        registry.update(record.id, status="running", ticks_done=done)
+    folder = tmp_path / "experiments"
+    assert (folder / f"{record.id}.json").stat().st_size < 4_000
+    assert (folder / f"{record.id}.spec.json").stat().st_size < 4_000
+    assert "rows" not in registry.shown_spec(record.id)["population"][0]  # what GET /experiments/{id} shows
+    rows_file = folder / f"{record.id}.rows-0.json"
+    written = rows_file.stat().st_mtime_ns
+    reloaded = ExperimentRegistry(tmp_path)
+    assert parse_spec(reloaded.spec(record.id)) == spec  # the spec runs, resumes and forks as it was submitted
+    reloaded.set_spec(record.id, spec.model_copy(update={"batch_size": 7}))
+    assert rows_file.stat().st_mtime_ns == written  # the same table is not written again
+    reloaded.update(record.id, status="completed")
+    reloaded.delete(record.id)
+    assert list(folder.iterdir()) == []
+
+
+def test_a_record_of_an_earlier_version_with_its_spec_inside_is_split_on_load(tmp_path: Path, make_spec) -> None:
+    record = ExperimentRegistry(tmp_path).create(make_spec())
+    path = tmp_path / "experiments" / f"{record.id}.json"
+    spec_path = tmp_path / "experiments" / f"{record.id}.spec.json"
+    old = {**json.loads(path.read_text()), "spec": json.loads(spec_path.read_text())}
+    spec_path.unlink()
+    path.write_text(json.dumps(old))
+    registry = ExperimentRegistry(tmp_path)
+    assert registry.get(record.id).status == "queued" and registry.spec(record.id)["name"] == "registry-test"
+    assert "spec" not in json.loads(path.read_text())

@@ -221,6 +221,8 @@ def test_restarted_service_keeps_finished_experiments_and_resumes_running_ones(
     record = json.loads((tmp_path / "experiments" / f"{experiment_id}.json").read_text())
     record.update(id="deadbeef0001", status="running", finished_at=None, error=None)
     (tmp_path / "experiments" / "deadbeef0001.json").write_text(json.dumps(record))
+    spec_file = (tmp_path / "experiments" / f"{experiment_id}.spec.json")  # the spec is kept beside the record
+    (tmp_path / "experiments" / "deadbeef0001.spec.json").write_text(spec_file.read_text())
 
     with serve(settings) as http:
         resumed = wait_until_final(http, "deadbeef0001")

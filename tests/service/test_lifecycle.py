@@ -214,6 +214,8 @@ def test_a_record_a_dead_process_left_live_is_run_again_at_start_up(
     record.update(id="deadbeef0001", status=status, started_at=None, finished_at=None, ticks_done=0, agent_steps_done=0,
                   run_dir=str(tmp_path / "runs" / "deadbeef0001"))
     (tmp_path / "experiments" / "deadbeef0001.json").write_text(json.dumps(record))
+    spec_file = (tmp_path / "experiments" / f"{finished}.spec.json")  # the spec is kept beside the record
+    (tmp_path / "experiments" / "deadbeef0001.spec.json").write_text(spec_file.read_text())
     with serve(settings) as http:
         adopted = wait_until_final(http, "deadbeef0001")
     assert adopted["status"] == "completed", adopted["error"]

@@ -35,7 +35,7 @@ def samples(page: str) -> dict[str, float]:
 
 def record(experiment_id: str, status: str, calls: int | None = None) -> ExperimentRecord:
     return ExperimentRecord(
-        id=experiment_id, name="m", status=status, created_at=datetime.now(UTC), run_dir=Path("/nonexistent"), spec={},
+        id=experiment_id, name="m", status=status, created_at=datetime.now(UTC), run_dir=Path("/nonexistent"),
         llm_calls=calls, input_tokens=None if calls is None else 10 * calls, output_tokens=None if calls is None else calls,
     )
 

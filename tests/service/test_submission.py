@@ -280,7 +280,8 @@ async def test_resume_requeues_a_finished_experiment_with_a_new_budget_a_new_bat
     submitter.submit(record, spec)
     await _settle(submitter)
     resumed = submitter.resume(record.id, budget=BudgetSpec(max_calls=99), run_options={"batch_size": 7})
-    assert resumed.status == "queued" and resumed.spec["budget"]["max_calls"] == 99 and resumed.spec["batch_size"] == 7
+    stored = registry.spec(record.id)
+    assert resumed.status == "queued" and stored["budget"]["max_calls"] == 99 and stored["batch_size"] == 7
     await _settle(submitter)
     assert registry.get(record.id).status == "completed"
     assert seen[0] == {"budget": None, "batch_size": spec.batch_size, "experiment_id": record.id}  # a new run: no resume
@@ -328,3 +329,54 @@ def test_the_recorder_writes_a_new_phase_at_once_and_announces_each_phase_once(t
     assert [p.phase for p in announced] == ["creating workspaces", "tick", "committing"]
     assert [u.get("phase") for u in registry.updates] == ["creating workspaces", "tick", "committing"]  # counts wait
     assert registry.get(record.id).phase == "committing"
+
+
+def calling_run(budgets: list[int | None], calls_per_tick: int = 10, ticks: int = 50):
+    """A run function that makes ``calls_per_tick`` calls a tick, as its progress reports them, and ends
+    ``budget_exhausted`` when its budget's calls are spent (as the engine's budget gate ends a run)."""
+
+    async def run(spec: ExperimentSpec, run_dir: Path, client: Any, *, on_progress=None, experiment_id=None) -> Any:
+        budget = spec.budget.max_calls if spec.budget is not None else None
+        budgets.append(budget)
+        calls = 0
+        for tick in range(1, ticks + 1):
+            if budget is not None and calls + calls_per_tick > budget:
+                break
+            await asyncio.sleep(0.001)
+            calls += calls_per_tick
+            on_progress(dataclasses.replace(_progress("running", tick, tick), llm_calls=calls))
+        status = "completed" if tick == ticks else "budget_exhausted"
+        return RunSummary(status=status, run_dir=run_dir, ticks_done=tick, agent_steps=tick, llm_calls=calls,
+                          input_tokens=0, output_tokens=0, duration_s=0.1, error=None)
+
+    return run
+
+
+async def test_an_experiment_starts_with_a_budget_of_the_calls_its_owner_has_left_today(registry, spec) -> None:
+    budgets: list[int | None] = []
+    submitter = Submitter(registry, client=object(), run=calling_run(budgets), daily_calls=lambda owner: 100)
+    submitter.llm_calls.add(spec_owner := registry.create(spec).owner, 60)
+    record = registry.create(spec)
+    submitter.submit(record, spec)
+    await _settle(submitter)
+    assert budgets == [40] and registry.get(record.id).status == "budget_exhausted"
+    assert submitter.llm_calls.today(spec_owner) == 100
+    late = registry.create(spec)  # queued or resubmitted once nothing is left: ended before it runs
+    submitter.submit(late, spec)
+    await _settle(submitter)
+    assert budgets == [40] and registry.get(late.id).status == "budget_exhausted"
+    assert "no LLM calls left today" in (registry.get(late.id).error or "")
+
+
+async def test_running_experiments_of_one_owner_stop_together_when_their_calls_reach_the_daily_quota(registry, spec) -> None:
+    budgets: list[int | None] = []
+    submitter = Submitter(registry, client=object(), run=calling_run(budgets), max_running=5, daily_calls=lambda owner: 100)
+    records = [registry.create(spec) for _ in range(5)]
+    for record in records:
+        submitter.submit(record, spec)
+    await _settle(submitter)
+    assert budgets == [100] * 5  # each started with the whole allowance; together they are stopped at it
+    ended = [registry.get(record.id) for record in records]
+    assert {record.status for record in ended} == {"budget_exhausted"}
+    total = submitter.llm_calls.today(records[0].owner)
+    assert 100 <= total <= 100 + 5 * 10  # at most one progress report's calls past it per experiment (945 before)

@@ -44,6 +44,30 @@ def test_the_counts_survive_a_restart_the_same_day(tmp_path: Path) -> None:
     assert LlmCallLedger(path, now=now).today("lab-a") == 0
 
 
+def test_every_count_survives_a_sigkill_between_two_writes_of_the_file(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "llm_calls.json"
+    child = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from service.admission.llm_usage import LlmCallLedger\n"
+        "ledger = LlmCallLedger(Path(sys.argv[1]), flush_s=3600)\n"
+        "for _ in range(1541):\n"
+        "    ledger.add('lab-a', 1)\n"
+        "ledger.add('lab-b', 9)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", child, str(path)], cwd=Path(__file__).parents[3], timeout=120)
+    assert done.returncode == -signal.SIGKILL
+    ledger = LlmCallLedger(path)
+    assert (ledger.today("lab-a"), ledger.today("lab-b")) == (1541, 9)
+    ledger.flush()  # the file takes the counts over; the log is gone and counts nothing twice
+    assert not path.with_suffix(".log").exists() and LlmCallLedger(path).today("lab-a") == 1541
+
+
 def test_check_says_which_quota_how_much_is_left_and_when_it_resets() -> None:
     now = Now(dt.datetime(2026, 12, 5, 23, 0, tzinfo=dt.UTC))
     ledger = LlmCallLedger(now=now)
