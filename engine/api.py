@@ -12,6 +12,7 @@ from engine.engine_loop import EngineLoop
 from engine.env.input_files import InputRoots, input_roots, resolve_input_file
 from engine.env.registry import resolve_env_module
 from engine.fidelity import fidelity
+from engine.grid_files import locate_grid_files
 from engine.grid_keys import check_grid_keys
 from engine.network.files import check_network, locate_network_files
 from engine.population import read_population_files
@@ -46,7 +47,7 @@ from engine.storage.query_limits import QueryLimits
 from engine.storage.reader import CappedResult, ReplayReader
 from engine.storage.run_layout import as_location, is_url, run_child, run_store
 from engine.storage.sweep_layout import SWEEP_FILE
-from engine.sweep import MAX_CELLS, SweepCell, check_sweep_values, locate_grid_files
+from engine.sweep import MAX_CELLS, SweepCell, check_sweep_values
 from engine.tiers.plan import count_llm_callers
 
 __all__ = [

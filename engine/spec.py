@@ -493,7 +493,7 @@ def parse_spec(data: Any, *, locate: Locate | None = None) -> ExperimentSpec:
         spec_error.path = _error_path(error.errors()[0])
         raise spec_error from None
     if locate is not None:
-        from engine.sweep import locate_grid_files
+        from engine.grid_files import locate_grid_files
 
         spec = locate_grid_files(spec, locate)
         check_network(spec.network, spec.agent_ids())  # its edge files, against the agents: what they name must be there

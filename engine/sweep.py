@@ -24,12 +24,10 @@ from pydantic import BaseModel, ValidationError
 
 from engine.errors import SpecError
 from engine.grid_keys import Segment, check_grid_keys, field_named
-from engine.network.files import locate_network_files
-from engine.population.files import Locate, read_population_files
 from engine.spec import ExperimentSpec, parse_spec
 from engine.storage.sweep_layout import cell_dir
 
-__all__ = ["MAX_CELLS", "MAX_VALUE_SHAPES", "SweepCell", "check_sweep_values", "derive_seed", "describe_params", "expand_sweep", "locate_grid_files"]
+__all__ = ["MAX_CELLS", "MAX_VALUE_SHAPES", "SweepCell", "check_sweep_values", "derive_seed", "describe_params", "expand_sweep"]
 
 #: The most cells one sweep may expand to.
 MAX_CELLS = 10_000
@@ -196,65 +194,8 @@ def _part(spec: ExperimentSpec, path: tuple[Segment, ...]) -> tuple[BaseModel, t
 
 
 #: The top-level fields under which a grid value may name a file that ``check_cell`` reads (a population's table is
-#: read into the value itself, by :func:`locate_grid_files`).
+#: read into the value itself, by :func:`engine.grid_files.locate_grid_files`).
 _FILE_FIELDS = frozenset({"network", "environment"})
-
-#: A population's fields that choose its table: a grid value may replace the whole population (its table is then read
-#: as the spec's own are), never one of these alone, which would leave the rows read from the base's table.
-_TABLE_FIELDS = frozenset({"from", "codebook", "columns", "rows"})
-
-
-def locate_grid_files(spec: ExperimentSpec, locate: Locate) -> ExperimentSpec:
-    """``spec`` with the files its sweep's grid values name located as the spec's own are.
-
-    A grid value may set a whole population, network or layer, or a layer's ``from``: each is passed through
-    ``locate`` (the CLI's spec folder, or the service's ``POLIS_INPUT_DIRS``) and the population tables it names are
-    read into its rows, so a cell opens only what the same name would open in the base spec.
-
-    Args:
-        spec: a validated spec (returned as it is without a sweep).
-        locate: where a named file is read from; it refuses the names its caller does not allow.
-
-    Returns:
-        The spec with every such grid value replaced by its located form.
-
-    Raises:
-        SpecError: a value names a file ``locate`` refuses or that cannot be read, or a key sets one of a
-            population's table fields alone (path ``sweep.grid.<key>``, with ``.<index>`` for a value).
-    """
-    if spec.sweep is None:
-        return spec
-    targets = _targets(spec)
-    grid: dict[str, list[Any]] = {}
-    for key, values in spec.sweep.grid.items():
-        paths = [path for path in targets[key] if path[0] in ("population", "network")]
-        if not paths:
-            grid[key] = values
-            continue
-        if any(path[0] == "population" and _TABLE_FIELDS.intersection(map(str, path[2:])) for path in paths):
-            raise SpecError(f"grid key {key!r} sets part of a population's table; sweep the whole population "
-                            f"({'.'.join(map(str, paths[0][:2]))}) to give each cell its own table", path=f"sweep.grid.{key}")
-        grid[key] = [_located(paths, value, locate, f"sweep.grid.{key}.{index}") for index, value in enumerate(values)]
-    return spec.model_copy(update={"sweep": spec.sweep.model_copy(update={"grid": grid})})
-
-
-def _located(paths: list[tuple[Segment, ...]], value: Any, locate: Locate, field: str) -> Any:
-    """``value`` with its files located, placed at each of ``paths`` in turn (the same value for each, unless a
-    population's index shows in a message)."""
-    found = value
-    for path in paths:
-        skeleton: Any = copy.deepcopy(value)
-        for segment in reversed(path):
-            skeleton = [{}] * segment + [skeleton] if isinstance(segment, int) else {segment: skeleton}
-        try:
-            skeleton = locate_network_files(read_population_files(skeleton, locate), locate)
-        except SpecError as error:
-            raise SpecError(str(error), path=field) from None
-        for segment in path:
-            skeleton = skeleton[segment]
-        found = skeleton
-    return found
-
 
 def _targets(spec: ExperimentSpec) -> dict[str, list[tuple[Segment, ...]]]:
     assert spec.sweep is not None

@@ -70,6 +70,7 @@ ALLOWED: dict[str, str] = {
     "service/submission.py": "removes a local run directory the service made for a refused fork",
     "service/admission/auth.py": "the service's API key files",
     "service/admission/grants.py": "the service's grants file",
+    "service/admission/llm_usage.py": "the service's daily LLM-call ledger and the log of counts added since it was written",
     "service/admission/disk_usage.py": "disk use of the service's local run directories",
     "polis/cli.py": "writes a generated key file a user asked for",
     "polis/runs.py": "writes the results page where a user asks, and lists a folder to say why it is not a run",
