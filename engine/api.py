@@ -15,6 +15,7 @@ from engine.fidelity import fidelity
 from engine.grid_files import locate_grid_files
 from engine.grid_keys import check_grid_keys
 from engine.network.files import check_network, locate_network_files
+from engine.network.spec import count_expected_edges
 from engine.population import read_population_files
 from engine.results.agents import list_agent_files, read_agent, read_agent_file
 from engine.results.datasets import check_dataset_name, export_dataset, list_datasets
@@ -77,6 +78,7 @@ __all__ = [
     "check_as_of_kept",
     "check_dataset_name",
     "check_network",
+    "count_expected_edges",
     "check_sweep_values",
     "check_grid_keys",
     "cluster_dashboard",

@@ -35,7 +35,8 @@
         ├── ForkError             a fork or as-of read whose tick is not kept, whose parent runs, or whose target holds a run
         ├── PreflightError        a worker that cannot do its part (no Polis, no run dir, no LLM), before tick 0
         ├── OverBudgetError       the upper estimate passes a cap of the spec's budget (polis run --force runs anyway)
-        └── TaskStallError        tasks in flight that no worker starts within the bound (no workers, no match)
+        ├── TaskStallError        tasks in flight that no worker starts within the bound (no workers, no match)
+        └── WorkCancelledError    work a run handed off (its network) stopped at a checkpoint: the run was cancelled
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ __all__ = [
     "TaskStallError",
     "ToolCallError",
     "ToolDefinitionError",
+    "WorkCancelledError",
     "WorkspaceError",
 ]
 
@@ -322,3 +324,8 @@ class OverBudgetError(RunError):
 
 class TaskStallError(RunError):
     """Tasks in flight that no worker started within the bound: the cluster has no workers, or none can run them."""
+
+
+class WorkCancelledError(RunError):
+    """Work a run handed off (:meth:`~engine.society.shells.base.Shell.offload`) stopped at one of its checkpoints,
+    because the run was cancelled or the task was released meanwhile."""

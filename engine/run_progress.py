@@ -31,6 +31,8 @@ class RunPhase(StrEnum):
     MODEL_READY = "model ready"  #: it answers (``phase_seconds``: how long loading took)
     CHECKING_WORKERS = "checking workers"  #: the preflight probes every worker
     CHECKING_LLMS = "checking LLMs"  #: the preflight's test call to each distinct model
+    #: the spec's network layers are read or generated, and ``network_edges`` written (a task on a worker)
+    BUILDING_NETWORK = "building network"
     CREATING_WORKSPACES = "creating workspaces"  #: ``phase_done`` of ``phase_total`` agents' workspaces written
     STARTING_ENV = "starting environment"  #: the env router actor starts from its last snapshot
     TICK = "tick"  #: a tick runs its agents (the next after ``ticks_done``)

@@ -20,6 +20,7 @@ from service.admission.disk_usage import DiskLedger
 from service.admission.intake import Intake
 from service.admission.limits import BodyLimit, Slots, validation_error_response
 from service.admission.llm_usage import LlmCallLedger
+from service.compute import ComputePool
 from service.errors import ServiceError, SpecRejectedError, TooManyRequestsError, UnauthorizedError, status_code_for
 from service.openapi import declare_errors
 from service.registry import ExperimentRegistry
@@ -61,15 +62,22 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         try:
             shared = await engine.run(stack.enter_async_context(open_shell(settings.scheduler, **settings.cluster_options())))
             submitter = Submitter(registry, shared, run_options=settings.run_options(), max_running=settings.max_running, max_concurrent=lambda owner: intake.quotas.for_owner(owner).max_concurrent,
-                llm_calls=LlmCallLedger(settings.data_dir / "llm_calls.json"))
+                llm_calls=LlmCallLedger(settings.data_dir / "llm_calls.json"),
+                daily_calls=lambda owner: intake.quotas.for_owner(owner).max_llm_calls_per_day)
             dashboard, experiment_dashboard = await engine.run(cluster_dashboard(shared.client)), await engine.run(experiment_page(shared.client))
             disk = DiskLedger(registry, reconcile_s=settings.disk_reconcile_s)
             app.state.polis = ServiceState(
                 registry, submitter, engine, dashboard, experiment_dashboard, disk,
                 query_limits=settings.query_limits(), tokens=tokens, sql_max_rows=settings.sql_max_rows, intake=intake,
                 metrics=submitter.metrics,
-                sql_slots=Slots("SQL queries", (settings.sql_max_concurrent_per_owner, "POLIS_SQL_MAX_CONCURRENT_PER_OWNER"),
-                                (settings.sql_max_concurrent, "POLIS_SQL_MAX_CONCURRENT")),
+                sql_work=ComputePool(
+                    Slots("SQL queries", (settings.sql_max_concurrent_per_owner, "POLIS_SQL_MAX_CONCURRENT_PER_OWNER"),
+                          (settings.sql_max_concurrent, "POLIS_SQL_MAX_CONCURRENT")), "the query"),
+                fidelity_work=ComputePool(
+                    Slots("fidelity scorings",
+                          (settings.fidelity_max_concurrent_per_owner, "POLIS_FIDELITY_MAX_CONCURRENT_PER_OWNER"),
+                          (settings.fidelity_max_concurrent, "POLIS_FIDELITY_MAX_CONCURRENT")),
+                    "the fidelity scoring", (settings.fidelity_timeout_s, "POLIS_FIDELITY_TIMEOUT_S")),
                 stream_slots=Slots("event streams", (settings.events_max_streams_per_owner, "POLIS_EVENTS_MAX_STREAMS_PER_OWNER")),
             )
             logger.info("polis service: data in %s, dashboard at %s", settings.data_dir, app.state.polis.dashboard_link)
@@ -80,6 +88,9 @@ def create_app(settings: ServiceSettings) -> FastAPI:
                 yield
             finally:
                 refresher.cancel()
+                app.state.polis.sql_work.shutdown()  # running queries and scorings end at their next check
+                app.state.polis.fidelity_work.shutdown()
+                intake.work.shutdown()
                 await engine.run(submitter.shutdown())
                 submitter.llm_calls.flush()
         finally:

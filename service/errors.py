@@ -10,8 +10,10 @@
     ├── SpecTooLargeError                 a request body over the size limit                 → 413
     ├── UnsupportedMediaTypeError         a body that is neither JSON nor YAML               → 415
     ├── NotAcceptableError                an ``Accept`` the endpoint cannot answer           → 406
-    ├── TooManyRequestsError              an owner's share of SQL queries or event streams in use → 429
+    ├── TooManyRequestsError              an owner's share of SQL queries, scorings or event streams in use → 429
     │   └── DailyQuotaExceededError       the owner's LLM calls for today (UTC) are used up
+    ├── TimeLimitError                    a scoring past its time limit, stopped             → 422
+    ├── WorkCancelledError                a computation cancelled: its request gone, the service stopping → 503
     └── SpecRejectedError                 a spec refused by the service's rules (``path``)   → 422
         ├── QuotaExceededError            over one of the owner's quotas
         └── CredentialNotGrantedError     a key variable or endpoint not granted to the owner
@@ -50,9 +52,11 @@ __all__ = [
     "ServiceError",
     "SpecRejectedError",
     "SpecTooLargeError",
+    "TimeLimitError",
     "TooManyRequestsError",
     "UnauthorizedError",
     "UnsupportedMediaTypeError",
+    "WorkCancelledError",
     "status_code_for",
 ]
 
@@ -135,6 +139,14 @@ class DailyQuotaExceededError(TooManyRequestsError):
     """An owner whose LLM calls today would pass ``max_llm_calls_per_day``; it resets at 00:00 UTC."""
 
 
+class TimeLimitError(ServiceError):
+    """A service-side computation that ran past its time limit and was stopped (the message names the setting)."""
+
+
+class WorkCancelledError(ServiceError):
+    """A service-side computation stopped before it finished: its request went away, or the service is stopping."""
+
+
 class UnsupportedMediaTypeError(ServiceError):
     """A request body in a format the endpoint does not read."""
 
@@ -178,6 +190,8 @@ _STATUS_CODES: tuple[tuple[type[Exception], int], ...] = (
     (SpecTooLargeError, 413),
     (UnsupportedMediaTypeError, 415),
     (TooManyRequestsError, 429),
+    (TimeLimitError, 422),
+    (WorkCancelledError, 503),
     (SpecRejectedError, 422),
     (SpecError, 422),
     (FidelityError, 422),

@@ -39,6 +39,7 @@ class ErrorBody(BaseModel):
 ROUTE_ERRORS: dict[str, tuple[int, ...]] = {
     "POST /experiments": (401, 409, 413, 415, 422, 429),
     "GET /experiments": (401,),
+    "GET /cluster": (401,),
     "GET /experiments/{experiment_id}": (401, 404),
     "POST /experiments/{experiment_id}/cancel": (401, 404, 409, 413),
     "POST /experiments/{experiment_id}/resume": (401, 404, 409, 413, 415, 422, 429),
@@ -49,7 +50,7 @@ ROUTE_ERRORS: dict[str, tuple[int, ...]] = {
     "POST /experiments/{experiment_id}/sql": (400, 401, 404, 406, 413, 415, 422, 429),
     "GET /experiments/{experiment_id}/datasets": (401, 404),
     "GET /experiments/{experiment_id}/datasets/{name}.parquet": (401, 404),
-    "POST /experiments/{experiment_id}/fidelity": (401, 404, 413, 422),
+    "POST /experiments/{experiment_id}/fidelity": (401, 404, 413, 422, 429),
     "GET /experiments/{experiment_id}/agents/{agent_id}": (401, 404, 422),
     "GET /experiments/{experiment_id}/agents/{agent_id}/files": (401, 404, 409, 422),
     "GET /experiments/{experiment_id}/agents/{agent_id}/files/{path}": (401, 404, 409, 422),
@@ -70,8 +71,8 @@ _ERRORS: dict[int, tuple[str, Any]] = {
     413: ("The request body is over the size limit", "the request body is over the limit of 1048576 bytes"),
     415: ("The body is neither application/json nor application/yaml",
           "the body must be application/json or application/yaml, not text/csv"),
-    429: ("The caller's share of concurrent SQL queries or open event streams is in use (or the service's), or their LLM "
-          "calls for today are used up; retry after Retry-After seconds",
+    429: ("The caller's share of concurrent SQL queries, fidelity scorings or open event streams is in use (or the "
+          "service's), or their LLM calls for today are used up; retry after Retry-After seconds",
           "lab-a has 2 SQL queries open, the most one owner may (POLIS_SQL_MAX_CONCURRENT_PER_OWNER=2)"),
     422: ("The body is invalid, over a quota, or names a credential not granted; loc gives the field path",
           [{"type": "spec_error", "loc": ["body", "population", 0, "count"],

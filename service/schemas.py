@@ -6,11 +6,13 @@ or Dask, so the HTTP client (:mod:`service.client`) answers with them and stays 
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from engine.results import AgentFile, AgentFiles, AgentMemory, ColumnInfo, DatasetInfo
 from engine.run_status import RunStatus
@@ -20,6 +22,7 @@ __all__ = [
     "AgentFile",
     "AgentFiles",
     "AgentMemory",
+    "ClusterInfo",
     "ColumnInfo",
     "DatasetInfo",
     "DatasetList",
@@ -28,6 +31,7 @@ __all__ = [
     "ExperimentDetail",
     "ExperimentList",
     "ExperimentStatus",
+    "FIDELITY_MAX_BOOTSTRAP",
     "FidelityFigure",
     "FidelityRequest",
     "FidelityResult",
@@ -154,16 +158,33 @@ class DatasetList(BaseModel):
     datasets: list[DatasetInfo]
 
 
+#: The most bootstrap resamples one ``POST /experiments/{id}/fidelity`` asks for (the scoring's time grows with them).
+FIDELITY_MAX_BOOTSTRAP = 2000
+
+
 class FidelityRequest(BaseModel):
     """What to score of a survey experiment (see ``polis fidelity``)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    by: list[str] = Field(default_factory=list, description="persona fields to report subgroups of", max_length=20)
+    by: list[str] = Field(default_factory=list, max_length=20,
+                          description="persona fields to report subgroups of, each at most once")
     questionnaire_id: str | None = Field(None, description="score this questionnaire; default: each item's last")
-    bootstrap: int = Field(200, ge=1, le=5000, description="bootstrap resamples behind each interval")
+    bootstrap: int = Field(200, ge=1, le=FIDELITY_MAX_BOOTSTRAP, description="bootstrap resamples behind each interval")
     seed: int = Field(0, description="the resampling's seed")
     retest: dict[str, float] = Field(default_factory=dict, description="item -> people's test-retest accuracy on it")
+
+    @field_validator("by")
+    @classmethod
+    def _each_field_once(cls, by: list[str]) -> list[str]:
+        # A field named again would be scored again: the same figures, at the cost of another pass of resamples.
+        for position, name in enumerate(by):
+            if name in by[:position]:
+                error = PydanticCustomError("repeated_field", "'{field}' is named again: group by each field once",
+                                            {"field": name})
+                raise ValidationError.from_exception_data(
+                    cls.__name__, [InitErrorDetails(type=error, loc=(position,), input=name)])  # the error at by.N
+        return by
 
 
 class FidelityFigure(BaseModel):
@@ -205,17 +226,29 @@ class SqlResult(BaseModel):
 
 
 class Health(BaseModel):
-    """The service is up; how many experiments it is running, and the cluster's dashboard."""
+    """The service is up."""
 
     status: str
+
+
+class ClusterInfo(BaseModel):
+    """How many experiments the service is running, and the cluster's dashboard."""
+
     running: int
     dashboard_link: str | None
 
 
 def without_server_paths(text: str, run_dir: Path | str) -> str:
     """``text`` with the run's location made relative to the run (``datasets/x.parquet``) and the service's data
-    directory (``run_dir``'s grandparent) shown as ``<data>``: what the service answers never names a server path."""
+    directory (``run_dir``'s grandparent) shown as ``<data>``: what the service answers never names a server path.
+    For a run in object storage, an HTTP address (the store's endpoint, in the storage library's errors) is shown as
+    ``<object store>``."""
     run = str(run_dir).rstrip("/")
     data = run.rsplit("/", 2)[0]
     text = text.replace(run + "/", "").replace(run, ".")
+    if isinstance(run_dir, str) and "://" in run:
+        text = _HTTP_ADDRESS.sub("<object store>", text)
     return text.replace(data, "<data>") if len(data) > 1 else text
+
+
+_HTTP_ADDRESS = re.compile(r"https?://[^\s'\"<>]+")

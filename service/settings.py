@@ -41,6 +41,20 @@ class ServiceSettings(EngineSettings):
     sql_max_concurrent_per_owner: int = Field(default=2, ge=1)
     #: POLIS_EVENTS_MAX_STREAMS_PER_OWNER: event streams (GET .../events) one owner keeps open; more are answered 429
     events_max_streams_per_owner: int = Field(default=16, ge=1)
+    #: POLIS_FIDELITY_MAX_CONCURRENT: fidelity scorings (POST .../fidelity) running at once over all owners, each on a
+    #: thread of the scorings' own pool; more are answered 429
+    fidelity_max_concurrent: int = Field(default=2, ge=1)
+    #: POLIS_FIDELITY_MAX_CONCURRENT_PER_OWNER: fidelity scorings one owner runs at once; more are answered 429
+    fidelity_max_concurrent_per_owner: int = Field(default=1, ge=1)
+    #: POLIS_FIDELITY_TIMEOUT_S: a fidelity scoring running longer is stopped (422, naming this limit)
+    fidelity_timeout_s: float = Field(default=60.0, gt=0)
+    #: POLIS_ADMISSION_MAX_CONCURRENT: specs (submitted, forked, with added steps) checked at once over all owners, on
+    #: the checks' own threads; more are answered 429
+    admission_max_concurrent: int = Field(default=4, ge=1)
+    #: POLIS_ADMISSION_MAX_CONCURRENT_PER_OWNER: specs of one owner checked at once; more are answered 429
+    admission_max_concurrent_per_owner: int = Field(default=2, ge=1)
+    #: POLIS_ADMISSION_TIMEOUT_S: a spec's check running longer is stopped (422, naming this limit)
+    admission_timeout_s: float = Field(default=120.0, gt=0)
     #: POLIS_GRANTS: the credentials, endpoints and per-owner quotas the server grants (``service.admission.grants``);
     #: unset = none granted, every spec must use ``sim/*`` or ``local/*`` models
     grants_file: Path | None = Field(default=None, validation_alias="POLIS_GRANTS")
@@ -55,6 +69,8 @@ class ServiceSettings(EngineSettings):
     quota_max_added_steps: int = Field(default=20, ge=1)  #: POLIS_QUOTA_MAX_ADDED_STEPS: steps one /steps request adds
     #: POLIS_QUOTA_MAX_LLM_CALLS_PER_DAY: LLM calls of all an owner's runs in one UTC day
     quota_max_llm_calls_per_day: int = Field(default=1_000_000, ge=0)
+    #: POLIS_QUOTA_MAX_EDGES: edges the generated network layers of one run expect (each sweep cell), all layers together
+    quota_max_edges: int = Field(default=2_000_000, ge=0)
     #: POLIS_DISK_REFRESH_S: how often running runs (and runs ended since) are measured for the disk quota
     disk_refresh_s: float = Field(default=30.0, gt=0)
     #: POLIS_DISK_RECONCILE_S: how old any run's measurement may grow before it is measured again (corrects drift)

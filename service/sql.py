@@ -5,6 +5,12 @@ DuckDB surface as ``polis query``: one SELECT, file access only under the run, n
 configuration, under the service's time and memory limits (``POLIS_QUERY_*``). This module adds the
 row limit (``POLIS_SQL_MAX_ROWS``; a request may ask for fewer) and the three representations.
 
+The memory limit holds for the whole answer: the reader stops a result that outgrows it, and :func:`answer`
+counts the result and the bytes built from it (JSON, which can be several times the result, or Arrow or
+Parquet) together against the same limit, refusing the query (400) once they pass it. JSON is built a few
+rows at a time, and rows whose JSON cannot fit (a string's bytes are a floor on its JSON) are refused before
+they are converted, so an answer over the limit is never built whole, and one under it never twice.
+
 JSON values are made JSON-safe: dates and times in ISO 8601, bytes in base64, NaN and infinities as
 null, decimals as numbers (integers when integral, so big integers stay exact), intervals as
 ``{"months", "days", "nanoseconds"}``, durations in seconds, maps as ``[key, value]`` pairs.
@@ -14,13 +20,16 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import io
+import json
 import math
 import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -29,18 +38,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine.api import CappedResult, QueryLimits, ReplayReader
 from engine.errors import QueryError
 from service.errors import NotAcceptableError
-from service.schemas import SqlColumn, SqlResult
+from service.schemas import SqlColumn
 
 __all__ = [
     "ARROW_STREAM_MEDIA_TYPE",
     "JSON_MEDIA_TYPE",
     "PARQUET_MEDIA_TYPE",
+    "SqlAnswer",
     "SqlRequest",
+    "answer",
     "choose_media_type",
-    "json_result",
     "run_sql",
-    "to_arrow_stream",
-    "to_parquet",
 ]
 
 JSON_MEDIA_TYPE = "application/json"
@@ -49,6 +57,13 @@ ARROW_STREAM_MEDIA_TYPE = "application/vnd.apache.arrow.stream"
 #: The registered media type of Parquet files.
 PARQUET_MEDIA_TYPE = "application/vnd.apache.parquet"
 _ANSWERS_JSON = frozenset({JSON_MEDIA_TYPE, "application/*", "*/*"})
+_KINDS = {JSON_MEDIA_TYPE: "JSON", ARROW_STREAM_MEDIA_TYPE: "Arrow stream", PARQUET_MEDIA_TYPE: "Parquet file"}
+#: JSON is built this many rows at a time at most ...
+_JSON_GROUP_ROWS = 1024
+#: ... and, past its first row, rows whose JSON is at least this many bytes (so a group's Python values stay small).
+_JSON_GROUP_BYTES = 4 * 2**20
+#: The answer's bytes are kept in pieces of about this size (neither one byte string per Arrow buffer, nor one whole).
+_PIECE_BYTES = 2**20
 
 
 class SqlRequest(BaseModel):
@@ -116,32 +131,145 @@ def run_sql(run_dir: Path | str, sql: str, max_rows: int, limits: QueryLimits) -
         return reader.query_capped(sql, max_rows)
 
 
-def json_result(result: CappedResult) -> SqlResult:
-    """The result as JSON-safe columns and rows.
+@dataclass(frozen=True)
+class SqlAnswer:
+    """A query's answer as bytes, in pieces (joining them would hold the answer twice)."""
+
+    media_type: str
+    pieces: list[bytes]
+    truncated: bool  #: the row limit cut the result
+
+    @property
+    def size(self) -> int:
+        """The answer's bytes."""
+        return sum(len(piece) for piece in self.pieces)
+
+    async def body(self) -> AsyncIterator[bytes]:
+        """The pieces, in order; each is let go once it has been handed on (for a streamed response)."""
+        self.pieces.reverse()
+        while self.pieces:
+            yield self.pieces.pop()
+
+
+def answer(result: CappedResult, media_type: str, limits: QueryLimits,
+           checkpoint: Callable[[], None] = lambda: None) -> SqlAnswer:
+    """The result as ``media_type``, held with the result to the query's memory limit.
+
+    Args:
+        result: the query's rows.
+        media_type: ``application/json``, the Arrow stream type or the Parquet type.
+        limits: ``memory_limit`` bounds the result and the answer built from it, together.
+        checkpoint: called between groups of JSON rows; what it raises stops the building.
 
     Raises:
-        QueryError: a column holds values with no JSON form (ask for Arrow or Parquet instead).
+        QueryError: the answer would pass the memory limit (with the limit), or a column has no JSON form.
     """
     table = result.table
-    columns = [SqlColumn(name=field.name, type=str(field.type)) for field in table.schema]
-    values = [_column_values(table.schema.field(i).name, table.column(i)) for i in range(table.num_columns)]
-    rows = [list(row) for row in zip(*values, strict=True)] if values else []
-    return SqlResult(columns=columns, rows=rows, truncated=result.truncated)
+    sink = _Sink(limits.memory_bytes - table.nbytes, limits.memory_limit, _KINDS[media_type])
+    if media_type == JSON_MEDIA_TYPE:
+        _write_json(table, result.truncated, sink, checkpoint)
+    elif media_type == ARROW_STREAM_MEDIA_TYPE:
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+    else:
+        pq.write_table(table, sink)
+    return SqlAnswer(media_type, sink.finish(), result.truncated)
 
 
-def to_arrow_stream(table: pa.Table) -> bytes:
-    """The table in the Arrow IPC streaming format."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue().to_pybytes())
+class _Sink:
+    """A write-only file that keeps what it is given in pieces, and refuses (QueryError) past ``budget`` bytes."""
+
+    def __init__(self, budget: int, memory_limit: str, kind: str) -> None:
+        self.budget, self.memory_limit, self.kind = budget, memory_limit, kind
+        self.written = 0
+        self.closed = False
+        self._pieces: list[bytes] = []
+        self._pending = bytearray()
+
+    def need(self, size: int) -> None:
+        """Refuse now if ``size`` more bytes would pass the budget."""
+        if self.written + size > self.budget:
+            raise QueryError(f"the answer (the query's result and the {self.kind} built from it) grew past its "
+                             f"{self.memory_limit} memory limit and was stopped; select fewer rows or columns")
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        size = memoryview(data).nbytes
+        self.need(size)
+        self.written += size
+        if size >= _PIECE_BYTES and not self._pending:
+            self._pieces.append(bytes(data))
+        else:
+            self._pending += data
+            if len(self._pending) >= _PIECE_BYTES:
+                self._pieces.append(bytes(self._pending))
+                self._pending.clear()
+        return size
+
+    def tell(self) -> int:
+        return self.written
+
+    def writable(self) -> bool:
+        return True
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    def finish(self) -> list[bytes]:
+        """The pieces written, the last included."""
+        if self._pending:
+            self._pieces.append(bytes(self._pending))
+            self._pending.clear()
+        return self._pieces
 
 
-def to_parquet(table: pa.Table) -> bytes:
-    """The table as one Parquet file."""
-    buffer = io.BytesIO()
-    pq.write_table(table, buffer)
-    return buffer.getvalue()
+def _write_json(table: pa.Table, truncated: bool, sink: _Sink, checkpoint: Callable[[], None]) -> None:
+    """The table as ``SqlResult``'s JSON (columns, rows, truncated), a group of rows at a time."""
+    columns = [SqlColumn(name=field.name, type=str(field.type)).model_dump() for field in table.schema]
+    sink.write(b'{"columns":' + _dumps(columns) + b',"rows":[')
+    floors = _json_floors(table) if table.num_columns else np.zeros(0, dtype=np.int64)  # no columns, no rows
+    for start, stop in _row_groups(floors):
+        checkpoint()
+        sink.need(int(floors[start:stop].sum()))  # these rows' JSON cannot fit: refuse before converting them
+        part = table.slice(start, stop - start)
+        values = [_column_values(part.schema.field(i).name, part.column(i)) for i in range(part.num_columns)]
+        text = b",".join(_dumps(row) for row in zip(*values, strict=True))
+        sink.write(b"," + text if start else text)
+    sink.write(b'],"truncated":' + (b"true" if truncated else b"false") + b"}")
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+def _json_floors(table: pa.Table) -> np.ndarray:
+    """For each row, bytes its JSON takes at least: brackets and commas, a byte per value, and a string's (or
+    bytes') own length and quotes; a floor, so rows whose floor will not fit can be refused unconverted."""
+    floors = np.full(table.num_rows, 2 + max(table.num_columns - 1, 0), dtype=np.int64)
+    for column in table.columns:
+        kind = column.type
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind) \
+                or pa.types.is_large_binary(kind):
+            lengths = pc.fill_null(pc.binary_length(column), 2).to_numpy(zero_copy_only=False)
+            floors += lengths.astype(np.int64) + 2
+        else:
+            floors += 1
+    return floors
+
+
+def _row_groups(floors: np.ndarray) -> Iterator[tuple[int, int]]:
+    """``(start, stop)`` of consecutive rows: at most ``_JSON_GROUP_ROWS``, and past one row under
+    ``_JSON_GROUP_BYTES`` of JSON floor."""
+    start, total = 0, 0
+    for row, floor in enumerate(floors.tolist()):
+        if row > start and (row - start >= _JSON_GROUP_ROWS or total + floor > _JSON_GROUP_BYTES):
+            yield start, row
+            start, total = row, 0
+        total += floor
+    if start < len(floors):
+        yield start, len(floors)
 
 
 def _column_values(name: str, column: pa.ChunkedArray) -> list[Any]:

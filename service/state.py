@@ -1,4 +1,5 @@
-"""What the routes share: the registry, the submitter and its loop, the dashboard link, the query limits, the intake."""
+"""What the routes share: the registry, the submitter and its loop, the dashboard link, the query limits, the intake,
+the pools that SQL queries and fidelity scorings run on."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from service.admission.auth import TokenStore
 from service.admission.disk_usage import DiskLedger
 from service.admission.intake import Intake
 from service.admission.limits import Slots
+from service.compute import ComputePool
 from service.metrics import ServiceMetrics
 from service.registry import ExperimentRegistry
 from service.submission import Submitter
@@ -41,12 +43,23 @@ class ServiceState:
     intake: Intake = field(default_factory=Intake)
     #: what the service measures itself (tick durations), for ``GET /metrics``
     metrics: ServiceMetrics = field(default_factory=ServiceMetrics)
-    #: SQL queries running at once, per owner and in all (``POLIS_SQL_MAX_CONCURRENT[_PER_OWNER]``)
-    sql_slots: Slots = field(default_factory=lambda: Slots("SQL queries", (2, "POLIS_SQL_MAX_CONCURRENT_PER_OWNER"),
-                                                           (4, "POLIS_SQL_MAX_CONCURRENT")))
+    #: SQL queries: their own threads, and how many run at once per owner and in all
+    #: (``POLIS_SQL_MAX_CONCURRENT[_PER_OWNER]``)
+    sql_work: ComputePool = field(default_factory=lambda: ComputePool(
+        Slots("SQL queries", (2, "POLIS_SQL_MAX_CONCURRENT_PER_OWNER"), (4, "POLIS_SQL_MAX_CONCURRENT")), "the query"))
+    #: fidelity scorings: their own threads, how many run at once per owner and in all, and their time limit
+    #: (``POLIS_FIDELITY_MAX_CONCURRENT[_PER_OWNER]``, ``POLIS_FIDELITY_TIMEOUT_S``)
+    fidelity_work: ComputePool = field(default_factory=lambda: ComputePool(
+        Slots("fidelity scorings", (1, "POLIS_FIDELITY_MAX_CONCURRENT_PER_OWNER"), (2, "POLIS_FIDELITY_MAX_CONCURRENT")),
+        "the fidelity scoring", (60.0, "POLIS_FIDELITY_TIMEOUT_S")))
     #: event streams open per owner (``POLIS_EVENTS_MAX_STREAMS_PER_OWNER``)
     stream_slots: Slots = field(default_factory=lambda: Slots("event streams", (16, "POLIS_EVENTS_MAX_STREAMS_PER_OWNER")))
 
+
+    @property
+    def sql_slots(self) -> Slots:
+        """The SQL queries running at once, per owner and in all."""
+        return self.sql_work.slots
 
     def check_llm_calls(self, owner: str, what: str, wanted: int = 1) -> None:
         """Refuse ``what`` when ``owner``'s LLM calls left today (quota ``max_llm_calls_per_day``) are fewer than ``wanted``.

@@ -43,7 +43,8 @@ async def dask_client(cluster_address):
 # `make check` runs the unit tier (`pytest -m unit`): no cluster, no process, no network. A test is in it when
 # neither its fixtures nor its module's source reach any of those; inside it, starting a process or opening
 # a TCP connection fails the test (so a test that slips past the static reading is caught, not slow).
-_HEAVY_FIXTURES = {"cluster_address", "dask_client", "external_cluster", "env_actor_worker", "moto_server", "s3_endpoint"}
+_HEAVY_FIXTURES = {"cluster_address", "dask_client", "external_cluster", "env_actor_worker", "moto_server", "s3_endpoint",
+                   "reads_data_files"}
 _HEAVY_SOURCE = re.compile(
     r"\bsubprocess\b|\bserve\(|\bLocalCluster\b|\bopen_client\b|\bSandboxPool\b|\bmoto\b|\bsim_llm_process\b"
     r"|\bpolis\.(?:run|submit|arun|Session|connect)\b|\buvicorn\b|\bchromium\b|\bBrowser\b|HTTPServer|\brun_experiment\b"
@@ -86,6 +87,13 @@ def _unit_tier_stays_in_process(request: pytest.FixtureRequest, monkeypatch: pyt
     monkeypatch.setattr(subprocess.Popen, "__init__", no_process)
     monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", no_process)
     monkeypatch.setattr(socket.socket, "connect", no_network)
+
+
+@pytest.fixture
+def reads_data_files() -> None:
+    """Marks a test that reads a spec's data files (tables, surveys, edge files): each is parsed in a child process
+    (``engine.population.bounded_read``), so the test is not in the unit tier. A module takes it with
+    ``pytestmark = pytest.mark.usefixtures("reads_data_files")``."""
 
 
 @pytest.fixture

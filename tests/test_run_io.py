@@ -55,6 +55,7 @@ ALLOWED: dict[str, str] = {
     "engine/env/actor.py": "the env modules' scratch folder and the snapshot folder before it is put into the store",
     "engine/env/routers/template_store.py": "the CodeGen template cache shared across runs (POLIS_HOME)",
     "engine/env/sandbox/child.py": "the sandbox child's own files",
+    "engine/population/bounded_read.py": "the reading process's own size (/proc/self/statm) and its null device",
     "engine/env/sandbox/executor.py": "the sandbox's scratch folder",
     "engine/env/sandbox/process.py": "the sandbox process's log",
     "engine/llm/sim/process.py": "the simulated LLM server's log",

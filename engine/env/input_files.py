@@ -40,6 +40,9 @@ class InputRoots:
     """The directories whose files a spec may name (besides a module's bundled data)."""
 
     dirs: tuple[Path, ...] = ()  #: in lookup order: the run's inputs first, then the allow-list
+    #: how a refusal names these directories, for whoever may not see the server's paths (the service's callers);
+    #: None: they are listed (the CLI's user owns the machine)
+    named: str | None = None
 
     @classmethod
     def for_run(cls, run_dir: RunLocation | None, allowed: tuple[Path, ...] = ()) -> InputRoots:
@@ -74,7 +77,7 @@ def _real(path: Path) -> Path | None:
 
 
 def _describe(roots: InputRoots, bundled: Path | None) -> str:
-    places = [f"{d}/" for d in roots.dirs]
+    places = [f"{d}/" for d in roots.dirs] if roots.named is None or not roots.dirs else [roots.named]
     if bundled is not None:
         names = sorted(p.name for p in bundled.iterdir() if p.is_file() and not p.name.startswith(("_", ".")))
         places.append(f"the bundled data ({', '.join(names) or 'none'})")

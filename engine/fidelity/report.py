@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import FidelityError
-from engine.fidelity.scoring import NONE, Figure, ItemAnswers, compare_variant, score
+from engine.fidelity.scoring import NONE, Checkpoint, Figure, ItemAnswers, compare_variant, no_checkpoint, score
 from engine.population.codebook import Codebook
 from engine.society.run.extend import stored_spec
 from engine.spec import ExperimentSpec, QuestionnaireStep
@@ -144,7 +144,8 @@ def _item_answers(codebook: Codebook, column: str, real: list[dict[str, Any]], s
 
 
 def fidelity(run_dir: RunLocation, *, by: Sequence[str] = (), questionnaire_id: str | None = None, bootstrap: int = 200,
-             seed: int = 0, retest: Mapping[str, float] | None = None, write: bool = True) -> FidelityReport:
+             seed: int = 0, retest: Mapping[str, float] | None = None, write: bool = True,
+             checkpoint: Checkpoint | None = None) -> FidelityReport:
     """Score the run's simulated answers against its survey's real ones.
 
     Args:
@@ -154,10 +155,13 @@ def fidelity(run_dir: RunLocation, *, by: Sequence[str] = (), questionnaire_id: 
         seed: the resampling's seed.
         retest: item -> people's test-retest accuracy on it, over the codebook's ``retest``.
         write: also write the figures as the run's ``fidelity`` dataset.
+        checkpoint: called before each bootstrap resample (and between the reads); what it raises ends the scoring,
+            before anything is written (how a service bounds a scoring's time or cancels it).
 
     Raises:
         FidelityError: the run has no survey or asked none of its items, or an item cannot be scored.
     """
+    go_on = checkpoint or no_checkpoint
     if bootstrap < 1:
         raise FidelityError("bootstrap must be at least 1")
     if isinstance(run_dir, Path) and read_sweep_manifest(run_dir) is not None:
@@ -169,17 +173,19 @@ def fidelity(run_dir: RunLocation, *, by: Sequence[str] = (), questionnaire_id: 
     with ReplayReader(run_dir) as reader:
         real = reader.query("SELECT run, agent_id, item, position, retest_label, weight FROM survey_answers "
                             "ORDER BY item, agent_id").to_pylist()
+        go_on()
         simulated = _simulated(reader, questionnaire_id, [step.questionnaire_id for step in variants])
         varied = {step.questionnaire_id: _simulated(reader, step.questionnaire_id, ()) for step in variants
                   if step.variant is not None and step.variant.of == (questionnaire_id or step.variant.of)}
         profiles = _groups(reader, by)
+    go_on()
     asked = {item for _, item in simulated}
     items = [_item_answers(codebook, column, real, simulated, profiles, by, retest or {}) for column in codebook.targets
              if codebook.target_name(column) in asked]
     if not items:
         raise FidelityError(f"no questionnaire of the run asked a target item of its survey ({', '.join(codebook.targets)})"
                             + (f" (questionnaire {questionnaire_id!r})" if questionnaire_id else ""))
-    figures = score(items, by=by, bootstrap=bootstrap, seed=seed)
+    figures = score(items, by=by, bootstrap=bootstrap, seed=seed, checkpoint=go_on)
     for step in variants:
         if step.questionnaire_id not in varied or step.variant is None:
             continue
@@ -188,7 +194,7 @@ def fidelity(run_dir: RunLocation, *, by: Sequence[str] = (), questionnaire_id: 
             other = varied[step.questionnaire_id]
             moved = np.array([place.get(other.get((int(a), answers.item)) or "", NONE) for a in answers.agents], dtype=np.int64)
             figures += compare_variant(answers, dataclasses.replace(answers, simulated=moved), step.variant.name,
-                                       step.variant.threshold, bootstrap=bootstrap, seed=seed)
+                                       step.variant.threshold, bootstrap=bootstrap, seed=seed, checkpoint=go_on)
     report = FidelityReport(tuple(figures), questionnaire_id, bootstrap)
     if write:
         run_id = real[0]["run"] if real else ""

@@ -17,12 +17,15 @@ Every figure uses the survey weights, and carries a percentile bootstrap interva
 (resampled with replacement, seeded). An item with fewer than 2 scored respondents, or whose simulated
 answers share no option with its labels, is a :class:`~engine.errors.FidelityError` naming it: nothing
 is ever scored as 0 for want of data.
+
+A caller that must be able to stop a scoring (a time limit, a cancel) passes a :data:`Checkpoint`, called
+before each resample: whatever it raises ends the scoring.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,7 +33,7 @@ import numpy as np
 from engine.errors import FidelityError
 from engine.fidelity.metrics import accuracy, correlation_rmse, distribution, jsd, spearman, tvd, wasserstein
 
-__all__ = ["Figure", "ItemAnswers", "compare_variant", "score"]
+__all__ = ["Checkpoint", "Figure", "ItemAnswers", "compare_variant", "no_checkpoint", "score"]
 
 #: No answer, in a positions array.
 NONE = -1
@@ -70,6 +73,20 @@ class Figure:
 
 Metric = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None], "float | None"]
 
+#: Called before each bootstrap resample; what it raises ends the scoring (how a time limit or a cancel stops one).
+Checkpoint = Callable[[], None]
+
+
+def no_checkpoint() -> None:
+    """The default :data:`Checkpoint`: the scoring always goes on."""
+
+
+def _checked(draws: np.ndarray, checkpoint: Checkpoint) -> Iterator[np.ndarray]:
+    """Each resample of ``draws`` (a row), after ``checkpoint`` lets it go on."""
+    for draw in draws:
+        checkpoint()
+        yield draw
+
 
 def _metrics(answers: ItemAnswers) -> dict[str, Metric]:
     k = len(answers.labels)
@@ -107,7 +124,7 @@ def _interval(values: list[float | None], confidence: float) -> tuple[float | No
     return float(low), float(high)
 
 
-def _figures(answers: ItemAnswers, keep: np.ndarray, draws: np.ndarray, confidence: float,
+def _figures(answers: ItemAnswers, keep: np.ndarray, draws: np.ndarray, confidence: float, checkpoint: Checkpoint,
              group_by: str | None = None, group: str | None = None) -> list[Figure]:
     """Every metric of ``answers`` over the respondents ``keep`` selects, with its bootstrap interval."""
     real, sim, w = answers.real[keep], answers.simulated[keep], answers.weights[keep]
@@ -116,7 +133,8 @@ def _figures(answers: ItemAnswers, keep: np.ndarray, draws: np.ndarray, confiden
     rows = []
     for metric, compute in _metrics(answers).items():
         value = compute(real, sim, w, retest)
-        resampled = [compute(real[d], sim[d], w[d], retest[d] if retest is not None else None) for d in draws[:, :n] % n]
+        resampled = [compute(real[d], sim[d], w[d], retest[d] if retest is not None else None)
+                     for d in _checked(draws[:, :n] % n, checkpoint)]
         low, high = _interval(resampled, confidence)
         rows.append(Figure(answers.item, metric, value, low, high, n, group_by, group))
     return rows
@@ -132,8 +150,10 @@ def _check(answers: ItemAnswers, scored: np.ndarray) -> None:
 
 
 def score(items: Sequence[ItemAnswers], *, by: Sequence[str] = (), bootstrap: int = 200, seed: int = 0,
-          confidence: float = 0.95) -> list[Figure]:
+          confidence: float = 0.95, checkpoint: Checkpoint = no_checkpoint) -> list[Figure]:
     """The figures of every item, its subgroups by each persona field in ``by``, and across the ordinal items.
+
+    ``checkpoint`` is called before each bootstrap resample; what it raises ends the scoring.
 
     Raises:
         FidelityError: an item cannot be scored (too few respondents, no shared options), or ``by`` names a
@@ -148,7 +168,7 @@ def score(items: Sequence[ItemAnswers], *, by: Sequence[str] = (), bootstrap: in
         draws = rng.integers(0, 2**31, size=(bootstrap, int(scored.sum())))
         covered = float(answers.weights[scored].sum() / answers.weights[real_known].sum())
         rows.append(Figure(answers.item, "coverage", covered, None, None, int(real_known.sum())))
-        whole = _figures(answers, scored, draws, confidence)
+        whole = _figures(answers, scored, draws, confidence, checkpoint)
         rows.extend(whole)
         overall = {figure.metric: figure.value for figure in whole}
         for name in by:
@@ -159,15 +179,16 @@ def score(items: Sequence[ItemAnswers], *, by: Sequence[str] = (), bootstrap: in
                 members = scored & (values == group)
                 if members.sum() < 2:
                     continue
-                for figure in _figures(answers, members, draws, confidence, name, str(group)):
+                for figure in _figures(answers, members, draws, confidence, checkpoint, name, str(group)):
                     base = overall.get(figure.metric)
                     gap = figure.value - base if figure.value is not None and base is not None else None
                     rows.append(dataclasses.replace(figure, gap=gap))
-    rows.extend(_across(items, rng, bootstrap, confidence))
+    rows.extend(_across(items, rng, bootstrap, confidence, checkpoint))
     return rows
 
 
-def _across(items: Sequence[ItemAnswers], rng: np.random.Generator, bootstrap: int, confidence: float) -> list[Figure]:
+def _across(items: Sequence[ItemAnswers], rng: np.random.Generator, bootstrap: int, confidence: float,
+            checkpoint: Checkpoint) -> list[Figure]:
     """``correlation_rmse`` over the respondents (by agent) who answered every ordinal item, really and simulated."""
     ordinal = [a for a in items if a.ordinal]
     if len(ordinal) < 2:
@@ -191,12 +212,12 @@ def _across(items: Sequence[ItemAnswers], rng: np.random.Generator, bootstrap: i
     n = len(w)
     value = correlation_rmse(real_m, sim_m, w)
     draws = rng.integers(0, n, size=(bootstrap, n))
-    low, high = _interval([correlation_rmse(real_m[d], sim_m[d], w[d]) for d in draws], confidence)
+    low, high = _interval([correlation_rmse(real_m[d], sim_m[d], w[d]) for d in _checked(draws, checkpoint)], confidence)
     return [Figure("*", "correlation_rmse", value, low, high, n)]
 
 
 def compare_variant(base: ItemAnswers, variant: ItemAnswers, name: str, threshold: float, *, bootstrap: int = 200,
-                    seed: int = 0, confidence: float = 0.95) -> list[Figure]:
+                    seed: int = 0, confidence: float = 0.95, checkpoint: Checkpoint = no_checkpoint) -> list[Figure]:
     """How far the answers to a variant of an item (a paraphrase, shuffled options) move from the original's, over
     the respondents with a valid answer to both: ``variant_tvd`` between the two simulated distributions,
     ``variant_accuracy`` against the real answers (its ``gap`` to the original's), and ``flagged`` (1 when the
@@ -211,7 +232,8 @@ def compare_variant(base: ItemAnswers, variant: ItemAnswers, name: str, threshol
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, n, size=(bootstrap, n))
     moved = tvd(distribution(original, w, k), distribution(varied, w, k))
-    low, high = _interval([tvd(distribution(original[d], w[d], k), distribution(varied[d], w[d], k)) for d in draws], confidence)
+    low, high = _interval([tvd(distribution(original[d], w[d], k), distribution(varied[d], w[d], k))
+                           for d in _checked(draws, checkpoint)], confidence)
     rows = [Figure(base.item, "variant_tvd", moved, low, high, n, "variant", name),
             Figure(base.item, "flagged", float(moved > threshold), None, None, n, "variant", name)]
     if real_known.sum() >= 2:
@@ -220,7 +242,8 @@ def compare_variant(base: ItemAnswers, variant: ItemAnswers, name: str, threshol
         value = accuracy(real, of_variant, r_w)
         m = len(real)
         picks = rng.integers(0, m, size=(bootstrap, m))
-        a_low, a_high = _interval([accuracy(real[d], of_variant[d], r_w[d]) for d in picks], confidence)
+        a_low, a_high = _interval([accuracy(real[d], of_variant[d], r_w[d]) for d in _checked(picks, checkpoint)],
+                                  confidence)
         rows.append(Figure(base.item, "variant_accuracy", value, a_low, a_high, m, "variant", name,
                            gap=value - accuracy(real, of_base, r_w)))
     return rows

@@ -1,4 +1,5 @@
-"""Seeded random graphs in numpy, fast enough for a million nodes (no per-node Python loop).
+"""Seeded random graphs in numpy, fast enough for a million nodes (no per-node Python loop), and linear in the
+edges they make at any valid parameter (a spec bounds the edges: :func:`engine.network.spec.expected_edges`).
 
 Each generator takes the node count, its parameters and a numpy ``Generator``, and returns the
 edges as two int64 arrays over node indexes ``0..n-1`` (an undirected edge once, as ``source < target``),
@@ -8,7 +9,8 @@ with no self-loop and no repeated edge.
   draws ``m`` targets with probability by degree (Batagelj and Brandes' list of edge ends, resolved by
   pointer jumping instead of a loop). Two draws of one node that land on the same target make one
   edge, so a node may have slightly fewer than ``m`` new edges.
-- :func:`erdos_renyi`: G(n, p): the edge count drawn from its binomial, then that many distinct pairs.
+- :func:`erdos_renyi`: G(n, p): the pairs in order, each gap to the next edge drawn from its geometric
+  distribution (Batagelj and Brandes' skips), so the work is the edges' at any ``p`` (1 included).
 - :func:`watts_strogatz`: a ring where each node links its ``k / 2`` nearest neighbours on each side,
   each edge's far end rewired with probability ``p`` to a uniform node (a rewiring onto an existing
   edge or the node itself is dropped).
@@ -20,14 +22,18 @@ with no self-loop and no repeated edge.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["barabasi_albert", "block_model", "block_probabilities", "configuration", "erdos_renyi", "group_codes", "pairs_inside",
-           "undirected_unique", "watts_strogatz"]
+__all__ = ["barabasi_albert", "block_model", "block_probabilities", "configuration", "erdos_renyi", "group_codes", "pair_ends",
+           "pairs_inside", "undirected_unique", "watts_strogatz"]
 
 Edges = tuple[np.ndarray, np.ndarray]
+
+#: Geometric gaps drawn at once by :func:`erdos_renyi` (about 32 MB of int64 a chunk).
+_GAPS_PER_CHUNK = 1 << 22
 
 
 def undirected_unique(source: np.ndarray, target: np.ndarray) -> Edges:
@@ -70,17 +76,45 @@ def barabasi_albert(n: int, m: int, rng: np.random.Generator) -> Edges:
 
 
 def erdos_renyi(n: int, p: float, rng: np.random.Generator) -> Edges:
-    """G(n, p), undirected: each of the n(n-1)/2 pairs an edge with probability ``p``."""
-    wanted = int(rng.binomial(n * (n - 1) // 2, p)) if n > 1 else 0
-    low = high = np.empty(0, dtype=np.int64)
-    while len(low) < wanted:
-        extra = wanted - len(low)
-        a, b = rng.integers(0, n, extra + extra // 10 + 16), rng.integers(0, n, extra + extra // 10 + 16)
-        low, high = undirected_unique(np.concatenate([low, a]), np.concatenate([high, b]))
-    if len(low) > wanted:
-        keep = np.sort(rng.choice(len(low), wanted, replace=False))
-        low, high = low[keep], high[keep]
-    return low, high
+    """G(n, p), undirected: each of the n(n-1)/2 pairs an edge with probability ``p``, independently of the others.
+
+    The pairs are numbered in the order of the output (:func:`pair_ends`), and the gap from one edge to the next is
+    geometric with parameter ``p``: an exact draw whose cost is the number of edges, near ``p = 1`` as anywhere.
+    """
+    pairs = n * (n - 1) // 2
+    if pairs <= 0 or p <= 0:
+        return _empty_edges()
+    if p >= 1:
+        return pair_ends(np.arange(pairs, dtype=np.int64), n)
+    # Each gap is capped at ``pairs`` (one past it ends the graph either way), and a chunk is small enough that its
+    # capped gaps cannot overflow int64 when summed.
+    largest_chunk = max(1, min(_GAPS_PER_CHUNK, (2**62) // pairs))
+    chunks, last = [], -1
+    while True:
+        left = pairs - 1 - last
+        size = int(min(largest_chunk, left * p + 4 * math.sqrt(left * p) + 16))
+        positions = last + np.cumsum(np.minimum(rng.geometric(p, size), pairs))
+        if positions[-1] >= pairs:
+            chunks.append(positions[: np.searchsorted(positions, pairs)])
+            break
+        chunks.append(positions)
+        last = int(positions[-1])
+    return pair_ends(np.concatenate(chunks), n)
+
+
+def pair_ends(index: np.ndarray, n: int | np.ndarray) -> Edges:
+    """The pairs ``(low, high)``, ``low < high < n``, numbered ``index`` in order by ``low`` then ``high``: pair 0 is
+    ``(0, 1)``, pair ``n - 2`` is ``(0, n - 1)``, pair ``n - 1`` is ``(1, 2)`` ... (ascending numbers give pairs in order).
+
+    Counted from the last pair back, the rows of equal ``low`` grow by one (1 pair with ``low = n - 2``, then 2 ...):
+    a triangle, whose row of ``r`` is a square root, corrected by one where floating point rounds across a row.
+    """
+    index = np.asarray(index, dtype=np.int64)
+    back = n * (n - 1) // 2 - 1 - index
+    row = ((np.sqrt(8 * back.astype(np.float64) + 1) - 1) // 2).astype(np.int64)
+    row -= row * (row + 1) // 2 > back
+    row += (row + 1) * (row + 2) // 2 <= back
+    return n - 2 - row, n - 1 - (back - row * (row + 1) // 2)
 
 
 def watts_strogatz(n: int, k: int, p: float, rng: np.random.Generator) -> Edges:

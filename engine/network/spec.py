@@ -5,19 +5,25 @@ A layer's edges join agent ids. An edge file (CSV with a header, Parquet or JSON
 to the spec's folder (the service: under ``POLIS_INPUT_DIRS``) and checked when the spec is loaded
 (:mod:`engine.network.edges`). A generator (:mod:`engine.network.generators`) makes an undirected graph
 over the spec's agents in id order, seeded by the spec's seed and the layer's name; in a ``directed``
-layer each of its edges goes both ways.
+layer each of its edges goes both ways. The edges a generator expects (:func:`expected_edges`) are bounded before
+anything is made: by :data:`MAX_LAYER_EDGES` here, and by an owner's quota in the service.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
-__all__ = ["BarabasiAlbert", "BlockModel", "Configuration", "ErdosRenyi", "GeneratorSpec", "LayerSpec", "NetworkSpec", "WattsStrogatz", "check_network_use",
-           "generator_problem"]
+__all__ = ["MAX_LAYER_EDGES", "BarabasiAlbert", "BlockModel", "Configuration", "ErdosRenyi", "GeneratorSpec", "LayerSpec", "NetworkSpec",
+           "WattsStrogatz", "check_network_use", "count_expected_edges", "expected_edges", "generator_problem"]
+
+#: The most edges one generated layer may expect, whoever runs it (a service's quota is lower): a mean degree of 100
+#: over a million agents. Past it the layer's arrays alone take gigabytes, and making and writing it takes minutes.
+MAX_LAYER_EDGES = 50_000_000
 
 
 class _Frozen(BaseModel):
@@ -120,9 +126,44 @@ class NetworkSpec(_Frozen):
         return self
 
 
+_GENERATOR: TypeAdapter[Any] = TypeAdapter(GeneratorSpec)
+
+
+def expected_edges(model: BarabasiAlbert | ErdosRenyi | WattsStrogatz | Configuration | BlockModel, agents: int) -> float:
+    """The undirected edges ``model`` expects over ``agents`` agents (a configuration model: half its degree sum).
+
+    Each grows with the agents, so the largest run of a sweep expects the most.
+    """
+    if isinstance(model, BarabasiAlbert):
+        return model.m + max(agents - model.m - 1, 0) * model.m
+    if isinstance(model, ErdosRenyi):
+        return model.p * agents * (agents - 1) / 2
+    if isinstance(model, WattsStrogatz):
+        return agents * model.k / 2
+    if isinstance(model, Configuration):
+        if model.degrees is not None:
+            return sum(model.degrees) / 2
+        assert model.distribution is not None
+        return agents * sum(degree * share for degree, share in model.distribution.items()) / 2
+    return model.mean_degree * agents / 2
+
+
+def count_expected_edges(generate: Any, agents: int) -> int:
+    """The edges a layer's ``generate`` as submitted (decoded, not yet validated) expects over ``agents`` agents,
+    rounded up; 0 for one that validation refuses anyway."""
+    try:
+        model = _GENERATOR.validate_python(generate)
+    except ValidationError:
+        return 0
+    return math.ceil(expected_edges(model, agents))
+
+
 def generator_problem(layer: LayerSpec, agents: int) -> str | None:
     """Why the layer's generator cannot make a graph over ``agents`` agents (None: it can)."""
     model = layer.generate
+    if model is not None and (edges := expected_edges(model, agents)) > MAX_LAYER_EDGES:
+        return (f"over {agents:,} agents this generator expects {edges:,.0f} edges; a generated layer may have at "
+                f"most {MAX_LAYER_EDGES:,}")
     if isinstance(model, BarabasiAlbert):
         return f"m = {model.m} needs more agents than m; there are {agents}" if model.m >= agents else None
     if isinstance(model, WattsStrogatz):

@@ -14,28 +14,37 @@ row and column, so that no agent gets a value the file does not hold; cast it in
 
 Rows are numbered from 1, the header not counted; in JSON Lines the row number is the line number.
 Bounds: the file is at most ``MAX_INPUT_BYTES`` (the input files' limit), its table at most
-``MAX_POPULATION_ROWS`` rows and ``MAX_POPULATION_CHARS`` bytes decoded.
+``MAX_POPULATION_ROWS`` rows and ``MAX_POPULATION_CHARS`` bytes decoded. A Parquet file's footer and its
+dictionaries are checked against them before any column is decoded. The file is parsed in a bounded child
+process (:mod:`engine.population.bounded_read`): a file that crashes its parser, or needs more memory, time or
+output than :data:`TABLE_LIMITS`, is refused like any other, naming the file.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import PopulationFileError
+from engine.population.bounded_read import DataFile, ReadLimits, decoded_bytes, read_bounded, read_parquet_within
 from engine.population.members import MAX_POPULATION_CHARS, MAX_POPULATION_ROWS
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["TABLE_SUFFIXES", "RowProblem", "first_row_problem", "read_table"]
+__all__ = ["TABLE_LIMITS", "TABLE_SUFFIXES", "RowProblem", "first_row_problem", "read_table"]
 
 #: The file name endings a population may read, lower-cased.
 TABLE_SUFFIXES = (".parquet", ".csv", ".jsonl")
+#: What the process reading one table may use: its rows as JSON are answered, at most twice the decoded bound.
+TABLE_LIMITS = ReadLimits(memory_mb=1024, output_bytes=2 * MAX_POPULATION_CHARS)
+#: The modules a table's reading process imports before its limits apply.
+ARROW_MODULES = ("pyarrow", "pyarrow.compute", "pyarrow.csv", "pyarrow.parquet")
+_BATCH = 10_000  #: rows a frame of the reading process's answer
 
 _INTEGER = r"^[+-]?(0|[1-9][0-9]*)$"
 _DECIMAL = r"^[+-]?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$"
@@ -102,8 +111,8 @@ def _check_arrow(table: pa.Table, fail: Callable[..., PopulationFileError]) -> p
 
     if table.num_rows > MAX_POPULATION_ROWS:
         raise fail(f"has {table.num_rows} rows; a population has at most {MAX_POPULATION_ROWS}")
-    if table.nbytes > MAX_POPULATION_CHARS:
-        raise fail(f"decodes to {table.nbytes} bytes; at most {MAX_POPULATION_CHARS} are allowed")
+    if (size := decoded_bytes(table)) > MAX_POPULATION_CHARS:  # counted before any dictionary is decoded
+        raise fail(f"decodes to {size} bytes; at most {MAX_POPULATION_CHARS} are allowed")
     for i, name in enumerate(table.column_names):
         column = table.column(i)
         kind = column.type
@@ -126,11 +135,10 @@ def _check_arrow(table: pa.Table, fail: Callable[..., PopulationFileError]) -> p
 def _read_parquet(path: Path, columns: Sequence[str] | None, fail: Callable[..., PopulationFileError]) -> pa.Table:
     import pyarrow.parquet as pq
 
-    parquet = pq.ParquetFile(path)
-    _missing_columns(parquet.schema_arrow.names, columns, fail)
-    if parquet.metadata.num_rows > MAX_POPULATION_ROWS:
-        raise fail(f"has {parquet.metadata.num_rows} rows; a population has at most {MAX_POPULATION_ROWS}")
-    return parquet.read(columns=list(columns) if columns is not None else None)
+    names = pq.read_schema(path).names
+    _missing_columns(names, columns, fail)
+    return read_parquet_within(path, list(columns) if columns is not None else names, max_rows=MAX_POPULATION_ROWS,
+                               max_bytes=MAX_POPULATION_CHARS, fail=fail)
 
 
 def _typed(column: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -198,14 +206,46 @@ def _read_jsonl(path: Path, columns: Sequence[str] | None, fail: Callable[..., P
             row = json.loads(line)
         except json.JSONDecodeError as error:
             raise fail(f"row {number} is not JSON: {error}", row=number) from None
+        except RecursionError:
+            raise fail(f"row {number} is nested too deeply to read", row=number) from None
         if (problem := first_row_problem([row], columns, number)) is not None:
             raise fail(problem.message, row=problem.row, column=problem.column)
         rows.append({key: row[key] for key in (columns or row) if row[key] is not None})
     return rows
 
 
+def _failing(file: DataFile) -> Callable[..., PopulationFileError]:
+    def fail(message: str, *, row: int | None = None, column: str | None = None) -> PopulationFileError:
+        return PopulationFileError(f"{file.label!r} {message}", file.field, row=row, column=column)
+
+    return fail
+
+
+def _table_rows(file: DataFile, columns: Sequence[str] | None) -> Iterator[list[dict[str, Any]]]:
+    """The table's rows in batches, nulls dropped (run in the reading process: see :func:`read_table`)."""
+    import pyarrow as pa
+
+    fail = _failing(file)
+    suffix = file.path.suffix.lower()
+    try:
+        if suffix == ".jsonl":
+            rows = _read_jsonl(file.path, columns, fail)
+            for start in range(0, len(rows), _BATCH):
+                yield rows[start : start + _BATCH]
+            return
+        reader = _read_parquet if suffix == ".parquet" else _read_csv
+        table = _check_arrow(reader(file.path, columns, fail), fail)
+    except (pa.ArrowException, OSError) as error:
+        raise fail(f"cannot be read as {suffix[1:].upper()}: {error}") from None
+    for batch in table.to_batches(max_chunksize=_BATCH):
+        yield [{key: value for key, value in row.items() if value is not None} for row in batch.to_pylist()]
+
+
 def read_table(path: Path, *, field: str, label: str, columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """The rows of the table at ``path``, each a mapping of column to profile value (nulls dropped).
+
+    The file is parsed in a bounded child process (:data:`TABLE_LIMITS`), so a file that crashes its parser or
+    needs more than the limits is refused as any other, and the caller lives on.
 
     Args:
         path: the file to read (already located: relative to the spec's folder, or under an allowed root).
@@ -215,36 +255,31 @@ def read_table(path: Path, *, field: str, label: str, columns: Sequence[str] | N
 
     Raises:
         PopulationFileError: a missing or oversized file, an unknown extension, a file that does
-            not parse, a listed column the file lacks, or a value that cannot be a profile field;
-            ``row`` and ``column`` say where, when one row or column is at fault.
+            not parse or that its reading process cannot read within its limits, a listed column the
+            file lacks, or a value that cannot be a profile field; ``row`` and ``column`` say where,
+            when one row or column is at fault. The message names the file by ``label``, never by ``path``.
     """
-    import pyarrow as pa
-
     from engine.env.input_files import MAX_INPUT_BYTES
 
-    def fail(message: str, *, row: int | None = None, column: str | None = None) -> PopulationFileError:
-        return PopulationFileError(f"{label!r} {message}", field, row=row, column=column)
-
+    file = DataFile(path, field, label)
+    fail = _failing(file)
     suffix = path.suffix.lower()
     if suffix not in TABLE_SUFFIXES:
         raise fail(f"is not a table Polis reads: name a {', '.join(TABLE_SUFFIXES)} file")
     try:
         size = path.stat().st_size
     except OSError as error:
-        raise fail(f"cannot be read: {error.strerror or error} ({path})") from None
+        raise fail(f"cannot be read: {error.strerror or error}") from None
     if not path.is_file():
-        raise fail(f"is not a file ({path})")
+        raise fail("is not a file")
     if size > MAX_INPUT_BYTES:
         raise fail(f"is {size} bytes; population tables are at most {MAX_INPUT_BYTES}")
-    try:
-        if suffix == ".jsonl":
-            rows = _read_jsonl(path, columns, fail)
-        else:
-            reader = _read_parquet if suffix == ".parquet" else _read_csv
-            table = _check_arrow(reader(path, columns, fail), fail)
-            rows = [{key: value for key, value in row.items() if value is not None} for row in table.to_pylist()]
-    except (pa.ArrowException, OSError) as error:
-        raise fail(f"cannot be read as {suffix[1:].upper()}: {error}") from None
+    rows: list[dict[str, Any]] = []
+    for batch in read_bounded(_table_rows, file, list(columns) if columns is not None else None, error=PopulationFileError,
+                              limits=TABLE_LIMITS, preload=ARROW_MODULES):
+        if not isinstance(batch, list) or not all(isinstance(row, dict) for row in batch):
+            raise fail("cannot be read: its reading process answered something other than rows")
+        rows.extend(batch)
     if not rows:
         raise fail("has no rows")
     return rows

@@ -22,12 +22,14 @@ In order, each before anything costlier:
 A spec the service makes itself (a fork's: the parent's with a patch) passes steps 5 and 7 through
 :meth:`Intake.authorize`. :meth:`Intake.admit` (steps 3-7) is sans-IO apart from reading allowed tables and asking the
 owner's disk use (``service.admission.disk_usage.DiskLedger.used``, which measures only runs ended since it last looked); the route
-calls :meth:`Intake.read`, which runs it off the event loop.
+calls :meth:`Intake.read`, which runs it off the event loop, on the intake's own threads (:attr:`Intake.work`): at most
+``POLIS_ADMISSION_MAX_CONCURRENT_PER_OWNER`` of one owner's specs are checked at once (more get 429), so no owner's
+submits can fill the thread pool every other request shares, and a check stops at its next step once its client has
+gone away (or past ``POLIS_ADMISSION_TIMEOUT_S``). Forks and added steps are checked on the same threads.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -52,12 +54,17 @@ from engine.api import (
 )
 from engine.errors import SpecError
 from service.admission.grants import Grants, read_grants_file
+from service.admission.limits import Slots
 from service.admission.quotas import Quotas, check_counts, check_disk
 from service.admission.spec_counts import count_spec
+from service.compute import ComputePool, Deadline
 from service.errors import SpecTooLargeError, UnsupportedMediaTypeError
 from service.settings import ServiceSettings
 
 __all__ = ["JSON_TYPES", "YAML_TYPES", "Intake", "decode_spec", "media_kind", "read_body", "spec_request_body"]
+
+#: How a refusal names the input folders: a caller may not learn the server's paths, only how to name a file there.
+INPUT_FOLDERS = "the service's input folders (POLIS_INPUT_DIRS), named relative to one of them"
 
 #: Media types read as JSON (a request without ``Content-Type`` is read as JSON too).
 JSON_TYPES = frozenset({"application/json"})
@@ -142,12 +149,16 @@ class Intake:
         quotas: each owner's quotas; default: the ``POLIS_QUOTA_*`` defaults for everyone.
         grants: each owner's granted credentials; default: none.
         input_dirs: the directories whose files a population may name (``POLIS_INPUT_DIRS``); default: none.
+        work: the threads specs are checked on, with their per-owner and total slots and time limit; default: 2 per
+            owner, 4 in all, 120 s.
     """
 
     def __init__(self, max_body_bytes: int = 1024**2, quotas: Quotas | None = None, grants: Grants | None = None,
-                 input_dirs: tuple[Path, ...] = ()) -> None:
+                 input_dirs: tuple[Path, ...] = (), work: ComputePool | None = None) -> None:
         self.max_body_bytes = max_body_bytes
-        self.input_roots = InputRoots(tuple(input_dirs))
+        self.input_roots = InputRoots(tuple(input_dirs), named=INPUT_FOLDERS)
+        #: the threads specs (submitted, forked, extended) are checked on, bounded per owner and in all
+        self.work = work if work is not None else _admission_pool(2, 4, 120.0)
         # The settings' defaults, without reading the environment (only ``polis serve`` does that).
         self.quotas = quotas if quotas is not None else Quotas.from_settings(ServiceSettings.model_construct())
         self.grants = grants if grants is not None else Grants()
@@ -165,6 +176,8 @@ class Intake:
             quotas=Quotas.from_settings(settings, grants_file.quotas if grants_file else None),
             grants=Grants(grants_file.credentials if grants_file else None),
             input_dirs=settings.input_dirs,
+            work=_admission_pool(settings.admission_max_concurrent_per_owner, settings.admission_max_concurrent,
+                                 settings.admission_timeout_s),
         )
 
     async def read(self, request: Request, owner: str, disk_used: Callable[[str], int]) -> ExperimentSpec:
@@ -182,15 +195,19 @@ class Intake:
                 that cannot be read, or the spec is invalid (422).
             QuotaExceededError: over one of the owner's quotas (422).
             CredentialNotGrantedError: a key variable, endpoint or option not granted (422).
+            TooManyRequestsError: the owner's (or everyone's) specs being checked fill their slots (429).
+            TimeLimitError: the check ran past ``POLIS_ADMISSION_TIMEOUT_S`` (422).
         """
         kind = media_kind(request.headers.get("content-type"))
         raw = await read_body(request, self.max_body_bytes)
-        # Off the event loop: the spec's validation and the disk ledger must not stall other requests.
-        return await asyncio.to_thread(self.admit, raw, kind, owner, disk_used)
+        # Off the event loop and off the shared thread pool: validation and the disk ledger must not stall other requests.
+        return await self.work.run(owner, lambda deadline: self.admit(raw, kind, owner, disk_used, deadline))
 
-    def admit(self, raw: bytes, kind: BodyKind, owner: str, disk_used: Callable[[str], int] = lambda owner: 0) -> ExperimentSpec:
+    def admit(self, raw: bytes, kind: BodyKind, owner: str, disk_used: Callable[[str], int] = lambda owner: 0,
+              deadline: Deadline | None = None) -> ExperimentSpec:
         """Decode, count, validate and authorize a body already read (see :meth:`read`; with no ``disk_used``, the
-        owner has no runs yet)."""
+        owner has no runs yet; ``deadline`` is checked between the steps and the sweep's values)."""
+        checkpoint = deadline.check if deadline is not None else _no_deadline
         data = locate_network_files(read_population_files(decode_spec(raw, kind), self._locate), self._locate)
         quota = self.quotas.for_owner(owner)
         counts = count_spec(data, MAX_CELLS)
@@ -198,9 +215,16 @@ class Intake:
             raise SpecError(f"the sweep expands to {counts.cells} cells; at most {MAX_CELLS} are allowed", path="sweep")
         check_counts(counts, quota, owner)
         check_disk(disk_used(owner), quota, owner)
+        checkpoint()
         spec = locate_grid_files(parse_spec(data), self._locate)
+        checkpoint()
         self._check_files(spec)
-        check_sweep_values(spec, check_cell=self._check_files)
+
+        def check_cell(cell: ExperimentSpec) -> None:
+            checkpoint()
+            self._check_files(cell)
+
+        check_sweep_values(spec, check_cell=check_cell)
         self.grants.check_spec(spec, owner)
         return spec
 
@@ -214,6 +238,7 @@ class Intake:
         quota = self.quotas.for_owner(owner)
         check_counts(count_spec(spec.model_dump(mode="json"), MAX_CELLS), quota, owner)
         check_disk(disk_used(owner), quota, owner)
+        self._check_files(spec)  # a patch may name a module's input file
         self.grants.check_spec(spec, owner)
 
     def _check_files(self, spec: ExperimentSpec) -> None:
@@ -228,12 +253,36 @@ class Intake:
                     error.path = f"environment.modules.{index}.kwargs.{error.path}".rstrip(".")
                     raise
 
+    def shown(self, data: Any) -> Any:
+        """``data`` (a stored spec) as a caller sees it: a file located under an input folder named relative to it, as
+        it was submitted (and would be again), never by the server's path."""
+        if isinstance(data, dict):
+            return {key: self.shown(value) for key, value in data.items()}
+        if isinstance(data, list):
+            return [self.shown(value) for value in data]
+        if isinstance(data, str) and data.startswith("/"):
+            for root in self.input_roots.dirs:
+                real = str(root.resolve())
+                if data.startswith(real + "/"):
+                    return data.removeprefix(real + "/")
+        return data
+
     def _locate(self, field: str, name: str) -> Path:
         try:
             return resolve_input_file(field, name, roots=self.input_roots)
         except SpecError as error:  # its message leads with the field already; the path makes it the 422's loc
             error.path = field
             raise
+
+
+def _no_deadline() -> None:
+    """No time limit: :meth:`Intake.admit` called directly (the CLI's tests, a script)."""
+
+
+def _admission_pool(per_owner: int, total: int, timeout_s: float) -> ComputePool:
+    return ComputePool(Slots("spec checks", (per_owner, "POLIS_ADMISSION_MAX_CONCURRENT_PER_OWNER"),
+                             (total, "POLIS_ADMISSION_MAX_CONCURRENT")), "the spec's check",
+                       (timeout_s, "POLIS_ADMISSION_TIMEOUT_S"))
 
 
 def _inline(node: Any, defs: dict[str, Any]) -> Any:

@@ -36,6 +36,8 @@ class OwnerQuota:
     max_sweep_cells: int = 10_000  #: cells of one sweep
     max_added_steps: int = 20  #: steps one ``POST /experiments/{id}/steps`` adds
     max_llm_calls_per_day: int = 1_000_000  #: LLM calls of all the owner's runs in one UTC day
+    #: edges the generated network layers of one run expect (each sweep cell), all layers together
+    max_edges: int = 2_000_000
 
 
 class QuotaOverride(BaseModel):
@@ -50,6 +52,7 @@ class QuotaOverride(BaseModel):
     max_sweep_cells: int | None = Field(None, ge=1)
     max_added_steps: int | None = Field(None, ge=1)
     max_llm_calls_per_day: int | None = Field(None, ge=0)
+    max_edges: int | None = Field(None, ge=0)
 
 
 #: Where each limit's default is set, for messages.
@@ -61,6 +64,7 @@ _SETTING = {
     "max_sweep_cells": "POLIS_QUOTA_MAX_SWEEP_CELLS",
     "max_added_steps": "POLIS_QUOTA_MAX_ADDED_STEPS",
     "max_llm_calls_per_day": "POLIS_QUOTA_MAX_LLM_CALLS_PER_DAY",
+    "max_edges": "POLIS_QUOTA_MAX_EDGES",
 }
 
 
@@ -87,6 +91,7 @@ class Quotas:
             max_sweep_cells=settings.quota_max_sweep_cells,
             max_added_steps=settings.quota_max_added_steps,
             max_llm_calls_per_day=settings.quota_max_llm_calls_per_day,
+            max_edges=settings.quota_max_edges,
         )
         return cls(defaults, overrides)
 
@@ -109,7 +114,8 @@ def check_counts(counts: SpecCounts, quota: OwnerQuota, owner: str) -> None:
 
     Raises:
         QuotaExceededError: too many agents in the spec or one of its cells (path: the field that
-            adds them), or too many agent-steps (path ``steps``, or ``sweep`` for a sweep).
+            adds them), too many agent-steps (path ``steps``, or ``sweep`` for a sweep), or too many edges expected
+            of the network's generators (path: the layer's ``generate`` that takes them past the quota, or the grid key).
     """
     if counts.agents > quota.max_agents:
         raise QuotaExceededError(
@@ -127,6 +133,13 @@ def check_counts(counts: SpecCounts, quota: OwnerQuota, owner: str) -> None:
             f"{counts.agent_steps} agent-steps (agents x ticks){where}; "
             f"{_limit(owner, 'max_agent_steps', quota.max_agent_steps, 'agent-steps')}",
             path="sweep" if counts.cells > 1 else "steps",
+        )
+    if counts.edges > quota.max_edges:
+        over = f"{counts.agents} agents" + (" (the largest sweep cell)" if counts.cells > 1 else "")
+        raise QuotaExceededError(
+            f"the network's generated layers expect {counts.edges:,} edges over {over}; "
+            f"{_limit(owner, 'max_edges', quota.max_edges, 'edges')}",
+            path=counts.edges_path(quota.max_edges),
         )
 
 

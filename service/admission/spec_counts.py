@@ -9,6 +9,11 @@ or ``steps`` lists); each such value is counted too, so the largest cell and the
 agent-steps are exact. Values are read the way pydantic's lax mode would accept them (numeric
 strings, integral floats), rounding up, so a count is never lower than what validation accepts.
 Malformed data counts as zero: validation refuses it without expanding anything.
+
+Edges are those the network's generated layers expect over the largest run's agents
+(``engine.network.spec.expected_edges``; a layer read from a file is bounded by its file). A sweep may vary the
+network (a layer's ``generate``, one of its parameters, a whole layer or network); every combination of such
+values is counted, and the largest taken: edges grow with the agents, so the largest cell has the most.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
+
+from engine.api import count_expected_edges
 
 __all__ = ["SpecCounts", "count_spec"]
 
@@ -36,6 +43,21 @@ class SpecCounts:
     explicit_agents: int = 0  #: the length of the spec's own ``agents`` list
     populations: tuple[int, ...] = ()  #: the spec's own ``population[i]`` sizes (its ``count``, or its table's rows)
     largest_cell_key: str | None = None  #: the grid key that makes a cell larger than the spec, if one does
+    edges: int = 0  #: edges the generated network layers of the largest run expect, all layers together
+    #: each generated layer's expected edges in that run, in the spec's order: (layer name, edges)
+    layer_edges: tuple[tuple[str, int], ...] = ()
+    edges_key: str | None = None  #: the grid key whose value makes a cell expect more edges than the spec, if one does
+
+    def edges_path(self, limit: int) -> str:
+        """The field that takes the edges past ``limit``: a layer's ``network.layers.<name>.generate``, or ``sweep.grid.<key>``."""
+        if self.edges_key is not None:
+            return f"sweep.grid.{self.edges_key}"
+        total = 0
+        for name, edges in self.layer_edges:
+            total += edges
+            if total > limit:
+                return f"network.layers.{name}.generate"
+        return "network"
 
     def agents_path(self, limit: int) -> str:
         """The field that takes the agent count past ``limit``: ``agents``, ``population.2.count`` or ``sweep.grid.<key>``."""
@@ -106,8 +128,61 @@ def _delta(segments: Sequence[str], value: Any, base: list[int], of_item: Any) -
     return 0
 
 
+def _layer_edges(network: Any, agents: int, seen: dict[tuple[str, str], int]) -> tuple[tuple[str, int], ...]:
+    """Each generated layer's expected edges over ``agents`` agents (``seen``: those already counted, by layer and value)."""
+    layers = network.get("layers") if isinstance(network, Mapping) else None
+    if not isinstance(layers, Mapping):
+        return ()
+    counted = []
+    for name, layer in layers.items():
+        generate = layer.get("generate") if isinstance(layer, Mapping) else None
+        if generate is None:
+            continue
+        known = (str(name), repr(generate))
+        if known not in seen:
+            seen[known] = count_expected_edges(generate, agents)
+        counted.append((str(name), seen[known]))
+    return tuple(counted)
+
+
+def _patched(node: Any, segments: Sequence[str], value: Any) -> Any:
+    """``node`` with the value at the dotted path ``segments`` replaced by ``value`` (a copy)."""
+    if not segments:
+        return value
+    patched = dict(node) if isinstance(node, Mapping) else {}
+    patched[segments[0]] = _patched(patched.get(segments[0]), segments[1:], value)
+    return patched
+
+
+def _count_edges(data: Mapping[str, Any], grid: Mapping[str, Any], counts: SpecCounts) -> SpecCounts:
+    """``counts`` with the edges of the largest run: the spec's network, or the largest a combination of its grid's
+    network values makes (a grid past the cells counted is not enumerated: it is refused anyway)."""
+    seen: dict[tuple[str, str], int] = {}
+    network = data.get("network")
+
+    def total(patched: Any) -> tuple[int, tuple[tuple[str, int], ...]]:
+        layers = _layer_edges(patched, counts.agents, seen)
+        return sum(edges for _, edges in layers), layers
+
+    edges, layers = total(network)
+    largest = replace(counts, edges=edges, layer_edges=layers)
+    varied = [(str(key).split(".")[1:], str(key), values) for key, values in grid.items()
+              if str(key).split(".")[0] == "network" and isinstance(values, list) and values]
+    for combo in itertools.product(*(values for _, _, values in varied)) if varied else ():
+        patched = network
+        for (segments, _, _), value in zip(varied, combo, strict=True):
+            patched = _patched(patched, segments, value)
+        edges, layers = total(patched)
+        if edges > largest.edges:
+            # The first key whose value alone adds edges to the spec's network names the field.
+            key = next((key for (segments, key, _), value in zip(varied, combo, strict=True)
+                        if total(_patched(network, segments, value))[0] > largest.edges), varied[0][1])
+            largest = replace(counts, edges=edges, layer_edges=layers, edges_key=key)
+    return largest
+
+
 def count_spec(data: Any, max_cells: int) -> SpecCounts:
-    """Count a decoded spec's agents, agent-steps and cells without validating it.
+    """Count a decoded spec's agents, agent-steps, cells and expected edges without validating it.
 
     Args:
         data: the decoded request body (anything; a non-mapping counts as empty).
@@ -119,6 +194,15 @@ def count_spec(data: Any, max_cells: int) -> SpecCounts:
     """
     if not isinstance(data, Mapping):
         return SpecCounts(0, 0)
+    counts = _count_agents(data, max_cells)
+    sweep = data.get("sweep")
+    grid = sweep.get("grid") if isinstance(sweep, Mapping) else None
+    enumerated = isinstance(grid, Mapping) and counts.cells <= max_cells
+    return _count_edges(data, grid if enumerated and isinstance(grid, Mapping) else {}, counts)
+
+
+def _count_agents(data: Mapping[str, Any], max_cells: int) -> SpecCounts:
+    """:func:`count_spec`'s agents, agent-steps and cells."""
     n_explicit = len(_list(data.get("agents")))
     pop_counts = [_count(p) for p in _list(data.get("population"))]
     step_ticks = [_ticks(s) for s in _list(data.get("steps"))]

@@ -82,7 +82,7 @@ async def get_experiment(experiment_id: str, state: State, caller: Caller) -> Ex
     """One experiment: status, progress, error, spec, and the Dask dashboard to watch it on."""
     record = state.registry.get(experiment_id, caller)
     spec = await asyncio.to_thread(state.registry.shown_spec, record.id)
-    return record.detail(spec, state.experiment_dashboard_link)
+    return record.detail(state.intake.shown(spec), state.experiment_dashboard_link)
 
 
 @router.post("/{experiment_id}/cancel", status_code=202, response_model=ExperimentAccepted)

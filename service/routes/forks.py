@@ -77,7 +77,7 @@ async def fork_experiment(
     if not has_society_step(parent.run_dir):
         raise SpecRejectedError("the experiment's run never started, so it has no tick to fork from")
     # Off the event loop: planning reads the parent's history and workspaces' journals.
-    spec = await asyncio.to_thread(_admit, state, parent, body, caller.owner)
+    spec = await state.intake.work.run(caller.owner, lambda deadline: _admit(state, parent, body, caller.owner))
     record = state.registry.create(spec, owner=caller.owner, forked_from=ForkedFrom(experiment=parent.id, at_step=body.at_step))
     queued = await state.engine.call(state.submitter.submit, record, spec, resume=True)
     response.headers["Location"] = f"/experiments/{record.id}"

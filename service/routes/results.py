@@ -12,6 +12,7 @@ from starlette.background import BackgroundTask
 
 from engine.api import check_dataset_name, export_dataset, fidelity, list_datasets
 from service.admission.auth import Caller
+from service.compute import Deadline
 from service.schemas import DatasetList, FidelityFigure, FidelityRequest, FidelityResult
 from service.sql import PARQUET_MEDIA_TYPE
 from service.state import State
@@ -21,7 +22,8 @@ __all__ = ["router"]
 router = APIRouter(prefix="/experiments", tags=["results"])
 
 
-# Plain ``def`` routes: DuckDB and Parquet work runs in the threadpool, off the event loop.
+# Plain ``def`` routes: DuckDB and Parquet work runs in the threadpool, off the event loop. The fidelity scoring, which
+# can take minutes, runs on a pool of its own (``state.fidelity_work``) so it never fills that shared one.
 @router.get("/{experiment_id}/datasets", response_model=DatasetList)
 def get_datasets(experiment_id: str, state: State, caller: Caller) -> DatasetList:
     """The experiment's datasets: name, kind, committed row count and columns."""
@@ -55,11 +57,21 @@ def download_dataset(experiment_id: str, name: str, state: State, caller: Caller
 
 
 @router.post("/{experiment_id}/fidelity", response_model=FidelityResult)
-def score_fidelity(experiment_id: str, request: FidelityRequest, state: State, caller: Caller) -> FidelityResult:
+async def score_fidelity(experiment_id: str, request: FidelityRequest, state: State, caller: Caller) -> FidelityResult:
     """Score a survey experiment's simulated answers against its respondents' real ones (422 names an item that
-    cannot be scored, or a run with no survey); the figures are also written as its ``fidelity`` dataset."""
+    cannot be scored, or a run with no survey); the figures are also written as its ``fidelity`` dataset.
+
+    The scoring runs on the scorings' own threads, at most ``POLIS_FIDELITY_MAX_CONCURRENT_PER_OWNER`` of an owner's
+    at once (and ``POLIS_FIDELITY_MAX_CONCURRENT`` in all; more are 429), and is stopped past
+    ``POLIS_FIDELITY_TIMEOUT_S`` (422, naming the limit; nothing is written then). ``bootstrap`` is at most 2000, and
+    ``by`` names each field once (422 at ``by.N``).
+    """
     record = state.registry.get(experiment_id, caller)
-    report = fidelity(record.run_dir, by=request.by, questionnaire_id=request.questionnaire_id,
-                      bootstrap=request.bootstrap, seed=request.seed, retest=request.retest)
-    return FidelityResult(experiment_id=record.id, questionnaire_id=report.questionnaire_id, bootstrap=report.bootstrap,
-                          figures=[FidelityFigure(**row) for row in report.rows()])
+
+    def score(deadline: Deadline) -> FidelityResult:
+        report = fidelity(record.run_dir, by=request.by, questionnaire_id=request.questionnaire_id,
+                          bootstrap=request.bootstrap, seed=request.seed, retest=request.retest, checkpoint=deadline.check)
+        return FidelityResult(experiment_id=record.id, questionnaire_id=report.questionnaire_id,
+                              bootstrap=report.bootstrap, figures=[FidelityFigure(**row) for row in report.rows()])
+
+    return await state.fidelity_work.run(caller.owner, score)

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Response
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Header
+from fastapi.responses import StreamingResponse
 
 from service.admission.auth import Caller
+from service.compute import Deadline
 from service.schemas import SqlResult
 from service.sql import (
     ARROW_STREAM_MEDIA_TYPE,
     JSON_MEDIA_TYPE,
     PARQUET_MEDIA_TYPE,
+    SqlAnswer,
     SqlRequest,
+    answer,
     choose_media_type,
-    json_result,
     run_sql,
-    to_arrow_stream,
-    to_parquet,
 )
 from service.state import State
 
@@ -43,20 +43,21 @@ def _error(description: str, example: str) -> dict[str, object]:
             f"(whose ``{TRUNCATED_HEADER}`` header says whether the row limit cut them)",
             "content": {ARROW_STREAM_MEDIA_TYPE: {}, PARQUET_MEDIA_TYPE: {}},
         },
-        400: _error("the query is refused, with the reason", "only SELECT statements are allowed, got COPY"),
+        400: _error("the query is refused, with the reason (or its answer grew past the memory limit)",
+                    "only SELECT statements are allowed, got COPY"),
         404: _error("no such experiment (or another owner's)", "experiment 'abc' not found"),
         406: _error("an Accept this endpoint cannot answer", "cannot answer Accept: text/csv; ..."),
         429: _error("the owner's (or the service's) concurrent queries are all running",
                     "lab-a has 2 SQL queries open, the most one owner may (POLIS_SQL_MAX_CONCURRENT_PER_OWNER=2)"),
     },
 )
-def query_experiment(
+async def query_experiment(
     experiment_id: str,
     body: SqlRequest,
     state: State,
     caller: Caller,
     accept: Annotated[str | None, Header()] = None,
-) -> Response:
+) -> StreamingResponse:
     """Run one read-only SELECT over the experiment's datasets (one view per dataset, and ``spans``).
 
     It goes through the same locked-down DuckDB reader as ``polis query``: reads outside the run,
@@ -64,14 +65,22 @@ def query_experiment(
     that run SQL text or show the server's configuration or environment are refused with 400 and
     the reason. A query past ``POLIS_QUERY_TIMEOUT_S`` is stopped (400, "time limit"). At most
     ``max_rows`` rows come back (capped by ``POLIS_SQL_MAX_ROWS``); ``truncated`` says whether there
-    were more.
+    were more. The answer, the result and the JSON (or Arrow, or Parquet) built from it together, is held
+    to ``POLIS_QUERY_MEMORY_LIMIT`` (400 past it). Queries run on their own threads, never the pool the
+    other routes share.
     """
     record = state.registry.get(experiment_id, caller)
     media_type = choose_media_type(accept)
     max_rows = state.sql_max_rows if body.max_rows is None else min(body.max_rows, state.sql_max_rows)
-    with state.sql_slots.hold(caller.owner):  # 429 when the owner's (or everyone's) queries fill their slots
+
+    def query(deadline: Deadline) -> SqlAnswer:
         result = run_sql(record.run_dir, body.sql, max_rows, state.query_limits)
-    if media_type == JSON_MEDIA_TYPE:
-        return JSONResponse(json_result(result).model_dump(mode="json"))
-    content = to_arrow_stream(result.table) if media_type == ARROW_STREAM_MEDIA_TYPE else to_parquet(result.table)
-    return Response(content, media_type=media_type, headers={TRUNCATED_HEADER: "true" if result.truncated else "false"})
+        return answer(result, media_type, state.query_limits, checkpoint=deadline.check)
+
+    # 429 when the owner's (or everyone's) queries fill their slots.
+    found = await state.sql_work.run(caller.owner, query)
+    headers = {"Content-Length": str(found.size)}
+    if media_type != JSON_MEDIA_TYPE:
+        headers[TRUNCATED_HEADER] = "true" if found.truncated else "false"
+    # Streamed from the pieces built, each let go once sent: the answer is never joined into one more copy.
+    return StreamingResponse(found.body(), media_type=media_type, headers=headers)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
@@ -83,7 +82,7 @@ async def add_steps(
     quota = state.intake.quotas.for_owner(record.owner)
     check_added_steps(len(body.steps), quota, record.owner)
     # Off the event loop: a million-member spec takes seconds to build and deal (every other request would wait).
-    spec, callers = await asyncio.to_thread(lambda: _extended(state.registry.spec(record.id), body.steps))
+    spec, callers = await state.intake.work.run(record.owner, lambda deadline: _extended(state.registry.spec(record.id), body.steps))
     state.check_llm_calls(record.owner, "the added steps", wanted=least_llm_calls(body.steps, *callers))
     status = read_society_step(record.run_dir)
     if status is None:

@@ -22,9 +22,10 @@ BARE_STATUS = re.compile(
     rf"""|\bor\s+["']({_VALUES})["']"""
 )
 #: Other vocabularies that share words with run statuses: agent-step and to-do item statuses
-#: (engine/agent), the helper's per-call result (``ok`` | ``failed``), Dask's task states (fanout) and
-#: trace span statuses.
-_OTHER_VOCABULARIES = ("engine/agent/", "engine/society/experimenter/helper.py", "engine/society/fanout.py")
+#: (engine/agent), the helper's per-call result (``ok`` | ``failed``), Dask's task states (fanout, and the offloaded
+#: task's checkpoint in the Dask shell) and trace span statuses.
+_OTHER_VOCABULARIES = ("engine/agent/", "engine/society/experimenter/helper.py", "engine/society/fanout.py",
+                       "engine/society/shells/on_dask.py")
 
 
 def test_json_values_are_the_strings_runs_and_records_have_always_held():

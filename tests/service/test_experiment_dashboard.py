@@ -1,5 +1,5 @@
 """An experiment on the Dask dashboard, through the service: a real uvicorn on the session LocalCluster
-(which runs a dashboard), ``/health``'s and its experiment JSON's ``dashboard_link``, and what that page shows for it."""
+(which runs a dashboard), ``/cluster``'s and its experiment JSON's ``dashboard_link``, and what that page shows for it."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_two_experiments_of_one_name_link_the_span_page_and_run_in_their_own_spa
         with serve(ServiceSettings(data_dir=tmp_path, scheduler=cluster_address)) as http:
             ids = [http.post("/experiments", json=make_spec_data("same-name")).json()["id"] for _ in range(2)]
             bodies = [wait_until_final(http, experiment_id) for experiment_id in ids]
-            cluster_link = http.get("/health").json()["dashboard_link"]
+            cluster_link = http.get("/cluster").json()["dashboard_link"]
         spans = dask.run_on_scheduler(read_ledger)
         views = {experiment_id: _wait_for_view(dask, experiment_id) for experiment_id in ids}
 
@@ -76,18 +76,18 @@ def test_on_a_scheduler_without_a_dashboard_the_experiment_links_null(tmp_path: 
         with serve(ServiceSettings(data_dir=tmp_path, scheduler=cluster.scheduler_address)) as http:
             created = http.post("/experiments", json=make_spec_data("no-dashboard")).json()
             finished = wait_until_final(http, created["id"])
-            health = http.get("/health").json()
-    assert (created["dashboard_link"], finished["dashboard_link"], health["dashboard_link"]) == (None, None, None)
+            cluster = http.get("/cluster").json()
+    assert (created["dashboard_link"], finished["dashboard_link"], cluster["dashboard_link"]) == (None, None, None)
     assert finished["status"] == "completed", finished["error"]
 
 
-def test_on_a_cluster_health_and_an_experiment_link_the_dashboard(
+def test_on_a_cluster_the_cluster_route_and_an_experiment_link_the_dashboard_and_health_names_nothing(
     cluster_address: str, tmp_path: Path, make_spec_data: Callable[..., dict]
 ) -> None:
     with serve(ServiceSettings(data_dir=tmp_path, scheduler=cluster_address)) as http:
-        body = http.get("/health").json()
+        health, body = http.get("/health").json(), http.get("/cluster").json()
         completed = wait_until_final(http, http.post("/experiments", json=make_spec_data("http-dashboard")).json()["id"])
-    assert body["status"] == "ok"
+    assert health == {"status": "ok"}
     assert body["dashboard_link"].startswith("http")
     assert completed["status"] == "completed", completed["error"]
     assert completed["dashboard_link"].startswith("http")

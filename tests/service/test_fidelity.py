@@ -1,15 +1,19 @@
 """``POST /experiments/{id}/fidelity`` on a real uvicorn: a survey experiment (inline rows and codebook, on the
-rehearsal model) scored over REST and through polis.connect; what cannot be scored is a 422 that names why."""
+rehearsal model) scored over REST and through polis.connect; what cannot be scored is a 422 that names why; what
+one owner asks is bounded (resamples, repeated fields, scorings at once, time) while another owner is served."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 import polis
 from engine.cluster_options import IN_PROCESS
+from service.admission.auth import create_token
 from service.settings import ServiceSettings
 from tests.engine.fidelity.test_rehearsal_run import rehearsal_spec, survey
 from tests.service.live import serve, wait_until_final
@@ -61,3 +65,62 @@ def test_what_cannot_be_scored_is_a_422_naming_why(http: httpx.Client) -> None:
 def test_the_route_is_in_the_openapi_document_with_its_errors(http: httpx.Client) -> None:
     operation = http.get("/openapi.json").json()["paths"]["/experiments/{experiment_id}/fidelity"]["post"]
     assert {"200", "404", "422"} <= set(operation["responses"])
+
+
+def test_resamples_over_the_cap_and_a_field_named_twice_are_422_at_the_field(http: httpx.Client) -> None:
+    experiment = finished(http, rehearsal_spec(0.0, survey(30)))
+    many = http.post(f"/experiments/{experiment}/fidelity", json={"bootstrap": 2001})
+    assert many.status_code == 422 and many.json()["detail"][0]["loc"] == ["body", "bootstrap"]
+    assert "2000" in many.json()["detail"][0]["msg"]
+    twice = http.post(f"/experiments/{experiment}/fidelity", json={"by": ["party", "party"], "bootstrap": 10})
+    assert twice.status_code == 422, twice.text
+    assert twice.json()["detail"][0]["loc"] == ["body", "by", 1] and "'party' is named again" in twice.text
+    assert http.post(f"/experiments/{experiment}/fidelity", json={"bootstrap": 2000, "by": ["party"]}).status_code == 200
+
+
+@pytest.fixture(scope="module")
+def two_owners(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, httpx.Client], Any]]:
+    """A service with two owners (lab-a, lab-b), one scoring each at a time, and each owner's survey experiment."""
+    path = tmp_path_factory.mktemp("polis-fidelity-tokens") / "tokens.json"
+    tokens = {owner: create_token(path, owner) for owner in ("lab-a", "lab-b")}
+    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("polis-fidelity-owners"), scheduler=IN_PROCESS,
+                               auth_tokens=path, fidelity_max_concurrent_per_owner=1, fidelity_max_concurrent=2)
+    apps: list[Any] = []
+    with serve(settings, token=tokens["lab-a"], apps=apps) as lab_a, \
+            httpx.Client(base_url=lab_a.base_url, timeout=30, headers={"Authorization": f"Bearer {tokens['lab-b']}"}) as lab_b:
+        yield {"lab-a": lab_a, "lab-b": lab_b}, apps[0].state.polis
+
+
+def test_an_owner_past_its_concurrent_scorings_gets_a_429_while_another_owner_is_scored(
+        two_owners: tuple[dict[str, httpx.Client], Any]) -> None:
+    clients, state = two_owners
+    mine, theirs = (finished(clients[owner], rehearsal_spec(0.0, survey(30))) for owner in ("lab-a", "lab-b"))
+    with state.fidelity_work.slots.hold("lab-a"):  # lab-a's one scoring is running
+        refused = clients["lab-a"].post(f"/experiments/{mine}/fidelity", json={"bootstrap": 20})
+        assert refused.status_code == 429 and refused.headers["Retry-After"] == "1"
+        assert "POLIS_FIDELITY_MAX_CONCURRENT_PER_OWNER=1" in refused.json()["detail"]
+        served = clients["lab-b"].post(f"/experiments/{theirs}/fidelity", json={"bootstrap": 20})
+        assert served.status_code == 200, served.text
+        assert clients["lab-b"].get(f"/experiments/{theirs}/datasets").status_code == 200
+        with state.fidelity_work.slots.hold("lab-c"):  # a third owner's: the service's two scorings are running
+            full = clients["lab-b"].post(f"/experiments/{theirs}/fidelity", json={"bootstrap": 20})
+            assert full.status_code == 429 and "POLIS_FIDELITY_MAX_CONCURRENT=2" in full.json()["detail"]
+    assert clients["lab-a"].post(f"/experiments/{mine}/fidelity", json={"bootstrap": 20}).status_code == 200
+    assert state.fidelity_work.slots.held() == 0  # every scoring gave its slot back
+
+
+def test_a_scoring_past_its_time_limit_is_stopped_with_a_422_naming_it_and_writes_nothing(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    data = tmp_path_factory.mktemp("polis-fidelity-timeout")
+    # A millisecond: the scoring's first checks (after it reads the answers, before each resample) find it spent.
+    apps: list[Any] = []
+    with serve(ServiceSettings(data_dir=data, scheduler=IN_PROCESS, fidelity_timeout_s=0.001), apps=apps) as http:
+        experiment = finished(http, rehearsal_spec(0.0, survey(120)))
+        stopped = http.post(f"/experiments/{experiment}/fidelity", json={"bootstrap": 2000, "by": ["party"]})
+        assert stopped.status_code == 422, stopped.text
+        assert stopped.json()["detail"] == ("the fidelity scoring ran past its 0.001 s time limit "
+                                            "(POLIS_FIDELITY_TIMEOUT_S) and was stopped")
+        assert apps[0].state.polis.fidelity_work.slots.held() == 0
+        datasets = http.get(f"/experiments/{experiment}/datasets").json()["datasets"]
+        assert "fidelity" not in {dataset["name"] for dataset in datasets}  # nothing was written
+    assert not list(Path(data).rglob("fidelity-*"))

@@ -202,10 +202,9 @@ def test_stopping_the_service_mid_run_marks_the_experiment_interrupted(
     assert on_disk["resume_on_start"] is True  # the next start resumes it (tests/service/test_lifecycle.py)
 
 
-def test_health_reports_ok_and_no_dashboard_in_process(http: httpx.Client) -> None:
-    body = http.get("/health").json()
-    assert body["status"] == "ok"
-    assert body["dashboard_link"] is None
+def test_health_says_only_that_the_service_is_up_and_the_cluster_route_has_no_dashboard_in_process(http: httpx.Client) -> None:
+    assert http.get("/health").json() == {"status": "ok"}
+    assert http.get("/cluster").json() == {"running": 0, "dashboard_link": None}
 
 
 def test_restarted_service_keeps_finished_experiments_and_resumes_running_ones(
@@ -237,8 +236,7 @@ def test_restarted_service_keeps_finished_experiments_and_resumes_running_ones(
 def test_app_without_a_scheduler_starts_its_own_local_cluster(tmp_path: Path) -> None:
     # Any free port for the dashboard: 8787 may be taken by another cluster on this machine.
     with serve(ServiceSettings(data_dir=tmp_path, n_workers=1, dashboard_address="127.0.0.1:0")) as http:
-        body = http.get("/health").json()
-    assert body["status"] == "ok"
+        body = http.get("/cluster").json()
     assert body["dashboard_link"].startswith("http://127.0.0.1:")
 
 

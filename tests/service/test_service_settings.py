@@ -114,13 +114,14 @@ def test_polis_serve_starts_its_local_cluster_as_the_polis_variables_say(tmp_pat
         while True:
             assert process.poll() is None, process.stderr.read() if process.stderr else ""
             try:
-                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).json()
+                httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).raise_for_status()
                 break
             except httpx.TransportError:
                 assert time.monotonic() < deadline, "polis serve did not answer within 120 s"
                 time.sleep(0.2)
-        assert health["dashboard_link"] == f"http://127.0.0.1:{dashboard}/status"
-        assert httpx.get(health["dashboard_link"], timeout=30).status_code == 200
+        cluster = httpx.get(f"http://127.0.0.1:{port}/cluster", timeout=30).json()
+        assert cluster["dashboard_link"] == f"http://127.0.0.1:{dashboard}/status"
+        assert httpx.get(cluster["dashboard_link"], timeout=30).status_code == 200
         identity = httpx.get(f"http://127.0.0.1:{dashboard}/json/identity.json", timeout=30).json()
         assert [worker["nthreads"] for worker in identity["workers"].values()] == [3]
     finally:

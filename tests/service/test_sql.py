@@ -4,6 +4,7 @@ with 400 and a reason; the time and row limits; another owner's experiment is 40
 from __future__ import annotations
 
 import io
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -48,8 +49,8 @@ def experiment(http: httpx.Client, make_spec_data: Callable[..., dict]) -> str:
 
 
 def sql(http: httpx.Client, experiment: str, query: str, **extra: Any) -> httpx.Response:
-    headers = extra.pop("headers", None)
-    return http.post(f"/experiments/{experiment}/sql", json={"sql": query, **extra}, headers=headers)
+    headers, timeout = extra.pop("headers", None), extra.pop("timeout", 30)
+    return http.post(f"/experiments/{experiment}/sql", json={"sql": query, **extra}, headers=headers, timeout=timeout)
 
 
 def test_rows_come_back_as_json_with_columns_and_types(http: httpx.Client, experiment: str) -> None:
@@ -157,3 +158,66 @@ def test_another_owner_gets_404_and_no_token_401(http: httpx.Client, experiment:
 def test_a_bad_request_body_is_422(http: httpx.Client, experiment: str) -> None:
     assert http.post(f"/experiments/{experiment}/sql", json={"query": "SELECT 1"}).status_code == 422
     assert sql(http, experiment, "SELECT 1", max_rows=-1).status_code == 422
+
+
+def _rss_mb(field: str = "VmRSS") -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise LookupError(field)
+
+
+def peak_rss_growth_mb(request: Callable[[], httpx.Response]) -> tuple[httpx.Response, float]:
+    """``request()``'s answer, and how far this process's RSS (the live service runs in it) rose over its start."""
+    start, peak, done = _rss_mb(), 0.0, threading.Event()
+
+    def sample() -> None:  # in case the kernel's high-water mark cannot be reset here
+        nonlocal peak
+        while not done.wait(0.005):
+            peak = max(peak, _rss_mb())
+
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
+        resettable = True
+    except OSError:
+        resettable = False
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        response = request()
+    finally:
+        done.set()
+        sampler.join()
+    if resettable:
+        peak = max(peak, _rss_mb("VmHWM"))
+    return response, peak - start
+
+
+@pytest.fixture(scope="module")
+def small_memory(tmp_path_factory: pytest.TempPathFactory, make_spec_data: Callable[..., dict]) -> Iterator[tuple[httpx.Client, str]]:
+    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("polis-sql-memory"), scheduler=IN_PROCESS,
+                               query_memory_limit="200MB")
+    with serve(settings) as client:
+        response = client.post("/experiments", json=make_spec_data("sql-memory"))
+        assert response.status_code == 201, response.text
+        assert wait_until_final(client, response.json()["id"])["status"] == "completed"
+        yield client, response.json()["id"]
+
+
+@pytest.mark.parametrize("accept", ["application/json", ARROW])
+def test_an_answer_past_the_memory_limit_json_included_is_refused_without_being_built(
+        small_memory: tuple[httpx.Client, str], accept: str) -> None:
+    http, experiment = small_memory
+    # 189 MB of Arrow result: under the 200MB limit the reader holds results to, but its JSON (or its Arrow stream)
+    # on top of it is not. Built whole, as it was, the JSON answer took the service up by ~4x the limit.
+    response, growth = peak_rss_growth_mb(lambda: sql(http, experiment, "SELECT repeat('x', 21000000) AS x FROM range(9)",
+                                                      headers={"Accept": accept}, timeout=120))
+    assert response.status_code == 400, response.text[:200]
+    assert "grew past its 200MB memory limit" in response.json()["detail"]
+    assert growth < 2.5 * 200, f"the service grew by {growth:.0f} MB for a 200MB limit"  # DuckDB's own, the result
+    small = sql(http, experiment, "SELECT repeat('x', 2000000) AS x FROM range(9)", headers={"Accept": accept})
+    assert small.status_code == 200  # an answer within the limit comes back whole
+    if accept == ARROW:
+        assert pa.ipc.open_stream(small.content).read_all().column("x").to_pylist() == ["x" * 2_000_000] * 9
+    else:
+        assert small.json()["rows"] == [["x" * 2_000_000]] * 9 and small.json()["truncated"] is False

@@ -66,5 +66,5 @@ def test_a_10000_cell_sweep_leaves_room_for_another_owner_and_a_cancel_ends_it_f
 
     with serve(settings, token=admin) as http:  # a restart keeps it cancelled and runs none of its cells
         assert http.get(f"/experiments/{sweep}").json()["status"] == "cancelled"
-        assert http.get("/health").json()["running"] == 0
+        assert http.get("/cluster").json()["running"] == 0
     assert (root / "SWEEP_LOG.jsonl").read_text().count("\n") == len(changes)

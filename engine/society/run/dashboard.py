@@ -30,6 +30,7 @@ __all__ = [
     "AGENTS",
     "ENV_ROUTER",
     "FINE_METRICS_PAGE",
+    "NETWORK",
     "QUESTIONNAIRE",
     "cluster_dashboard",
     "experiment_page",
@@ -41,9 +42,10 @@ __all__ = [
     "task_prefix",
 ]
 
-#: Task kinds (the last part of a key's prefix): agent batches of a tick, questionnaire batches, the env actor.
-AGENTS, QUESTIONNAIRE, ENV_ROUTER = "agents", "questionnaire", "env_router"
-_KINDS = (AGENTS, QUESTIONNAIRE, ENV_ROUTER)
+#: Task kinds (the last part of a key's prefix): agent batches of a tick, questionnaire batches, the env actor, the
+#: task that makes the run's network.
+AGENTS, QUESTIONNAIRE, ENV_ROUTER, NETWORK = "agents", "questionnaire", "env_router", "network"
+_KINDS = (AGENTS, QUESTIONNAIRE, ENV_ROUTER, NETWORK)
 _KEY = re.compile(rf"polis_\w+_({'|'.join(_KINDS)})-")
 
 #: The dashboard page that breaks a cluster's work down by span and by task prefix.
@@ -78,7 +80,7 @@ def task_key(kind: str, run_id: str, number: int, *rest: str) -> str:
     """A task key that carries the open span's name where the dashboard keeps it.
 
     Args:
-        kind: :data:`AGENTS`, :data:`QUESTIONNAIRE` or :data:`ENV_ROUTER`.
+        kind: :data:`AGENTS`, :data:`QUESTIONNAIRE`, :data:`ENV_ROUTER` or :data:`NETWORK`.
         run_id: the run's id; it ends the key, and names it in place of a span when none is open
             (a society driven outside :func:`~engine.society.run.runner.run_experiment`).
         number: the transaction or generation; a number, so ``key_split`` stops right before it.

@@ -7,10 +7,15 @@ holds each layer at tick 0, written once before the first step as start shards
 (:mod:`engine.society.run.start_shards`) of :data:`SHARD_EDGES` rows. Edge files are read again from the paths the
 spec was loaded with (:mod:`engine.network.files` checked them then); generators make their graph from the
 spec's seed, so a run and its resume see the same edges.
+
+A run makes its network with :func:`start_network`, handed off to a worker (:meth:`~engine.society.shells.base.Shell.offload`):
+it calls its checkpoint before each layer is made, each graph built and each dataset written, so a cancelled run's
+network stops there.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -27,23 +32,35 @@ from engine.society.run.start_shards import has_start_shards, write_start_shards
 from engine.spec import EnvModuleSpec, ExperimentSpec
 from engine.storage.run_layout import RunLocation
 
-__all__ = ["SHARD_EDGES", "SpecNetwork"]
+__all__ = ["SHARD_EDGES", "SpecNetwork", "start_network"]
 
 #: Rows per shard.
 SHARD_EDGES = 1_000_000
 
 
-class SpecNetwork:
-    """The spec's network layers, each read from its file or generated on first use, then kept."""
+def _go_on() -> None:
+    """A checkpoint that never stops the work."""
 
-    def __init__(self, spec: ExperimentSpec) -> None:
+
+class SpecNetwork:
+    """The spec's network layers, each read from its file or generated on first use, then kept.
+
+    Args:
+        spec: the experiment.
+        checkpoint: called before each layer is made, each graph built and each dataset written; it raises to stop
+            the work (:class:`~engine.errors.WorkCancelledError`, from :meth:`~engine.society.shells.base.Shell.offload`).
+    """
+
+    def __init__(self, spec: ExperimentSpec, checkpoint: Callable[[], None] = _go_on) -> None:
         self._spec = spec
         self._edges: dict[str, LayerEdges] = {}
         self._persona = cache(spec.persona_values)
+        self._checkpoint = checkpoint
 
     def edges(self, name: str) -> LayerEdges:
         """Layer ``name``'s edges (an undirected edge once)."""
         if name not in self._edges:
+            self._checkpoint()
             spec = self._spec
             assert spec.network is not None
             layer = spec.network.layers[name]
@@ -56,6 +73,7 @@ class SpecNetwork:
         """Layer ``name`` as a :class:`Graph` over every agent (an undirected edge both ways)."""
         assert self._spec.network is not None
         edges = self.edges(name)
+        self._checkpoint()
         source, target = edges.source, edges.target
         if not self._spec.network.layers[name].directed:
             source, target = np.concatenate([source, target]), np.concatenate([target, source])
@@ -74,9 +92,11 @@ class SpecNetwork:
         network = self._spec.network
         if network is None or has_start_shards(run_dir, NETWORK_EDGES):
             return False
-        write_start_shards(run_dir, NETWORK_EDGES, [table for name, layer in network.layers.items()
-                                                    for table in _tables(self.edges(name), name, layer.directed, run_id)])
+        tables = [table for name, layer in network.layers.items() for table in _tables(self.edges(name), name, layer.directed, run_id)]
+        self._checkpoint()
+        write_start_shards(run_dir, NETWORK_EDGES, tables)
         if fit := [row for name in network.layers for row in self.fit(name)]:
+            self._checkpoint()
             write_start_shards(run_dir, NETWORK_FIT, [pa.Table.from_pylist([{"run": run_id, **row} for row in fit],
                                                                            schema=NETWORK_FIT.arrow_schema())])
         return True
@@ -87,6 +107,7 @@ class SpecNetwork:
         model = self._spec.network.layers[name].generate
         if model is None:
             return []
+        self._checkpoint()
         from engine.network.generators import group_codes
         from engine.network.spec import BlockModel
 
@@ -104,6 +125,19 @@ class SpecNetwork:
         return [{"layer": name, "model": model.model, "measure": row.measure, "target": row.target,
                  "achieved": row.achieved, "note": row.note}
                 for row in fit_rows(model, len(ids), source, target, asked=edges.asked, groups=groups, seed=self._spec.seed)]
+
+
+def start_network(spec: ExperimentSpec, run_dir: RunLocation, run_id: str,
+                  checkpoint: Callable[[], None] = _go_on) -> tuple[tuple[str, dict[str, object]], ...]:
+    """Make a run's network: each env module's type and kwargs with its layers and persona fields filled
+    (:meth:`SpecNetwork.module_kwargs`), after writing ``network_edges`` and ``network_fit`` unless the run has them.
+
+    Raises:
+        WorkCancelledError: ``checkpoint`` stopped the work.
+    """
+    network = SpecNetwork(spec, checkpoint)
+    network.write(run_dir, run_id)
+    return tuple((module.type, network.module_kwargs(module)) for module in spec.environment.modules)
 
 
 def _tables(edges: LayerEdges, name: str, directed: bool, run_id: str) -> list[pa.Table]:

@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +28,12 @@ from engine.society.batch import BatchResult
 from engine.society.fork.as_of import check_as_of_kept, check_as_of_steps
 from engine.society.lease import RunLease
 from engine.society.questionnaire.items import Questionnaire
-from engine.society.run.dashboard import experiment_span
+from engine.society.run.dashboard import NETWORK, experiment_span, task_key
 from engine.society.run.extend import is_extension, record_spec
 from engine.society.run.heartbeat import with_heartbeat
 from engine.society.run.live_calls import LiveCalls, fold_live
 from engine.society.run.manifest import write_run_manifest
-from engine.society.run.network import SpecNetwork
+from engine.society.run.network import start_network
 from engine.society.run.outcome import RunTally, judge, read_run_tally
 from engine.society.run.preflight import check_llms, models_to_check
 from engine.society.run.profiles import write_profiles
@@ -149,6 +150,18 @@ def _budget(spec: ExperimentSpec) -> Allowance | None:
     if spec.budget is None:
         return None
     return Allowance(spec.budget.max_calls, spec.budget.max_tokens, spec.budget.max_cost_usd)
+
+
+async def _start_network(spec: ExperimentSpec, shell: Shell, run_dir: RunLocation, run_id: str,
+                         enter: Callable[[Phase], None]) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """The env modules' kwargs with the spec's network layers and persona fields filled in, once ``network_edges`` is
+    written (:func:`~engine.society.run.network.start_network`). A network is made where the shell offloads work (a
+    task on a worker), so that it holds no thread of this process (a service's) and the run's cancellation stops it;
+    without one, the persona fields are read on a thread here."""
+    if spec.network is None:
+        return await asyncio.to_thread(start_network, spec, run_dir, run_id)
+    enter(Phase(RunPhase.BUILDING_NETWORK))
+    return await shell.offload(partial(start_network, spec, run_dir, run_id), key=task_key(NETWORK, run_id, 0))
 
 
 async def _run_steps(spec: ExperimentSpec, society: AgentSociety, on_tick: Callable[[], None]) -> None:
@@ -329,8 +342,9 @@ async def run_experiment(
                 llm_agents, light = deal_members(spec, members)
                 tiers = spec_tier_batches(spec, light)
                 specs = [a.model_dump() for a in llm_agents]  # the LLM agents: they get workspaces
-                network = SpecNetwork(spec)  # each layer read or generated once, off the event loop
-                modules = await asyncio.to_thread(lambda: tuple((m.type, network.module_kwargs(m)) for m in spec.environment.modules))
+                run_id = f"{spec.name}-{uuid.uuid4().hex[:6]}"
+                await asyncio.to_thread(write_profiles, run_dir, spec, run_id, members)  # once: a resume finds them written
+                modules = await _start_network(spec, shell, run_dir, run_id, enter)
                 config = EnvRouterConfig(
                     modules=modules,
                     router=spec.environment.router,
@@ -343,9 +357,6 @@ async def run_experiment(
                     template_cache_dir=template_cache_dir,
                     input_dirs=tuple(input_dirs),
                 )
-                run_id = f"{spec.name}-{uuid.uuid4().hex[:6]}"
-                await asyncio.to_thread(write_profiles, run_dir, spec, run_id, members)  # once: a resume finds them written
-                await asyncio.to_thread(network.write, run_dir, run_id)
                 options: dict[str, Any] = {
                     "env": shell.env_host(config, start_t=spec.start_time, agent_ids=[a.id for a in agents], run_id=run_id),
                     "llm": clients, "shell": shell, "run_id": run_id, "batch_size": spec.batch_size,

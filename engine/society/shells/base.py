@@ -34,10 +34,14 @@ if TYPE_CHECKING:
     from engine.llm.client import LLMClient
     from engine.society.run.live_calls import LiveCalls
 
-__all__ = ["EnvHost", "Shell"]
+__all__ = ["Checkpoint", "EnvHost", "Shell"]
 
 J = TypeVar("J")
 R = TypeVar("R")
+
+#: What offloaded work calls between its steps: it returns, or raises
+#: :class:`~engine.errors.WorkCancelledError` once the run no longer wants the work (see :meth:`Shell.offload`).
+Checkpoint = Callable[[], None]
 
 
 class EnvHost:
@@ -167,6 +171,17 @@ class Shell(Protocol):
         ``key`` names each job's task; ``on_result`` is called as each result arrives. On a failure no new job
         starts, the jobs running end, then the first error is raised. With ``env``, its loss ends the fan-out
         with :class:`~engine.errors.EnvUnavailableError`.
+        """
+        ...
+
+    async def offload(self, work: Callable[[Checkpoint], R], *, key: str) -> R:
+        """Run the blocking ``work(checkpoint)`` away from this event loop and this process's threads where it can:
+        as a task on a worker (Dask, named ``key``), or on a thread of its own (in-process). A run's heavy start-up
+        (its network) goes there, so that it holds no thread of a service and a cancelled run stops it.
+
+        When the caller is cancelled, ``work``'s next ``checkpoint()`` raises
+        :class:`~engine.errors.WorkCancelledError`, so ``work`` calls it between steps of bounded length. ``work``
+        must pickle (a module-level function, or a ``functools.partial`` of one).
         """
         ...
 

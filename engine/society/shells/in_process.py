@@ -14,6 +14,7 @@ worker would (for tests of recovery without a cluster).
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -21,12 +22,12 @@ from typing import Any, TypeVar
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
 from engine.env.proxy import EnvRequests, InProcessEnvProxy
-from engine.errors import EnvUnavailableError
+from engine.errors import EnvUnavailableError, WorkCancelledError
 from engine.llm.client import LLMClient
 from engine.run_progress import Phase
 from engine.society.run.dashboard import ENV_ROUTER, task_key
 from engine.society.run.live_calls import LiveCalls, listening_here
-from engine.society.shells.base import EnvHost
+from engine.society.shells.base import Checkpoint, EnvHost
 from engine.storage.run_layout import RunLocation
 
 __all__ = ["DEFAULT_SLOTS", "InProcessEnvHost", "InProcessShell"]
@@ -150,6 +151,25 @@ class InProcessShell:
         if failure is not None:
             raise failure
         return results
+
+    async def offload(self, work: Callable[[Checkpoint], R], *, key: str) -> R:
+        """``work`` on a thread of the default executor; a cancelled caller waits for it to stop at its next checkpoint
+        (a thread cannot be stopped from outside), so none goes on working for a run that is over."""
+        stop = threading.Event()
+
+        def checkpoint() -> None:
+            if stop.is_set():
+                raise WorkCancelledError(f"{key}: the run no longer wants this work (cancelled)")
+
+        running = asyncio.ensure_future(asyncio.to_thread(work, checkpoint))
+        try:
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            stop.set()
+            await asyncio.wait([running])
+            if not running.cancelled():
+                running.exception()  # retrieved: the WorkCancelledError it ended with is expected, not to be logged
+            raise
 
     def driver_host(self) -> str:
         return "127.0.0.1"

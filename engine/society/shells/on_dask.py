@@ -8,6 +8,10 @@ it from the last committed env snapshot; the society then re-runs the tick.
 
 Batches fan out through :func:`~engine.society.fanout.fan_out` (at most ``limit`` futures in flight, none left
 waiting forever); live call counts travel on a Dask topic (:func:`~engine.society.run.live_calls.listening`).
+
+Offloaded work (:meth:`DaskShell.offload`) is a task in a worker thread. Dask cannot stop a running thread: cancelling
+the future only marks the task ``cancelled`` in the worker's state (``Worker.state``, the sans-IO ``WorkerState``), so
+the work's checkpoint reads that state and stops the work itself.
 """
 
 from __future__ import annotations
@@ -18,12 +22,12 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, TypeVar
 
-from distributed import Client
+from distributed import Client, get_worker
 
 from engine.env.actor import EnvRouterActor, EnvRouterConfig
 from engine.env.detached import DetachedActor
 from engine.env.proxy import EnvRequests, EnvRouterProxy, fail_env_actor
-from engine.errors import EnvUnavailableError
+from engine.errors import EnvUnavailableError, WorkCancelledError
 from engine.llm.client import LLMClient
 from engine.run_progress import Phase, RunPhase
 from engine.society.fanout import fan_out, task_slots
@@ -31,7 +35,7 @@ from engine.society.run.cluster import driver_host
 from engine.society.run.dashboard import ENV_ROUTER, task_key
 from engine.society.run.live_calls import LiveCalls, listening
 from engine.society.run.preflight import preflight
-from engine.society.shells.base import EnvHost
+from engine.society.shells.base import Checkpoint, EnvHost
 from engine.storage.run_layout import RunLocation
 
 __all__ = ["DaskEnvHost", "DaskShell"]
@@ -128,6 +132,15 @@ class DaskShell:
             if watcher is not None:
                 watcher.cancel()
 
+    async def offload(self, work: Callable[[Checkpoint], R], *, key: str) -> R:
+        future = self.client.submit(_offloaded, work, key, key=key, pure=False)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            # A running task goes on until its next checkpoint, which sees it cancelled; a waiting one never starts.
+            await self.client.cancel(future)
+            raise
+
     def driver_host(self) -> str:
         return driver_host(self.client)
 
@@ -139,3 +152,19 @@ class DaskShell:
     async def listening(self, run: str, live: LiveCalls, on_heard: Callable[[], None]) -> AsyncIterator[LiveCalls]:
         async with listening(self.client, run, live, on_heard) as heard:
             yield heard
+
+
+#: States of a task the worker no longer wants the result of.
+_UNWANTED = frozenset({"cancelled", "released", "forgotten"})
+
+
+def _offloaded(work: Callable[[Checkpoint], R], key: str) -> R:
+    """``work`` in a worker thread, its checkpoint raising once the task ``key`` is cancelled (see the module)."""
+    state = get_worker().state
+
+    def checkpoint() -> None:
+        task = state.tasks.get(key)
+        if task is None or task.state in _UNWANTED:
+            raise WorkCancelledError(f"{key}: the run no longer wants this work (cancelled)")
+
+    return work(checkpoint)

@@ -95,3 +95,32 @@ def test_an_item_that_cannot_be_scored_is_named():
         score([item(np.array([0, 1, 2]), np.array([0, NONE, NONE]))])
     with pytest.raises(FidelityError, match="item 'rate': none of its simulated answers is one of its labels"):
         score([item(np.array([0, 1, 2]), np.array([NONE, NONE, NONE]), unmatched=3)])
+
+
+
+class Stopped(Exception):
+    pass
+
+
+def test_a_checkpoint_passes_every_resample_and_what_it_raises_ends_the_scoring():
+    real = np.random.default_rng(2).integers(0, 5, 60)
+    rate = item(real, real, groups={"g": np.array(["x", "y"] * 30, dtype=object)})
+    calls = 0
+
+    def count() -> None:
+        nonlocal calls
+        calls += 1
+
+    assert score([rate], by=["g"], bootstrap=7, checkpoint=count) == score([rate], by=["g"], bootstrap=7)
+    assert calls == 5 * 7 * 3  # tvd, jsd, accuracy, wasserstein, spearman: 7 resamples each, over all and g's 2 groups
+
+    def stop_at_the_tenth() -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 10:
+            raise Stopped
+
+    calls = 0
+    with pytest.raises(Stopped):
+        score([rate], by=["g"], bootstrap=2000, checkpoint=stop_at_the_tenth)
+    assert calls == 10  # nothing ran past the stop

@@ -3,10 +3,14 @@ parameters checked against the agents, and a run's network_edges equal to its fi
 
 from __future__ import annotations
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
 from engine.errors import NetworkFileError, SpecError
+from engine.network.edges import MAX_EDGE_BYTES
 from engine.society.run.runner import run_experiment
 from engine.spec import load_spec, parse_spec
 from engine.storage.reader import ReplayReader
@@ -48,6 +52,16 @@ def test_a_directed_layer_allows_both_directions_and_a_missing_file_is_named(tmp
         load_spec(spec_file(tmp_path, {"follow": {"from": "nope.csv"}}))
 
 
+def test_an_edge_file_whose_type_dictionary_would_decode_past_the_bound_is_refused_before_it_is(tmp_path):
+    kind = pa.DictionaryArray.from_arrays(pa.array(np.zeros(1500, dtype=np.int32)), pa.array(["x" * 2**20]))
+    pq.write_table(pa.table({"source": range(1500), "target": range(1, 1501), "type": kind}), tmp_path / "edges.parquet",
+                   compression="zstd")  # a few kB on disk; its type column 1.5 GB decoded
+    with pytest.raises(NetworkFileError) as caught:
+        load_spec(spec_file(tmp_path, {"friend": {"from": "edges.parquet"}}, agents=[{"id": i} for i in range(1501)]))
+    assert "'edges.parquet': decodes to 1572" in str(caught.value) and f"at most {MAX_EDGE_BYTES} are allowed" in str(caught.value)
+    assert caught.value.path == "network.layers.friend.from"
+
+
 @pytest.mark.parametrize(("generate", "path", "says"), [
     ({"model": "barabasi_albert", "m": 6}, "network.layers.friend.generate", "m = 6 needs more agents than m; there are 6"),
     ({"model": "erdos_renyi", "p": 1.5}, "network.layers.friend.generate.erdos_renyi.p", "less than or equal to 1"),
@@ -70,6 +84,21 @@ def test_a_generator_parameter_out_of_range_is_refused_at_its_field(generate, pa
         parse_spec({"name": "net", "agents": AGENTS, "steps": STEPS, "network": {"layers": {"friend": {"generate": generate}}}})
     assert caught.value.path == path and says in str(caught.value), (caught.value.path, str(caught.value))
 
+
+
+@pytest.mark.parametrize(("generate", "edges"), [
+    ({"model": "erdos_renyi", "p": 1.0}, "71,994,000"),
+    ({"model": "configuration", "distribution": {"11999": 1.0}}, "71,994,000"),
+    ({"model": "block", "attribute": "name", "mean_degree": 9_000, "homophily": 0.0}, "54,000,000"),
+])
+def test_a_generator_expecting_more_edges_than_any_layer_may_have_is_refused_at_load(generate, edges):
+    # Issue 50: no quota bounds the CLI, so the engine bounds every generated layer (engine.network.spec.MAX_LAYER_EDGES).
+    data = {"name": "net", "population": [{"count": 12_000}], "steps": STEPS, "network": {"layers": {"kin": {"generate": generate}}}}
+    with pytest.raises(SpecError) as caught:
+        parse_spec(data)
+    assert caught.value.path == "network.layers.kin.generate"
+    assert f"expects {edges} edges" in str(caught.value) and "at most 50,000,000" in str(caught.value)
+    parse_spec({**data, "network": {"layers": {"kin": {"generate": {"model": "erdos_renyi", "p": 0.5}}}}})  # 36 million: allowed
 
 async def test_a_runs_network_edges_equal_its_file_and_a_generator_is_seeded(tmp_path, shell):
     (tmp_path / "edges.csv").write_text(EDGES)

@@ -14,6 +14,8 @@ import yaml
 from engine.errors import PopulationFileError, SpecError
 from engine.spec import load_spec, parse_spec
 
+pytestmark = pytest.mark.usefixtures("reads_data_files")  # tables are parsed in a child process
+
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 PEOPLE = [
     {"name": "Ann", "age": 34, "occupation": "nurse", "city": "Oslo"},

@@ -4,6 +4,9 @@ a run then writes who each agent is (agent_profiles) and what its respondent rea
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 
 import pandas as pd
 import pyreadstat
@@ -97,3 +100,41 @@ async def test_a_run_writes_agent_profiles_and_the_real_answers_beside_the_simul
     assert joined == 4
     assert "strongly" in prompts and "rid" not in prompts  # the persona reaches the prompt as a label; the id never
 
+
+
+def labelled_file(folder, suffix: str):
+    path = folder / f"survey{suffix}"
+    labels = {"relig": {1: "not", 2: "mildly", 3: "strongly", 9: "refused"}, "rate": {1: "poor", 2: "fair", 3: "good"}}
+    write = pyreadstat.write_sav if suffix == ".sav" else pyreadstat.write_dta
+    write(FRAME, str(path), column_labels=["Respondent", "How religious are you?", "Rate it", "Other"],
+          variable_value_labels=labels)
+    return path
+
+
+def test_a_sav_that_segfaults_pyreadstat_is_refused_naming_the_file_and_the_caller_reads_on(tmp_path):
+    good = labelled_file(tmp_path, ".sav")
+    crafted = bytearray(good.read_bytes())
+    crafted[0xB4] = 0xFF  # the file's variable count: pyreadstat reads past its records
+    (tmp_path / "crafted.sav").write_bytes(bytes(crafted))
+    probe = subprocess.run([sys.executable, "-c", "import sys, pyreadstat; pyreadstat.read_sav(sys.argv[1])",
+                            str(tmp_path / "crafted.sav")], capture_output=True, timeout=120)
+    assert probe.returncode == -signal.SIGSEGV  # read in this process, it would end it
+    roles = {"columns": {"rid": {"role": "id"}, "relig": {"role": "persona", "missing": [9]},
+                         "rate": {"role": "target", "scale": "ordinal", "missing": [9]}}}
+    with pytest.raises(PopulationFileError) as caught:
+        load_spec(write_spec(tmp_path, "crafted.sav", roles))
+    assert caught.value.path == "population.0.from"
+    assert "'crafted.sav' cannot be read: its parser crashed on it (SIGSEGV)" in str(caught.value)
+    assert str(tmp_path) not in str(caught.value)
+    assert len(load_spec(write_spec(tmp_path, good.name, roles)).all_agents()) == 4
+
+
+def test_a_dta_whose_label_is_not_utf8_is_refused_naming_the_file(tmp_path):
+    path = labelled_file(tmp_path, ".dta")
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b"How religious are you?", b"How religious are y\xff\xfe?"))
+    roles = {"columns": {"rid": {"role": "id"}, "relig": {"role": "persona", "missing": [9]}}}
+    with pytest.raises(PopulationFileError) as caught:
+        load_spec(write_spec(tmp_path, path.name, roles))
+    assert caught.value.path == "population.0.from"
+    assert "'survey.dta' cannot be read: 'utf-8' codec can't decode byte 0xff" in str(caught.value)

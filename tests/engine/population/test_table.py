@@ -7,12 +7,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from engine.errors import PopulationFileError, SpecError
 from engine.population import read_table
+from engine.population.table import TABLE_LIMITS
+
+pytestmark = pytest.mark.usefixtures("reads_data_files")  # tables are parsed in a child process
 
 FIELD = "population.0.from"
 
@@ -136,3 +140,21 @@ def test_a_parquet_value_that_cannot_be_a_profile_field_names_its_row_and_column
     assert expected in str(error) and error.column == "x"
     # Leaving the column out is the way round it.
     assert read(path, ["name"]) == [{"name": "A"}, {"name": "B"}, {"name": "C"}]
+
+
+def test_a_parquet_dictionary_bomb_is_refused_before_its_dictionary_is_decoded(tmp_path: Path):
+    path = tmp_path / "bomb.parquet"  # 1,500 rows of one 1 MiB string: a few hundred bytes, 1.5 GB decoded
+    name = pa.DictionaryArray.from_arrays(pa.array(np.zeros(1500, dtype=np.int32)), pa.array(["x" * 2**20]))
+    pq.write_table(pa.table({"name": name}), path, compression="zstd")
+    assert path.stat().st_size < 1000
+    error = refused(path)
+    # Counted, not decoded: decoding it would pass the reading process's memory limit, a different refusal.
+    assert TABLE_LIMITS.memory_mb * 2**20 < 1572876000
+    assert "decodes to 1572876000 bytes; at most 268435456 are allowed" in str(error)
+
+
+def test_a_jsonl_row_nested_past_the_stack_is_refused_at_its_row(tmp_path: Path):
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"name": "Ann"}\n{"name": ' + "[" * 200_000 + "]" * 200_000 + "}\n")
+    error = refused(path)
+    assert error.row == 2 and "row 2 is nested too deeply to read" in str(error)

@@ -13,7 +13,7 @@ import pytest
 from engine.errors import SpecError
 from service.admission.intake import Intake
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.usefixtures("reads_data_files")  # tables are parsed in a child process
 
 AGENTS = [{"id": i} for i in range(4)]
 STEPS = [{"type": "run", "num_steps": 1, "tick": 600}]

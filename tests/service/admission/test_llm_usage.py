@@ -94,3 +94,6 @@ def test_messages_name_paths_relative_to_the_run_and_the_data_dir_as_data() -> N
         "cannot read datasets/actions/part-0.parquet; . is locked; see <data>/experiments/abc123.json")
     assert without_server_paths("s3://bucket/runs/abc/x.json missing", "s3://bucket/runs/abc") == "x.json missing"
     assert without_server_paths("nothing here", "/r/abc") == "nothing here"
+    endpoint = 'Could not connect to the endpoint URL: "http://10.0.0.7:9000/bucket/runs/abc/status.json"'
+    assert without_server_paths(endpoint, "s3://bucket/runs/abc") == 'Could not connect to the endpoint URL: "<object store>"'
+    assert "http://h:1" in without_server_paths("http://h:1 said no", "/r/abc")  # a local run's text keeps addresses

@@ -79,3 +79,49 @@ def test_a_table_population_counts_its_count_or_else_every_row() -> None:
     swept = count_spec(spec(population=[{"rows": rows}], sweep={"grid": {"population.0.count": [4, 12]}}), 100)
     assert swept.agent_steps == (2 + 4) * 3 + (2 + 12) * 3  # each cell's count, against the table's 24 rows
     assert swept.agents >= 2 + 12
+
+
+def _network(**layers: Any) -> dict[str, Any]:
+    return {"layers": {name: {"generate": generate} for name, generate in layers.items()}}
+
+
+@pytest.mark.parametrize(("generate", "edges"), [
+    ({"model": "erdos_renyi", "p": 1.0}, 3000 * 2999 // 2),  # issue 50's wedge
+    ({"model": "erdos_renyi", "p": "0.5"}, 3000 * 2999 // 4),  # a numeric string, as lax validation reads it
+    ({"model": "barabasi_albert", "m": 1500}, 1500 + 1499 * 1500),
+    ({"model": "watts_strogatz", "k": 2998, "p": 0.1}, 3000 * 1499),
+    ({"model": "configuration", "distribution": {"2999": 1.0}}, 3000 * 2999 // 2),
+    ({"model": "configuration", "degrees": [2999] * 3000}, 3000 * 2999 // 2),
+    ({"model": "block", "attribute": "party", "mean_degree": 2000, "homophily": 0.5}, 3000 * 1000),
+    ({"model": "erdos_renyi", "p": 2.0}, 0),  # refused by validation anyway
+    ({"model": "small_world"}, 0),
+])
+def test_each_generator_counts_the_edges_it_expects_over_the_agents(generate: dict[str, Any], edges: int) -> None:
+    counts = count_spec(spec(population=[{"count": 2998}], network=_network(friend=generate)), max_cells=100)
+    assert counts.agents == 3000 and counts.edges == edges and counts.layer_edges == (("friend", edges),)
+    if edges:
+        assert counts.edges_path(edges - 1) == "network.layers.friend.generate"
+
+
+def test_the_edges_of_all_generated_layers_add_up_and_the_layer_that_passes_the_limit_is_named() -> None:
+    network = _network(a={"model": "watts_strogatz", "k": 4, "p": 0.1}, b={"model": "erdos_renyi", "p": 0.1})
+    network["layers"]["file"] = {"from": "edges.csv"}  # bounded by its file, not counted here
+    counts = count_spec(spec(population=[{"count": 998}], network=network), max_cells=100)
+    assert counts.layer_edges == (("a", 2000), ("b", 49950)) and counts.edges == 51950
+    assert counts.edges_path(1999) == "network.layers.a.generate"
+    assert counts.edges_path(2000) == counts.edges_path(50_000) == "network.layers.b.generate"
+
+
+def test_a_sweep_of_the_network_or_the_agents_counts_the_largest_cells_edges() -> None:
+    base = spec(population=[{"count": 98}], network=_network(friend={"model": "erdos_renyi", "p": 0.01}))
+    by_p = count_spec({**base, "sweep": {"grid": {"network.layers.friend.generate.p": [0.1, 1.0, 0.5]}}}, 100)
+    assert (by_p.edges, by_p.edges_key) == (100 * 99 // 2, "network.layers.friend.generate.p")
+    assert by_p.edges_path(1000) == "sweep.grid.network.layers.friend.generate.p"
+    whole = {"kin": {"generate": {"model": "barabasi_albert", "m": 10}}}
+    by_layers = count_spec({**base, "sweep": {"grid": {"network.layers": [whole], "seed": [1, 2]}}}, 100)
+    assert (by_layers.edges, by_layers.layer_edges, by_layers.edges_key) == (10 + 89 * 10, (("kin", 900),), "network.layers")
+    by_agents = count_spec({**base, "sweep": {"grid": {"population.0.count": [8, 998]}}}, 100)
+    assert (by_agents.agents, by_agents.edges) == (1000, round(0.01 * 1000 * 999 / 2))
+    assert by_agents.edges_path(100) == "network.layers.friend.generate"
+    both = count_spec({**base, "sweep": {"grid": {"population.0.count": [8, 998], "network.layers.friend.generate.p": [0.0, 0.2]}}}, 100)
+    assert both.edges == round(0.2 * 1000 * 999 / 2) and both.edges_path(100) == "sweep.grid.network.layers.friend.generate.p"
