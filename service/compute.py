@@ -24,6 +24,7 @@ from typing import TypeVar
 
 from service.admission.limits import Slots
 from service.errors import TimeLimitError, WorkCancelledError
+from service.memory import give_back_freed_memory
 
 __all__ = ["ComputePool", "Deadline"]
 
@@ -103,9 +104,12 @@ class ComputePool:
         deadline = Deadline(self.what, self.time_limit)
 
         def job() -> T:
-            with held, self._tracked(deadline):
-                deadline.check()  # cancelled (the service stopping) before it started
-                return work(deadline)
+            try:
+                with held, self._tracked(deadline):
+                    deadline.check()  # cancelled (the service stopping) before it started
+                    return work(deadline)
+            finally:
+                give_back_freed_memory()  # a spec's table, a scoring's resamples: freed now, returned to the OS
 
         try:
             future = asyncio.get_running_loop().run_in_executor(self._threads, job)

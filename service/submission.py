@@ -52,6 +52,7 @@ from service.admission.auth import LOCAL_ADMIN, Principal
 from service.admission.llm_usage import LlmCallLedger
 from service.errors import ExperimentBusyError, ExperimentNotFoundError, ExperimentNotRunningError, SpecRejectedError
 from service.events import EventHub
+from service.memory import give_back_freed_memory
 from service.metrics import ServiceMetrics, TickTimer
 from service.progress import ProgressRecorder
 from service.queue import FairQueue
@@ -461,6 +462,7 @@ class Submitter:
                 self._set(experiment_id, status=RunStatus.FAILED, finished_at=utc_now(), error=message)
         self._tasks.pop(experiment_id, None)
         self.queue.finish(experiment_id)
+        give_back_freed_memory()  # the run's spec and its members are freed now
         self._dispatch()
 
 
