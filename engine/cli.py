@@ -386,7 +386,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     fid.add_argument("--bootstrap", type=int, default=200, help="resamples behind each interval")
     fid.add_argument("--seed", type=int, default=0)
     fid.add_argument("--retest", action="append", default=[], metavar="ITEM=ACCURACY",
-                     help="people's test-retest accuracy on an item: adds normalized_accuracy")
+                     help="people's test-retest accuracy on an item: adds item_normalized_accuracy")
     fid.add_argument("--rank-by", default="accuracy", metavar="METRIC", help="a sweep: the metric its setups are ranked by")
     fid.add_argument("--item", default=None, help="a sweep: the target item to rank by (needed with several)")
     fid.set_defaults(handler=_fidelity)

@@ -149,7 +149,7 @@ class Run:
             by: persona fields to report subgroups of (with each one's gap to the whole sample).
             questionnaire_id: score this questionnaire (default: each item's last).
             bootstrap: resamples behind each interval.
-            retest: item -> people's test-retest accuracy on it, for ``normalized_accuracy``.
+            retest: item -> people's test-retest accuracy on it, for ``item_normalized_accuracy``.
 
         Raises:
             FidelityError: the run has no survey, asked none of its items, or an item cannot be scored.

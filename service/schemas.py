@@ -188,7 +188,7 @@ class FidelityRequest(BaseModel):
 
 
 class FidelityFigure(BaseModel):
-    """One figure: a metric of an item (and subgroup), with its 95% bootstrap interval."""
+    """One figure: a metric of an item (and subgroup), with its 95% bootstrap interval and its noise floor."""
 
     item: str
     metric: str
@@ -199,6 +199,9 @@ class FidelityFigure(BaseModel):
     group_by: str | None = None
     group: str | None = None
     gap: float | None = None
+    #: the figure on noise alone at this n (the simulated answers drawn from the real ones' distribution); accuracy's
+    #: is chance
+    floor: float | None = None
 
 
 class FidelityResult(BaseModel):

@@ -8,19 +8,24 @@ an unweighted sample); scipy computes what it has (Jensen–Shannon, Wasserstein
 - :func:`jsd`: Jensen–Shannon divergence in bits (0 to 1), the square of scipy's distance.
 - :func:`wasserstein`: earth mover's distance between two distributions over the scale, in scale steps.
 - :func:`accuracy`: the weighted share of people whose simulated answer is their real one.
-- :func:`spearman`: weighted Spearman correlation of real and simulated answers (the Pearson
-  correlation of their average ranks); None where either does not vary.
-- :func:`correlation_rmse`: across items, the root mean square difference of the real and the
-  simulated Spearman correlation matrices, over each pair of items once.
+- :func:`spearman`: weighted Spearman correlation of real and simulated answers: the weighted Pearson
+  correlation of their weighted mid-ranks (a respondent of weight 2 counts as two people, as
+  ``scipy.stats.spearmanr`` on the data repeated by weight); None where either does not vary.
+- :func:`correlation_errors`: across items, per pair of items with a real correlation, the real minus the
+  simulated Spearman correlation; a simulated item that does not vary counts as no association (0).
+- :func:`correlation_rmse`: their root mean square, over each such pair once.
+- :func:`normalized_accuracy`: Park et al. (2024)'s normalized accuracy, each person's accuracy across
+  items over their own test-retest accuracy on the same items, averaged over people.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from scipy.spatial.distance import jensenshannon
-from scipy.stats import rankdata, wasserstein_distance
+from scipy.stats import wasserstein_distance
 
-__all__ = ["accuracy", "correlation_rmse", "distribution", "jsd", "spearman", "tvd", "wasserstein"]
+__all__ = ["accuracy", "correlation_errors", "correlation_rmse", "distribution", "jsd", "normalized_accuracy",
+           "spearman", "tvd", "wasserstein"]
 
 
 def distribution(positions: np.ndarray, weights: np.ndarray, k: int) -> np.ndarray:
@@ -47,31 +52,86 @@ def accuracy(real: np.ndarray, simulated: np.ndarray, weights: np.ndarray) -> fl
 
 
 def _weighted_pearson(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> float | None:
-    if np.ptp(x) == 0 or np.ptp(y) == 0:  # a constant has no correlation
+    weighed = weights > 0
+    if not weighed.any() or np.ptp(x[weighed]) == 0 or np.ptp(y[weighed]) == 0:  # a constant has no correlation
         return None
     w = weights / weights.sum()
     dx, dy = x - np.sum(w * x), y - np.sum(w * y)
     sx, sy = np.sum(w * dx * dx), np.sum(w * dy * dy)
-    if sx <= 0 or sy <= 0:  # what varies has no weight
-        return None
     return float(np.sum(w * dx * dy) / np.sqrt(sx * sy))
 
 
+def _weighted_ranks(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Each value's weighted mid-rank: the weight below it, plus half the weight of its ties, plus 1/2.
+
+    With integer weights, the average rank the value has in the data repeated by weight (each of its ``t`` tied
+    copies above ``b`` others takes rank ``b + (t + 1) / 2``); with unit weights, ``scipy.stats.rankdata``'s.
+    """
+    levels, index = np.unique(values, return_inverse=True)
+    tied = np.bincount(index.ravel(), weights=weights, minlength=len(levels))
+    below = np.cumsum(tied) - tied
+    return (below + tied / 2 + 0.5)[index.ravel()]
+
+
 def spearman(real: np.ndarray, simulated: np.ndarray, weights: np.ndarray) -> float | None:
-    return _weighted_pearson(rankdata(real), rankdata(simulated), weights)
+    return _weighted_pearson(_weighted_ranks(real, weights), _weighted_ranks(simulated, weights), weights)
 
 
 def _correlations(columns: np.ndarray, weights: np.ndarray) -> list[float | None]:
     k = columns.shape[1]
-    ranks = [rankdata(columns[:, i]) for i in range(k)]
+    ranks = [_weighted_ranks(columns[:, i], weights) for i in range(k)]
     return [_weighted_pearson(ranks[i], ranks[j], weights) for i in range(k) for j in range(i + 1, k)]
 
 
+def correlation_errors(real: np.ndarray, simulated: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Per pair of items (each once) with a real correlation, the real minus the simulated Spearman correlation.
+
+    A pair whose real correlation does not exist (a real item that does not vary) is left out: there is nothing
+    to reproduce. A pair whose simulated one does not exist (the simulated answers to an item do not vary, a
+    collapsed item) counts as a simulated correlation of 0, no association, so its error is the real correlation:
+    a model answering an item the same for everyone misses every association of that item, it is not perfect.
+
+    Args:
+        real: one row per person, one column per item (at least 2).
+        simulated: the same shape, the simulated answers.
+        weights: each person's survey weight.
+
+    Returns:
+        One error per pair used, in the order (0, 1), (0, 2), ..., (1, 2), ...; its length is the pairs used.
+    """
+    errors = [r - (s if s is not None else 0.0)
+              for r, s in zip(_correlations(real, weights), _correlations(simulated, weights), strict=True)
+              if r is not None]
+    return np.array(errors, dtype=float)
+
+
 def correlation_rmse(real: np.ndarray, simulated: np.ndarray, weights: np.ndarray) -> float | None:
-    """``real`` and ``simulated``: one row per person, one column per item (at least 2); None where no pair of
-    items has a correlation on both sides (an item that does not vary has none)."""
-    pairs = [(a, b) for a, b in zip(_correlations(real, weights), _correlations(simulated, weights), strict=True)
-             if a is not None and b is not None]
-    if not pairs:
+    """The root mean square of :func:`correlation_errors`; None where no pair of items has a real correlation."""
+    errors = correlation_errors(real, simulated, weights)
+    return float(np.sqrt(np.mean(errors**2))) if len(errors) else None
+
+
+def normalized_accuracy(real: np.ndarray, simulated: np.ndarray, retest: np.ndarray, asked: np.ndarray,
+                        weights: np.ndarray) -> float | None:
+    """Park et al. (2024)'s normalized accuracy: per person, the share of items the simulated answer gets right over
+    the share the person's own retest answer does, on the same items; the weighted mean of that ratio over people.
+
+    A person whose retest agrees with them on none of their items has no ratio (its ceiling is 0) and is left out,
+    as is one asked no item. With few items that leaves out many: the measure is meant for many items per person.
+
+    Args:
+        real: one row per person, one column per item: the real answers (positions).
+        simulated: the simulated answers, the same shape.
+        retest: the person's answers when asked the same items again, the same shape.
+        asked: where a person has all three answers to an item (only those cells count).
+        weights: each person's survey weight.
+
+    Returns:
+        The mean ratio (1: as good as the person's own consistency; it may pass 1), or None where nobody has one.
+    """
+    hits = ((real == simulated) & asked).sum(axis=1)
+    ceiling = ((real == retest) & asked).sum(axis=1)  # over the same items, so the shares' common divisor cancels
+    counted = (ceiling > 0) & (weights > 0)
+    if not counted.any():
         return None
-    return float(np.sqrt(np.mean([(a - b) ** 2 for a, b in pairs])))
+    return float(np.average(hits[counted] / ceiling[counted], weights=weights[counted]))

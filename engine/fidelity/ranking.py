@@ -5,7 +5,7 @@ dataset is written, so the sweep's own ``fidelity`` view holds every cell's figu
 only by replication are one setup: its value is the mean over its replications, and its interval is
 the t-interval of that mean over the replications (the seeds' spread), or the single cell's bootstrap
 interval when it has one replication. Setups are ranked best first: highest for agreement metrics
-(``accuracy``, ``normalized_accuracy``, ``spearman``, ``coverage``), lowest for distances.
+(``accuracy``, ``normalized_accuracy``, ``item_normalized_accuracy``, ``spearman``, ``coverage``), lowest for distances.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from engine.storage.sweep_layout import read_sweep_manifest
 __all__ = ["HIGHER_IS_BETTER", "SetupScore", "rank_sweep"]
 
 #: Metrics where more is better; every other one is a distance.
-HIGHER_IS_BETTER = frozenset({"accuracy", "normalized_accuracy", "spearman", "coverage"})
+HIGHER_IS_BETTER = frozenset({"accuracy", "normalized_accuracy", "item_normalized_accuracy", "spearman", "coverage"})
 
 
 @dataclass(frozen=True)

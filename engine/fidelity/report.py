@@ -41,7 +41,8 @@ FIDELITY = DatasetSchema(
         Column(name="questionnaire_id", type="string", description="the questionnaire scored (null: each item's last)"),
         Column(name="item", type="string", description="the target item; * for a figure across items"),
         Column(name="metric", type="string", description="coverage | tvd | jsd | wasserstein | accuracy | spearman | "
-                                                         "normalized_accuracy | correlation_rmse"),
+                                                         "item_normalized_accuracy | normalized_accuracy | "
+                                                         "correlation_rmse | correlation_pairs"),
         Column(name="group_by", type="string", description="the persona field of a subgroup (null: every respondent)"),
         Column(name="group", type="string", description="the subgroup's value"),
         Column(name="n", type="int64", description="respondents the figure is computed over"),
@@ -50,6 +51,9 @@ FIDELITY = DatasetSchema(
         Column(name="ci_high", type="float64", description="its upper end"),
         Column(name="gap", type="float64", description="a subgroup's value minus the whole sample's"),
         Column(name="bootstrap", type="int64", description="bootstrap resamples behind the interval"),
+        Column(name="floor", type="float64", description="the figure on noise alone at this n: its mean when each "
+                                                         "simulated answer is drawn from the real answers' distribution "
+                                                         "(accuracy: chance; null: none)"),
     ),
 )
 
@@ -70,12 +74,13 @@ class FidelityReport:
         def number(value: float | None) -> str:
             return "-" if value is None else f"{value:.3f}"
 
-        lines = [f"{'item':<16} {'metric':<20} {'group':<32} {'value':>7}  {'95% CI':<17} {'gap':>7} {'n':>7}"]
+        lines = [f"{'item':<16} {'metric':<20} {'group':<32} {'value':>7}  {'95% CI':<17} {'floor':>7} {'gap':>7} {'n':>7}"]
         for f in sorted(self.figures, key=lambda f: (f.group_by is not None, f.group_by or "", f.item, f.group or "")):
             ci = f"[{number(f.ci_low)}, {number(f.ci_high)}]" if f.ci_low is not None else ""
             group = f"{f.group_by}={f.group}" if f.group_by else "all"
             gap = "" if f.gap is None else f"{f.gap:+.3f}"
-            lines.append(f"{f.item:<16} {f.metric:<20} {group:<32} {number(f.value):>7}  {ci:<17} {gap:>7} {f.n:>7}")
+            floor = "" if f.floor is None else number(f.floor)
+            lines.append(f"{f.item:<16} {f.metric:<20} {group:<32} {number(f.value):>7}  {ci:<17} {floor:>7} {gap:>7} {f.n:>7}")
         return "\n".join(lines)
 
     def get(self, item: str, metric: str, *, group_by: str | None = None, group: str | None = None) -> Figure:

@@ -7,14 +7,23 @@ the ``fidelity`` dataset's rows (:class:`Figure`). Per item, over every responde
 - ``tvd`` and ``jsd`` between the real and the simulated answer distributions, and for an ordinal
   item ``wasserstein`` (in scale steps);
 - ``accuracy``: the share answering as the respondent did; for an ordinal item ``spearman`` too;
-- ``normalized_accuracy``: accuracy over the item's retest ceiling, people's own agreement with
-  themselves when asked again (Park et al. 2024), where the codebook gives it or the data has a retest;
+- ``item_normalized_accuracy``: the item's accuracy over its retest ceiling, people's own agreement with
+  themselves when asked again, where the codebook gives it or the data has a retest (a ratio of two
+  means over respondents: not Park et al.'s measure, below);
 - per subgroup of a persona field (``by``), the same figures, each with its ``gap`` to the whole sample;
 - across the ordinal items (``item`` ``*``), ``correlation_rmse`` between the real and the simulated
-  Spearman correlation matrices.
+  Spearman correlation matrices (:func:`~engine.fidelity.metrics.correlation_errors`: a collapsed simulated
+  item counts as no association), and ``correlation_pairs``, the number of item pairs it is over (pairs
+  with a real correlation; no interval);
+- across the items asked again (``item`` ``*``), ``normalized_accuracy``, Park et al. (2024)'s measure:
+  each respondent's accuracy across those items over their own retest accuracy on them, averaged over
+  respondents (:func:`~engine.fidelity.metrics.normalized_accuracy`). It needs each respondent's retest
+  (a codebook ``retest_column``): a fixed ``retest`` ceiling says nothing of a person's own.
 
 Every figure uses the survey weights, and carries a percentile bootstrap interval over respondents
-(resampled with replacement, seeded). An item with fewer than 2 scored respondents, or whose simulated
+(resampled with replacement, seeded), and, for the distances, accuracy, Spearman and ``correlation_rmse``, a noise
+floor: what it gives when the simulation is perfect and only the sampling noise of ``n`` answers is left
+(:attr:`Figure.floor`; a distance's plug-in estimate sits near its floor, not near 0, when nothing differs). An item with fewer than 2 scored respondents, or whose simulated
 answers share no option with its labels, is a :class:`~engine.errors.FidelityError` naming it: nothing
 is ever scored as 0 for want of data.
 
@@ -31,7 +40,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.errors import FidelityError
-from engine.fidelity.metrics import accuracy, correlation_rmse, distribution, jsd, spearman, tvd, wasserstein
+from engine.fidelity.metrics import (
+    accuracy,
+    correlation_errors,
+    correlation_rmse,
+    distribution,
+    jsd,
+    normalized_accuracy,
+    spearman,
+    tvd,
+    wasserstein,
+)
 
 __all__ = ["Checkpoint", "Figure", "ItemAnswers", "compare_variant", "no_checkpoint", "score"]
 
@@ -69,9 +88,15 @@ class Figure:
     group_by: str | None = None
     group: str | None = None
     gap: float | None = None  #: a subgroup's value minus the whole sample's
+    #: what the metric gives on noise alone at this n: its mean when each simulated answer is drawn from the real
+    #: answers' own distribution (accuracy: chance); None where the figure has none
+    floor: float | None = None
 
 
 Metric = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None], "float | None"]
+
+#: Simulated samples whose mean metric is a noise floor (:attr:`Figure.floor`).
+FLOOR_DRAWS = 200
 
 #: Called before each bootstrap resample; what it raises ends the scoring (how a time limit or a cancel stops one).
 Checkpoint = Callable[[], None]
@@ -100,9 +125,9 @@ def _metrics(answers: ItemAnswers) -> dict[str, Metric]:
         found["spearman"] = lambda r, s, w, t: spearman(r, s, w)
     if answers.ceiling is not None:
         ceiling = answers.ceiling
-        found["normalized_accuracy"] = lambda r, s, w, t: accuracy(r, s, w) / ceiling
+        found["item_normalized_accuracy"] = lambda r, s, w, t: accuracy(r, s, w) / ceiling
     elif answers.retest is not None:
-        found["normalized_accuracy"] = _against_retest
+        found["item_normalized_accuracy"] = _against_retest
     return found
 
 
@@ -115,6 +140,27 @@ def _against_retest(real: np.ndarray, simulated: np.ndarray, weights: np.ndarray
     return accuracy(real, simulated, weights) / ceiling if ceiling > 0 else None
 
 
+def _floors(answers: ItemAnswers, real: np.ndarray, weights: np.ndarray, rng: np.random.Generator) -> dict[str, float]:
+    """Each metric's noise floor over these respondents: its mean over :data:`FLOOR_DRAWS` surveys in which every
+    respondent's real and simulated answers are both drawn from the real answers' weighted distribution ``p`` (a
+    perfect simulation of the population: only the sampling noise of ``n`` real and ``n`` simulated answers is left,
+    as in the figure itself). Accuracy's is its chance, ``sum(p_k^2)``; Spearman's is 0 (answers drawn apart from
+    the real ones have no correlation with them)."""
+    k = len(answers.labels)
+    shares = distribution(real, weights, k)
+    floors = {"accuracy": float((shares**2).sum())}
+    if answers.ceiling is not None:
+        floors["item_normalized_accuracy"] = floors["accuracy"] / answers.ceiling
+    drawn = rng.choice(k, size=(2, FLOOR_DRAWS, len(real)), p=shares)
+    pairs = [(distribution(a, weights, k), distribution(b, weights, k)) for a, b in zip(*drawn, strict=True)]
+    floors["tvd"] = float(np.mean([tvd(a, b) for a, b in pairs]))
+    floors["jsd"] = float(np.mean([jsd(a, b) for a, b in pairs]))
+    if answers.ordinal:
+        floors["wasserstein"] = float(np.mean([wasserstein(a, b) for a, b in pairs]))
+        floors["spearman"] = 0.0
+    return floors
+
+
 def _interval(values: list[float | None], confidence: float) -> tuple[float | None, float | None]:
     kept = np.array([v for v in values if v is not None and np.isfinite(v)])
     if len(kept) < max(2, len(values) // 2):  # the figure rarely exists in a resample: no honest interval
@@ -125,18 +171,19 @@ def _interval(values: list[float | None], confidence: float) -> tuple[float | No
 
 
 def _figures(answers: ItemAnswers, keep: np.ndarray, draws: np.ndarray, confidence: float, checkpoint: Checkpoint,
-             group_by: str | None = None, group: str | None = None) -> list[Figure]:
-    """Every metric of ``answers`` over the respondents ``keep`` selects, with its bootstrap interval."""
+             floor_rng: np.random.Generator, group_by: str | None = None, group: str | None = None) -> list[Figure]:
+    """Every metric of ``answers`` over the respondents ``keep`` selects, with its bootstrap interval and floor."""
     real, sim, w = answers.real[keep], answers.simulated[keep], answers.weights[keep]
     retest = answers.retest[keep] if answers.retest is not None else None
     n = len(real)
+    floors = _floors(answers, real, w, floor_rng)
     rows = []
     for metric, compute in _metrics(answers).items():
         value = compute(real, sim, w, retest)
         resampled = [compute(real[d], sim[d], w[d], retest[d] if retest is not None else None)
                      for d in _checked(draws[:, :n] % n, checkpoint)]
         low, high = _interval(resampled, confidence)
-        rows.append(Figure(answers.item, metric, value, low, high, n, group_by, group))
+        rows.append(Figure(answers.item, metric, value, low, high, n, group_by, group, floor=floors.get(metric)))
     return rows
 
 
@@ -160,6 +207,7 @@ def score(items: Sequence[ItemAnswers], *, by: Sequence[str] = (), bootstrap: in
             field no respondent has.
     """
     rng = np.random.default_rng(seed)
+    floor_rng = np.random.default_rng([seed, 0xF1004])
     rows: list[Figure] = []
     for answers in items:
         real_known = answers.real != NONE
@@ -168,7 +216,7 @@ def score(items: Sequence[ItemAnswers], *, by: Sequence[str] = (), bootstrap: in
         draws = rng.integers(0, 2**31, size=(bootstrap, int(scored.sum())))
         covered = float(answers.weights[scored].sum() / answers.weights[real_known].sum())
         rows.append(Figure(answers.item, "coverage", covered, None, None, int(real_known.sum())))
-        whole = _figures(answers, scored, draws, confidence, checkpoint)
+        whole = _figures(answers, scored, draws, confidence, checkpoint, floor_rng)
         rows.extend(whole)
         overall = {figure.metric: figure.value for figure in whole}
         for name in by:
@@ -179,16 +227,17 @@ def score(items: Sequence[ItemAnswers], *, by: Sequence[str] = (), bootstrap: in
                 members = scored & (values == group)
                 if members.sum() < 2:
                     continue
-                for figure in _figures(answers, members, draws, confidence, checkpoint, name, str(group)):
+                for figure in _figures(answers, members, draws, confidence, checkpoint, floor_rng, name, str(group)):
                     base = overall.get(figure.metric)
                     gap = figure.value - base if figure.value is not None and base is not None else None
                     rows.append(dataclasses.replace(figure, gap=gap))
-    rows.extend(_across(items, rng, bootstrap, confidence, checkpoint))
+    rows.extend(_across(items, rng, bootstrap, confidence, checkpoint, floor_rng))
+    rows.extend(_park(items, rng, bootstrap, confidence, checkpoint))
     return rows
 
 
 def _across(items: Sequence[ItemAnswers], rng: np.random.Generator, bootstrap: int, confidence: float,
-            checkpoint: Checkpoint) -> list[Figure]:
+            checkpoint: Checkpoint, floor_rng: np.random.Generator) -> list[Figure]:
     """``correlation_rmse`` over the respondents (by agent) who answered every ordinal item, really and simulated."""
     ordinal = [a for a in items if a.ordinal]
     if len(ordinal) < 2:
@@ -210,10 +259,48 @@ def _across(items: Sequence[ItemAnswers], rng: np.random.Generator, bootstrap: i
         return []
     real_m, sim_m, w = real_m[both], sim_m[both], weights[both]
     n = len(w)
-    value = correlation_rmse(real_m, sim_m, w)
+    errors = correlation_errors(real_m, sim_m, w)
+    value = float(np.sqrt(np.mean(errors**2))) if len(errors) else None
     draws = rng.integers(0, n, size=(bootstrap, n))
     low, high = _interval([correlation_rmse(real_m[d], sim_m[d], w[d]) for d in _checked(draws, checkpoint)], confidence)
-    return [Figure("*", "correlation_rmse", value, low, high, n)]
+    # The floor: each respondent's real and simulated answers both a real respondent's, drawn by weight (the joint
+    # distribution kept), as a perfect simulation of the population would give.
+    picks = floor_rng.choice(n, size=(2, FLOOR_DRAWS, n), p=w / w.sum())
+    floor = np.mean([correlation_rmse(real_m[a], real_m[b], w) or 0.0 for a, b in zip(*picks, strict=True)])
+    return [Figure("*", "correlation_rmse", value, low, high, n, floor=float(floor)),
+            Figure("*", "correlation_pairs", float(len(errors)), None, None, n)]
+
+
+def _park(items: Sequence[ItemAnswers], rng: np.random.Generator, bootstrap: int, confidence: float,
+          checkpoint: Checkpoint) -> list[Figure]:
+    """Park et al.'s ``normalized_accuracy`` over the items with a retest, per respondent (by agent), then averaged.
+
+    A respondent counts on the items they have a real, a valid simulated and a retest answer to; ``n`` is the
+    respondents the average is over (those whose retest agrees with them on at least one such item).
+    """
+    retested = [a for a in items if a.retest is not None]
+    if not retested:
+        return []
+    agents = np.array(sorted(set().union(*(a.agents.tolist() for a in retested))), dtype=np.int64)
+    row = {int(agent): i for i, agent in enumerate(agents)}
+    shape = (len(agents), len(retested))
+    real, sim, again = np.full(shape, NONE), np.full(shape, NONE), np.full(shape, NONE)
+    weights = np.zeros(len(agents))
+    for column, answers in enumerate(retested):
+        assert answers.retest is not None
+        index = np.array([row[int(a)] for a in answers.agents], dtype=int)
+        real[index, column], sim[index, column], again[index, column] = answers.real, answers.simulated, answers.retest
+        weights[index] = answers.weights
+    asked = (real != NONE) & (sim != NONE) & (again != NONE)
+    value = normalized_accuracy(real, sim, again, asked, weights)
+    if value is None:  # nobody's retest agrees with them on an item they were scored on: the figure does not exist
+        return [Figure("*", "normalized_accuracy", None, None, None, 0)]
+    counted = ((real == again) & asked).any(axis=1) & (weights > 0)
+    n = len(agents)
+    draws = rng.integers(0, n, size=(bootstrap, n))
+    low, high = _interval([normalized_accuracy(real[d], sim[d], again[d], asked[d], weights[d])
+                           for d in _checked(draws, checkpoint)], confidence)
+    return [Figure("*", "normalized_accuracy", value, low, high, int(counted.sum()))]
 
 
 def compare_variant(base: ItemAnswers, variant: ItemAnswers, name: str, threshold: float, *, bootstrap: int = 200,
@@ -221,7 +308,9 @@ def compare_variant(base: ItemAnswers, variant: ItemAnswers, name: str, threshol
     """How far the answers to a variant of an item (a paraphrase, shuffled options) move from the original's, over
     the respondents with a valid answer to both: ``variant_tvd`` between the two simulated distributions,
     ``variant_accuracy`` against the real answers (its ``gap`` to the original's), and ``flagged`` (1 when the
-    variant's TVD passes ``threshold``). Grouped under ``variant`` = ``name``; none when fewer than 2 answered both."""
+    variant's TVD is past noise: its interval's lower end passes ``threshold`` above its floor, the TVD two samples
+    of the original's answers have at this n). Grouped under ``variant`` = ``name``; none when fewer than 2 answered
+    both."""
     both = (base.simulated != NONE) & (variant.simulated != NONE)
     real_known = both & (base.real != NONE)
     if both.sum() < 2:
@@ -234,8 +323,13 @@ def compare_variant(base: ItemAnswers, variant: ItemAnswers, name: str, threshol
     moved = tvd(distribution(original, w, k), distribution(varied, w, k))
     low, high = _interval([tvd(distribution(original[d], w[d], k), distribution(varied[d], w[d], k))
                            for d in _checked(draws, checkpoint)], confidence)
-    rows = [Figure(base.item, "variant_tvd", moved, low, high, n, "variant", name),
-            Figure(base.item, "flagged", float(moved > threshold), None, None, n, "variant", name)]
+    # The floor: both answer sets drawn from the original's distribution, as if the wording changed nothing.
+    shares = distribution(original, w, k)
+    pairs = np.random.default_rng([seed, 0xF1004]).choice(k, size=(2, FLOOR_DRAWS, n), p=shares)
+    floor = float(np.mean([tvd(distribution(a, w, k), distribution(b, w, k)) for a, b in zip(*pairs, strict=True)]))
+    flagged = low is not None and low > floor + threshold
+    rows = [Figure(base.item, "variant_tvd", moved, low, high, n, "variant", name, floor=floor),
+            Figure(base.item, "flagged", float(flagged), None, None, n, "variant", name)]
     if real_known.sum() >= 2:
         real, r_w = base.real[real_known], base.weights[real_known]
         of_variant, of_base = variant.simulated[real_known], base.simulated[real_known]

@@ -36,7 +36,7 @@ NETWORK_FIT = DatasetSchema(
         RUN_COLUMN,
         Column(name="layer", type="string", description="the layer"),
         Column(name="model", type="string", description="its generator (barabasi_albert, block ...)"),
-        Column(name="measure", type="string", description="edges, mean_degree, degree_p50, clustering, components, homophily ..."),
+        Column(name="measure", type="string", description="edges, mean_degree, degree_p50, clustering, transitivity, components, coleman_index_pooled ..."),
         Column(name="target", type="float64", description="what the model expects over these agents (null: no closed form)"),
         Column(name="achieved", type="float64", description="what the generated graph has"),
         Column(name="note", type="string", description="how the measure was taken, where it needs saying"),

@@ -8,38 +8,74 @@ Measures, over the undirected graph the generator made (a ``directed`` layer's t
   model's degree distribution where it has one in closed form (Erdős–Rényi: binomial; Barabási–Albert: its
   limit ``2m(m+1) / (k(k+1)(k+2))``; a configuration model: the degrees asked for), and ``degree_ks``, the
   Kolmogorov–Smirnov distance between the achieved and the model's distribution (0 would be a perfect fit);
-- ``clustering``, the mean local clustering coefficient (0 for a node of degree below 2), over every node up to
-  :data:`EXACT_CLUSTERING` nodes and otherwise over a seeded sample of that many, against Erdős–Rényi's
-  ``p``, Watts–Strogatz's ``3(k-2) / (4(k-1)) (1-p)^3`` and a configuration model's
-  ``(<k^2> - <k>)^2 / (n <k>^3)``. A node's coefficient is the share of its wedges (pairs of its neighbours) that
-  are linked: all of them are looked at up to :data:`WEDGES_PER_NODE`, past that a seeded sample of that many, so
-  the work is bounded on a dense graph too (counting every triangle of a near-complete graph of 3,000 nodes is
-  minutes);
+- ``clustering``, the mean local clustering coefficient (0 for a node of degree below 2, as networkx's
+  ``average_clustering``), over every node up to :data:`EXACT_CLUSTERING` nodes and otherwise over a seeded sample
+  of that many. A node's coefficient is the share of its wedges (pairs of its neighbours) that are linked: all of
+  them are looked at up to :data:`WEDGES_PER_NODE`, past that a seeded sample of that many, so the work is bounded
+  on a dense graph too (counting every triangle of a near-complete graph of 3,000 nodes is minutes);
+- ``transitivity``, the global clustering: 3 × triangles / connected triples, the share of all wedges that are
+  closed (networkx's ``transitivity``), from every wedge up to :data:`TRANSITIVITY_WEDGES` and otherwise from a
+  seeded uniform sample of that many. It weighs a node by its wedges, so hubs count far more than in ``clustering``;
 - ``components`` and ``largest_component_share`` (a Barabási–Albert graph is connected);
 - a configuration model's ``ends_kept``, the share of asked edge ends that made an edge (self-loops and repeats
   are dropped; target 1);
-- a block model's ``homophily``: Coleman's index ``(s - s0) / (1 - s0)``, ``s`` the share of edges inside
-  groups and ``s0`` the share of pairs inside groups, against the spec's ``homophily``.
+- a block model's ``coleman_index[<group>]``, Coleman's (1958) homophily index of each group, and
+  ``coleman_index_pooled``, the index of all groups pooled (the spec's ``homophily``).
 
-A target the model gives no closed form for is null.
+The targets of ``clustering`` and ``transitivity`` are the model's expectation for the graph actually built, at
+its node count: Erdős–Rényi's ``p × P(degree ≥ 2)`` (a node of degree below 2 counts 0; degree ~ Binomial(n-1, p))
+and ``p``; a ring lattice (Watts–Strogatz at ``p = 0``, ``n > 3k/2``) ``3(k-2) / (4(k-1))`` for both. No closed form
+fits the others at a finite ``n`` (Watts–Strogatz's ``3(k-2) / (4(k-1)) (1-p)^3`` and Newman's
+``(<k^2> - <k>)^2 / (n <k>^3)`` for a configuration model are large-``n`` limits, the latter of the multigraph before
+its self-loops and repeats are erased: 1.62 at 100 nodes of the docs' degree distribution), so the target is
+simulated: the mean of seeded draws (:data:`SIMULATED_DRAWS`) of the same generator over the same nodes (a
+configuration model's asked degrees, a block model's groups), each measured the same way, as the row's note says.
+Past :data:`SIMULATED_EDGES` edges a layer is not simulated: its target is null (Watts–Strogatz: the large-``n``
+limit), and the note says so.
+
+Coleman's index of group ``g``: ``s`` the share of its members' tie ends that reach its own members, ``w = (n_g -
+1) / (n - 1)`` the share a member would have with ties at random (its own group among the others), ``(s - w) / (1 -
+w)`` when ``s ≥ w`` and ``(s - w) / w`` when below (as R's netseg ``coleman``, Bojanowski and Corten 2014). Its target
+is the index of the ties the block model expects. The pooled index, ``(s - s0) / (1 - s0)`` with ``s`` the share of
+edges inside groups and ``s0`` the share of pairs inside groups, is what the spec's ``homophily`` sets; it can hide a
+minority: groups of 900 and 100 at homophily 0.5 have 0.52 and 0.11 each.
+
+A target the model gives no closed form for (and that is not simulated) is null.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from engine.network.spec import BarabasiAlbert, BlockModel, Configuration, ErdosRenyi, WattsStrogatz
 
-__all__ = ["EXACT_CLUSTERING", "FitRow", "WEDGES_PER_NODE", "fit_rows"]
+__all__ = ["EXACT_CLUSTERING", "FitRow", "GROUP_ROWS", "SIMULATED_DRAWS", "SIMULATED_EDGES", "SIMULATED_WORK",
+           "TRANSITIVITY_WEDGES", "WEDGES_PER_NODE", "fit_rows"]
 
 #: Up to this many nodes the clustering is the mean over all of them; past it, the mean over a seeded sample of this many.
 EXACT_CLUSTERING = 5_000
 #: Up to this many wedges a node's clustering is counted exactly; past it, from a seeded sample of this many (its
 #: standard error at most 0.5 / sqrt(500), about 0.02 a node, and the mean's far less).
 WEDGES_PER_NODE = 500
+#: Up to this many wedges in all the transitivity counts each; past it, a seeded uniform sample of this many (its
+#: standard error at most 0.5 / sqrt(1,000,000) = 0.0005).
+TRANSITIVITY_WEDGES = 1_000_000
+#: The fewest and the most seeded draws of a layer's generator whose mean is a clustering or transitivity target no
+#: closed form gives: as many as make and measure :data:`SIMULATED_WORK` edges and wedges in all, within these bounds
+#: (a small graph's clustering varies most from draw to draw, and its draws cost least).
+SIMULATED_DRAWS = (8, 100)
+#: Edges made and wedges looked at, over all the draws of a simulated target, unless the fewest draws need more
+#: (about 0.4 s on 2 busy cores).
+SIMULATED_WORK = 2_000_000
+#: Past this many expected edges a layer's targets are not simulated (8 draws of 1,000,000 edges, each made and
+#: measured, take 5 to 12 s on 2 busy cores).
+SIMULATED_EDGES = 1_000_000
+#: A block model's groups with a ``coleman_index[<group>]`` row each: the largest this many.
+GROUP_ROWS = 100
 
 _QUANTILES = {"degree_p10": 0.1, "degree_p50": 0.5, "degree_p90": 0.9, "degree_p99": 0.99}
 
@@ -50,18 +86,31 @@ class FitRow:
 
     measure: str
     target: float | None
-    achieved: float
+    achieved: float | None
     note: str = ""
 
 
+@dataclass(frozen=True)
+class _Closure:
+    """A graph's mean local clustering and transitivity, each with how it was taken."""
+
+    clustering: float
+    clustering_note: str
+    transitivity: float
+    transitivity_note: str
+    #: edges and wedges looked at: the cost of measuring the graph
+    work: int
+
+
 def fit_rows(model: object, n: int, low: np.ndarray, high: np.ndarray, *, asked: np.ndarray | None = None,
-             groups: np.ndarray | None = None, seed: int = 0) -> list[FitRow]:
+             groups: np.ndarray | None = None, group_names: Sequence[str] | None = None, seed: int = 0) -> list[FitRow]:
     """The fit of an undirected graph over nodes ``0..n-1`` (each edge once, ``low[i]``-``high[i]``) to ``model``.
 
     Args:
         asked: a configuration model's degrees as asked (one per node).
-        groups: a block model's group of each node.
-        seed: the seed of the clustering's sample of nodes.
+        groups: a block model's group of each node (``0, 1 ...``).
+        group_names: each group's name, by its number (``coleman_index[<name>]``); without it, the number.
+        seed: the seed of the clustering's samples and of the simulated targets.
     """
     from scipy import sparse
     from scipy.sparse.csgraph import connected_components
@@ -81,8 +130,10 @@ def fit_rows(model: object, n: int, low: np.ndarray, high: np.ndarray, *, asked:
         top = max(len(achieved_cdf), len(cdf))
         ks = np.abs(_padded(achieved_cdf, top) - _padded(cdf, top)).max()
         rows.append(FitRow("degree_ks", 0.0, float(ks), "Kolmogorov-Smirnov distance from the model's degree distribution"))
-    clustering, note = _clustering(low, high, degrees, seed)
-    rows.append(FitRow("clustering", _expected_clustering(model, n, asked), clustering, note))
+    closure = _closure(low, high, n, seed)
+    clustering, transitivity, how = _closure_targets(model, n, asked, groups, seed, expected, closure.work)
+    rows.append(FitRow("clustering", clustering, closure.clustering, _joined(how, closure.clustering_note)))
+    rows.append(FitRow("transitivity", transitivity, closure.transitivity, _joined(how, closure.transitivity_note)))
     count, labels = connected_components(adjacency, directed=False)
     rows.append(FitRow("components", 1.0 if isinstance(model, BarabasiAlbert) else None, float(count)))
     rows.append(FitRow("largest_component_share", 1.0 if isinstance(model, BarabasiAlbert) else None,
@@ -91,8 +142,12 @@ def fit_rows(model: object, n: int, low: np.ndarray, high: np.ndarray, *, asked:
         rows.append(FitRow("ends_kept", 1.0, float(2 * len(low) / asked.sum()) if asked.sum() else 1.0,
                            "self-loops and repeated edges are dropped"))
     if isinstance(model, BlockModel) and groups is not None:
-        rows.append(FitRow("homophily", model.homophily, _coleman(groups, low, high), "Coleman's index of the groups"))
+        rows.extend(_coleman_rows(model, groups, group_names, low, high))
     return rows
+
+
+def _joined(*notes: str) -> str:
+    return "; ".join(note for note in notes if note)
 
 
 def _expected_edges(model: object, n: int, asked: np.ndarray | None, groups: np.ndarray | None) -> float | None:
@@ -139,58 +194,143 @@ def _padded(cdf: np.ndarray, size: int) -> np.ndarray:
     return np.concatenate([cdf, np.full(size - len(cdf), cdf[-1] if len(cdf) else 1.0)])
 
 
-def _expected_clustering(model: object, n: int, asked: np.ndarray | None) -> float | None:
+def _closure_targets(model: object, n: int, asked: np.ndarray | None, groups: np.ndarray | None, seed: int,
+                     edges: float | None, work: int) -> tuple[float | None, float | None, str]:
+    """The model's mean local clustering and transitivity over ``n`` nodes, and a note on how they were had (empty:
+    a closed form; see the module); ``work``: what measuring the graph took (:attr:`_Closure.work`)."""
     if isinstance(model, ErdosRenyi):
-        return model.p
+        from scipy.stats import binom
+
+        return model.p * float(binom.sf(1, n - 1, model.p)) if n > 1 else 0.0, model.p, ""
+    if isinstance(model, WattsStrogatz) and model.p == 0 and 2 * n > 3 * model.k:
+        lattice = 3 * (model.k - 2) / (4 * (model.k - 1))  # a ring lattice: every node's, so the transitivity too
+        return lattice, lattice, ""
+    draw_graph = _drawer(model, n, asked, groups)
+    if edges is None or draw_graph is None:
+        return None, None, ""
+    if edges > SIMULATED_EDGES:
+        if isinstance(model, WattsStrogatz):
+            limit = 3 * (model.k - 2) / (4 * (model.k - 1)) * (1 - model.p) ** 3
+            return limit, limit, f"target: the large-n limit (not simulated past {SIMULATED_EDGES:,} edges)"
+        return None, None, f"target not simulated past {SIMULATED_EDGES:,} edges"
+    fewest, most = SIMULATED_DRAWS
+    count = min(most, max(fewest, SIMULATED_WORK // max(work, 1)))
+    draws = [_closure(*draw_graph(np.random.default_rng([seed, 0xF17, draw])), n, seed) for draw in range(count)]
+    return (float(np.mean([d.clustering for d in draws])), float(np.mean([d.transitivity for d in draws])),
+            f"target simulated: mean of {count} seeded draws")
+
+
+def _drawer(model: object, n: int, asked: np.ndarray | None,
+            groups: np.ndarray | None) -> Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]] | None:
+    """Another draw of ``model``'s graph over the same nodes, from a generator (None: it cannot be drawn again)."""
+    from engine.network import generators
+
+    if isinstance(model, BarabasiAlbert):
+        return lambda rng: generators.barabasi_albert(n, model.m, rng)
     if isinstance(model, WattsStrogatz):
-        return 3 * (model.k - 2) / (4 * (model.k - 1)) * (1 - model.p) ** 3
-    if isinstance(model, Configuration) and asked is not None and asked.sum():
-        mean, square = asked.mean(), (asked.astype(float) ** 2).mean()
-        return float((square - mean) ** 2 / (n * mean**3))
+        return lambda rng: generators.watts_strogatz(n, model.k, model.p, rng)
+    if isinstance(model, Configuration) and asked is not None:
+        return lambda rng: generators.configuration(asked, rng)
+    if isinstance(model, BlockModel) and groups is not None:
+        within, between = generators.block_probabilities(groups, model.mean_degree, model.homophily)
+        return lambda rng: generators.block_model(groups, within, between, rng)
     return None
 
 
-def _clustering(low: np.ndarray, high: np.ndarray, degrees: np.ndarray, seed: int) -> tuple[float, str]:
-    """The mean local clustering coefficient, and how it was taken (see the module: nodes and wedges sampled past
-    :data:`EXACT_CLUSTERING` and :data:`WEDGES_PER_NODE`); ``low``-``high`` each undirected edge once."""
+def _closure(low: np.ndarray, high: np.ndarray, n: int, seed: int) -> _Closure:
+    """The mean local clustering coefficient and the transitivity of the graph over nodes ``0..n-1`` (``low``-``high``
+    each undirected edge once), and how each was taken (see the module: nodes and wedges sampled past
+    :data:`EXACT_CLUSTERING`, :data:`WEDGES_PER_NODE` and :data:`TRANSITIVITY_WEDGES`)."""
     from engine.network.generators import pair_ends
 
-    n = len(degrees)
+    degrees = np.bincount(np.concatenate([low, high]), minlength=n).astype(np.int64)
     rng = np.random.default_rng(seed)
     if n <= EXACT_CLUSTERING:
         nodes, notes = np.arange(n), []
     else:
         nodes = np.sort(rng.choice(n, EXACT_CLUSTERING, replace=False))
         notes = [f"the mean over a seeded sample of {EXACT_CLUSTERING:,} nodes"]
-    if not len(nodes):
-        return 0.0, "exact"
     ends, others = np.concatenate([low, high]), np.concatenate([high, low])
     neighbours = others[np.argsort(ends, kind="stable")]  # each node's neighbours, node by node
-    starts = np.concatenate([[0], np.cumsum(degrees)])[nodes]
-    k = degrees[nodes].astype(np.int64)
-    wedges = k * (k - 1) // 2
+    starts = np.concatenate([[0], np.cumsum(degrees)])
+    linked = np.sort(np.minimum(low, high).astype(np.int64) * n + np.maximum(low, high))
+    all_wedges = degrees * (degrees - 1) // 2
+
+    def closed(owner: np.ndarray, wedge: np.ndarray) -> np.ndarray:
+        """Whether wedge number ``wedge`` of node ``owner`` (its pair of neighbours, :func:`pair_ends`) is linked."""
+        if not len(linked):
+            return np.zeros(len(owner), dtype=bool)
+        first, second = pair_ends(wedge, degrees[owner])
+        u, v = neighbours[starts[owner] + first], neighbours[starts[owner] + second]
+        asked = np.minimum(u, v).astype(np.int64) * n + np.maximum(u, v)
+        order = np.argsort(asked)  # sorted, the look-ups walk the edges in order: several times faster
+        found = np.empty(len(asked), dtype=bool)
+        found[order] = linked[np.minimum(np.searchsorted(linked, asked[order]), len(linked) - 1)] == asked[order]
+        return found
+
+    wedges = all_wedges[nodes]
     looked = np.minimum(wedges, WEDGES_PER_NODE)
     owner = np.repeat(np.arange(len(nodes)), looked)
     wedge = np.arange(len(owner)) - np.repeat(np.cumsum(looked) - looked, looked)  # 0, 1 ... within each node
     sampled = wedges[owner] > WEDGES_PER_NODE
     wedge[sampled] = np.floor(rng.random(int(sampled.sum())) * wedges[owner][sampled]).astype(np.int64)
-    first, second = pair_ends(wedge, k[owner])
-    u, v = neighbours[starts[owner] + first], neighbours[starts[owner] + second]
-    linked = np.sort(np.minimum(low, high).astype(np.int64) * n + np.maximum(low, high))
-    asked = np.minimum(u, v).astype(np.int64) * n + np.maximum(u, v)
-    at = np.minimum(np.searchsorted(linked, asked), max(len(linked) - 1, 0))
-    closed = np.bincount(owner, weights=linked[at] == asked if len(linked) else np.zeros(len(asked)), minlength=len(nodes))
+    shut = np.bincount(owner, weights=closed(nodes[owner], wedge), minlength=len(nodes))
     with np.errstate(divide="ignore", invalid="ignore"):
-        local = np.where(looked > 0, closed / looked, 0.0)
+        local = np.where(looked > 0, shut / looked, 0.0)
     if (wedges > WEDGES_PER_NODE).any():
         notes.append(f"a node of over {WEDGES_PER_NODE:,} neighbour pairs from a seeded sample of that many")
-    return float(local.mean()), "; ".join(notes) or "exact"
+    clustering = float(local.mean()) if len(nodes) else 0.0
+
+    total = int(all_wedges.sum())
+    if total <= TRANSITIVITY_WEDGES:
+        owner = np.repeat(np.arange(n), all_wedges)
+        wedge = np.arange(total) - np.repeat(np.cumsum(all_wedges) - all_wedges, all_wedges)
+        how = "exact"
+    else:  # a uniform wedge: its node by its number of wedges, then one of that node's
+        picks = np.sort(rng.integers(0, total, TRANSITIVITY_WEDGES))
+        upto = np.cumsum(all_wedges)
+        owner = np.searchsorted(upto, picks, side="right")
+        wedge = picks - (upto[owner] - all_wedges[owner])
+        how = f"from a seeded sample of {TRANSITIVITY_WEDGES:,} of its {total:,} wedges"
+    transitivity = float(closed(owner, wedge).mean()) if total else 0.0
+    return _Closure(clustering, "; ".join(notes) or "exact", transitivity, how, len(low) + len(owner) + int(looked.sum()))
 
 
-def _coleman(groups: np.ndarray, low: np.ndarray, high: np.ndarray) -> float:
-    from engine.network.generators import pairs_inside
+def _coleman_rows(model: BlockModel, groups: np.ndarray, names: Sequence[str] | None, low: np.ndarray,
+                  high: np.ndarray) -> list[FitRow]:
+    """The pooled index of the groups, then Coleman's index of each group (the largest :data:`GROUP_ROWS`), each
+    against the ties the block model expects."""
+    from engine.network.generators import block_probabilities, pairs_inside
 
+    n = len(groups)
     pairs, inside = pairs_inside(groups)
     s0 = inside / pairs if pairs else 0.0
     s = float((groups[low] == groups[high]).mean()) if len(low) else 0.0
-    return (s - s0) / (1 - s0) if s0 < 1 else 1.0
+    pooled = (s - s0) / (1 - s0) if s0 < 1 else 1.0
+    sizes = np.bincount(groups).astype(float)
+    shown = np.argsort(-sizes, kind="stable")[:GROUP_ROWS]
+    more = f"; a row for each of the {GROUP_ROWS} largest of {len(sizes):,} groups" if len(sizes) > GROUP_ROWS else ""
+    rows = [FitRow("coleman_index_pooled", model.homophily, pooled,
+                   "(s - s0) / (1 - s0): s the share of edges inside groups, s0 of pairs (the spec's homophily)" + more)]
+    same = groups[low] == groups[high]
+    ends_inside = 2 * np.bincount(groups[low][same], minlength=len(sizes)).astype(float)
+    ends = (np.bincount(groups[low], minlength=len(sizes)) + np.bincount(groups[high], minlength=len(sizes))).astype(float)
+    within, between = block_probabilities(groups, model.mean_degree, model.homophily)
+    expected_inside = within * sizes * (sizes - 1)
+    expected_ends = expected_inside + between * sizes * (n - sizes)
+    for group in shown:
+        share = (sizes[group] - 1) / (n - 1) if n > 1 else 1.0
+        name = names[group] if names is not None else str(group)
+        rows.append(FitRow(f"coleman_index[{name}]", _coleman(expected_inside[group], expected_ends[group], share),
+                           _coleman(ends_inside[group], ends[group], share),
+                           f"Coleman's index: its members' ties inside it against {share:.4g} at random"))
+    return rows
+
+
+def _coleman(inside: float, ends: float, share: float) -> float | None:
+    """Coleman's index of a group whose members have ``ends`` tie ends, ``inside`` of them to members, ``share`` of
+    them expected with ties at random (None: no tie, or no one outside the group)."""
+    if ends <= 0 or share >= 1:
+        return None
+    s = float(inside / ends)
+    return float((s - share) / (1 - share) if s >= share else (s - share) / share)

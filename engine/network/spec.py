@@ -84,7 +84,8 @@ class BlockModel(_Frozen):
     """A stochastic block model over a persona attribute: agents with the same value form a group. ``homophily``
     0 links any two agents alike (an Erdős–Rényi graph); 1 links only agents of a group. In between, the share of
     edges inside groups is ``s0 + homophily * (1 - s0)``, ``s0`` the share with no homophily, so ``homophily`` is
-    Coleman's index of the graph it expects (the fit report sets the achieved one beside it)."""
+    the pooled Coleman index of the graph it expects: the fit report sets the achieved one beside it
+    (``coleman_index_pooled``), and each group's own index (``coleman_index[<group>]``) against its expectation."""
 
     model: Literal["block"] = "block"
     attribute: str = Field(min_length=1, description="the persona field whose values make the groups")

@@ -17,9 +17,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pydantic_core import PydanticCustomError
 
 from engine.format_template import check_format_template, formatted_size_bound
-from engine.population.calibrate import CalibrationReport, rake
+from engine.population.calibrate import CalibrationReport, MarginFit, rake
 from engine.population.codebook import Codebook, Respondent, codebook_problem
-from engine.population.members import MAX_POPULATION_ROWS, SampleKind, chosen_rows, draw_value, table_profiles
+from engine.population.members import (
+    MAX_POPULATION_ROWS,
+    DrawKind,
+    SampleKind,
+    chosen_rows,
+    draw_by_weight,
+    draw_value,
+    table_profiles,
+)
 from engine.population.table import first_row_problem
 from engine.tiers.spec import TIERS, ArchetypeSpec, RuleSpec, Tier
 
@@ -54,7 +62,12 @@ class CalibrateSpec(BaseModel):
         min_length=1, description="persona field -> its label -> target share (a field's shares sum to 1)")
     mode: Literal["weight", "draw"] = Field(
         "weight", description="weight: rake the members' weights; draw: rake every row, then draw the members "
-        "with probability by weight (their weights are then 1)")
+        "with probability proportional to the raked weight (their weights are then 1)")
+    draw: DrawKind = Field(
+        "systematic", exclude_if=lambda v: v == "systematic",
+        description="mode draw: systematic draws no row twice, each with probability min(1, c * weight) (a row whose "
+        "weight asks for more than 1 is taken once, and the margins then fall short: the calibration report says so); "
+        "with_replacement draws each member independently, and a row drawn twice is two members")
     max_iter: int = Field(200, ge=1, le=10_000, description="raking rounds at most")
     tolerance: float = Field(1e-6, gt=0, lt=1, description="the largest margin error to stop at")
 
@@ -67,6 +80,12 @@ class CalibrateSpec(BaseModel):
             if abs(sum(shares.values()) - 1) > 1e-6:
                 raise ValueError(f"marginals.{field}: the shares sum to {sum(shares.values()):.6g}, not 1")
         return value
+
+    @model_validator(mode="after")
+    def _draw_needs_mode_draw(self) -> CalibrateSpec:
+        if "draw" in self.model_fields_set and self.mode != "draw":
+            raise ValueError(f"draw: {self.draw} chooses how mode draw draws; this calibration's mode is {self.mode}")
+        return self
 
 
 class PopulationSpec(BaseModel):
@@ -256,10 +275,14 @@ class PopulationSpec(BaseModel):
         return self  # that its members fit the marginals is checked with their sample (ExperimentSpec knows its seed)
 
     def survey_members(self, seed_key: str) -> tuple[list[int], list[float], CalibrationReport | None]:
-        """A survey population's rows (indexes, in file order), each member's weight, and the raking's fit report.
+        """A survey population's rows (indexes, in file order), each member's weight, and the calibration's report.
+
+        With ``mode: draw`` a row drawn twice (``draw: with_replacement``) is there twice, and the report describes the
+        members drawn (see :func:`_drawn_report`), not the raked rows.
 
         Raises:
-            ValueError: a member has no category of a raked field, or a target category no member.
+            ValueError: a member has no category of a raked field, or a target category no member; or fewer rows
+                than ``count`` have a raked weight above 0 to draw from without replacement.
         """
         assert self.codebook is not None and self.rows is not None
         codebook, rows = self.codebook, self.rows
@@ -285,8 +308,12 @@ class PopulationSpec(BaseModel):
         if calibrate.mode == "weight":
             return pool, weights.tolist(), report
         draw = np.random.default_rng(random.Random(f"calibrate-draw:{seed_key}").getrandbits(63))
-        chosen = sorted(draw.choice(len(pool), size=self.size, replace=False, p=weights / weights.sum()).tolist())
-        return [pool[i] for i in chosen], [1.0] * len(chosen), report
+        try:
+            chosen, expected = draw_by_weight(weights, self.size, calibrate.draw, draw)
+        except ValueError as error:
+            raise ValueError(f"calibrate: {error} (draw: with_replacement may repeat rows)") from None
+        return [pool[i] for i in chosen], [1.0] * len(chosen), _drawn_report(report, categories, chosen, expected,
+                                                                              calibrate.tolerance)
 
     @property
     def size(self) -> int:
@@ -322,3 +349,30 @@ class PopulationSpec(BaseModel):
         indexes, weights, _ = self.survey_members(seed_key)
         return [dataclasses.replace(self.codebook.respondent(self.rows[i], i + 1), weight=weight)
                 for i, weight in zip(indexes, weights, strict=True)]
+
+
+def _drawn_report(raked: CalibrationReport, categories: dict[str, list[str]], chosen: list[int], expected: np.ndarray,
+                  tolerance: float) -> CalibrationReport:
+    """The calibration report of a draw: the members drawn, not the raked rows.
+
+    Each margin's ``after`` is the drawn members' share (each member counts once, a row drawn twice twice), and
+    ``max_error`` the largest gap between those shares and the targets: sampling error, and any shortfall of the
+    design. ``converged`` says that the raking converged *and* that the draw hits the targets on average (the
+    expected number of draws of each category's rows, over ``count``, within ``tolerance`` of its target): it is
+    False when rows had to be taken for sure (inclusion probability 1) and their category still falls short,
+    or when the raking could not reach the margins. The design effect and effective n are Kish's over the
+    distinct rows drawn, each weighted by the times it was drawn: 1 and ``count`` without replacement, where
+    every member weighs 1.
+    """
+    count, members = len(chosen), np.asarray(chosen)
+    values = {variable: np.asarray(found) for variable, found in categories.items()}
+    margins, reached = [], raked.converged
+    for fit in raked.margins:
+        rows = values[fit.variable] == fit.category
+        reached = reached and abs(float(expected[rows].sum()) / count - fit.target) <= tolerance
+        margins.append(MarginFit(fit.variable, fit.category, fit.target, fit.before, float(rows[members].sum()) / count))
+    times = np.unique(members, return_counts=True)[1].astype(np.float64)
+    squares = float(np.square(times).sum())
+    return dataclasses.replace(
+        raked, margins=tuple(margins), converged=reached, max_error=max(abs(m.after - m.target) for m in margins),
+        design_effect=len(times) * squares / count**2, effective_n=count**2 / squares)

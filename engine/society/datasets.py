@@ -206,12 +206,14 @@ CALIBRATION = DatasetSchema(
         Column(name="category", type="string", description="its label"),
         Column(name="target", type="float64", description="the share it should have"),
         Column(name="before", type="float64", description="its share under the survey's own weights"),
-        Column(name="after", type="float64", description="its share under the raked weights"),
+        Column(name="after", type="float64", description="its share under the raked weights, or, after mode draw, among the members drawn"),
         Column(name="max_error", type="float64", description="the largest |after - target| of the population"),
-        Column(name="design_effect", type="float64", description="Kish's design effect of the raked weights"),
+        Column(name="design_effect", type="float64", description="Kish's design effect of the raked weights, or after a draw Kish's over the rows drawn, "
+                                                                       "each weighted by the times it was drawn"),
         Column(name="effective_n", type="float64", description="the effective sample size they leave"),
-        Column(name="respondents", type="int64", description="the respondents raked"),
+        Column(name="respondents", type="int64", description="the rows raked (the pool, for a draw)"),
         Column(name="iterations", type="int64", description="raking rounds run"),
-        Column(name="converged", type="bool", description="every margin came within the tolerance"),
+        Column(name="converged", type="bool", description="every margin came within the tolerance; after a draw: the draw hits every "
+                                                              "target on average"),
     ),
 )

@@ -303,7 +303,7 @@ class Catalog:
                 changed = True
         existing = current.get(schema.name)
         if existing != schema:
-            if existing is not None and not _grows(existing, schema):
+            if existing is not None and not _grows(existing, schema) and not _reworded(existing, schema):
                 raise StorageError(_conflict_message(existing, schema))
             current[schema.name] = schema
             changed = True
@@ -348,6 +348,12 @@ def _grows(old: DatasetSchema, new: DatasetSchema) -> bool:
     return all((c.name, c.type) in added for c in old.columns)  # a subsequence: `in` advances the iterator
 
 
+def _reworded(old: DatasetSchema, new: DatasetSchema) -> bool:
+    """``new`` is ``old`` with other descriptions only (the same kind, and columns of the same names and types in the
+    same order): a newer engine's words for the same data, which replace the stored ones."""
+    return old.kind == new.kind and [(c.name, c.type) for c in old.columns] == [(c.name, c.type) for c in new.columns]
+
+
 def _conflict_message(old: DatasetSchema, new: DatasetSchema) -> str:
     old_cols = {c.name: c for c in old.columns}
     new_cols = {c.name: c for c in new.columns}
@@ -359,7 +365,7 @@ def _conflict_message(old: DatasetSchema, new: DatasetSchema) -> str:
         if n in old_cols and old_cols[n].type != new_cols[n].type
     ]
     if not diffs:
-        diffs = ["kind, description, column order or column descriptions differ"]
+        diffs = ["kind or column order differ"]
     return (
         f"dataset {new.name!r} is already registered with a different schema ({'; '.join(diffs)}); "
         "schemas cannot change within a run, only gain columns"

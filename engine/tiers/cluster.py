@@ -5,10 +5,17 @@ a float (a bool is not a number here), else *categorical*:
 
 - numeric: scaled to mean 0 and sd 1 over the members; a missing (or NaN, infinite) value is the mean, a constant
   field is 0 for everyone;
-- categorical: one-hot by the value's ``str`` (a missing value is the value ``None``), each column weighted
-  1/sqrt(2), so that two members with different values are as far apart as one sd of a numeric field, and a field
-  weighs about the same whatever its kind. A field's :data:`MAX_VALUES` most common values (ties: the first seen)
-  have a column each; rarer values share one.
+- categorical: one-hot by the value's ``str`` (a missing value is the value ``None``), every column of the field
+  multiplied by ``1 / sqrt(1 - sum(p_v^2))`` (``p_v``: the members' share with value ``v``), so that the block's
+  columns together have variance 1 over the members, as a numeric field's one column has; a field with one value is
+  0 for everyone. A field's :data:`MAX_VALUES` most common values (ties: the first seen) have a column each; rarer
+  values share one.
+
+So every field adds the same total variance, 1, whatever its kind and number of values: k-means, which lowers the
+summed within-cluster variance, has no reason to prefer a field for its kind alone (with every column weighted
+1/sqrt(2), as before issue 51, a balanced yes/no field added 0.25, and with k=2 an age field's 1 took the split).
+The spec's ``weights`` multiply a field's variance: its block is scaled by ``sqrt(weight)`` (a weight of 2 counts
+the field twice).
 
 The one-hot columns are never built: a member's dot product with a centre's block of a categorical field is the
 centre's entry for the member's value, a lookup.
@@ -38,7 +45,6 @@ __all__ = ["MAX_VALUES", "cluster_members", "cluster_traits"]
 
 #: values of a categorical field with a one-hot column of their own; rarer ones share one
 MAX_VALUES = 100
-_ONE_HOT = 1 / math.sqrt(2)
 #: distances computed at once (rows × centres): 512 kB of float32, so a chunk stays in the cache
 _CHUNK_CELLS = 1 << 17
 _CHUNK_ROWS = (16, 20_000)  #: rows a chunk has, at least and at most
@@ -48,17 +54,18 @@ _TABLE_CELLS = 1 << 22
 
 @dataclass
 class _Features:
-    """Members' features: the scaled numeric columns, and each categorical field's value codes."""
+    """Members' features: the scaled numeric columns, and each categorical field's value codes and one-hot scale."""
 
     numeric: np.ndarray  #: (members, numeric fields), float64
     codes: list[np.ndarray]  #: one per categorical field: (members,) int64, in [0, width)
     widths: list[int]  #: one-hot columns of each categorical field
+    scales: np.ndarray  #: (categorical fields,): the entry of each field's one-hot column for a member with its value
     joint: np.ndarray | None = None  #: each member's combination of categorical values (an index of ``combos``)
     combos: np.ndarray | None = None  #: (combinations, categorical fields): the codes of each combination present
 
     def take(self, rows: np.ndarray) -> _Features:
         joint = self.joint[rows] if self.joint is not None else None
-        return _Features(self.numeric[rows], [c[rows] for c in self.codes], self.widths, joint, self.combos)
+        return _Features(self.numeric[rows], [c[rows] for c in self.codes], self.widths, self.scales, joint, self.combos)
 
     def __len__(self) -> int:
         return int(self.numeric.shape[0])
@@ -72,12 +79,17 @@ class _Features:
             radix = radix * width + codes
         _, first, joint = np.unique(radix, return_index=True, return_inverse=True)
         combos = np.column_stack([codes[first] for codes in self.codes])
-        return _Features(self.numeric, self.codes, self.widths, joint.reshape(-1).astype(np.int64), combos)
+        return _Features(self.numeric, self.codes, self.widths, self.scales, joint.reshape(-1).astype(np.int64), combos)
+
+    @property
+    def apart(self) -> np.ndarray:
+        """(categorical fields,): the squared distance two different values of each field put between members."""
+        return 2 * self.scales**2
 
 
 @dataclass
 class _Centres:
-    """k centres in feature space: numeric coordinates and each categorical field's one-hot block (weighted)."""
+    """k centres in feature space: numeric coordinates and each categorical field's one-hot block (scaled)."""
 
     numeric: np.ndarray  #: (k, numeric fields)
     blocks: list[np.ndarray]  #: one per categorical field: (k, width)
@@ -140,20 +152,33 @@ def _columns(profiles: Sequence[dict[str, Any]], fields: Sequence[str]) -> list[
     return [[profile.get(name) for profile in profiles] for name in fields]
 
 
-def _features(profiles: Sequence[dict[str, Any]], fields: Sequence[str]) -> _Features:
+def _one_hot_scale(codes: np.ndarray, width: int) -> float:
+    """The entry that gives a field's one-hot block total variance 1: its columns' variances ``p(1 - p)`` sum to
+    ``1 - sum(p^2)``; 0 for a field with one value."""
+    shares = np.bincount(codes, minlength=width) / len(codes)
+    spread = 1 - float(np.square(shares).sum())
+    return 1 / math.sqrt(spread) if spread > 1e-12 else 0.0
+
+
+def _features(profiles: Sequence[dict[str, Any]], fields: Sequence[str],
+              weights: dict[str, float] | None = None) -> _Features:
+    """The members' features: each field's block of total variance ``weights[field]`` (default 1)."""
     numeric: list[np.ndarray] = []
     codes: list[np.ndarray] = []
     widths: list[int] = []
-    for values in _columns(profiles, fields):
+    scales: list[float] = []
+    for name, values in zip(fields, _columns(profiles, fields), strict=True):
+        weight = math.sqrt((weights or {}).get(name, 1.0))
         if _is_numeric(values):
-            numeric.append(_scaled(values))
+            numeric.append(_scaled(values) * weight)
         else:
             found, firsts = _value_codes(values)
             capped, width = _capped(found, len(firsts))
             codes.append(capped)
             widths.append(width)
+            scales.append(_one_hot_scale(capped, width) * weight)
     matrix = np.column_stack(numeric) if numeric else np.zeros((len(profiles), 0))
-    return _Features(np.ascontiguousarray(matrix, dtype=np.float64), codes, widths)
+    return _Features(np.ascontiguousarray(matrix, dtype=np.float64), codes, widths, np.array(scales, dtype=np.float64))
 
 
 def _distinct(features: _Features) -> tuple[_Features, np.ndarray]:
@@ -165,15 +190,15 @@ def _distinct(features: _Features) -> tuple[_Features, np.ndarray]:
 
 def _point_distances(features: _Features, points: np.ndarray) -> np.ndarray:
     """(points, rows): each row's squared distance to each of the rows ``points``, exactly 0 for a row equal to it."""
-    apart = 2 * _ONE_HOT**2  # two different values of a categorical field: (1/sqrt 2)² + (1/sqrt 2)²
+    apart = features.apart  # two different values of a categorical field: scale² + scale²
     distances = np.zeros((len(points), len(features)))
     if features.joint is not None and features.combos is not None and len(features.combos) <= len(features):
-        combos = features.combos  # count the fields whose values differ, per combination of values
-        differ = (combos[features.joint[points]][:, None, :] != combos[None, :, :]).sum(axis=2) * apart
+        combos = features.combos  # sum the fields whose values differ, per combination of values
+        differ = (combos[features.joint[points]][:, None, :] != combos[None, :, :]) @ apart
         np.take(differ, features.joint, axis=1, out=distances)
     else:
-        for codes in features.codes:
-            distances += apart * (codes[None, :] != codes[points, None])
+        for codes, field_apart in zip(features.codes, apart, strict=True):
+            distances += field_apart * (codes[None, :] != codes[points, None])
     gap = np.empty_like(distances)
     for column in features.numeric.T:
         column = np.ascontiguousarray(column)
@@ -184,9 +209,9 @@ def _point_distances(features: _Features, points: np.ndarray) -> np.ndarray:
 
 def _centres_at(features: _Features, rows: np.ndarray) -> _Centres:
     blocks = []
-    for codes, width in zip(features.codes, features.widths, strict=True):
+    for codes, width, scale in zip(features.codes, features.widths, features.scales, strict=True):
         block = np.zeros((len(rows), width))
-        block[np.arange(len(rows)), codes[rows]] = _ONE_HOT
+        block[np.arange(len(rows)), codes[rows]] = scale
         blocks.append(block)
     return _Centres(features.numeric[rows].copy(), blocks)
 
@@ -229,7 +254,7 @@ def _nearest(features: _Features, centres: _Centres) -> np.ndarray:
     No BLAS call: a product over a few features is no faster there, and threads fight a busy machine's other work.
     """
     k = centres.numeric.shape[0]
-    lookups = [-2 * _ONE_HOT * block.T for block in centres.blocks]  # (width, k): x·c is c[value], times -2
+    lookups = [-2 * scale * block.T for block, scale in zip(centres.blocks, features.scales, strict=True)]  # (width, k)
     if features.joint is not None and features.combos is not None and len(features.combos) * k <= _TABLE_CELLS:
         table = centres.squared_norms() + sum((lookup[features.combos[:, f]] for f, lookup in enumerate(lookups)),
                                                np.zeros((len(features.combos), k)))
@@ -270,10 +295,10 @@ def _means(features: _Features, weights: np.ndarray, labels: np.ndarray, old: _C
         sums = np.bincount(labels, weights=weights * features.numeric[:, j], minlength=k)
         numeric[held, j] = sums[held] / mass[held]
     blocks = []
-    for codes, width, block in zip(features.codes, features.widths, old.blocks, strict=True):
+    for codes, width, scale, block in zip(features.codes, features.widths, features.scales, old.blocks, strict=True):
         shares = np.bincount(labels * width + codes, weights=weights, minlength=k * width).reshape(k, width)
         moved = block.copy()
-        moved[held] = _ONE_HOT * shares[held] / mass[held, None]
+        moved[held] = scale * shares[held] / mass[held, None]
         blocks.append(moved)
     return _Centres(numeric, blocks)
 
@@ -302,13 +327,13 @@ def cluster_members(profiles: Sequence[dict[str, Any]], spec: ClusterSpec, seed:
 
     Args:
         profiles: the members' profiles, in member (id) order.
-        spec: the fields, the number of clusters at most, the fitting sample and the Lloyd rounds.
+        spec: the fields and their weights, the number of clusters at most, the fitting sample and the Lloyd rounds.
         seed: seeds the sample and the k-means++ draws (a non-negative int).
     """
     if not profiles:
         return []
     rng = np.random.default_rng(seed)
-    features = _features(profiles, spec.fields).with_combinations()
+    features = _features(profiles, spec.fields, spec.weights).with_combinations()
     if len(features) > spec.sample:
         fitted = features.take(np.sort(rng.choice(len(features), size=spec.sample, replace=False)))
     else:

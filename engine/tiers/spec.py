@@ -9,6 +9,7 @@ population's members each run a registered policy (:mod:`engine.tiers.policies`)
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -53,7 +54,11 @@ class ClusterSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     fields: list[str] = Field(min_length=1, description="the persona fields clustered on: a numeric field is scaled to "
-                              "mean 0 and sd 1, any other is one-hot by value, each field weighing about the same")
+                              "mean 0 and sd 1, any other is one-hot by value with its columns scaled to variance 1 "
+                              "together, so each field weighs the same")
+    weights: dict[str, float] = Field(
+        default_factory=dict, exclude_if=lambda v: not v,
+        description="field -> weight (default 1): multiplies the variance the field adds, e.g. {age: 2} counts age twice")
     count: int = Field(ge=1, le=100_000, description="clusters at most: fewer when the members have fewer distinct "
                        "values of the fields")
     sample: int = Field(50_000, ge=100, le=10_000_000, description="members the centres are fitted on (a seeded sample); "
@@ -67,6 +72,15 @@ class ClusterSpec(BaseModel):
         if duplicate := next((n for n in value if value.count(n) > 1), None):
             raise ValueError(f"{duplicate!r} is twice in the fields")
         return value
+
+    @model_validator(mode="after")
+    def _weights_fit(self) -> ClusterSpec:
+        for name, weight in self.weights.items():
+            if name not in self.fields:
+                raise ValueError(f"weights.{name}: not one of the fields clustered on ({', '.join(self.fields)})")
+            if not (math.isfinite(weight) and weight > 0):
+                raise ValueError(f"weights.{name}: {weight} is not a weight above 0")
+        return self
 
 
 class ArchetypeSpec(BaseModel):

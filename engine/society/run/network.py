@@ -117,14 +117,17 @@ class SpecNetwork:
         if self._spec.network.layers[name].directed:  # each generated edge is there both ways: count it once
             keep = source < target
             source, target = source[keep], target[keep]
-        groups = None
+        groups, names = None, None
         if isinstance(model, BlockModel):
             order = np.argsort(np.asarray(self._spec.agent_ids(), dtype=np.int64), kind="stable")
             values = self._persona(model.attribute)
-            groups = group_codes([values[i] for i in order])
+            ordered = [values[i] for i in order]
+            groups = group_codes(ordered)
+            names = list({repr(value): str(value) for value in ordered}.values())  # numbered as group_codes numbers them
         return [{"layer": name, "model": model.model, "measure": row.measure, "target": row.target,
                  "achieved": row.achieved, "note": row.note}
-                for row in fit_rows(model, len(ids), source, target, asked=edges.asked, groups=groups, seed=self._spec.seed)]
+                for row in fit_rows(model, len(ids), source, target, asked=edges.asked, groups=groups, group_names=names,
+                                    seed=self._spec.seed)]
 
 
 def start_network(spec: ExperimentSpec, run_dir: RunLocation, run_id: str,

@@ -4,7 +4,8 @@ They follow from the spec alone, so a run writes them once, before its first ste
 (:mod:`engine.society.run.start_shards`): ``agent_profiles`` holds every agent's profile as its prompts show it, and for a
 survey population's members the respondent id and weight; ``survey_answers`` holds each member's
 real answer to every target item, which no prompt ever shows; ``calibration`` holds a calibrated survey's fit
-(each raked category's target and achieved share, the largest error, the design effect and effective n). Answers then join back to respondents
+(each raked category's target and achieved share, the largest error, the design effect and effective n): of the raked
+weights, or, after ``mode: draw``, of the members drawn, each weighing 1. Answers then join back to respondents
 in SQL: ``questionnaire_answers JOIN survey_answers USING (agent_id)`` on ``question_id = item``.
 """
 
@@ -57,7 +58,13 @@ def profile_rows(spec: ExperimentSpec, run_id: str, members: Sequence[tuple[int 
 
 
 def calibration_rows(spec: ExperimentSpec, run_id: str) -> list[dict[str, Any]]:
-    """The ``calibration`` rows of every calibrated survey population of ``spec``."""
+    """The ``calibration`` rows of every calibrated survey population of ``spec``.
+
+    With ``mode: weight`` they describe the raked weights; with ``mode: draw`` the members drawn (see
+    ``engine.population.spec._drawn_report``): ``after`` is their share, ``design_effect`` and ``effective_n`` are
+    Kish's over the rows drawn weighted by the times each was drawn, ``converged`` is False when the draw cannot hit the
+    targets on average, and ``before`` and ``respondents`` are still the pool's.
+    """
     rows = []
     for index, population in enumerate(spec.population):
         if population.calibrate is None:

@@ -1,5 +1,5 @@
 """Robustness: a questionnaire's paraphrases and shuffled options become steps of their own, and fidelity measures how
-far each moves the answers, flagging items past the threshold."""
+far each moves the answers, flagging items past the threshold above their noise floor."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def test_a_paraphrase_of_no_question_is_refused_at_its_field():
         parse_spec(with_variants(rehearsal_spec(0.0, survey(10)), paraphrases={"mood": ["How are you?"]}))
 
 
-async def test_answers_that_hold_are_not_flagged_and_answers_that_move_are(shell, tmp_path):
+async def test_answers_that_hold_or_move_by_noise_alone_are_not_flagged(shell, tmp_path):
     steady = await run_experiment(parse_spec(with_variants(rehearsal_spec(0.0, survey(100)))), tmp_path / "steady", shell)
     assert steady.status == "completed", steady.error
     held = fidelity(tmp_path / "steady", bootstrap=50)
@@ -51,6 +51,10 @@ async def test_answers_that_hold_are_not_flagged_and_answers_that_move_are(shell
     moving = await run_experiment(parse_spec(sim), tmp_path / "moving", shell)
     assert moving.status == "completed", moving.error
     moved = fidelity(tmp_path / "moving", bootstrap=50)
+    # The simulated model answers at random whatever the wording: its variants move the answers by noise alone, a TVD
+    # past the 0.05 threshold that sits on its floor (before issue 51 this was flagged). compare_variant's own tests
+    # show a variant that really moves the answers flagged.
     tvd = moved.get("rate", "variant_tvd", group_by="variant", group="paraphrase-1")
-    assert tvd.value > 0.05 and moved.get("rate", "flagged", group_by="variant", group="paraphrase-1").value == 1.0
+    assert tvd.value > 0.05 and tvd.floor > 0.05 and tvd.ci_low <= tvd.floor <= tvd.ci_high
+    assert moved.get("rate", "flagged", group_by="variant", group="paraphrase-1").value == 0.0
     assert tvd.ci_low <= tvd.value <= tvd.ci_high

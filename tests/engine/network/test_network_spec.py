@@ -138,7 +138,7 @@ async def test_a_run_reports_how_its_generated_layers_fit_their_models(shell, tm
             "WHERE e.layer = 'friend'").to_pylist()[0]["share"]
         follow_edges = reader.query("SELECT count(*) AS n FROM network_edges WHERE layer = 'follow'").to_pylist()[0]["n"]
         sizes = [r["n"] for r in reader.query("SELECT count(*) AS n FROM agent_profiles GROUP BY profile->>'party'").to_pylist()]
-    homophily = fit[("friend", "homophily")]
+    homophily = fit[("friend", "coleman_index_pooled")]
     assert homophily["model"] == "block" and homophily["target"] == 0.8
     s0 = sum(k * (k - 1) for k in sizes) / (400 * 399)  # the share of pairs inside a party
     assert homophily["achieved"] == pytest.approx((inside - s0) / (1 - s0), abs=0.02)  # the edges say the same

@@ -170,6 +170,17 @@ def test_register_accepts_a_schema_that_only_adds_columns(tmp_path: Path, schema
         catalog.register(other_kind)
 
 
+def test_a_schema_with_other_descriptions_only_replaces_the_stored_words(tmp_path: Path, schema: DatasetSchema) -> None:
+    catalog = Catalog(tmp_path)
+    catalog.register(schema)
+    reworded = schema.model_copy(update={"description": "newer words", "columns": (
+        schema.columns[0].model_copy(update={"description": "newer words for the column"}), *schema.columns[1:])})
+    catalog.register(reworded)  # what a newer engine registers when it resumes an older engine's run
+    assert catalog.load()["agent_state"] == reworded
+    with pytest.raises(StorageError, match="already registered with a different schema"):
+        catalog.register(reworded.model_copy(update={"kind": "env"}))
+
+
 def test_with_run_puts_the_run_column_first_once(schema: DatasetSchema) -> None:
     grown = with_run(schema)
     assert grown.columns == (RUN_COLUMN, *schema.columns) and (grown.name, grown.kind) == (schema.name, schema.kind)

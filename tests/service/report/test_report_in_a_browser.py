@@ -206,6 +206,6 @@ async def test_a_network_experiments_page_plots_cascades_degrees_and_measures_an
             "Array.from(document.querySelectorAll('#polis-network-fit tr')).map(r => Array.from(r.cells).map(c => c.textContent))")
     assert_every_plot_drew(rendered, panels)
     assert table[0] == ["layer", "model", "measure", "target", "achieved", ""]
-    homophily = next(row for row in table[1:] if row[2] == "homophily")
-    assert homophily[:4] == ["follow", "block", "homophily", "0.7"] and abs(float(homophily[4]) - 0.7) < 0.2
+    homophily = next(row for row in table[1:] if row[2] == "coleman_index_pooled")
+    assert homophily[:4] == ["follow", "block", "coleman_index_pooled", "0.7"] and abs(float(homophily[4]) - 0.7) < 0.2
     assert only_loopback(page.requests) == []
