@@ -47,7 +47,7 @@ def spec(agents: int, ticks: int, m: int | None) -> dict[str, Any]:
         "steps": [{"type": "run", "num_steps": ticks, "tick": 3600}],
     }
     if m:
-        data["network"] = {"layers": {"follow": {"generate": {"model": "barabasi_albert", "m": m}, "directed": True}}}
+        data["network"] = {"layers": {"follow": {"generate": {"model": "barabasi_albert", "m": m}, "directed": True, "mutual": True}}}
         module["network"] = {"follows": "follow"}
     return data
 

@@ -189,21 +189,21 @@ def read_edge_file(path: Path, *, field: str, label: str, agent_ids: Sequence[in
     return LayerEdges(source, target, weight, np.asarray(kind, dtype=object) if kind is not None else None)
 
 
-def _generate(model: object, n: int, rng: np.random.Generator,
-              persona: Callable[[str], Sequence[object]]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """The generated edges as node indexes, and a configuration model's degrees as asked."""
+def _generate(model: object, n: int, rng: np.random.Generator, persona: Callable[[str], Sequence[object]],
+              directed: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The generated edges as node indexes (``directed``: source to target), and a configuration model's degrees as asked."""
     if isinstance(model, BarabasiAlbert):
-        return *barabasi_albert(n, model.m, rng), None
+        return *barabasi_albert(n, model.m, rng, directed=directed), None
     if isinstance(model, ErdosRenyi):
-        return *erdos_renyi(n, model.p, rng), None
+        return *erdos_renyi(n, model.p, rng, directed=directed), None
     if isinstance(model, WattsStrogatz):
-        return *watts_strogatz(n, model.k, model.p, rng), None
+        return *watts_strogatz(n, model.k, model.p, rng, directed=directed), None
     if isinstance(model, Configuration):
         asked = _configuration_degrees(model, n, rng)
-        return *configuration(asked, rng), asked
+        return *configuration(asked, rng, directed=directed), asked
     assert isinstance(model, BlockModel)
     groups = group_codes(persona(model.attribute))
-    return *block_model(groups, *block_probabilities(groups, model.mean_degree, model.homophily), rng), None
+    return *block_model(groups, *block_probabilities(groups, model.mean_degree, model.homophily), rng, directed=directed), None
 
 
 def _configuration_degrees(model: Configuration, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -241,7 +241,10 @@ def layer_edges(layer: LayerSpec, name: str, agent_ids: Sequence[int] | np.ndarr
                 field: str = "", persona: Callable[[str], Sequence[object]] | None = None) -> LayerEdges:
     """The layer's edges over ``agent_ids``: read from ``path`` (its file, located), or generated (seeded by ``seed``
     and ``name``) over the agents in id order. ``persona(field)`` gives each agent's value of a persona field, in
-    ``agent_ids``' order (a block model's groups)."""
+    ``agent_ids``' order (a block model's groups).
+
+    A generated undirected layer has each edge once (``source < target``); a ``directed`` one its directed edges
+    (:mod:`engine.network.generators`), or with ``mutual`` each undirected edge both ways."""
     if layer.generate is None:
         assert path is not None
         return read_edge_file(path, field=field, label=str(layer.from_), agent_ids=agent_ids, layer=layer)
@@ -254,8 +257,8 @@ def layer_edges(layer: LayerSpec, name: str, agent_ids: Sequence[int] | np.ndarr
         values = persona(field)
         return [values[i] for i in order]
 
-    low, high, asked = _generate(layer.generate, len(ids), rng, sorted_persona)
+    low, high, asked = _generate(layer.generate, len(ids), rng, sorted_persona, directed=layer.directed and not layer.mutual)
     source, target = ids[low], ids[high]
-    if layer.directed:  # a generated edge is mutual: both directions
+    if layer.mutual:
         source, target = np.concatenate([source, target]), np.concatenate([target, source])
     return LayerEdges(source, target, asked=asked)

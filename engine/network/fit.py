@@ -1,13 +1,18 @@
 """How well a generated layer matches its model: each measure's target (what the model expects over these agents)
 beside what the graph achieved, as the rows of the ``network_fit`` dataset.
 
-Measures, over the undirected graph the generator made (a ``directed`` layer's two directions counted once):
+Measures, over the undirected graph the generator made; a ``directed`` layer is measured as the undirected graph its
+edges make (a pair linked either way is one edge), against what the model expects of that graph, and has two rows
+more, ``directed_edges`` and ``reciprocity`` (below):
 
 - ``edges`` and ``mean_degree``;
 - the degree distribution: ``degree_p10`` … ``degree_p99`` and ``degree_max``, each against the quantile of the
   model's degree distribution where it has one in closed form (Erdős–Rényi: binomial; Barabási–Albert: its
-  limit ``2m(m+1) / (k(k+1)(k+2))``; a configuration model: the degrees asked for), and ``degree_ks``, the
-  Kolmogorov–Smirnov distance between the achieved and the model's distribution (0 would be a perfect fit);
+  limit ``2m(m+1) / (k(k+1)(k+2))``, directed, Price's with attractiveness 1: ``m`` plus an in-degree ``j`` of
+  probability ``B(j+1, 2+1/m) / B(1, 1+1/m)``; a configuration model: the degrees asked for), and ``degree_ks``, the
+  Kolmogorov–Smirnov distance between the achieved and the model's distribution (0 would be a perfect fit). A
+  quantile is a degree, on both sides: the smallest whose share of nodes at or below it reaches ``q`` (numpy's
+  ``inverted_cdf``), never a value between two degrees;
 - ``clustering``, the mean local clustering coefficient (0 for a node of degree below 2, as networkx's
   ``average_clustering``), over every node up to :data:`EXACT_CLUSTERING` nodes and otherwise over a seeded sample
   of that many. A node's coefficient is the share of its wedges (pairs of its neighbours) that are linked: all of
@@ -20,7 +25,16 @@ Measures, over the undirected graph the generator made (a ``directed`` layer's t
 - a configuration model's ``ends_kept``, the share of asked edge ends that made an edge (self-loops and repeats
   are dropped; target 1);
 - a block model's ``coleman_index[<group>]``, Coleman's (1958) homophily index of each group, and
-  ``coleman_index_pooled``, the index of all groups pooled (the spec's ``homophily``).
+  ``coleman_index_pooled``, the index of all groups pooled (the spec's ``homophily``); in a directed layer over its
+  directed edges (each edge's two ends), whose expected shares are the undirected model's;
+- a directed layer's ``directed_edges``, and ``reciprocity``, the share of its edges whose reverse is an edge
+  (networkx's ``reciprocity``): ``p`` for Erdős–Rényi (each ordered pair drawn independently), ``(w² P_in + b² P_out)
+  / (w P_in + b P_out)`` for a block model (``w`` and ``b`` its probabilities within and between groups, ``P_in`` and
+  ``P_out`` the pairs inside and between), 0 for the others (Price's model links a node only to older ones; the
+  ring and the configuration model orient each edge at random), 1 for a ``mutual`` layer.
+
+A directed Erdős–Rényi graph, undirected, is G(n, 2p - p²), and a directed block model a block model of
+probabilities ``1 - (1 - w)²`` and ``1 - (1 - b)²``: their targets are those.
 
 The targets of ``clustering`` and ``transitivity`` are the model's expectation for the graph actually built, at
 its node count: Erdős–Rényi's ``p × P(degree ≥ 2)`` (a node of degree below 2 counts 0; degree ~ Binomial(n-1, p))
@@ -102,11 +116,16 @@ class _Closure:
     work: int
 
 
-def fit_rows(model: object, n: int, low: np.ndarray, high: np.ndarray, *, asked: np.ndarray | None = None,
-             groups: np.ndarray | None = None, group_names: Sequence[str] | None = None, seed: int = 0) -> list[FitRow]:
-    """The fit of an undirected graph over nodes ``0..n-1`` (each edge once, ``low[i]``-``high[i]``) to ``model``.
+def fit_rows(model: object, n: int, source: np.ndarray, target: np.ndarray, *, directed: bool = False, mutual: bool = False,
+             asked: np.ndarray | None = None, groups: np.ndarray | None = None, group_names: Sequence[str] | None = None,
+             seed: int = 0) -> list[FitRow]:
+    """The fit of a graph over nodes ``0..n-1`` to ``model``: undirected (each edge once, ``source[i]``-``target[i]``),
+    or ``directed`` (each edge once, ``source[i]`` to ``target[i]``), measured as the undirected graph it makes.
 
     Args:
+        directed: the edges go from ``source`` to ``target``, as the layer's generator made them (the module says how
+            each model draws a directed graph).
+        mutual: a directed layer whose generated edges are each there both ways (``mutual: true``).
         asked: a configuration model's degrees as asked (one per node).
         groups: a block model's group of each node (``0, 1 ...``).
         group_names: each group's name, by its number (``coleman_index[<name>]``); without it, the number.
@@ -115,15 +134,22 @@ def fit_rows(model: object, n: int, low: np.ndarray, high: np.ndarray, *, asked:
     from scipy import sparse
     from scipy.sparse.csgraph import connected_components
 
+    from engine.network.generators import undirected_unique
+
+    low, high = undirected_unique(source, target) if directed else (source, target)
+    oriented = directed and not mutual  # the generator drew a directed graph
     degrees = np.bincount(np.concatenate([low, high]), minlength=n)
     ones = np.ones(2 * len(low), dtype=np.int64)
     adjacency = sparse.csr_matrix((ones, (np.concatenate([low, high]), np.concatenate([high, low]))), shape=(n, n))
-    expected = _expected_edges(model, n, asked, groups)
-    rows = [FitRow("edges", expected, float(len(low))),
+    expected = _expected_edges(model, n, asked, groups, oriented)
+    rows = [FitRow("edges", expected, float(len(low)), "a pair linked either way is one edge" if directed else ""),
             FitRow("mean_degree", None if expected is None else 2 * expected / n, float(degrees.mean()) if n else 0.0)]
-    cdf = _degree_cdf(model, n, asked)
+    if directed:
+        rows.extend(_directed_rows(model, n, asked, groups, mutual, source, target))
+    cdf = _degree_cdf(model, n, asked, oriented)
     for name, q in _QUANTILES.items():
-        rows.append(FitRow(name, None if cdf is None else float(_quantile(cdf, q)), float(np.quantile(degrees, q))))
+        rows.append(FitRow(name, None if cdf is None else float(_quantile(cdf, q)),
+                           float(np.quantile(degrees, q, method="inverted_cdf")) if n else None))
     rows.append(FitRow("degree_max", float(asked.max()) if asked is not None and len(asked) else None, float(degrees.max(initial=0))))
     if cdf is not None:
         achieved_cdf = np.cumsum(np.bincount(degrees)) / n
@@ -131,7 +157,7 @@ def fit_rows(model: object, n: int, low: np.ndarray, high: np.ndarray, *, asked:
         ks = np.abs(_padded(achieved_cdf, top) - _padded(cdf, top)).max()
         rows.append(FitRow("degree_ks", 0.0, float(ks), "Kolmogorov-Smirnov distance from the model's degree distribution"))
     closure = _closure(low, high, n, seed)
-    clustering, transitivity, how = _closure_targets(model, n, asked, groups, seed, expected, closure.work)
+    clustering, transitivity, how = _closure_targets(model, n, asked, groups, seed, expected, closure.work, oriented)
     rows.append(FitRow("clustering", clustering, closure.clustering, _joined(how, closure.clustering_note)))
     rows.append(FitRow("transitivity", transitivity, closure.transitivity, _joined(how, closure.transitivity_note)))
     count, labels = connected_components(adjacency, directed=False)
@@ -141,8 +167,8 @@ def fit_rows(model: object, n: int, low: np.ndarray, high: np.ndarray, *, asked:
     if isinstance(model, Configuration) and asked is not None:
         rows.append(FitRow("ends_kept", 1.0, float(2 * len(low) / asked.sum()) if asked.sum() else 1.0,
                            "self-loops and repeated edges are dropped"))
-    if isinstance(model, BlockModel) and groups is not None:
-        rows.extend(_coleman_rows(model, groups, group_names, low, high))
+    if isinstance(model, BlockModel) and groups is not None:  # a directed layer's over its directed edges
+        rows.extend(_coleman_rows(model, groups, group_names, source, target))
     return rows
 
 
@@ -150,14 +176,22 @@ def _joined(*notes: str) -> str:
     return "; ".join(note for note in notes if note)
 
 
-def _expected_edges(model: object, n: int, asked: np.ndarray | None, groups: np.ndarray | None) -> float | None:
+def _either_way(p: float, oriented: bool) -> float:
+    """The probability that a pair is linked either way when each direction is drawn with probability ``p``
+    (``oriented``), else ``p``."""
+    return 1 - (1 - p) ** 2 if oriented else p
+
+
+def _expected_edges(model: object, n: int, asked: np.ndarray | None, groups: np.ndarray | None,
+                    oriented: bool = False) -> float | None:
+    """The undirected edges ``model`` expects (``oriented``: of the undirected graph its directed one makes)."""
     from engine.network.generators import block_probabilities, pairs_inside
 
     pairs = n * (n - 1) / 2
     if isinstance(model, BarabasiAlbert):
         return float(model.m + (n - model.m - 1) * model.m)
     if isinstance(model, ErdosRenyi):
-        return model.p * pairs
+        return _either_way(model.p, oriented) * pairs
     if isinstance(model, WattsStrogatz):
         return n * model.k / 2
     if isinstance(model, Configuration) and asked is not None:
@@ -165,17 +199,51 @@ def _expected_edges(model: object, n: int, asked: np.ndarray | None, groups: np.
     if isinstance(model, BlockModel) and groups is not None:
         within, between = block_probabilities(groups, model.mean_degree, model.homophily)
         pairs, inside = pairs_inside(groups)
-        return within * inside + between * (pairs - inside)
+        return _either_way(within, oriented) * inside + _either_way(between, oriented) * (pairs - inside)
     return None
 
 
-def _degree_cdf(model: object, n: int, asked: np.ndarray | None) -> np.ndarray | None:
-    """The model's degree distribution as a CDF over degrees 0, 1, 2 ... (None: no closed form)."""
+def _directed_rows(model: object, n: int, asked: np.ndarray | None, groups: np.ndarray | None, mutual: bool,
+                   source: np.ndarray, target: np.ndarray) -> list[FitRow]:
+    """A directed layer's ``directed_edges`` and ``reciprocity``, each against the model's."""
+    from engine.network.generators import block_probabilities, pairs_inside
+
+    undirected = _expected_edges(model, n, asked, groups)
+    arcs: float | None = None if undirected is None else undirected * (2 if mutual else 1)
+    reciprocity: float | None = 1.0 if mutual else 0.0
+    if isinstance(model, ErdosRenyi) and not mutual:
+        arcs, reciprocity = model.p * n * (n - 1), model.p
+    if isinstance(model, BlockModel) and groups is not None and not mutual:
+        within, between = block_probabilities(groups, model.mean_degree, model.homophily)
+        pairs, inside = pairs_inside(groups)
+        linked = within * inside + between * (pairs - inside)
+        arcs = 2 * linked
+        reciprocity = (within**2 * inside + between**2 * (pairs - inside)) / linked if linked else None
+    keys = np.sort(source.astype(np.int64) * n + target)
+    reverse = target.astype(np.int64) * n + source
+    found = keys[np.minimum(np.searchsorted(keys, reverse), len(keys) - 1)] == reverse if len(keys) else reverse < 0
+    return [FitRow("directed_edges", arcs, float(len(source))),
+            FitRow("reciprocity", reciprocity, float(found.mean()) if len(found) else None,
+                   "the share of edges whose reverse is an edge (networkx's reciprocity); the other rows but Coleman's "
+                   "measure the layer as undirected")]
+
+
+def _degree_cdf(model: object, n: int, asked: np.ndarray | None, oriented: bool = False) -> np.ndarray | None:
+    """The model's degree distribution as a CDF over degrees 0, 1, 2 ... (None: no closed form); ``oriented``: of the
+    undirected graph its directed one makes."""
     if isinstance(model, ErdosRenyi):
         from scipy.stats import binom
 
-        top = int(binom.ppf(1 - 1e-9, n - 1, model.p)) + 1
-        return np.asarray(binom.cdf(np.arange(top + 1), n - 1, model.p))
+        p = _either_way(model.p, oriented)
+        top = int(binom.ppf(1 - 1e-9, n - 1, p)) + 1
+        return np.asarray(binom.cdf(np.arange(top + 1), n - 1, p))
+    if isinstance(model, BarabasiAlbert) and oriented:  # m out, and an in-degree of Price's model (attractiveness 1)
+        from scipy.special import betaln
+
+        m = model.m
+        k = np.arange(n + 1, dtype=float)  # its tail, near k^-(1 + 1/m), is too heavy to cut short
+        above = np.exp(betaln(np.maximum(k - m, 0) + 2, 1 + 1 / m) - betaln(1, 1 + 1 / m))  # P(in-degree > k - m)
+        return np.where(k < m, 0.0, 1 - above)
     if isinstance(model, BarabasiAlbert):
         m = model.m
         k = np.arange(min(int(math.sqrt(m * (m + 1) * 1e6)), n) + 2, dtype=float)  # no degree reaches n
@@ -195,17 +263,19 @@ def _padded(cdf: np.ndarray, size: int) -> np.ndarray:
 
 
 def _closure_targets(model: object, n: int, asked: np.ndarray | None, groups: np.ndarray | None, seed: int,
-                     edges: float | None, work: int) -> tuple[float | None, float | None, str]:
+                     edges: float | None, work: int, oriented: bool = False) -> tuple[float | None, float | None, str]:
     """The model's mean local clustering and transitivity over ``n`` nodes, and a note on how they were had (empty:
-    a closed form; see the module); ``work``: what measuring the graph took (:attr:`_Closure.work`)."""
+    a closed form; see the module); ``work``: what measuring the graph took (:attr:`_Closure.work`); ``oriented``: of
+    the undirected graph the model's directed one makes."""
     if isinstance(model, ErdosRenyi):
         from scipy.stats import binom
 
-        return model.p * float(binom.sf(1, n - 1, model.p)) if n > 1 else 0.0, model.p, ""
+        p = _either_way(model.p, oriented)
+        return p * float(binom.sf(1, n - 1, p)) if n > 1 else 0.0, p, ""
     if isinstance(model, WattsStrogatz) and model.p == 0 and 2 * n > 3 * model.k:
         lattice = 3 * (model.k - 2) / (4 * (model.k - 1))  # a ring lattice: every node's, so the transitivity too
         return lattice, lattice, ""
-    draw_graph = _drawer(model, n, asked, groups)
+    draw_graph = _drawer(model, n, asked, groups, oriented)
     if edges is None or draw_graph is None:
         return None, None, ""
     if edges > SIMULATED_EDGES:
@@ -220,12 +290,16 @@ def _closure_targets(model: object, n: int, asked: np.ndarray | None, groups: np
             f"target simulated: mean of {count} seeded draws")
 
 
-def _drawer(model: object, n: int, asked: np.ndarray | None,
-            groups: np.ndarray | None) -> Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]] | None:
-    """Another draw of ``model``'s graph over the same nodes, from a generator (None: it cannot be drawn again)."""
+def _drawer(model: object, n: int, asked: np.ndarray | None, groups: np.ndarray | None,
+            oriented: bool = False) -> Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]] | None:
+    """Another draw of ``model``'s graph over the same nodes, from a generator (None: it cannot be drawn again);
+    ``oriented``: the undirected graph of a draw of its directed one (a ring's or a configuration model's is its
+    undirected graph: their directed one orients each edge)."""
     from engine.network import generators
 
     if isinstance(model, BarabasiAlbert):
+        if oriented:
+            return lambda rng: generators.undirected_unique(*generators.barabasi_albert(n, model.m, rng, directed=True))
         return lambda rng: generators.barabasi_albert(n, model.m, rng)
     if isinstance(model, WattsStrogatz):
         return lambda rng: generators.watts_strogatz(n, model.k, model.p, rng)
@@ -233,6 +307,8 @@ def _drawer(model: object, n: int, asked: np.ndarray | None,
         return lambda rng: generators.configuration(asked, rng)
     if isinstance(model, BlockModel) and groups is not None:
         within, between = generators.block_probabilities(groups, model.mean_degree, model.homophily)
+        if oriented:
+            return lambda rng: generators.undirected_unique(*generators.block_model(groups, within, between, rng, directed=True))
         return lambda rng: generators.block_model(groups, within, between, rng)
     return None
 

@@ -2,22 +2,33 @@
 edges they make at any valid parameter (a spec bounds the edges: :func:`engine.network.spec.expected_edges`).
 
 Each generator takes the node count, its parameters and a numpy ``Generator``, and returns the
-edges as two int64 arrays over node indexes ``0..n-1`` (an undirected edge once, as ``source < target``),
-with no self-loop and no repeated edge.
+edges as two int64 arrays over node indexes ``0..n-1`` (an undirected edge once, as ``source < target``, sorted),
+with no self-loop and no repeated edge. With ``directed=True`` it returns directed edges, ``source -> target``, each
+ordered pair at most once (in no particular order):
 
 - :func:`barabasi_albert`: preferential attachment from a star of ``m + 1`` nodes; each later node
   draws ``m`` targets with probability by degree (Batagelj and Brandes' list of edge ends, resolved by
   pointer jumping instead of a loop). Two draws of one node that land on the same target make one
-  edge, so a node may have slightly fewer than ``m`` new edges.
+  edge, so a node may have slightly fewer than ``m`` new edges. Directed, it is Price's model: a new node's ``m``
+  edges go out to older nodes, each chosen with probability proportional to its in-degree + 1 (the 1, Price's
+  "attractiveness", lets a node no one links to yet be chosen); the in-degrees have a power-law tail of exponent
+  ``2 + 1/m``, and no edge is returned (reciprocity 0).
 - :func:`erdos_renyi`: G(n, p): the pairs in order, each gap to the next edge drawn from its geometric
-  distribution (Batagelj and Brandes' skips), so the work is the edges' at any ``p`` (1 included).
+  distribution (Batagelj and Brandes' skips), so the work is the edges' at any ``p`` (1 included). Directed,
+  each ordered pair is an edge with probability ``p`` independently (two G(n, p) draws, one per direction), so a
+  share ``p`` of edges is returned.
 - :func:`watts_strogatz`: a ring where each node links its ``k / 2`` nearest neighbours on each side,
-  each edge's far end rewired with probability ``p`` to a uniform node (a rewiring onto an existing
-  edge or the node itself is dropped).
+  each edge's far end rewired with probability ``p`` to a uniform node. A rewiring that lands on the node itself or
+  on an edge there is already is drawn again (all such at once, round after round, up to :data:`REWIRE_ROUNDS`), so
+  the graph keeps its ``n k / 2`` edges; an edge still pending then (a near-complete ring, where its node links
+  almost every other) stays where it was. Directed, each edge is oriented at random.
 - :func:`configuration`: a given degree sequence, its edge ends paired at random (self-loops and repeats
-  dropped).
+  dropped). Directed, each edge is oriented at random.
 - :func:`block_model`: groups of nodes (a persona attribute's values), linked with one probability within a
-  group and another between groups.
+  group and another between groups. Directed, each ordered pair is an edge with its probability independently
+  (as Erdős–Rényi's).
+
+An edge oriented at random is never returned, so those layers have reciprocity 0.
 """
 
 from __future__ import annotations
@@ -27,13 +38,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["barabasi_albert", "block_model", "block_probabilities", "configuration", "erdos_renyi", "group_codes", "pair_ends",
-           "pairs_inside", "undirected_unique", "watts_strogatz"]
+__all__ = ["REWIRE_ROUNDS", "barabasi_albert", "block_model", "block_probabilities", "configuration", "directed_unique",
+           "erdos_renyi", "group_codes", "orient", "pair_ends", "pairs_inside", "undirected_unique", "watts_strogatz"]
 
 Edges = tuple[np.ndarray, np.ndarray]
 
 #: Geometric gaps drawn at once by :func:`erdos_renyi` (about 32 MB of int64 a chunk).
 _GAPS_PER_CHUNK = 1 << 22
+#: The most rounds of redrawing a Watts-Strogatz rewiring that landed on the node itself or on an edge there is: each
+#: round redraws only the colliding ones, so a sparse ring needs two or three.
+REWIRE_ROUNDS = 64
 
 
 def undirected_unique(source: np.ndarray, target: np.ndarray) -> Edges:
@@ -48,23 +62,49 @@ def undirected_unique(source: np.ndarray, target: np.ndarray) -> Edges:
     return keys // width, keys % width
 
 
-def barabasi_albert(n: int, m: int, rng: np.random.Generator) -> Edges:
-    """``n`` nodes (``n > m >= 1``), each after the first ``m + 1`` attaching ``m`` edges by degree."""
+def directed_unique(source: np.ndarray, target: np.ndarray) -> Edges:
+    """Each directed edge once, self-loops dropped, sorted by source then target."""
+    keep = source != target
+    if not keep.any():
+        return _empty_edges()
+    width = np.int64(max(source[keep].max(), target[keep].max())) + 1
+    keys = np.sort(source[keep].astype(np.int64) * width + target[keep])
+    keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
+    return keys // width, keys % width
+
+
+def orient(low: np.ndarray, high: np.ndarray, rng: np.random.Generator) -> Edges:
+    """Each undirected edge as one directed edge, its direction drawn with probability 1/2."""
+    flip = rng.random(len(low)) < 0.5
+    return np.where(flip, high, low), np.where(flip, low, high)
+
+
+def barabasi_albert(n: int, m: int, rng: np.random.Generator, *, directed: bool = False) -> Edges:
+    """``n`` nodes (``n > m >= 1``), each after the first ``m + 1`` attaching ``m`` edges by degree; ``directed``: by
+    in-degree + 1 (Price's model), each new node's edges going out from it."""
     later = (n - m - 1) * m
     total = m + later
     source = np.empty(total, dtype=np.int64)
     target = np.full(total, -1, dtype=np.int64)
-    source[:m], target[:m] = np.arange(1, m + 1), 0  # the star: node 0 and nodes 1..m
+    source[:m], target[:m] = np.arange(1, m + 1), 0  # the star: node 0 and nodes 1..m (directed: each to node 0)
     edge = np.arange(m, total)
     source[m:] = m + 1 + (edge - m) // m
     first = m + ((edge - m) // m) * m  # the node's first edge: the list of ends holds 2 * first entries before it
-    end = np.floor(rng.random(later) * 2 * first).astype(np.int64)
-    # An even end is the source of edge end // 2 (known); an odd one the target of edge end // 2 (maybe still to find).
-    odd = end % 2 == 1
-    target[m:][~odd] = source[end[~odd] // 2]
     pointer = np.full(total, -1, dtype=np.int64)
-    pointer[m:][odd] = end[odd] // 2
-    waiting = np.flatnonzero(pointer >= 0)
+    if directed:
+        # The weights in-degree + 1 of the nodes so far sum to their edges plus their number: a draw below ``first``
+        # takes the target of that edge (by in-degree), one above it the node it numbers (the + 1).
+        pick = np.floor(rng.random(later) * (first + source[m:])).astype(np.int64)
+        by_edge = pick < first
+        target[m:][~by_edge] = pick[~by_edge] - first[~by_edge]
+        pointer[m:][by_edge] = pick[by_edge]
+    else:
+        end = np.floor(rng.random(later) * 2 * first).astype(np.int64)
+        # An even end is the source of edge end // 2 (known); an odd one the target of edge end // 2 (maybe still to find).
+        odd = end % 2 == 1
+        target[m:][~odd] = source[end[~odd] // 2]
+        pointer[m:][odd] = end[odd] // 2
+    waiting = np.flatnonzero((pointer >= 0) & (target < 0))
     while waiting.size:  # an odd end's target is the target of the edge it points at: copy the known, jump the rest
         ahead = pointer[waiting]
         known = target[ahead] >= 0
@@ -72,15 +112,19 @@ def barabasi_albert(n: int, m: int, rng: np.random.Generator) -> Edges:
         waiting = waiting[~known]
         ahead = pointer[waiting]
         pointer[waiting] = np.where(pointer[ahead] >= 0, pointer[ahead], ahead)
-    return undirected_unique(source, target)
+    return directed_unique(source, target) if directed else undirected_unique(source, target)
 
 
-def erdos_renyi(n: int, p: float, rng: np.random.Generator) -> Edges:
-    """G(n, p), undirected: each of the n(n-1)/2 pairs an edge with probability ``p``, independently of the others.
+def erdos_renyi(n: int, p: float, rng: np.random.Generator, *, directed: bool = False) -> Edges:
+    """G(n, p): each of the n(n-1)/2 pairs an edge with probability ``p``, independently of the others; ``directed``:
+    each of the n(n-1) ordered pairs.
 
     The pairs are numbered in the order of the output (:func:`pair_ends`), and the gap from one edge to the next is
     geometric with parameter ``p``: an exact draw whose cost is the number of edges, near ``p = 1`` as anywhere.
     """
+    if directed:  # the pairs source < target, then independently the pairs source > target
+        (low, high), (back_low, back_high) = erdos_renyi(n, p, rng), erdos_renyi(n, p, rng)
+        return np.concatenate([low, back_high]), np.concatenate([high, back_low])
     pairs = n * (n - 1) // 2
     if pairs <= 0 or p <= 0:
         return _empty_edges()
@@ -117,30 +161,68 @@ def pair_ends(index: np.ndarray, n: int | np.ndarray) -> Edges:
     return n - 2 - row, n - 1 - (back - row * (row + 1) // 2)
 
 
-def watts_strogatz(n: int, k: int, p: float, rng: np.random.Generator) -> Edges:
-    """A ring of ``n`` nodes each linked to its ``k`` nearest (``k`` even, ``k < n``), each edge rewired with probability ``p``."""
+def watts_strogatz(n: int, k: int, p: float, rng: np.random.Generator, *, directed: bool = False) -> Edges:
+    """A ring of ``n`` nodes each linked to its ``k`` nearest (``k`` even, ``k < n``), each edge rewired with
+    probability ``p`` to a node it is not linked to yet (so ``n k / 2`` edges); ``directed``: each oriented at random."""
     node = np.repeat(np.arange(n, dtype=np.int64), k // 2)
     far = (node + np.tile(np.arange(1, k // 2 + 1, dtype=np.int64), n)) % n
-    rewire = rng.random(len(node)) < p
-    far[rewire] = rng.integers(0, n, int(rewire.sum()))
-    return undirected_unique(node, far)
+    keys = _rewire(node, far, np.flatnonzero(rng.random(len(node)) < p), n, rng)
+    low, high = keys // n, keys % n
+    return orient(low, high, rng) if directed else (low, high)
 
 
-def configuration(degrees: np.ndarray, rng: np.random.Generator) -> Edges:
+def _rewire(node: np.ndarray, far: np.ndarray, pending: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Move the far end of each edge ``pending`` (``node[i]``-``far[i]``, distinct pairs) to a uniform node that
+    makes no self-loop and no repeated edge, in place; the edges then, as sorted keys ``low * n + high``.
+
+    Every pair there is holds its place (an edge still pending its own too, so it can stay there); a round draws a new
+    end for each pending edge, keeps those that land on a free pair (the first, where two land on one), frees their
+    old pairs and draws the rest again, up to :data:`REWIRE_ROUNDS` rounds: past that an edge stays where it was.
+    """
+    taken = np.sort(np.minimum(node, far) * n + np.maximum(node, far))
+    for _ in range(REWIRE_ROUNDS):
+        if not pending.size:
+            break
+        ends, start = rng.integers(0, n, pending.size), node[pending]
+        keys = np.minimum(start, ends) * n + np.maximum(start, ends)
+        order = np.argsort(keys, kind="stable")  # sorted, the look-ups walk ``taken`` in order: several times faster
+        ordered = keys[order]
+        clash = np.zeros(len(keys), dtype=bool)
+        clash[order[1:]] = ordered[1:] == ordered[:-1]  # a pair two edges landed on: the first keeps it
+        clash[order] |= taken[np.minimum(np.searchsorted(taken, ordered), len(taken) - 1)] == ordered
+        free = (ends != start) & ~clash
+        moved = pending[free]
+        taken = np.delete(taken, np.searchsorted(taken, np.sort(np.minimum(node[moved], far[moved]) * n
+                                                                 + np.maximum(node[moved], far[moved]))))
+        new = np.sort(keys[free])
+        taken = np.insert(taken, np.searchsorted(taken, new), new)
+        far[moved] = ends[free]
+        pending = pending[~free]
+    return taken
+
+
+def configuration(degrees: np.ndarray, rng: np.random.Generator, *, directed: bool = False) -> Edges:
     """The erased configuration model: node ``i`` gets ``degrees[i]`` edge ends, shuffled and paired; a pair
     that makes a self-loop or repeats an edge is dropped, and an odd total leaves one end unpaired. So a node
-    may end with fewer edges than asked: the fit report (:mod:`engine.network.fit`) says how many."""
+    may end with fewer edges than asked: the fit report (:mod:`engine.network.fit`) says how many. ``directed``:
+    each edge oriented at random (a node's degree counts its edges both ways)."""
     ends = np.repeat(np.arange(len(degrees), dtype=np.int64), np.asarray(degrees, dtype=np.int64))
     rng.shuffle(ends)
     half = len(ends) // 2
-    return undirected_unique(ends[:half], ends[half : 2 * half])
+    low, high = undirected_unique(ends[:half], ends[half : 2 * half])
+    return orient(low, high, rng) if directed else (low, high)
 
 
-def block_model(groups: np.ndarray, within: float, between: float, rng: np.random.Generator) -> Edges:
+def block_model(groups: np.ndarray, within: float, between: float, rng: np.random.Generator, *,
+                directed: bool = False) -> Edges:
     """A stochastic block model: nodes ``i`` and ``j`` linked with probability ``within`` when ``groups[i] ==
     groups[j]``, else ``between``. Within each group a G(n, within); between groups a G(n, between) over all
     nodes with its within-group pairs dropped (a uniform subset of all pairs, filtered, is a uniform subset of
-    the pairs between groups)."""
+    the pairs between groups). ``directed``: each ordered pair independently (each node's expected out-degree and
+    in-degree are then an undirected node's expected degree)."""
+    if directed:  # the pairs source < target, then independently the pairs source > target
+        (low, high), (back_low, back_high) = block_model(groups, within, between, rng), block_model(groups, within, between, rng)
+        return np.concatenate([low, back_high]), np.concatenate([high, back_low])
     groups = np.asarray(groups)
     parts = [_empty_edges()]
     for group in np.unique(groups):

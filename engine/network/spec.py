@@ -3,10 +3,12 @@
 A layer's edges join agent ids. An edge file (CSV with a header, Parquet or JSON Lines) has the columns
 ``source`` and ``target`` and optionally ``weight`` (a number) and ``type`` (a text); it is named relative
 to the spec's folder (the service: under ``POLIS_INPUT_DIRS``) and checked when the spec is loaded
-(:mod:`engine.network.edges`). A generator (:mod:`engine.network.generators`) makes an undirected graph
-over the spec's agents in id order, seeded by the spec's seed and the layer's name; in a ``directed``
-layer each of its edges goes both ways. The edges a generator expects (:func:`expected_edges`) are bounded before
-anything is made: by :data:`MAX_LAYER_EDGES` here, and by an owner's quota in the service.
+(:mod:`engine.network.edges`). A generator (:mod:`engine.network.generators`) makes a graph over the spec's
+agents in id order, seeded by the spec's seed and the layer's name: undirected, or in a ``directed`` layer
+directed (Erdős–Rényi and the block model each ordered pair independently, Barabási–Albert Price's model by
+in-degree, Watts–Strogatz and the configuration model each edge oriented at random); ``mutual: true`` makes a
+directed layer's generated edges go both ways instead. The edges a generator expects (:func:`expected_edges`) are
+bounded before anything is made: by :data:`MAX_LAYER_EDGES` here, and by an owner's quota in the service.
 """
 
 from __future__ import annotations
@@ -106,12 +108,16 @@ class LayerSpec(_Frozen):
     from_: str | None = Field(None, alias="from", min_length=1, description="an edge file: source, target[, weight, type]")
     generate: GeneratorSpec | None = Field(None, description="a seeded random graph over the agents")
     directed: bool = Field(False, description="an edge from source to target only (a follow); else both ways")
+    mutual: bool = Field(False, description="a directed layer's generated edges each both ways (a generator only)")
     self_loops: bool = Field(False, description="an agent may link itself (an edge file only)")
 
     @model_validator(mode="after")
     def _one_source(self) -> LayerSpec:
         if (self.from_ is None) == (self.generate is None):
             raise ValueError("a layer takes its edges from a file ('from') or a generator ('generate'): give one")
+        if self.mutual and not (self.directed and self.generate is not None):
+            raise ValueError("mutual: true makes a directed layer's generated edges go both ways: it needs "
+                             "directed: true and a generator (an edge file's edges are as the file has them)")
         return self
 
 

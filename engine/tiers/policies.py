@@ -84,6 +84,7 @@ def _read(config: type[BaseModel], text: str) -> BaseModel:
 
 POLICIES: PluginRegistry[Any] = PluginRegistry("rule policy", {
     "bounded_confidence": "engine.tiers.examples:bounded_confidence",
+    "hegselmann_krause": "engine.tiers.examples:hegselmann_krause",
     "social_poster": "engine.tiers.examples:social_poster",
 }, group="polis.policies")
 

@@ -131,7 +131,7 @@ class RuleSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    policy: str = Field(description="a registered rule policy (engine.tiers.policies): bounded_confidence, "
+    policy: str = Field(description="a registered rule policy (engine.tiers.policies): bounded_confidence, hegselmann_krause, "
                         "social_poster, or one a package or notebook registers")
     params: dict[str, Any] = Field(default_factory=dict, description="the policy's parameters (its Params model checks them)")
 

@@ -113,10 +113,8 @@ class SpecNetwork:
 
         ids = np.sort(np.asarray(self._spec.agent_ids(), dtype=np.int64))
         edges = self.edges(name)
+        layer = self._spec.network.layers[name]
         source, target = np.searchsorted(ids, edges.source), np.searchsorted(ids, edges.target)
-        if self._spec.network.layers[name].directed:  # each generated edge is there both ways: count it once
-            keep = source < target
-            source, target = source[keep], target[keep]
         groups, names = None, None
         if isinstance(model, BlockModel):
             order = np.argsort(np.asarray(self._spec.agent_ids(), dtype=np.int64), kind="stable")
@@ -126,8 +124,8 @@ class SpecNetwork:
             names = list({repr(value): str(value) for value in ordered}.values())  # numbered as group_codes numbers them
         return [{"layer": name, "model": model.model, "measure": row.measure, "target": row.target,
                  "achieved": row.achieved, "note": row.note}
-                for row in fit_rows(model, len(ids), source, target, asked=edges.asked, groups=groups, group_names=names,
-                                    seed=self._spec.seed)]
+                for row in fit_rows(model, len(ids), source, target, directed=layer.directed, mutual=layer.mutual,
+                                    asked=edges.asked, groups=groups, group_names=names, seed=self._spec.seed)]
 
 
 def start_network(spec: ExperimentSpec, run_dir: RunLocation, run_id: str,

@@ -154,7 +154,7 @@ def test_transitivity_of_many_wedges_samples_them_and_lands_near_networkx(monkey
     n = 1_500
     low, high = watts_strogatz(n, 8, 0.3, np.random.default_rng(4))
     rows = by_measure(fit_rows(WattsStrogatz(k=8, p=0.3), n, low, high, seed=2))
-    assert rows["transitivity"].note.endswith("from a seeded sample of 10,000 of its 43,542 wedges")
+    assert rows["transitivity"].note.endswith("from a seeded sample of 10,000 of its 43,623 wedges")
     assert rows["transitivity"].achieved == pytest.approx(nx.transitivity(networkx_graph(n, low, high)), abs=0.02)
 
 
@@ -228,3 +228,69 @@ def test_clustering_of_a_dense_graph_samples_each_nodes_wedges_and_lands_near_ne
     assert rows["clustering"].achieved == pytest.approx(nx.average_clustering(networkx_graph(n, low, high)), abs=0.005)
     again = by_measure(fit_rows(ErdosRenyi(p=0.6), n, low, high, seed=3))
     assert again["clustering"].achieved == rows["clustering"].achieved  # seeded
+
+
+def test_degree_quantiles_are_degrees_never_a_value_between_two():
+    # Issue 51, item 12: a path 0-1-2-3 has degrees 1, 2, 2, 1: its median degree is 1 (half the nodes have at most 1),
+    # where linear interpolation gave 1.5; the target, the asked degrees' quantile, is 1 as well.
+    fit = by_measure(fit_rows(Configuration(degrees=[1, 2, 2, 1]), 4, np.array([0, 1, 2]), np.array([1, 2, 3]),
+                              asked=np.array([1, 2, 2, 1])))
+    assert (fit["degree_p50"].target, fit["degree_p50"].achieved) == (1.0, 1.0)
+    assert (fit["degree_p90"].target, fit["degree_p90"].achieved) == (2.0, 2.0)
+    rng = np.random.default_rng(3)
+    degrees = np.bincount(np.concatenate(erdos_renyi(1_000, 0.01, rng)), minlength=1_000)
+    fit = by_measure(fit_rows(ErdosRenyi(p=0.01), 1_000, *erdos_renyi(1_000, 0.01, np.random.default_rng(3))))
+    for name, q in (("degree_p10", 0.1), ("degree_p50", 0.5), ("degree_p90", 0.9), ("degree_p99", 0.99)):
+        assert fit[name].achieved == np.quantile(degrees, q, method="inverted_cdf") == int(fit[name].achieved)
+
+
+def test_a_directed_erdos_renyi_layer_is_measured_as_undirected_with_its_reciprocity_beside():
+    n, p = 1_500, 0.004
+    source, target = erdos_renyi(n, p, np.random.default_rng(5), directed=True)
+    fit = by_measure(fit_rows(ErdosRenyi(p=p), n, source, target, directed=True))
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(n))
+    graph.add_edges_from(zip(source.tolist(), target.tolist(), strict=True))
+    assert fit["reciprocity"].target == p and fit["reciprocity"].achieved == pytest.approx(nx.reciprocity(graph))
+    assert fit["directed_edges"].achieved == len(source) and fit["directed_edges"].target == pytest.approx(p * n * (n - 1))
+    either = 2 * p - p * p  # undirected, a pair is linked either way: G(n, 2p - p^2)
+    undirected = graph.to_undirected()
+    assert fit["edges"].achieved == undirected.number_of_edges() and fit["edges"].target == pytest.approx(either * n * (n - 1) / 2)
+    assert "either way" in fit["edges"].note
+    assert fit["transitivity"].target == pytest.approx(either) and fit["clustering"].achieved == pytest.approx(nx.average_clustering(undirected))
+    assert fit["degree_ks"].achieved < 0.05
+
+
+def test_a_directed_barabasi_albert_layer_fits_prices_degrees_and_has_no_reciprocity():
+    n, m = 20_000, 3
+    source, target = barabasi_albert(n, m, np.random.default_rng(1), directed=True)
+    fit = by_measure(fit_rows(BarabasiAlbert(m=m), n, source, target, directed=True))
+    assert (fit["reciprocity"].target, fit["reciprocity"].achieved) == (0.0, 0.0)
+    assert fit["degree_p50"].achieved == fit["degree_p50"].target and fit["degree_p90"].achieved == fit["degree_p90"].target
+    assert fit["degree_ks"].achieved < 0.03 and fit["components"].achieved == 1.0
+    assert fit["clustering"].target == pytest.approx(fit["clustering"].achieved, abs=0.01)
+
+
+def test_a_mutual_layer_fits_as_its_undirected_graph_with_reciprocity_one():
+    n, m = 400, 2
+    low, high = barabasi_albert(n, m, np.random.default_rng(1))
+    undirected = fit_rows(BarabasiAlbert(m=m), n, low, high)
+    mutual = by_measure(fit_rows(BarabasiAlbert(m=m), n, np.concatenate([low, high]), np.concatenate([high, low]),
+                                 directed=True, mutual=True))
+    assert (mutual["reciprocity"].target, mutual["reciprocity"].achieved) == (1.0, 1.0)
+    assert mutual["directed_edges"].achieved == 2 * len(low) and mutual["directed_edges"].target == 2 * mutual["edges"].target
+    assert all((row.target, row.achieved) == (mutual[row.measure].target, mutual[row.measure].achieved) for row in undirected)
+
+
+def test_a_directed_block_models_coleman_indexes_count_its_directed_edges():
+    groups = np.repeat([0, 1], [900, 100])
+    model = BlockModel(attribute="g", mean_degree=8, homophily=0.5)
+    within, between = block_probabilities(groups, 8, 0.5)
+    source, target = block_model(groups, within, between, np.random.default_rng(2), directed=True)
+    fit = by_measure(fit_rows(model, 1_000, source, target, directed=True, groups=groups, group_names=["a", "b"]))
+    assert fit["coleman_index_pooled"].achieved == pytest.approx(0.5, abs=0.03)
+    assert fit["coleman_index[b]"].achieved == pytest.approx(fit["coleman_index[b]"].target, abs=0.05)
+    inside = (900 * 899 + 100 * 99) / 2
+    outside = 1000 * 999 / 2 - inside
+    assert fit["reciprocity"].target == pytest.approx((within**2 * inside + between**2 * outside) / (within * inside + between * outside))
+    assert fit["reciprocity"].achieved == pytest.approx(fit["reciprocity"].target, abs=0.01)

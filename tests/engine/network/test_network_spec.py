@@ -114,7 +114,8 @@ async def test_a_runs_network_edges_equal_its_file_and_a_generator_is_seeded(tmp
         (0, 1, 1.5, "friend"), (1, 2, 0.5, "friend"), (2, 0, 2.0, "family"), (3, 4, 1.0, "friend")]
     assert {(r["step"], r["change"]) for r in friend} == {(0, "initial")}
     pairs = {(r["source"], r["target"]) for r in follow}
-    assert all((b, a) in pairs for a, b in pairs) and all(r["directed"] for r in follow)  # mutual, both directions
+    # Price's model: each agent after the first three follows older ones, none back (issue 51: it was each edge both ways)
+    assert all(a > b and (b, a) not in pairs for a, b in pairs) and all(r["directed"] for r in follow)
     await run_experiment(spec, tmp_path / "again", shell)
     with ReplayReader(tmp_path / "again") as reader:
         again = reader.query("SELECT source, target FROM network_edges WHERE layer = 'follow' ORDER BY source, target").to_pylist()
@@ -127,7 +128,7 @@ async def test_a_run_reports_how_its_generated_layers_fit_their_models(shell, tm
         "population": [{"count": 400, "profile_template": {"party": ["left", "right"]}}],
         "network": {"layers": {"friend": {"generate": {"model": "block", "attribute": "party", "mean_degree": 6, "homophily": 0.8}},
                                "follow": {"generate": {"model": "configuration", "distribution": {"2": 0.5, "6": 0.5}},
-                                          "directed": True}}}})
+                                          "directed": True, "mutual": True}}}})
     summary = await run_experiment(spec, tmp_path / "run", shell)
     assert summary.status == "completed", summary.error
     with ReplayReader(tmp_path / "run") as reader:
@@ -143,5 +144,5 @@ async def test_a_run_reports_how_its_generated_layers_fit_their_models(shell, tm
     s0 = sum(k * (k - 1) for k in sizes) / (400 * 399)  # the share of pairs inside a party
     assert homophily["achieved"] == pytest.approx((inside - s0) / (1 - s0), abs=0.02)  # the edges say the same
     assert homophily["achieved"] == pytest.approx(0.8, abs=0.1)
-    assert fit[("follow", "edges")]["achieved"] == follow_edges / 2  # a directed layer holds each edge both ways
+    assert fit[("follow", "edges")]["achieved"] == follow_edges / 2  # a mutual layer holds each edge both ways
     assert fit[("follow", "degree_p50")]["target"] in (2.0, 6.0) and fit[("follow", "ends_kept")]["achieved"] > 0.95

@@ -1,4 +1,4 @@
-"""engine.tiers.policies and the two shipped policies; the tier fields of a population spec."""
+"""engine.tiers.policies and the shipped policies (the opinion models: test_opinion_dynamics.py); the tier fields of a population spec."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ def test_feed_posts_reads_post_ids_and_authors() -> None:
 def test_bounded_confidence_moves_only_toward_opinions_within_epsilon() -> None:
     state = {"opinion": 0.5}
     acts = bounded_confidence(Observation(1, 2, FEED, params={"epsilon": 0.2, "mu": 0.5}), state, random.Random(0))
-    assert state["opinion"] == pytest.approx(0.475)  # 0.45 is within 0.2; the two 0.9s are not
-    assert (state["heard"], state["moved"]) == (3, 1)
+    assert state["opinion"] == pytest.approx(0.475)  # it met 0.45, within 0.2 (the other post, 0.9, is not)
+    assert (state["heard"], state["moved"]) == (2, 1)  # #2 is a repost of #1: one post
     assert acts == [Act("create_post", {"text": "On the issue: opinion=0.475"})]
     first: dict = {}
     bounded_confidence(Observation(1, 1, "", profile={"opinion": 0.8}), first, random.Random(0))
