@@ -11,7 +11,7 @@ from __future__ import annotations
 from engine.engine_loop import EngineLoop
 from engine.env.input_files import InputRoots, input_roots, resolve_input_file
 from engine.env.registry import resolve_env_module
-from engine.fidelity import fidelity
+from engine.fidelity import fidelity, regression_fidelity
 from engine.grid_files import locate_grid_files
 from engine.grid_keys import check_grid_keys
 from engine.network.files import check_network, locate_network_files
@@ -109,6 +109,7 @@ __all__ = [
     "read_json",
     "read_population_files",
     "read_society_step",
+    "regression_fidelity",
     "resolve_env_module",
     "resolve_input_file",
     "run_child",

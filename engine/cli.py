@@ -277,7 +277,7 @@ def _query(args: argparse.Namespace) -> int:
 
 
 def _fidelity(args: argparse.Namespace) -> int:
-    from engine.fidelity import fidelity, rank_sweep
+    from engine.fidelity import fidelity, rank_sweep, regression_fidelity, regression_spec
     from engine.storage.sweep_layout import read_sweep_manifest
 
     retest = {}
@@ -289,6 +289,8 @@ def _fidelity(args: argparse.Namespace) -> int:
             raise SpecError(f"--retest {pair!r}: give ITEM=ACCURACY, e.g. rate_marriage=0.8") from None
     location = resolve_location(args.run_dir)
     if isinstance(location, Path) and read_sweep_manifest(location) is not None:
+        if args.regression is not None:
+            raise SpecError("--regression fits one run's answers: give a cell of the sweep, not its root")
         ranking = rank_sweep(location, metric=args.rank_by, item=args.item, bootstrap=args.bootstrap, seed=args.seed)
         print(f"setups of the sweep ranked by {args.rank_by} (mean over replications; 95% interval)")
         for setup in ranking:
@@ -297,11 +299,21 @@ def _fidelity(args: argparse.Namespace) -> int:
             print(f"{setup.rank:>3}. {value:>7} {ci:<17} x{setup.replications}  {setup.params}")
         print("each cell's figures: its fidelity dataset (the sweep's fidelity view has them all, by cell)")
         return 0
+    if args.family is not None and args.regression is None:
+        raise SpecError("--family needs --regression: it is the family of that regression")
+    # The regression first: it is quick, and a formula that cannot be fitted is refused before minutes of resamples.
+    regression = None if args.regression is None else regression_fidelity(
+        location, regression_spec(args.regression, args.family or "ols"), questionnaire_id=args.questionnaire)
     report = fidelity(location, by=args.by, questionnaire_id=args.questionnaire,
                       bootstrap=args.bootstrap, seed=args.seed, retest=retest)
     print(report.text())
     print(f"written: the run's fidelity dataset ({args.bootstrap} bootstrap resamples, 95% intervals); "
           f"polis query {args.run_dir} \"SELECT * FROM fidelity\"")
+    if regression is not None:
+        print()
+        print(regression.text())
+        print(f"written: the run's regression_fidelity dataset; polis query {args.run_dir} "
+              "\"SELECT * FROM regression_fidelity\"")
     return 0
 
 
@@ -387,6 +399,11 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     fid.add_argument("--seed", type=int, default=0)
     fid.add_argument("--retest", action="append", default=[], metavar="ITEM=ACCURACY",
                      help="people's test-retest accuracy on an item: adds item_normalized_accuracy")
+    fid.add_argument("--regression", default=None, metavar="FORMULA",
+                     help="also fit 'target ~ field + field + C(field)' on the real and on the simulated answers and "
+                          "compare each coefficient (writes the regression_fidelity dataset)")
+    fid.add_argument("--family", choices=("ols", "logit"), default=None,
+                     help="the regression's: ols (WLS on the scale step, the default) or logit (a binary target)")
     fid.add_argument("--rank-by", default="accuracy", metavar="METRIC", help="a sweep: the metric its setups are ranked by")
     fid.add_argument("--item", default=None, help="a sweep: the target item to rank by (needed with several)")
     fid.set_defaults(handler=_fidelity)

@@ -163,6 +163,35 @@ class Run:
         self.close()  # the next read sees the fidelity dataset
         return pd.DataFrame(report.rows())
 
+    def regression_fidelity(self, formula: str, *, family: str = "ols", questionnaire_id: str | None = None) -> pd.DataFrame:
+        """Fit a regression on a survey run's real answers and on its simulated ones, one row per coefficient side by
+        side (see :mod:`engine.fidelity.regression`); also written as the run's ``regression_fidelity`` dataset.
+
+        Args:
+            formula: ``target ~ field + field``, over the survey's persona fields and target items; ``C(field)``
+                makes a field categorical (one dummy per value but the first).
+            family: ``ols`` (weighted least squares on the target's scale step) or ``logit`` (a binary target).
+            questionnaire_id: the simulated answers of this questionnaire (default: each item's last).
+
+        Returns:
+            The coefficients; ``frame.attrs`` holds ``n``, ``share_differ`` (the slopes that differ significantly)
+            and ``share_sign_flipped``.
+
+        Raises:
+            SpecError: a column that is neither a persona field nor a target, a collinear design, fewer than 10
+                respondents per coefficient (at ``regression.formula``), or a logit of a non-binary target.
+            FidelityError: the run has no survey or asked none of its items, or a logit cannot be fitted.
+        """
+        import pandas as pd
+
+        from engine.fidelity import regression_fidelity, regression_spec
+
+        report = regression_fidelity(self.location, regression_spec(formula, family), questionnaire_id=questionnaire_id)
+        self.close()  # the next read sees the regression_fidelity dataset
+        frame = pd.DataFrame(report.rows())
+        frame.attrs.update(n=report.n, share_differ=report.share_differ, share_sign_flipped=report.share_sign_flipped)
+        return frame
+
     def report(self, path: str | Path = "report.html") -> Path:
         """Write the run's results page (plots, summary, SQL box) as one standalone HTML file; return its path."""
         return write_page(load_report(self.location), path)

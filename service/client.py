@@ -41,6 +41,7 @@ from service.schemas import (
     ExperimentDetail,
     ExperimentList,
     FidelityResult,
+    RegressionSpec,
     SqlResult,
 )
 
@@ -290,8 +291,11 @@ class PolisClient:
         return pq.read_table(io.BytesIO(response.content))
 
     def fidelity(self, experiment_id: str, *, by: Sequence[str] = (), questionnaire_id: str | None = None,
-                 bootstrap: int = 200, seed: int = 0, retest: Mapping[str, float] | None = None) -> FidelityResult:
-        """Score a survey experiment's simulated answers against the real ones (also written as its ``fidelity`` dataset).
+                 bootstrap: int = 200, seed: int = 0, retest: Mapping[str, float] | None = None,
+                 regression: RegressionSpec | Mapping[str, Any] | None = None) -> FidelityResult:
+        """Score a survey experiment's simulated answers against the real ones (also written as its ``fidelity`` dataset);
+        with a ``regression`` (``{"formula": "y ~ a + b", "family": "ols"}``), also fit it on both and compare the
+        coefficients (``FidelityResult.regression``).
 
         Raises:
             NotFoundError: no such experiment.
@@ -299,6 +303,9 @@ class PolisClient:
         """
         body = {"by": list(by), "questionnaire_id": questionnaire_id, "bootstrap": bootstrap, "seed": seed,
                 "retest": dict(retest or {})}
+        if regression is not None:
+            body["regression"] = (regression.model_dump() if isinstance(regression, RegressionSpec)
+                                  else dict(regression))
         return self._model(FidelityResult, "POST", f"/experiments/{experiment_id}/fidelity", json=body)
 
     @overload

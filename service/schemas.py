@@ -17,6 +17,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from engine.results import AgentFile, AgentFiles, AgentMemory, ColumnInfo, DatasetInfo
 from engine.run_status import RunStatus
 from engine.spec import BudgetSpec
+from engine.spec_regression import RegressionSpec
 
 __all__ = [
     "AgentFile",
@@ -36,6 +37,9 @@ __all__ = [
     "FidelityRequest",
     "FidelityResult",
     "ForkedFrom",
+    "RegressionCoefficient",
+    "RegressionFidelity",
+    "RegressionSpec",
     "Health",
     "Progress",
     "ResumeRequest",
@@ -173,6 +177,10 @@ class FidelityRequest(BaseModel):
     bootstrap: int = Field(200, ge=1, le=FIDELITY_MAX_BOOTSTRAP, description="bootstrap resamples behind each interval")
     seed: int = Field(0, description="the resampling's seed")
     retest: dict[str, float] = Field(default_factory=dict, description="item -> people's test-retest accuracy on it")
+    regression: RegressionSpec | None = Field(
+        None, description="also fit this regression on the real and on the simulated answers and compare each "
+                          "coefficient (the regression_fidelity dataset); what cannot be fitted is a 422 at "
+                          "regression.formula or regression.family")
 
     @field_validator("by")
     @classmethod
@@ -204,6 +212,37 @@ class FidelityFigure(BaseModel):
     floor: float | None = None
 
 
+class RegressionCoefficient(BaseModel):
+    """One coefficient as the real answers and the simulated ones estimate it (95% normal intervals, sandwich errors)."""
+
+    term: str
+    real: float
+    real_low: float
+    real_high: float
+    real_p: float | None
+    simulated: float
+    simulated_low: float
+    simulated_high: float
+    simulated_p: float | None
+    #: the z-test of real = simulated, the two fits taken as independent (approximate: the same respondents)
+    difference_p: float | None
+    sign_agrees: bool
+    significance_agrees: bool | None  #: both p < 0.05 or both not
+    differs: bool | None  #: difference_p < 0.05
+
+
+class RegressionFidelity(BaseModel):
+    """A regression fitted on the real and on the simulated answers (also written as the ``regression_fidelity``
+    dataset)."""
+
+    formula: str
+    family: str
+    n: int  #: respondents both fits are over
+    share_differ: float | None  #: the share of slopes that differ significantly
+    share_sign_flipped: float  #: the share of slopes whose sign the simulated answers flip
+    coefficients: list[RegressionCoefficient]
+
+
 class FidelityResult(BaseModel):
     """A survey experiment's fidelity figures (also written as its ``fidelity`` dataset)."""
 
@@ -211,6 +250,7 @@ class FidelityResult(BaseModel):
     questionnaire_id: str | None
     bootstrap: int
     figures: list[FidelityFigure]
+    regression: RegressionFidelity | None = None  #: the request's regression, fitted
 
 
 class SqlColumn(BaseModel):

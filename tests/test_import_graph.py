@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("engine.env",),
     ("engine.agent",),
     ("engine.network", "engine.population", "engine.tiers", "engine.grid_keys", "engine.grid_files", "engine.spec", "engine.sweep", "engine.spec_schema",
-     "engine.spec_calls", "engine.spec_env"),
+     "engine.spec_calls", "engine.spec_env", "engine.spec_regression"),
     ("engine.society",),
     ("engine.results", "engine.fidelity"),
     ("engine.settings", "engine.cli_output", "engine.api", "engine.reference"),
@@ -197,7 +197,7 @@ def test_the_reader_sees_lazy_relative_and_type_only_imports(tmp_path: Path):
 def test_a_file_is_placed_by_its_longest_prefix_and_an_import_of_a_higher_layer_is_found():
     env, spec = LAYERS.index(("engine.env",)), LAYERS.index(("engine.network", "engine.population", "engine.tiers", "engine.grid_keys",
                                                              "engine.grid_files", "engine.spec", "engine.sweep", "engine.spec_schema",
-                                                             "engine.spec_calls", "engine.spec_env"))
+                                                             "engine.spec_calls", "engine.spec_env", "engine.spec_regression"))
     assert placement("engine/env/routers/react.py") == (env, "engine.env")
     assert placement("engine/__init__.py") == (0, "engine")
     assert placement("engine/unplaced.py") is None  # ``engine`` holds its __init__ alone

@@ -6,11 +6,16 @@ of the one named) and, to group by persona fields, ``agent_profiles``; scores th
 (:mod:`engine.fidelity.scoring`); and writes the figures as the run's ``fidelity`` dataset, one shard
 per questionnaire scored (a later scoring of the same questionnaire replaces it). The item's labels
 and scale come from the codebook in the run's stored spec.
+
+:func:`regression_fidelity` reads the same answers and the persona fields, fits one regression on the real and on the
+simulated answers (:mod:`engine.fidelity.regression`) and writes its coefficients as the run's ``regression_fidelity``
+dataset, one shard per questionnaire, formula and family.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -19,18 +24,20 @@ from typing import Any
 
 import numpy as np
 
-from engine.errors import FidelityError
+from engine.errors import FidelityError, SpecError
+from engine.fidelity.regression import RegressionData, RegressionReport, fit
 from engine.fidelity.scoring import NONE, Checkpoint, Figure, ItemAnswers, compare_variant, no_checkpoint, score
-from engine.population.codebook import Codebook
+from engine.population.codebook import Codebook, code_key
 from engine.society.run.extend import stored_spec
 from engine.spec import ExperimentSpec, QuestionnaireStep
+from engine.spec_regression import FAMILY_PATH, FORMULA_PATH, RegressionSpec
 from engine.storage.catalog import RUN_COLUMN, Catalog, Column, DatasetSchema
 from engine.storage.reader import ReplayReader
 from engine.storage.replay import ReplayWriter
 from engine.storage.run_layout import REPLAY_DIR, RunLocation, run_store
 from engine.storage.sweep_layout import read_sweep_manifest
 
-__all__ = ["FIDELITY", "FidelityReport", "fidelity", "survey_codebook"]
+__all__ = ["FIDELITY", "REGRESSION_FIDELITY", "FidelityReport", "fidelity", "regression_fidelity", "survey_codebook"]
 
 FIDELITY = DatasetSchema(
     name="fidelity",
@@ -206,4 +213,145 @@ def fidelity(run_dir: RunLocation, *, by: Sequence[str] = (), questionnaire_id: 
         rows = [{"run": run_id, "questionnaire_id": questionnaire_id, "bootstrap": bootstrap, **row} for row in report.rows()]
         Catalog(run_store(run_dir).child(REPLAY_DIR)).register(FIDELITY)
         ReplayWriter(run_dir).write_shard(FIDELITY, f"fidelity-{questionnaire_id or 'last'}", rows)
+    return report
+
+
+REGRESSION_FIDELITY = DatasetSchema(
+    name="regression_fidelity",
+    kind="survey",
+    description="one regression fitted on the real and on the simulated answers: each coefficient side by side",
+    columns=(
+        RUN_COLUMN,
+        Column(name="questionnaire_id", type="string", description="the questionnaire scored (null: each item's last)"),
+        Column(name="formula", type="string", description="target ~ fields, as parsed"),
+        Column(name="family", type="string", description="ols (WLS on the scale step) | logit"),
+        Column(name="n", type="int64", description="respondents both fits are over"),
+        Column(name="term", type="string", description="the coefficient: Intercept, a field, or field=value (a dummy)"),
+        Column(name="real", type="float64", description="its estimate on the real answers"),
+        Column(name="real_low", type="float64", description="its 95% interval's lower end (sandwich standard errors)"),
+        Column(name="real_high", type="float64", description="its upper end"),
+        Column(name="real_p", type="float64", description="its p-value (null: no standard error)"),
+        Column(name="simulated", type="float64", description="its estimate on the simulated answers"),
+        Column(name="simulated_low", type="float64", description="its 95% interval's lower end"),
+        Column(name="simulated_high", type="float64", description="its upper end"),
+        Column(name="simulated_p", type="float64", description="its p-value"),
+        Column(name="difference_p", type="float64", description="z-test of real = simulated, the fits taken as "
+                                                                "independent (approximate: same respondents)"),
+        Column(name="sign_agrees", type="bool", description="both estimates have the same sign"),
+        Column(name="significance_agrees", type="bool", description="both p < 0.05 or both not"),
+        Column(name="differs", type="bool", description="difference_p < 0.05"),
+    ),
+)
+
+
+def _scale_steps(codebook: Codebook, column: str, real: list[dict[str, Any]],
+                 simulated: dict[tuple[int, str], str]) -> tuple[dict[int, float], dict[int, float]]:
+    """A target item's answers as scale steps (1: its first label), each agent's real one and simulated one."""
+    name, spec = codebook.target_name(column), codebook.columns[column]
+    place = {label: i + 1.0 for i, (_, label) in enumerate(spec.labels or ())}
+    reals = {r["agent_id"]: r["position"] + 1.0 for r in real if r["item"] == name and r["position"] is not None}
+    simulateds = {agent: place[answer] for (agent, item), answer in simulated.items() if item == name and answer in place}
+    return reals, simulateds
+
+
+def _persona_values(codebook: Codebook, column: str, profiles: dict[int, dict[str, Any]], agents: list[int],
+                    categorical: bool) -> tuple[np.ndarray, tuple[Any, ...] | None]:
+    """A persona field's value for each agent: its code as a number where every code is one (and the formula does not
+    say ``C(field)``), else its label, with the labels in the codebook's order."""
+    spec = codebook.columns[column]
+    field_name = spec.name or column
+    given = [profiles.get(agent, {}).get(field_name) for agent in agents]
+    code_of = {label: code for code, label in spec.labels or ()}
+    codes = [None if v is None else code_key(code_of.get(v, v)) for v in given]
+    if not categorical and all(c is None or isinstance(c, float) for c in codes):
+        return np.array([np.nan if c is None else c for c in codes], dtype=float), None
+    order = [label for _, label in spec.labels or ()] or sorted({str(v) for v in given if v is not None})
+    return np.array([None if v is None else str(v) for v in given], dtype=object), tuple(order)
+
+
+def regression_fidelity(run_dir: RunLocation, regression: RegressionSpec, *, questionnaire_id: str | None = None,
+                        write: bool = True, checkpoint: Checkpoint | None = None) -> RegressionReport:
+    """Fit one regression on the run's real answers and on its simulated ones, and compare the coefficients.
+
+    Args:
+        regression: the formula (``target ~ fields``, over the codebook's persona fields and target items, by column
+            or field name) and the family.
+        questionnaire_id: the simulated answers of this questionnaire; default: for each item, the last that asked it.
+        write: also write the coefficients as the run's ``regression_fidelity`` dataset.
+        checkpoint: called between the reads; what it raises ends the fitting before anything is written.
+
+    Raises:
+        SpecError: at ``regression.formula``, a column that is neither a persona field nor a target item, a target
+            whose answers are no number, a collinear design or too few respondents; at ``regression.family``, a logit
+            of a target that is not binary.
+        FidelityError: the run has no survey or asked no questionnaire, or a logit cannot be fitted.
+    """
+    go_on = checkpoint or no_checkpoint
+    formula = regression.parsed
+    stored = stored_spec(run_dir)
+    codebook = survey_codebook(run_dir, stored)
+    targets = {name: column for column in codebook.targets for name in (column, codebook.target_name(column))}
+    personas = {name: column for column, spec in codebook.by_role("persona").items() for name in (column, spec.name or column)}
+    for name in (formula.target, *(t.field for t in formula.terms)):
+        if name not in targets and name not in personas:
+            raise SpecError(f"{name!r} is neither a persona field nor a target item of the survey (persona fields: "
+                            f"{', '.join(codebook.by_role('persona')) or 'none'}; targets: {', '.join(codebook.targets)})",
+                            FORMULA_PATH)
+    if formula.target not in targets:
+        raise SpecError(f"{formula.target!r} is a persona field: the left of '~' must be a target item "
+                        f"({', '.join(codebook.targets)})", FORMULA_PATH)
+    target_labels = codebook.columns[targets[formula.target]].labels or []
+    if regression.family == "logit" and len(target_labels) != 2:
+        raise SpecError(f"a logit needs a binary target: {formula.target!r} has {len(target_labels)} options "
+                        "(use family ols on an ordinal item)", FAMILY_PATH)
+    categorical = {t.field for t in formula.terms if t.categorical}
+    for name in (formula.target, *(t.field for t in formula.terms)):
+        spec = codebook.columns.get(targets.get(name, ""))
+        if spec is not None and name not in categorical and spec.scale != "ordinal" and len(spec.labels or []) != 2:
+            raise SpecError(f"{name!r} is a nominal item with {len(spec.labels or [])} options: its answers are no number"
+                            + ("" if name == formula.target else f"; write C({name}) for one dummy per answer"),
+                            FORMULA_PATH)
+    variants = [step.questionnaire_id for step in stored.steps if isinstance(step, QuestionnaireStep) and step.variant is not None]
+    with ReplayReader(run_dir) as reader:
+        real = reader.query("SELECT run, agent_id, item, position, weight FROM survey_answers ORDER BY item, agent_id"
+                            ).to_pylist()
+        go_on()
+        simulated = _simulated(reader, questionnaire_id, variants)
+        go_on()
+        profiles = _groups(reader, ["*"]) if personas.keys() & {t.field for t in formula.terms} else {}
+    target_name = codebook.target_name(targets[formula.target])
+    if not any(item == target_name for _, item in simulated):
+        raise FidelityError(f"no questionnaire of the run asked {target_name!r}"
+                            + (f" (questionnaire {questionnaire_id!r})" if questionnaire_id else ""))
+    weight_of = {r["agent_id"]: r["weight"] for r in real if r["item"] == target_name}
+    agents = sorted(weight_of)
+    sides: tuple[dict[str, np.ndarray], dict[str, np.ndarray]] = ({}, {})
+    levels: dict[str, tuple[Any, ...]] = {}
+    for name in (formula.target, *(t.field for t in formula.terms)):
+        if name in targets:
+            column = targets[name]
+            steps = _scale_steps(codebook, column, real, simulated)
+            if regression.family == "logit" and name == formula.target:
+                steps = ({a: v - 1 for a, v in steps[0].items()}, {a: v - 1 for a, v in steps[1].items()})
+            if name in categorical:
+                for side, answers in zip(sides, steps, strict=True):
+                    side[name] = np.array([answers.get(a) for a in agents], dtype=object)
+                levels[name] = tuple(float(i + 1) for i in range(len(codebook.columns[column].labels or [])))
+            else:
+                for side, answers in zip(sides, steps, strict=True):
+                    side[name] = np.array([answers.get(a, np.nan) for a in agents], dtype=float)
+        else:
+            values, order = _persona_values(codebook, personas[name], profiles, agents, name in categorical)
+            sides[0][name] = sides[1][name] = values
+            if order is not None:
+                levels[name] = order
+    go_on()
+    report = fit(formula, regression.family, RegressionData(real=sides[0], simulated=sides[1], levels=levels,
+                                                            weights=np.array([weight_of[a] for a in agents], dtype=float)))
+    if write:
+        run_id = real[0]["run"] if real else ""
+        key = hashlib.sha256(f"{report.family}:{report.formula}".encode()).hexdigest()[:12]
+        rows = [{"run": run_id, "questionnaire_id": questionnaire_id, **row} for row in report.rows()]
+        Catalog(run_store(run_dir).child(REPLAY_DIR)).register(REGRESSION_FIDELITY)
+        ReplayWriter(run_dir).write_shard(REGRESSION_FIDELITY, f"regression-{questionnaire_id or 'last'}-{key}", rows)
     return report

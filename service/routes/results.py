@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
 from starlette.background import BackgroundTask
 
-from engine.api import check_dataset_name, export_dataset, fidelity, list_datasets
+from engine.api import check_dataset_name, export_dataset, fidelity, list_datasets, regression_fidelity
 from service.admission.auth import Caller
 from service.compute import Deadline
-from service.schemas import DatasetList, FidelityFigure, FidelityRequest, FidelityResult
+from service.schemas import (
+    DatasetList,
+    FidelityFigure,
+    FidelityRequest,
+    FidelityResult,
+    RegressionCoefficient,
+    RegressionFidelity,
+)
 from service.sql import PARQUET_MEDIA_TYPE
 from service.state import State
 
@@ -65,13 +73,27 @@ async def score_fidelity(experiment_id: str, request: FidelityRequest, state: St
     at once (and ``POLIS_FIDELITY_MAX_CONCURRENT`` in all; more are 429), and is stopped past
     ``POLIS_FIDELITY_TIMEOUT_S`` (422, naming the limit; nothing is written then). ``bootstrap`` is at most 2000, and
     ``by`` names each field once (422 at ``by.N``).
+
+    With a ``regression``, it is also fitted on the real and on the simulated answers (first: a formula naming a
+    column that is neither a persona field nor a target, a collinear design or fewer than 10 respondents per
+    coefficient is a 422 at ``regression.formula`` before any resample), and its coefficients come back beside the
+    figures and are written as the ``regression_fidelity`` dataset.
     """
     record = state.registry.get(experiment_id, caller)
 
     def score(deadline: Deadline) -> FidelityResult:
+        regression = None
+        if request.regression is not None:
+            fitted = regression_fidelity(record.run_dir, request.regression, questionnaire_id=request.questionnaire_id,
+                                         checkpoint=deadline.check)
+            regression = RegressionFidelity(
+                formula=fitted.formula, family=fitted.family, n=fitted.n, share_differ=fitted.share_differ,
+                share_sign_flipped=fitted.share_sign_flipped,
+                coefficients=[RegressionCoefficient(**asdict(c)) for c in fitted.coefficients])
         report = fidelity(record.run_dir, by=request.by, questionnaire_id=request.questionnaire_id,
                           bootstrap=request.bootstrap, seed=request.seed, retest=request.retest, checkpoint=deadline.check)
         return FidelityResult(experiment_id=record.id, questionnaire_id=report.questionnaire_id,
-                              bootstrap=report.bootstrap, figures=[FidelityFigure(**row) for row in report.rows()])
+                              bootstrap=report.bootstrap, figures=[FidelityFigure(**row) for row in report.rows()],
+                              regression=regression)
 
     return await state.fidelity_work.run(caller.owner, score)

@@ -78,6 +78,43 @@ def test_resamples_over_the_cap_and_a_field_named_twice_are_422_at_the_field(htt
     assert http.post(f"/experiments/{experiment}/fidelity", json={"bootstrap": 2000, "by": ["party"]}).status_code == 200
 
 
+def test_a_regression_is_fitted_beside_the_figures_and_bad_formulas_are_422_at_regression_formula(
+        http: httpx.Client) -> None:
+    experiment = finished(http, rehearsal_spec(0.0, survey(120)))
+    fitted = http.post(f"/experiments/{experiment}/fidelity",
+                       json={"bootstrap": 10, "regression": {"formula": "rate ~ party + trust"}})
+    assert fitted.status_code == 200, fitted.text
+    regression = fitted.json()["regression"]
+    assert regression["formula"] == "rate ~ party + trust" and regression["family"] == "ols" and regression["n"] == 120
+    assert [c["term"] for c in regression["coefficients"]] == ["Intercept", "party", "trust"]
+    for c in regression["coefficients"]:  # noise 0: the simulated answers are the real ones
+        assert c["real"] == c["simulated"] and c["sign_agrees"] and c["differs"] is False
+    assert regression["share_differ"] == 0 and regression["share_sign_flipped"] == 0
+    logit = http.post(f"/experiments/{experiment}/fidelity",
+                      json={"bootstrap": 10, "regression": {"formula": "trust ~ C(party)", "family": "logit"}})
+    assert logit.status_code == 200, logit.text
+    assert [c["term"] for c in logit.json()["regression"]["coefficients"]] == ["Intercept", "party=right"]
+    rows = http.post(f"/experiments/{experiment}/sql", json={"sql": "SELECT count(*) FROM regression_fidelity"}).json()
+    assert rows["rows"] == [[5]]  # both fits are the experiment's regression_fidelity dataset
+
+    def refused(regression: dict) -> dict:
+        answer = http.post(f"/experiments/{experiment}/fidelity", json={"bootstrap": 10, "regression": regression})
+        assert answer.status_code == 422, answer.text
+        return answer.json()["detail"][0]
+
+    unknown = refused({"formula": "rate ~ party + age"})
+    assert unknown["loc"] == ["body", "regression", "formula"] and "'age' is neither a persona field" in unknown["msg"]
+    syntax = refused({"formula": "rate ~ party * trust"})  # pydantic's, before the run is read
+    assert syntax["loc"] == ["body", "regression", "formula"] and "'party * trust' is no column" in syntax["msg"]
+    family = refused({"formula": "rate ~ party", "family": "logit"})
+    assert family["loc"] == ["body", "regression", "family"] and "binary target" in family["msg"]
+    assert refused({"formula": "rate ~ party", "famliy": "ols"})["loc"] == ["body", "regression", "famliy"]
+    small = finished(http, rehearsal_spec(0.0, survey(25)))
+    few = http.post(f"/experiments/{small}/fidelity", json={"regression": {"formula": "rate ~ party + trust"}})
+    assert few.status_code == 422 and few.json()["detail"][0]["loc"] == ["body", "regression", "formula"]
+    assert "at least 10 respondents per coefficient (30)" in few.text
+
+
 @pytest.fixture(scope="module")
 def two_owners(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, httpx.Client], Any]]:
     """A service with two owners (lab-a, lab-b), one scoring each at a time, and each owner's survey experiment."""

@@ -91,3 +91,44 @@ def test_the_examples_notebook_runs_every_cell(tmp_path):
     assert any("image/png" in o.get("data", {}) for o in outputs)  # real against simulated, drawn inline
     texts = "\n".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
     assert "accuracy" in texts and "design_effect" in texts
+
+
+COEFFICIENT = re.compile(r"^(Intercept|age|yrs_married|religious)\s+(\S+)\s+\[(\S+), (\S+)\]\s+(\S+)\s+\[(\S+), (\S+)\]\s+"
+                         r"(\S+)\s+(\S+)\s+(\S+)", re.MULTILINE)
+
+
+def test_the_rehearsal_at_noise_0_gives_identical_regression_coefficients_from_the_cli_and_python(tmp_path):
+    folder = copy_example(tmp_path)
+    exact = folder / "fair-rehearsal-exact.yaml"
+    exact.write_text((folder / "fair-rehearsal.yaml").read_text().replace("rehearse_noise: 0.2", "rehearse_noise: 0.0"))
+    ran = polis_cli("run", str(exact), "--run-dir", "run", cwd=tmp_path)
+    assert ran.returncode == 0 and "status: completed" in ran.stdout, ran.stdout + ran.stderr[-3000:]
+
+    scored = polis_cli("fidelity", "run", "--bootstrap", "20", "--regression", "rate_marriage ~ age + yrs_married + religious",
+                       cwd=tmp_path)
+    assert scored.returncode == 0, scored.stderr
+    assert "regression fidelity: rate_marriage ~ age + yrs_married + religious (ols, 300 respondents" in scored.stdout
+    rows = COEFFICIENT.findall(scored.stdout)
+    assert [row[0] for row in rows] == ["Intercept", "age", "yrs_married", "religious"], scored.stdout
+    for term, real, low, high, simulated, sim_low, sim_high, sign, significance, differs in rows:
+        assert (real, low, high) == (simulated, sim_low, sim_high), term  # the same answers: the same fit
+        assert (sign, significance, differs) == ("same", "same", "no"), term
+    assert "slopes differing significantly: 0% of 3; sign flipped: 0 of 3" in scored.stdout
+
+    with polis.Session(scheduler="in-process") as session:
+        run = polis.open_run(tmp_path / "run", session=session)
+        frame = run.regression_fidelity("rate_marriage ~ age + yrs_married + religious")
+        assert frame.attrs["share_differ"] == 0 and frame.attrs["n"] == 300
+        assert (frame["real"] == frame["simulated"]).all() and frame["sign_agrees"].all() and not frame["differs"].any()
+        stored = run.sql("SELECT count(*) AS n FROM regression_fidelity").column("n")[0].as_py()
+        assert stored == 4  # the CLI's and Python's fits of the same formula: one shard, the last one's rows
+        run.close()
+
+    unknown = polis_cli("fidelity", "run", "--regression", "rate_marriage ~ age + party", cwd=tmp_path)
+    assert unknown.returncode == 2 and "'party' is neither a persona field nor a target item" in unknown.stderr
+    every = " + ".join(f"C({f})" for f in ("age", "yrs_married", "children", "religious", "educ", "occupation",
+                                            "occupation_husb"))
+    few = polis_cli("fidelity", "run", "--regression", f"rate_marriage ~ {every}", cwd=tmp_path)
+    assert few.returncode == 2 and "at least 10 respondents per coefficient" in few.stderr, few.stderr
+    logit = polis_cli("fidelity", "run", "--regression", "rate_marriage ~ age", "--family", "logit", cwd=tmp_path)
+    assert logit.returncode == 2 and "regression.family: a logit needs a binary target" in logit.stderr
