@@ -196,7 +196,7 @@ def test_stopping_the_service_mid_run_marks_the_experiment_interrupted(
         experiment_id = http.post("/experiments", json=_long_spec(make_spec_data, "to-interrupt")).json()["id"]
         _wait_for_first_tick(http, experiment_id)
     on_disk = json.loads((tmp_path / "experiments" / f"{experiment_id}.json").read_text())
-    assert on_disk["status"] == "interrupted"
+    assert on_disk["status"] == "interrupted", on_disk.get("error")
     assert "shut down" in on_disk["error"]
     assert on_disk["finished_at"] is not None
     assert on_disk["resume_on_start"] is True  # the next start resumes it (tests/service/test_lifecycle.py)

@@ -21,7 +21,9 @@ from tests.service.live import serve
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tokens = tmp_path_factory.mktemp("polis-idempotency-tokens") / "tokens.json"
     a, b = create_token(tokens, "lab-a"), create_token(tokens, "lab-b")
-    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("polis-idempotency"), scheduler=IN_PROCESS, auth_tokens=tokens)
+    # A burst of 32 retries is checked at once here; the admission slots' own 429 is tested in test_admission_work.py.
+    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("polis-idempotency"), scheduler=IN_PROCESS, auth_tokens=tokens,
+                               admission_max_concurrent_per_owner=32, admission_max_concurrent=32)
     with serve(settings, token=a) as http:
         yield {"http": http, "b": {"Authorization": f"Bearer {b}"}}
 
