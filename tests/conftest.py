@@ -25,7 +25,7 @@ def cluster_address():
     try:
         yield cluster.scheduler_address
     finally:
-        cluster.close()
+        cluster.close(timeout=60)  # bounded: a wedged worker process must not hold the session's end
 
 
 @pytest.fixture
