@@ -82,6 +82,12 @@ async def _run(args: argparse.Namespace) -> int:
         raise SpecError("give --run-dir (or --resume RUN_DIR)")
     run_dir = resolve_location(args.run_dir)
     spec = _load_run_spec(args, run_dir)
+    if args.overwrite and args.resume:
+        raise SpecError("--overwrite replaces a stored run and --resume continues it: give one")
+    if not args.resume:
+        from engine.society.run.target import claim_run_target
+
+        claim_run_target(run_dir, overwrite=args.overwrite)  # before the cluster: a used folder is refused at once
     if args.batch_size:
         spec = spec.model_copy(update={"batch_size": args.batch_size})
     if args.max_calls is not None:
@@ -362,6 +368,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
                      help="continue a run (or sweep) from its last committed tick and top-level step")
     run.add_argument("--force", action="store_true",
                      help="resume even though the spec changed; start although the upper estimate passes the budget")
+    run.add_argument("--overwrite", action="store_true",
+                     help="replace the run or sweep that --run-dir holds (without it, a used folder is refused)")
     run.add_argument("--add-steps", default=None, metavar="STEPS",
                      help="with --resume: append the questionnaire, ask or intervene steps in this YAML/JSON file "
                      "(a list, or {steps: [...]}) to the stored run and run them")

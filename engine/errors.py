@@ -31,6 +31,7 @@
     │   └── AgentFileNotFoundError no such file in an agent's workspace, or a path that leaves it
     └── RunError                  the society / run lifecycle
         ├── RunLockedError        another live driver holds the run directory's lease
+        ├── RunExistsError        a new run into a folder or URL that already holds a run or a sweep
         ├── StaleRunError         a task of a driver session that no longer holds the run
         ├── ForkError             a fork or as-of read whose tick is not kept, whose parent runs, or whose target holds a run
         ├── PreflightError        a worker that cannot do its part (no Polis, no run dir, no LLM), before tick 0
@@ -65,6 +66,7 @@ __all__ = [
     "PreflightError",
     "QueryError",
     "RunError",
+    "RunExistsError",
     "RunLockedError",
     "SpecError",
     "StaleRunError",
@@ -295,6 +297,11 @@ class RunError(PolisError):
 
 class RunLockedError(RunError):
     """Another driver, still alive by its lease, is running this run directory."""
+
+
+class RunExistsError(RunError):
+    """A new run into a folder or URL that already holds a run or a sweep (refused before any cluster starts):
+    read it with ``polis.open_run``, continue it with ``polis.resume``, or replace it with ``overwrite=True``."""
 
 
 class StaleRunError(RunError):

@@ -3,7 +3,6 @@ Usage: python examples/demo.py [--model auto|sim|local] [RUN_DIR]   (auto: the o
 
 import argparse
 import importlib.util
-import shutil
 from pathlib import Path
 
 import polis
@@ -17,8 +16,7 @@ local = args.model == "local" or (args.model == "auto" and installed)
 spec = Path(__file__).with_name("demo_local.yaml" if local else "demo.yaml")
 print(f"{spec.name}: {'the offline model SmolLM2-135M via llama.cpp' if local else 'the simulated LLM'}")
 
-shutil.rmtree(args.run_dir, ignore_errors=True)  # a run directory holds one run
-run = polis.run(spec, args.run_dir, progress=True)
+run = polis.run(spec, args.run_dir, progress=True, overwrite=True)  # replaces the last demo's run (a folder holds one)
 print(run.summary())
 print(run.sql("SELECT step, count(*) AS agents, sum(llm_calls) AS llm_calls, sum(input_tokens + output_tokens) AS tokens "
               "FROM actions GROUP BY step ORDER BY step").to_pandas().to_string(index=False))

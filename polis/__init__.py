@@ -21,6 +21,7 @@ from engine.errors import (
     NotARunError,
     PolisError,
     RunError,
+    RunExistsError,
     SpecError,
     StorageError,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "RemoteSession",
     "Run",
     "RunError",
+    "RunExistsError",
     "RunFuture",
     "RunProgress",
     "RunStatus",
@@ -88,19 +90,25 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def run(spec: SpecLike, run_dir: RunLocation | None = None, *, progress: bool | None = None, **options: Any) -> Run:
-    """Run a spec (an :class:`ExperimentSpec`, a dict, or a YAML/JSON path) on the default session; see :meth:`Session.run`."""
-    return default_session().run(spec, run_dir, progress=progress, **options)
+def run(spec: SpecLike, run_dir: RunLocation | None = None, *, progress: bool | None = None, overwrite: bool = False,
+        **options: Any) -> Run:
+    """Run a spec (an :class:`ExperimentSpec`, a dict, or a YAML/JSON path) on the default session; see :meth:`Session.run`.
+
+    A ``run_dir`` that holds a run is refused (:class:`RunExistsError`) unless ``overwrite=True`` replaces it.
+    """
+    return default_session().run(spec, run_dir, progress=progress, overwrite=overwrite, **options)
 
 
-async def arun(spec: SpecLike, run_dir: RunLocation | None = None, *, progress: bool | None = None, **options: Any) -> Run:
+async def arun(spec: SpecLike, run_dir: RunLocation | None = None, *, progress: bool | None = None, overwrite: bool = False,
+               **options: Any) -> Run:
     """:func:`run` for async code."""
-    return await default_session().arun(spec, run_dir, progress=progress, **options)
+    return await default_session().arun(spec, run_dir, progress=progress, overwrite=overwrite, **options)
 
 
-def submit(spec: SpecLike, run_dir: RunLocation | None = None, *, progress: bool | None = None, **options: Any) -> RunFuture:
+def submit(spec: SpecLike, run_dir: RunLocation | None = None, *, progress: bool | None = None, overwrite: bool = False,
+           **options: Any) -> RunFuture:
     """Start a run on the default session and return its :class:`RunFuture` at once."""
-    return default_session().submit(spec, run_dir, progress=progress, **options)
+    return default_session().submit(spec, run_dir, progress=progress, overwrite=overwrite, **options)
 
 
 def open_run(location: RunLocation, *, session: Session | None = None) -> Run:

@@ -35,6 +35,7 @@ from engine.settings import EngineSettings
 from engine.society.run.dashboard import experiment_page
 from engine.society.run.extend import extend_spec, parse_steps, stored_spec
 from engine.society.run.sweep import run_spec
+from engine.society.run.target import claim_run_target
 from engine.society.shells import open_shell
 from engine.spec import BudgetSpec, ExperimentSpec, RunOptions, StepSpec, load_spec, parse_spec
 from engine.storage.run_layout import RunLocation, resolve_location, run_name
@@ -104,32 +105,39 @@ class Session:
 
     # ---- runs --------------------------------------------------------------------------------------------
     def run(self, spec: SpecLike, run_dir: RunLocation | None = None, *, progress: bool | None = None,
-            **options: Any) -> Run:
+            overwrite: bool = False, **options: Any) -> Run:
         """Run a spec to its end and return the :class:`Run`; blocks (safe in Jupyter).
 
         Args:
             spec: an :class:`~engine.spec.ExperimentSpec`, a dict of one, or a YAML/JSON file's path.
             run_dir: where the run writes (a directory or a store URL); default ``runs/<name>-<UTC time>``.
             progress: show a progress bar (a widget in Jupyter); default: when interactive.
-            **options: more for the run driver: ``resume=True``, ``force=True``, ``llm_cache_dir=...``.
+            overwrite: replace the run or sweep ``run_dir`` holds (without it, that is refused).
+            **options: more for the run driver: ``force=True``, ``llm_cache_dir=...``.
 
         Raises:
             SpecError: the spec is invalid (field paths in the message), before any cluster starts.
+            RunExistsError: ``run_dir`` holds a run or a sweep (read it with :meth:`open_run`, continue it with
+                :meth:`resume`, or pass ``overwrite=True``), before any cluster starts.
             PolisUsageError: called from a running event loop outside Jupyter: ``await session.arun(...)`` there.
         """
         _refuse_inside_a_loop("run", "arun")
-        return self.submit(spec, run_dir, progress=progress, **options).result()
+        return self.submit(spec, run_dir, progress=progress, overwrite=overwrite, **options).result()
 
     async def arun(self, spec: SpecLike, run_dir: RunLocation | None = None, *, progress: bool | None = None,
-                   **options: Any) -> Run:
+                   overwrite: bool = False, **options: Any) -> Run:
         """:meth:`run` for async code: await it from any event loop."""
-        return await asyncio.wrap_future(self.submit(spec, run_dir, progress=progress, **options)._future)
+        return await asyncio.wrap_future(self.submit(spec, run_dir, progress=progress, overwrite=overwrite, **options)._future)
 
     def submit(self, spec: SpecLike, run_dir: RunLocation | None = None, *, progress: bool | None = None,
-               **options: Any) -> RunFuture:
-        """Start a run and return at once with its :class:`RunFuture` (the spec is validated first)."""
+               overwrite: bool = False, **options: Any) -> RunFuture:
+        """Start a run and return at once with its :class:`RunFuture` (the spec and ``run_dir`` are checked first,
+        as :meth:`run` says)."""
+        if "resume" in options:
+            raise PolisUsageError("a new run takes no resume=...: continue a stored run with Session.resume(run)")
         parsed = as_spec(spec)
         location = resolve_location(run_dir) if run_dir is not None else _default_run_dir(parsed.name)
+        claim_run_target(location, overwrite=overwrite)
 
         async def drive(on_progress: Callable[[RunProgress], None]) -> Run:
             summary = await run_spec(parsed, location, self._shell, on_progress=on_progress,

@@ -53,6 +53,27 @@ def test_run_then_query_a_small_spec(tmp_path: Path):
     assert query.stdout.split("\n")[2].split() == ["6", "|", "3"]
 
 
+def test_a_run_into_a_used_folder_is_refused_before_the_cluster_and_overwrite_replaces_it(tmp_path: Path):
+    spec = {"name": "cli-reuse", "agents": [{"id": i, "profile": {"name": f"P{i}"}} for i in range(2)],
+            "steps": [{"type": "run", "num_steps": 1, "tick": 600}]}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    run = str(tmp_path / "run")
+    assert polis("run", str(tmp_path / "spec.yaml"), "--run-dir", run).returncode == 0
+    nowhere = {**os.environ, "POLIS_SCHEDULER": "tcp://127.0.0.1:9"}  # nothing listens: starting a client would fail
+    again = polis("run", str(tmp_path / "spec.yaml"), "--run-dir", run, env=nowhere)
+    assert again.returncode == 2 and again.stdout == ""
+    assert again.stderr.startswith(f"polis: {run} already holds a run (completed, 1 tick committed)")
+    assert "--overwrite" in again.stderr and "--resume" in again.stderr and "Traceback" not in again.stderr
+    spec["agents"].append({"id": 7, "profile": {"name": "P7"}})
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    replaced = polis("run", str(tmp_path / "spec.yaml"), "--run-dir", run, "--overwrite")
+    assert replaced.returncode == 0, replaced.stderr
+    query = polis("query", run, "SELECT string_agg(DISTINCT agent_id::VARCHAR, ',' ORDER BY agent_id::VARCHAR) AS ids FROM actions")
+    assert query.stdout.split("\n")[2].strip() == "0,1,7"
+    both = polis("run", "--resume", run, "--overwrite")
+    assert both.returncode == 2 and "give one" in both.stderr
+
+
 def test_invalid_spec_exits_2_with_the_field_path(tmp_path: Path):
     (tmp_path / "bad.json").write_text(json.dumps({"name": "x", "agents": [{"id": 1}], "steps": [], "batch_size": -3}))
     result = polis("run", str(tmp_path / "bad.json"), "--run-dir", str(tmp_path / "run"))

@@ -124,5 +124,5 @@ def test_a_second_run_into_the_same_directory_is_refused_and_leaves_pid_json_alo
     assert _polis_run(config, steps, run).returncode == 0
     before = (run / "pid.json").read_text()
     again = _polis_run(config, steps, run)
-    assert again.returncode != 0 and "already holds a run" in again.stdout + again.stderr
+    assert again.returncode != 0 and "already holds a run (completed, 1 tick committed)" in again.stderr and "--overwrite" in again.stderr
     assert (run / "pid.json").read_text() == before

@@ -100,6 +100,39 @@ def test_a_bad_spec_is_refused_with_its_field_path_before_any_cluster_starts(tmp
     assert as_spec(typed) is typed and as_spec(typed.model_dump()) == typed
 
 
+def test_a_run_into_a_used_folder_is_refused_before_any_cluster_and_overwrite_replaces_it(
+        finished: polis.Run, session: polis.Session, tmp_path: Path) -> None:
+    stranger = polis.Session(scheduler="tcp://127.0.0.1:9")  # nothing listens there: a start would fail differently
+    before = sorted(p.relative_to(finished.location) for p in Path(finished.location).rglob("*"))
+    with pytest.raises(polis.RunExistsError) as refused:
+        stranger.run(spec_data("another"), finished.location, progress=False)
+    message = str(refused.value)
+    assert "already holds a run (completed, 2 ticks committed)" in message
+    assert "polis.open_run(" in message and "polis.resume(" in message and "overwrite=True" in message
+    assert stranger._loop is None  # refused before anything started
+    with pytest.raises(polis.RunExistsError):
+        stranger.submit(spec_data("another"), finished.location)
+    assert sorted(p.relative_to(finished.location) for p in Path(finished.location).rglob("*")) == before  # untouched
+    with pytest.raises(PolisUsageError, match="Session.resume"):
+        stranger.run(spec_data(), finished.location, resume=True)
+
+    # overwrite=True replaces it: the new run is the one asked for (5 agents, 1 tick), none of the old rows remain
+    target = tmp_path / "reused"
+    session.run(spec_data("old"), target, progress=False)
+    fresh = session.run(spec_data("new", agents=[{"id": i, "profile": {"name": f"N{i}"}, "config": {"max_react_turns": 1}}
+                                                 for i in range(5)], steps=[{"type": "run", "num_steps": 1, "tick": 600}]),
+                        target, progress=False, overwrite=True)
+    assert fresh.status == "completed"
+    actions = fresh.df("actions")
+    assert sorted(actions["agent_id"].unique()) == [0, 1, 2, 3, 4] and set(actions["step"]) == {1}
+    # a folder that holds no run is written into as before; overwrite never removes what is not a run
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "keep.txt").write_text("mine", encoding="utf-8")
+    session.run(spec_data("beside"), notes, progress=False, overwrite=True)
+    assert (notes / "keep.txt").read_text(encoding="utf-8") == "mine"
+
+
 async def test_inside_async_code_run_says_to_await_arun_and_arun_works(session: polis.Session, tmp_path: Path) -> None:
     with pytest.raises(PolisUsageError, match=r"use `await polis.arun\(...\)`"):
         session.run(spec_data(), tmp_path / "blocked")

@@ -37,6 +37,7 @@ from engine.society.run.network import start_network
 from engine.society.run.outcome import RunTally, judge, read_run_tally
 from engine.society.run.preflight import check_llms, models_to_check
 from engine.society.run.profiles import write_profiles
+from engine.society.run.target import claim_run_target
 from engine.society.shells import Shell, as_shell
 from engine.society.society import AgentSociety
 from engine.society.status import SocietyStep, has_society_step, read_society, read_society_step
@@ -299,7 +300,7 @@ async def run_experiment(
         if state is not None:
             check_as_of_kept(spec, run_dir, state)
         if state is None and has_society_step(run_dir):
-            raise RunError(f"{run_dir} already holds a run; resume it (--resume) or choose another run directory")
+            claim_run_target(run_dir)  # refused, saying what is there: the front doors check this before the cluster
         if state is not None and is_finished(state.status) and state.completed_steps >= len(spec.steps):
             progress.update(ticks=state.step_count, agent_steps=state.agent_steps_done)
             report(state.status)
