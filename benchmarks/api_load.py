@@ -47,7 +47,7 @@ TINY_SWEEP = {"name": "t", "llm": {"default": {"model": "sim/default"}}, "agents
 def spec(name: str, ticks: int = 1, agents: int = 2) -> dict:
     return {
         "name": name,
-        "llm": {"default": {"model": "sim/api-load"}},
+        "llm": {"default": {"model": "sim/default:api-load"}},
         "population": [{"count": agents, "profile_template": {"name": "P{i}"}, "config": {"max_react_turns": 1}}],
         "environment": {"modules": [{"type": "MessagingSpace"}]},
         "steps": [{"type": "run", "num_steps": ticks, "tick": 600}],

@@ -128,7 +128,7 @@ async def main(args: argparse.Namespace) -> None:
             print(f"    elapsed: {elapsed:.2f} s  serial: {serial:.0f} s")
             print(f"speedup: {serial / elapsed:.1f}x")
 
-            actor, proxy = await _actor(client, LLMClient(role="coder", model="sim/unused"), args.calls)
+            actor, proxy = await _actor(client, LLMClient(role="coder", model="sim/default:unused"), args.calls)
             per_task = args.calls // 4
             workers = list(await client.run(lambda: None))  # worker addresses
             started = time.perf_counter()

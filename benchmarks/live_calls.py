@@ -42,7 +42,7 @@ from engine.spec import parse_spec  # noqa: E402
 
 def spec(agents: int, ticks: int, batch_size: int) -> dict:
     return {
-        "name": "live-calls", "seed": 1, "llm": {"default": {"model": "sim/bench"}},
+        "name": "live-calls", "seed": 1, "llm": {"default": {"model": "sim/default:bench"}},
         "population": [{"count": agents, "profile_template": {"name": "Agent {i}"},
                         "config": {"max_react_turns": 1, "tools": ["finish"]}}],
         "environment": {"modules": [{"type": "MessagingSpace"}]},
@@ -54,7 +54,7 @@ def spec(agents: int, ticks: int, batch_size: int) -> dict:
 async def per_call_cost(calls: int = 200_000) -> float:
     """Microseconds the counting adds to one LLM call (listener, tally, the throttle's clock), sends to nowhere."""
     publisher = LivePublisher(lambda message: None, run="r", scope="s", batch=0)
-    record = CallRecord("agent:1", "default", None, None, "sim/bench", 100, 10, 1.0, "ok")
+    record = CallRecord("agent:1", "default", None, None, "sim/default:bench", 100, 10, 1.0, "ok")
     started = time.perf_counter()
     for _ in range(calls):
         publisher.call(record)

@@ -75,7 +75,7 @@ async def actor_queries(graph: Graph, n: int, queries: int) -> None:
     """The env actor a run starts, holding the graph: its start-up, then my_profile calls from 2 batch tasks."""
     async with open_client(dashboard_address="127.0.0.1:0") as client:
         config = EnvRouterConfig(modules=(("SocialMediaSpace", {"follows": graph}),), router="react",
-                                 coder=LLMClient(role="coder", model="sim/unused"))
+                                 coder=LLMClient(role="coder", model="sim/default:unused"))
         started = time.perf_counter()
         actor = await client.submit(EnvRouterActor, config, actor=True)
         await actor.init(datetime(2026, 1, 1, 8), np.arange(n))  # as the driver sends them: one int64 buffer

@@ -34,7 +34,7 @@ def spec(agents: int, ticks: int) -> dict:
     return {
         "name": "recovery",
         "seed": 2,
-        "llm": {"default": {"model": "sim/recovery"}},
+        "llm": {"default": {"model": "sim/default:recovery"}},
         "population": [{"count": agents, "profile_template": {"name": "P{i}"}, "config": {"max_react_turns": 2}}],
         "environment": {"modules": [{"type": "MessagingSpace"}]},
         "steps": [{"type": "run", "num_steps": ticks, "tick": 600}],

@@ -40,7 +40,7 @@ def spec(agents: int, ticks: int, storage: str) -> dict[str, Any]:
     return {
         "name": f"scale-{storage}-{agents}",
         "seed": 1,
-        "llm": {"default": {"model": "sim/bench"}},
+        "llm": {"default": {"model": "sim/default:bench"}},
         "population": [{"count": agents, "profile_template": {"name": "Agent {i}", "age": [20, 30, 40, 50]},
                         "config": {"max_react_turns": 1, "tools": ["finish"]}}],
         "environment": {"modules": [{"type": "MessagingSpace"}]},

@@ -43,7 +43,7 @@ async def main(args: argparse.Namespace) -> None:
         files = sum(1 for ws in workspaces for p in ws.rglob("*") if p.is_file() and ".runtime/txn" not in str(p))
         print(f"workspaces: {len(workspaces)} after {spec.total_ticks()} ticks, {files / len(workspaces):.1f} files each")
 
-        proxy = ServiceProxy(env=None, llm={"default": LLMClient(model="sim/bench")}, run_dir=run_dir)
+        proxy = ServiceProxy(env=None, llm={"default": LLMClient(model="sim/default:bench")}, run_dir=run_dir)
         step = 1000
         begin_discard: list[float] = []
         with_rollback: list[float] = []

@@ -59,7 +59,7 @@ def spec(agents: int, ticks: int, batch_size: int, llm: dict | None = None) -> d
     return {
         "name": "tick-overhead",
         "seed": 1,
-        "llm": {"default": llm or {"model": "sim/bench"}},
+        "llm": {"default": llm or {"model": "sim/default:bench"}},
         "population": [{
             "count": agents,
             "profile_template": {"name": "Agent {i}", "age": [20, 30, 40, 50]},

@@ -71,7 +71,7 @@ async def step_all(workspaces: list[AgentWorkspace], proxy: ServiceProxy, t: dat
 async def main(args: argparse.Namespace) -> None:
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="polis-packs-"))
     router = build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react"))
-    proxy = ServiceProxy(env=router, llm={"default": LLMClient(model="sim/bench")})
+    proxy = ServiceProxy(env=router, llm={"default": LLMClient(model="sim/default:bench")})
 
     store = LocalStore(base / "created")
     started = time.perf_counter()

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import difflib
+import re
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-__all__ = ["COMPLETION_OPTIONS", "DEFAULT_SOCIAL_RATES", "LLMClientSpec", "LLMSpec", "PriceSpec", "social_rates"]
+__all__ = [
+    "COMPLETION_OPTIONS", "DEFAULT_SOCIAL_RATES", "SIM_KINDS", "LLMClientSpec", "LLMSpec", "PriceSpec", "SimName", "check_sim_extra",
+    "parse_sim_name", "social_rates",
+]
 
 #: The chat-completion parameters ``options`` may set (OpenAI's, and the sampling ones litellm passes to other
 #: providers). Anything else goes under ``extra``, said on purpose, so that a typo (``temprature``) is an error.
@@ -63,10 +69,76 @@ class PriceSpec(_Frozen):
         return (input_tokens * self.input_usd_per_mtok + output_tokens * self.output_usd_per_mtok) / 1e6
 
 
-class LLMClientSpec(_Frozen):
-    """One LLM client: a litellm model string (or ``sim/<name>``), never a key."""
+# ---- the simulated LLM's model names --------------------------------------------------------------------------
+# ``sim/<kind>`` or ``sim/<kind>:<label>``. The kind decides how the model answers (``default``: schema-driven
+# answers, ``social``: a social-media user's actions at ``extra.social``'s rates, ``rehearsal``: a survey's real
+# answers with ``extra.rehearse_noise``); the label makes an independent copy of it, answering differently for the
+# same request (two tiers of one society, two arms of a comparison: ``sim/default:small``, ``sim/default:large``).
+# A name of no kind is refused with the known ones (``sim/socal``: did you mean ``sim/social``?), as is an ``extra``
+# key the kind does not read: a misspelled model must never run another one, nor a setting be silently ignored.
+#: each kind of simulated model, with the ``extra`` keys it reads
+SIM_KINDS: MappingProxyType[str, frozenset[str]] = MappingProxyType({
+    "default": frozenset(),
+    "social": frozenset({"social"}),
+    "rehearsal": frozenset({"rehearse_noise"}),
+})
 
-    model: str = Field("sim/default", min_length=1, description="litellm model string, or sim/<name> for the simulated LLM")
+_LABEL = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class SimName:
+    """A parsed ``sim/`` model name: its kind, and the label of its copy ("" for none)."""
+
+    kind: str
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        """The name after ``sim/`` (it salts every answer: equal names answer alike)."""
+        return f"{self.kind}:{self.label}" if self.label else self.kind
+
+
+def parse_sim_name(name: str) -> SimName:
+    """Parse the part of a model string after ``sim/``.
+
+    Raises:
+        ValueError: no kind of that name (the message lists the kinds and suggests the nearest), or a bad label.
+    """
+    kind, colon, label = name.partition(":")
+    if kind not in SIM_KINDS:
+        near = difflib.get_close_matches(kind, list(SIM_KINDS), n=1, cutoff=0.6)
+        hint = f"did you mean 'sim/{near[0]}{colon}{label}'? " if near else ""
+        raise ValueError(
+            f"no simulated model 'sim/{name}': {hint}the simulated models are "
+            f"{', '.join(f'sim/{k}' for k in SIM_KINDS)}, each with an optional ':label' for an independent copy "
+            "(sim/default:b)")
+    if colon and not _LABEL.match(label):
+        raise ValueError(f"'sim/{name}': a label is 1-64 letters, digits, '_', '.' or '-' (sim/{kind}:b)")
+    return SimName(kind, label)
+
+
+def check_sim_extra(name: SimName, extra: dict[str, object]) -> None:
+    """Refuse an ``extra`` key that the simulated model ``name`` does not read.
+
+    Raises:
+        ValueError: naming the key, the keys this kind reads, and the kind that reads it if another does.
+    """
+    reads = SIM_KINDS[name.kind]
+    for key in extra:
+        if key in reads:
+            continue
+        readers = [f"sim/{kind}" for kind, keys in SIM_KINDS.items() if key in keys]
+        elsewhere = f" ({' and '.join(readers)} reads it)" if readers else ""
+        known = ", ".join(sorted(reads)) or "none"
+        raise ValueError(f"extra.{key}: sim/{name.kind} does not read it{elsewhere}; the keys it reads: {known}")
+
+
+class LLMClientSpec(_Frozen):
+    """One LLM client: a litellm model string (or ``sim/<kind>[:<label>]``), never a key."""
+
+    model: str = Field("sim/default", min_length=1, description="litellm model string, or the simulated LLM: sim/default, "
+                       "sim/social or sim/rehearsal, with an optional ':label' for an independent copy (sim/default:b)")
     base_url: str | None = Field(None, description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
     api_key_env: str | None = Field(
         None,
@@ -106,10 +178,18 @@ class LLMClientSpec(_Frozen):
         return value
 
     @model_validator(mode="after")
-    def _social_rates(self) -> LLMClientSpec:
-        if self.model == "sim/social":
-            social_rates(self.extra.get("social"))
+    def _simulated_model(self) -> LLMClientSpec:
+        if self.is_sim:  # a misspelled sim/ name, or an extra key the simulated model never reads, is refused
+            name = parse_sim_name(self.model.removeprefix("sim/"))
+            check_sim_extra(name, self.extra)
+            if name.kind == "social":
+                social_rates(self.extra.get("social"))
         return self
+
+    @property
+    def is_sim(self) -> bool:
+        """Whether this is the built-in simulated LLM (``sim/<kind>`` without a ``base_url``)."""
+        return self.model.startswith("sim/") and self.base_url is None
 
     def request_options(self) -> dict[str, Any]:
         """What every request of this client carries: ``options``, then ``extra``."""

@@ -45,7 +45,7 @@ class LLMClient(BaseModel):
 
     @property
     def is_sim(self) -> bool:
-        """True for the built-in simulated LLM called in-process (``sim/<name>``)."""
+        """True for the built-in simulated LLM called in-process (``sim/<kind>[:<label>]``)."""
         return self.model.startswith("sim/") and self.base_url is None
 
     def cache_key(self) -> str:

@@ -77,8 +77,8 @@ def test_example_steps_map_onto_the_spec_step_models(example):
 
 
 def test_overrides_set_the_name_and_llm():
-    spec = load_reference(CONFIG, STEPS, name="book-club", llm={"default": {"model": "sim/other"}})
-    assert spec.name == "book-club" and spec.llm.default.model == "sim/other"
+    spec = load_reference(CONFIG, STEPS, name="book-club", llm={"default": {"model": "sim/default:other"}})
+    assert spec.name == "book-club" and spec.llm.default.model == "sim/default:other"
 
 
 def test_codegen_router_final_summary_defaults_to_on_and_can_be_switched_off():

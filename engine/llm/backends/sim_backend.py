@@ -14,10 +14,10 @@ __all__ = ["SimChatModel"]
 
 
 class SimChatModel:
-    """ChatModel over an in-process :class:`SimLLM` (model strings ``sim/<name>``).
+    """ChatModel over an in-process :class:`SimLLM` (model strings ``sim/<kind>[:<label>]``).
 
     Args:
-        name: the simulated model's name (the part after ``sim/``); ``rehearsal`` answers a survey's target
+        name: the simulated model's name (the part after ``sim/``: a kind and an optional ``:label``); ``rehearsal`` answers a survey's target
             items from the real answers (:mod:`engine.llm.sim.rehearsal`).
         seed: the experiment seed; answers are a function of (seed, request).
         options: the client's request options; the rehearsal reads ``rehearse_noise`` (default 0), ``sim/social``
@@ -31,7 +31,8 @@ class SimChatModel:
         self._sim = SimLLM(name=name, seed=seed, social=(options or {}).get("social"))
         self._model = f"sim/{name}"
         self._seed = seed
-        self._noise = float((options or {}).get("rehearse_noise", 0.0)) if name == REHEARSAL else None
+        rehearsal = name.partition(":")[0] == REHEARSAL  # sim/rehearsal[:label]
+        self._noise = float((options or {}).get("rehearse_noise", 0.0)) if rehearsal else None
 
     async def complete(
         self,

@@ -99,7 +99,8 @@ class SimLLM:
     """A deterministic stand-in for an OpenAI-compatible chat model.
 
     Args:
-        name: the model name it answers as (and part of its seed).
+        name: the model name it answers as (and part of its seed); ``social`` or ``social:<label>`` answers as
+            a social-media user.
         seed: varies every answer; equal ``(name, seed, request)`` give equal answers.
         served_model: the ``model`` every reply names, whatever was requested (None: the requested
             model), as a provider that serves an alias by a dated snapshot does.
@@ -110,7 +111,7 @@ class SimLLM:
     def __init__(self, name: str = "default", seed: int = 0, *, served_model: str | None = None,
                  fingerprint: str | None = None, social: SocialRates | None = None) -> None:
         self.name = name
-        self.social = social_rates(social) if name == SOCIAL else None
+        self.social = social_rates(social) if name.partition(":")[0] == SOCIAL else None  # sim/social[:label]
         self.seed = seed
         self.served_model = served_model
         self.fingerprint = fingerprint if fingerprint is not None else f"sim-{seed}"

@@ -17,7 +17,7 @@ async def agent_on(env: ScriptedEnv, root: Path, *, trace: TraceRecorder | None 
     PersonAgent.create(root / "agent_0007", agent_id=7, profile={"name": "P7"}, config=config)
     handle = TraceHandle(root, trace) if trace is not None else None
     return await PersonAgent.from_workspace(
-        root / "agent_0007", ServiceProxy(env=env, llm={"default": LLMClient(model="sim/test")}, trace=handle))
+        root / "agent_0007", ServiceProxy(env=env, llm={"default": LLMClient(model="sim/default:test")}, trace=handle))
 
 
 async def test_an_instruction_travels_as_a_template_with_its_values(tmp_path: Path) -> None:

@@ -84,7 +84,7 @@ class World:
         self.space = MessagingSpace()
         self.coder = ScriptedModel([{"thought": "code", "code": c} for c in coder_replies])
         self.router = CodeGenRouter([self.space], self.coder)
-        self.services = ServiceProxy(env=self.router, llm={"default": LLMClient(model="sim/test")})
+        self.services = ServiceProxy(env=self.router, llm={"default": LLMClient(model="sim/default:test")})
 
     async def agent(self, cls: type, agent_id: int, replies: list[Any], **config: Any) -> Any:
         path = self.root / f"agent_{agent_id:04d}"

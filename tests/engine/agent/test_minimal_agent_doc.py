@@ -46,7 +46,7 @@ def minimal_agent():
 async def test_the_documented_minimal_agent_registers_and_steps(minimal_agent, tmp_path: Path) -> None:
     assert resolve_agent("MinimalAgent") is minimal_agent
     router = ReActRouter([MessagingSpace()], ScriptedModel([]))
-    services = ServiceProxy(env=router, llm={"default": LLMClient(model="sim/test")})
+    services = ServiceProxy(env=router, llm={"default": LLMClient(model="sim/default:test")})
     path = tmp_path / "agent_0003"
     minimal_agent.create(path, agent_id=3, profile={"name": "Ada"}, config={"max_react_turns": 2})
 
@@ -70,7 +70,7 @@ async def test_the_documented_minimal_agent_registers_and_steps(minimal_agent, t
 
 
 async def test_the_documented_minimal_agent_answers_a_question(minimal_agent, tmp_path: Path) -> None:
-    services = ServiceProxy(env=ReActRouter([MessagingSpace()], ScriptedModel([])), llm={"default": LLMClient(model="sim/test")})
+    services = ServiceProxy(env=ReActRouter([MessagingSpace()], ScriptedModel([])), llm={"default": LLMClient(model="sim/default:test")})
     path = tmp_path / "agent_0004"
     minimal_agent.create(path, agent_id=4, profile={"name": "Bo"}, config={})
     agent = await minimal_agent.from_workspace(path, services)

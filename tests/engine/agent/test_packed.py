@@ -29,7 +29,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
 
 def services() -> ServiceProxy:
     router = build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react"))
-    return ServiceProxy(env=router, llm={"default": LLMClient(model="sim/test")})
+    return ServiceProxy(env=router, llm={"default": LLMClient(model="sim/default:test")})
 
 
 def files_of(ws: DirWorkspace | MemoryWorkspace) -> dict[str, bytes]:

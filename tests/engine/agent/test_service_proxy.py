@@ -22,7 +22,7 @@ T1 = datetime(2024, 1, 1, 8, 15)
 def _proxy(run_dir: Path | None) -> ServiceProxy:
     # react: its tool calls run in this process (codegen would start a sandbox process for the agent's ask_env)
     router = build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react"))
-    return ServiceProxy(env=router, llm={"default": LLMClient(model="sim/test", seed=3)}, run_dir=run_dir)
+    return ServiceProxy(env=router, llm={"default": LLMClient(model="sim/default:test", seed=3)}, run_dir=run_dir)
 
 
 def test_a_proxy_with_a_run_directory_has_trace_and_replay_handles_under_it(tmp_path: Path) -> None:

@@ -203,7 +203,7 @@ async def test_a_person_agent_steps_the_same_on_every_backend(tmp_path: Path) ->
     results = []
     for ws in (DirWorkspace(tmp_path / "agents" / workspace_name(4)), MemoryWorkspace(workspace_name(4))):
         router = build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react"))
-        services = ServiceProxy(env=router, llm={"default": LLMClient(model="sim/test")})
+        services = ServiceProxy(env=router, llm={"default": LLMClient(model="sim/default:test")})
         PersonAgent.create(ws, agent_id=4, profile={"name": "Di"}, config={"max_react_turns": 2})
         agent = await PersonAgent.from_workspace(ws, services)
         await agent.step(60, datetime(2024, 1, 1, 9))

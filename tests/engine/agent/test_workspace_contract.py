@@ -27,7 +27,7 @@ CONFIG = {"max_react_turns": 3, "tools": ["ask_env"]}
 @pytest.fixture
 def services() -> ServiceProxy:
     router = build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react"))
-    return ServiceProxy(env=router, llm={"default": LLMClient(model="sim/test")})
+    return ServiceProxy(env=router, llm={"default": LLMClient(model="sim/default:test")})
 
 
 @pytest.fixture

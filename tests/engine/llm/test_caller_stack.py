@@ -75,7 +75,7 @@ async def test_a_callers_stack_records_spans_and_calls_and_stops_at_its_allowanc
 
 
 async def test_callers_stacks_share_one_process_stack():
-    client = LLMClient(model="sim/shared-stack", seed=4)
+    client = LLMClient(model="sim/default:shared-stack", seed=4)
     get_chat_model(client)
     builds = dispatcher_stats()["builds"]
     for caller in ("agent:1", "agent:2", "router", "helper"):

@@ -24,7 +24,7 @@ def default_thresholds() -> Iterator[None]:
     "client",
     [
         LLMClient(model="openai/gc-policy-test", base_url="http://127.0.0.1:9/v1"),
-        LLMClient(model="sim/gc-policy-test"),  # agent batches on the in-process sim keep as many coroutines
+        LLMClient(model="sim/default:gc-policy-test"),  # agent batches on the in-process sim keep as many coroutines
     ],
 )
 def test_building_a_stack_relaxes_the_young_generation(default_thresholds: None, client: LLMClient) -> None:

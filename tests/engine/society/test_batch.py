@@ -66,9 +66,9 @@ register_agent(RememberingPerson)
 
 async def _setup(tmp_path, types):  # noqa: ANN001, ANN202
     router = build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react",
-                                          coder=LLMClient(role="coder", model="sim/batch")))
+                                          coder=LLMClient(role="coder", model="sim/default:batch")))
     await router.init(T0, list(range(len(types))))
-    proxy = ServiceProxy(env=router, llm={"default": LLMClient(model="sim/batch")}, run_dir=tmp_path, run_id="b")
+    proxy = ServiceProxy(env=router, llm={"default": LLMClient(model="sim/default:batch")}, run_dir=tmp_path, run_id="b")
     for agent_id, cls in enumerate(types):
         cls.create(workspace_path(tmp_path / "agents", agent_id), agent_id=agent_id, profile={"name": f"P{agent_id}"}, config={})
     return proxy

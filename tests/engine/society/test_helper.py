@@ -303,7 +303,7 @@ class WorkspaceSociety(FakeSociety):
 async def test_ask_agents_questions_real_agents_rebuilt_from_their_workspaces(tmp_path: Path) -> None:
     specs = people()
     router = await messaging_router([s["id"] for s in specs])
-    proxy = ServiceProxy(env=router, llm={"default": LLMClient(model="sim/helper-agents")}, run_dir=tmp_path)
+    proxy = ServiceProxy(env=router, llm={"default": LLMClient(model="sim/default:helper-agents")}, run_dir=tmp_path)
     for spec in specs:
         PersonAgent.create(workspace_path(tmp_path / "agents", spec["id"]), agent_id=spec["id"], profile=spec["profile"], config={})
     llm = ScriptedModel([

@@ -74,7 +74,7 @@ async def scripted_run(tmp_path: Path, ids: list[int], router_replies: list[Any]
     router = build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react"))
     router.llm = router_llm
     await router.init(T0, ids)
-    proxy = ServiceProxy(env=router, llm={"default": LLMClient(model="sim/interview")}, run_dir=tmp_path)
+    proxy = ServiceProxy(env=router, llm={"default": LLMClient(model="sim/default:interview")}, run_dir=tmp_path)
     for agent_id in ids:
         ws = workspace_path(tmp_path / "agents", agent_id)
         InterviewScriptedPerson.create(ws, agent_id=agent_id, profile={"name": f"P{agent_id}"}, config={})
@@ -142,9 +142,9 @@ async def test_missing_workspace_fails_before_anyone_is_asked(tmp_path: Path) ->
 
 async def test_sim_llm_agents_answer_without_touching_their_workspaces(tmp_path: Path) -> None:
     router: RouterBase = build_router(EnvRouterConfig(
-        modules=(("MessagingSpace", {}),), router="react", coder=LLMClient(role="coder", model="sim/interview-router")))
+        modules=(("MessagingSpace", {}),), router="react", coder=LLMClient(role="coder", model="sim/default:interview-router")))
     await router.init(T0, [3, 4])
-    proxy = ServiceProxy(env=router, llm={"default": LLMClient(model="sim/interview", seed=7)}, run_dir=tmp_path)
+    proxy = ServiceProxy(env=router, llm={"default": LLMClient(model="sim/default:interview", seed=7)}, run_dir=tmp_path)
     for agent_id in (3, 4):
         ws = workspace_path(tmp_path / "agents", agent_id)
         PersonAgent.create(ws, agent_id=agent_id, profile={"name": f"P{agent_id}", "job": "baker"}, config={})
@@ -164,9 +164,9 @@ async def test_sim_llm_agents_answer_without_touching_their_workspaces(tmp_path:
 
 async def test_interview_calls_are_recorded_and_charged_to_the_budget(tmp_path: Path) -> None:
     router: RouterBase = build_router(EnvRouterConfig(
-        modules=(("MessagingSpace", {}),), router="react", coder=LLMClient(role="coder", model="sim/interview-router")))
+        modules=(("MessagingSpace", {}),), router="react", coder=LLMClient(role="coder", model="sim/default:interview-router")))
     await router.init(T0, [5, 6])
-    proxy = ServiceProxy(env=router, llm={"default": LLMClient(model="sim/interview", seed=3)}, run_dir=tmp_path)
+    proxy = ServiceProxy(env=router, llm={"default": LLMClient(model="sim/default:interview", seed=3)}, run_dir=tmp_path)
     for agent_id in (5, 6):
         PersonAgent.create(workspace_path(tmp_path / "agents", agent_id), agent_id=agent_id, profile={"name": f"P{agent_id}"}, config={})
     records: list = []

@@ -15,7 +15,7 @@ from engine.society.run.live_calls import LIVE_TOPIC, LiveCalls, LivePublisher, 
 
 
 def record(input_tokens: int = 10, output_tokens: int = 2) -> CallRecord:
-    return CallRecord("agent:1", "default", None, None, "sim/x", input_tokens, output_tokens, 1.0, "ok")
+    return CallRecord("agent:1", "default", None, None, "sim/default:x", input_tokens, output_tokens, 1.0, "ok")
 
 
 def message(scope: str | None, batch: int, calls: int, *, done: int = 0, tokens: int = 0) -> dict[str, Any]:

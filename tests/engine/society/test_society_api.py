@@ -21,7 +21,7 @@ SPECS = [{"id": i, "type": "PersonAgent", "profile": {"name": f"P{i}"}, "config"
 
 
 def _society(shell, run_dir, run_id="api", **extra):  # noqa: ANN001, ANN202
-    llm = {"default": LLMClient(model="sim/api"), "coder": LLMClient(role="coder", model="sim/api")}
+    llm = {"default": LLMClient(model="sim/default:api"), "coder": LLMClient(role="coder", model="sim/default:api")}
     config = EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react", coder=llm["coder"], run_dir=run_dir)
     env = shell.env_host(config, start_t=START, agent_ids=[s["id"] for s in SPECS], run_id=run_id)
     return dict(env=env, llm=llm, shell=shell, run_id=run_id, batch_size=2, **extra)

@@ -43,7 +43,7 @@ def refused_path(spec: Any, owner: str = "lab-a", grants: Grants = GRANTS) -> st
     return caught.value.path
 
 
-@pytest.mark.parametrize("model", ["sim/default", "sim/other", "local/smollm2"])
+@pytest.mark.parametrize("model", ["sim/default", "sim/default:other", "local/smollm2"])
 def test_models_that_call_no_provider_need_no_grant(model: str) -> None:
     Grants().check_spec(spec_with({"default": {"model": model}, "coder": {"model": model}}), "anyone")
 
@@ -85,7 +85,7 @@ def test_an_owners_own_grants_are_not_another_owners() -> None:
 
 
 def test_the_coder_and_the_embedder_are_checked_too() -> None:
-    coder = spec_with({"default": {"model": "sim/default"}, "coder": {"model": "sim/x", "base_url": "http://evil/v1"}})
+    coder = spec_with({"default": {"model": "sim/default"}, "coder": {"model": "sim/default:x", "base_url": "http://evil/v1"}})
     assert refused_path(coder) == "llm.coder.base_url"
     embedder = spec_with(environment={"embedder": "openai/text-embedding-3-small", "modules": [{"type": "MessagingSpace"}]})
     assert refused_path(embedder) == "environment.embedder"
@@ -96,7 +96,7 @@ def test_every_sweep_cell_is_checked_and_the_grid_key_named() -> None:
     by_url = spec_with({"default": {"model": "openai/llama", "base_url": GPU}},
                        sweep={"grid": {"llm.default.base_url": [GPU, "http://evil/v1"]}})
     assert refused_path(by_url) == "sweep.grid.llm.default.base_url"
-    whole = spec_with(sweep={"grid": {"llm.default": [{"model": "sim/default"}, {"model": "sim/d", "api_key_env": "HOME"}]}})
+    whole = spec_with(sweep={"grid": {"llm.default": [{"model": "sim/default"}, {"model": "sim/default:d", "api_key_env": "HOME"}]}})
     assert refused_path(whole) == "sweep.grid.llm.default"
     fine = spec_with(sweep={"grid": {"llm.default.options.temperature": [0.1, 0.9]}, "replications": 3})
     GRANTS.check_spec(fine, "lab-a")

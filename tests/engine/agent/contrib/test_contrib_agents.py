@@ -47,7 +47,7 @@ class World:
         self.space = MessagingSpace()
         self.router_llm = ScriptedModel(router_replies or [])
         self.router = ReActRouter([self.space], self.router_llm)
-        self.services = ServiceProxy(env=self.router, llm={"default": LLMClient(model="sim/test")})
+        self.services = ServiceProxy(env=self.router, llm={"default": LLMClient(model="sim/default:test")})
 
     async def agent(self, cls: type[AgentBase], agent_id: int, replies: list[Any], **config: Any) -> tuple[Any, ScriptedModel]:
         path = self.root / f"agent_{agent_id:04d}"

@@ -426,7 +426,7 @@ class FilesAgent(PersonAgent):
 
 async def test_an_agent_writes_a_note_in_one_step_and_reads_it_in_the_next(tmp_path: Path) -> None:
     services = ServiceProxy(env=build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react")),
-                            llm={"default": LLMClient(model="sim/test")})
+                            llm={"default": LLMClient(model="sim/default:test")})
     path = workspace_path(tmp_path / "agents", 3)
     FilesAgent.create(path, agent_id=3, profile={"name": "Cy"}, config={})
 

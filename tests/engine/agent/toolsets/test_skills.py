@@ -418,7 +418,7 @@ def finish(summary: str) -> dict[str, Any]:
 
 async def test_a_skill_activated_in_tick_one_is_still_active_in_tick_two_on_a_rebuilt_agent(tmp_path: Path) -> None:
     services = ServiceProxy(env=build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react")),
-                            llm={"default": LLMClient(model="sim/test")})
+                            llm={"default": LLMClient(model="sim/default:test")})
     path = tmp_path / "agents" / "agent_0003"
     SkilledPerson.create(path, agent_id=3, profile=PROFILE, config={"max_react_turns": 3})
 

@@ -245,7 +245,7 @@ DONE = {"thought": "done", "action": {"tool": "finish", "arguments": {"summary":
 
 async def test_todos_persist_across_to_workspace_and_from_workspace(tmp_path: Path) -> None:
     services = ServiceProxy(env=build_router(EnvRouterConfig(modules=(("MessagingSpace", {}),), router="react")),
-                            llm={"default": LLMClient(model="sim/test")})
+                            llm={"default": LLMClient(model="sim/default:test")})
     path = workspace_path(tmp_path / "agents", 5)
     TodoAgent.create(path, agent_id=5, profile={"name": "Eve"}, config={})
 

@@ -311,7 +311,7 @@ class Table:
         self.root, self.game, self.agent_ids = root, game, agent_ids
         self.router_llm = ScriptedModel(router_replies)
         self.router = ReActRouter([game], self.router_llm)
-        self.services = ServiceProxy(env=self.router, llm={"default": LLMClient(model="sim/test")})
+        self.services = ServiceProxy(env=self.router, llm={"default": LLMClient(model="sim/default:test")})
         self.agent_llms: list[ScriptedModel] = []
 
     async def start(self) -> Table:

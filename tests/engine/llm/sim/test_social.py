@@ -80,4 +80,5 @@ def test_rates_that_cannot_be_are_refused_at_the_client(social: object, says: st
     with pytest.raises(SpecError) as caught:
         parse_spec(spec)
     assert caught.value.path == "llm.default" and says in str(caught.value), (caught.value.path, str(caught.value))
-    assert parse_spec({**spec, "llm": {"default": {"model": "sim/default", "extra": {"social": social}}}})  # not read there
+    with pytest.raises(SpecError, match="extra.social: sim/default does not read it"):  # never ignored where no model reads it
+        parse_spec({**spec, "llm": {"default": {"model": "sim/default", "extra": {"social": social}}}})

@@ -451,6 +451,6 @@ def test_dispatcher_keeps_one_limiter_per_client_and_none_for_the_in_process_sim
     get_chat_model(client)
     assert limiter_for(client) is limiter
 
-    sim = LLMClient(model="sim/unlimited")
+    sim = LLMClient(model="sim/default:unlimited")
     get_chat_model(sim)
     assert limiter_for(sim) is None
