@@ -385,8 +385,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     status.set_defaults(handler=_status)
 
     est = sub.add_parser("estimate", help="project a spec's LLM calls and tokens from a short simulated run")
-    est.add_argument("spec")
-    est.add_argument("--agents", type=int, default=20)
+    est.add_argument("spec", help="the spec (JSON or YAML) to estimate")
+    est.add_argument("--agents", type=int, default=20,
+                     help="LLM agents the sample runs, spread over the population, with the network among them (default 20)")
     est.add_argument("--ticks", type=int, default=2, help="ticks of each run step the sample runs")
     est.set_defaults(handler=lambda a: asyncio.run(_estimate(a)))
 

@@ -1,8 +1,10 @@
 """``polis estimate``: a short dry run of every step kind on the simulated LLM, projected to the whole spec.
 
 The sample keeps the spec's steps in order (run steps cut to a few ticks, questionnaires aimed at
-the sampled agents, ask and intervene steps as they are) on the first agents, and runs on the
-simulated LLM. Its ``llm_calls`` rows are grouped by what they grow with (:mod:`.projection`) and
+the sampled agents, ask and intervene steps as they are) on agents spread over the population, and runs on the
+simulated LLM. Its network is the sub-network among the sampled agents: each edge file's edges between two of
+them (a file naming the others would refuse the sample), and a generator run over the sample where it fits so few
+agents, else the whole generated graph's edges among them. Its ``llm_calls`` rows are grouped by what they grow with (:mod:`.projection`) and
 projected to ranges of calls and tokens; dollars come from each client's ``price`` in the spec,
 else litellm's price map for its model (:mod:`engine.llm.prices`), else stay unknown. A sweep is
 the sum of its distinct cells (replications of a cell cost the same).
@@ -15,11 +17,16 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pa_csv
 from distributed import Client
 
 from engine.env.prompts import WORLD_DESCRIPTION
-from engine.errors import OverBudgetError
+from engine.errors import OverBudgetError, RunError
 from engine.llm.prices import cost_usd
+from engine.network.edges import layer_edges
+from engine.network.spec import LayerSpec, NetworkSpec, generator_problem
 from engine.run_status import is_finished
 from engine.society.run.projection import Group, Range, over_budget, project, total
 from engine.society.run.runner import run_experiment
@@ -198,15 +205,42 @@ def _cost(spec: ExperimentSpec, groups: list[Group]) -> Range | None:
     return Range(low, expected, high)
 
 
+def _sample_network(spec: ExperimentSpec, sample: ExperimentSpec, folder: Path) -> NetworkSpec | None:
+    """``spec``'s network over ``sample``'s agents: each edge file cut to the edges among them (written to ``folder``),
+    each generated layer as it is where its generator fits the sample, else cut from the whole graph as well."""
+    if spec.network is None:
+        return None
+    everyone, kept = spec.agent_ids(), sample.agent_ids()
+    layers: dict[str, LayerSpec] = {}
+    for name, layer in spec.network.layers.items():
+        if layer.generate is not None and generator_problem(layer, len(kept)) is None:
+            layers[name] = layer
+            continue
+        field = f"network.layers.{name}.from"
+        edges = layer_edges(layer, name, everyone, spec.seed, path=Path(layer.from_) if layer.from_ else None, field=field,
+                            persona=spec.persona_values)
+        among = np.isin(edges.source, kept) & np.isin(edges.target, kept)
+        columns = {"source": edges.source[among], "target": edges.target[among]}
+        if edges.weight is not None:
+            columns["weight"] = edges.weight[among]
+        if edges.kind is not None:
+            columns["type"] = edges.kind[among]
+        path = folder / f"sample-{name}.csv"
+        pa_csv.write_csv(pa.table(columns), path)
+        layers[name] = layer.model_copy(update={"from_": str(path), "generate": None, "mutual": False})
+    return NetworkSpec(layers=layers)
+
+
 async def _estimate_one(spec: ExperimentSpec, cluster: Client | Shell, agents: int, ticks: int) -> Estimate:
     llm_agents, light = deal_members(spec, spec.agent_members())  # each member built once (2 s per 100,000)
     batches = spec_tier_batches(spec, light)  # and grouped once (a clustering takes seconds at a million)
     sample = _sample_spec(spec, llm_agents, batches, agents, ticks)
     sample_ticks = max((s.num_steps for s in sample.steps if isinstance(s, RunStep)), default=0)
     with tempfile.TemporaryDirectory(prefix="polis-estimate-") as tmp:
+        sample = sample.model_copy(update={"network": _sample_network(spec, sample, Path(tmp))})
         summary = await run_experiment(sample, Path(tmp) / "run", cluster)
         if not is_finished(summary.status):
-            raise RuntimeError(f"the sample run did not complete: {summary.error}")
+            raise RunError(f"the estimate's sample run ({len(sample.agents)} agents) did not complete: {summary.error}")
         with ReplayReader(Path(tmp) / "run") as reader:
             rows = reader.query(
                 "SELECT split_part(call_id, '/', 2) AS scope, step, agent_id, caller, role, prompt_name, count(*) AS calls, "
@@ -259,7 +293,7 @@ async def estimate(spec: ExperimentSpec, cluster: Client | Shell, *, agents: int
         ticks: how many ticks of each run step the sample runs.
 
     Raises:
-        RuntimeError: a sample run did not complete.
+        RunError: a sample run did not complete (the message says why).
     """
     if spec.sweep is None:
         return await _estimate_one(spec, cluster, agents, ticks)

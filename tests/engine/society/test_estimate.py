@@ -24,7 +24,7 @@ from engine.reference import load_reference
 from engine.society.run.estimate import estimate, estimate_refusal
 from engine.society.run.runner import run_experiment
 from engine.society.run.sweep import run_sweep
-from engine.spec import ExperimentSpec, parse_spec
+from engine.spec import ExperimentSpec, load_spec, parse_spec
 from engine.storage.reader import ReplayReader
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -103,3 +103,77 @@ async def test_a_priced_client_gets_dollars_and_a_budget_below_the_upper_estimat
         (found.input_tokens.expected * 1.0 + found.output_tokens.expected * 4.0) / 1e6)
     reason = estimate_refusal(parse_spec(spec), found)
     assert reason is not None and reason.startswith("budget.max_cost_usd is 1e-06 but the estimate reaches")
+
+
+def _karate_study(folder: Path) -> ExperimentSpec:
+    """Zachary's karate club as a first study does it: 34 people from a table, the club's ties as an edge file, a
+    generated follow layer whose degrees list names every member, sim/social, an intervention and a questionnaire."""
+    import networkx as nx
+
+    club = nx.karate_club_graph()
+    (folder / "people.csv").write_text("id,name,club\n" + "".join(f"{n},P{n},{club.nodes[n]['club']}\n" for n in club),
+                                       encoding="utf-8")
+    (folder / "edges.csv").write_text("source,target,weight\n" + "".join(f"{u},{v},{d['weight']}\n" for u, v, d in club.edges(data=True)),
+                                      encoding="utf-8")
+    spec = {
+        "name": "karate", "seed": 3,
+        "population": [{"from": "people.csv"}],
+        "network": {"layers": {"friend": {"from": "edges.csv"},
+                               "follow": {"directed": True, "generate": {"model": "configuration",
+                                                                         "degrees": [2] * 34}}}},
+        "environment": {"modules": [{"type": "SocialMediaSpace", "network": {"follows": "friend"}}]},
+        "llm": {"default": {"model": "sim/social"}},
+        "steps": [{"type": "run", "num_steps": 2, "tick": 3600},
+                  {"type": "intervene", "calls": [{"tool": "remove_top_nodes", "arguments": {"share": 0.06}},
+                                                  {"tool": "seed_post", "arguments": {"text": "club news", "count": 2, "at": "degree"}}]},
+                  {"type": "run", "num_steps": 1, "tick": 3600},
+                  {"type": "questionnaire", "questionnaire_id": "club", "target_agent_ids": [0, 33],
+                   "questions": [{"id": "q", "prompt": "Which club?", "response_type": "choice", "choices": ["Mr. Hi", "Officer"]}]}],
+        "budget": {"max_calls": 100_000},
+    }
+    (folder / "karate.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    return load_spec(folder / "karate.yaml")
+
+
+async def test_the_estimate_samples_the_sub_network_of_an_edge_file_and_of_a_generator_that_does_not_fit(shell, tmp_path) -> None:
+    spec = _karate_study(tmp_path)
+    found = await estimate(spec, shell, agents=20, ticks=2)
+    assert found.sample_agents == 20 and found.agent_steps_total == 34 * 3
+    assert found.calls.low <= found.calls.expected <= found.calls.high and found.calls.expected > 34 * 3 * 0.5
+    assert set(found.calls_by_kind) >= {"tick", "questionnaire"}
+    # the sample's network is the edge file's edges among the 20 sampled members, nothing else
+    from engine.society.run.estimate import _sample_network, _sample_spec
+    from engine.tiers.plan import deal_members, spec_tier_batches
+
+    llm_agents, light = deal_members(spec, spec.agent_members())
+    sample = _sample_spec(spec, llm_agents, spec_tier_batches(spec, light), 20, 2)
+    kept = {int(i) for i in sample.agent_ids()}
+    network = _sample_network(spec, sample, tmp_path)
+    assert network is not None
+    cut = (tmp_path / "sample-friend.csv").read_text(encoding="utf-8").splitlines()
+    import networkx as nx
+
+    among = {frozenset(e) for e in nx.karate_club_graph().subgraph(kept).edges()}
+    assert {frozenset(int(x) for x in line.split(",")[:2]) for line in cut[1:]} == among and len(among) > 0
+    assert network.layers["follow"].from_ is not None  # 34 degrees cannot be drawn over 20 agents: cut from the whole graph
+
+
+@pytest.fixture(scope="module")
+def fidelity_examples(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of examples/fidelity with the survey table its prepare.py writes (from statsmodels' copy of it)."""
+    import runpy
+    import shutil
+
+    folder = tmp_path_factory.mktemp("examples") / "fidelity"
+    shutil.copytree(EXAMPLES / "fidelity", folder)
+    runpy.run_path(str(folder / "prepare.py"), run_name="__main__")
+    return folder
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.yaml")) + ["fidelity/fair.yaml",
+                                                                                        "fidelity/fair-calibrated.yaml",
+                                                                                        "fidelity/fair-rehearsal.yaml"])
+async def test_every_example_in_the_repository_is_estimated(example: str, shell, fidelity_examples: Path) -> None:
+    folder = fidelity_examples.parent if example.startswith("fidelity/") else EXAMPLES
+    found = await estimate(load_spec(folder / example), shell, agents=4, ticks=1)
+    assert found.calls.expected > 0 and found.sample_agents >= 1
