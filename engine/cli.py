@@ -271,9 +271,10 @@ async def _estimate(args: argparse.Namespace) -> int:
 
 def _query(args: argparse.Namespace) -> int:
     from engine.settings import EngineSettings
+    from engine.society.run.target import require_run
     from engine.storage.reader import ReplayReader, format_table
 
-    with ReplayReader(resolve_location(args.run_dir), EngineSettings().query_limits()) as reader:
+    with ReplayReader(require_run(resolve_location(args.run_dir)), EngineSettings().query_limits()) as reader:
         if not args.sql:
             for name in reader.datasets():
                 print(f"{name}: {reader.count(name)} rows")

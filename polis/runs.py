@@ -7,12 +7,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from engine.errors import DatasetNotFoundError, NotARunError, RunError, StorageError
+from engine.errors import DatasetNotFoundError, RunError, StorageError
 from engine.results.agents import read_agent
 from engine.results.report import ReportData, load_report
 from engine.run_status import RunStatus
 from engine.society.lease import effective_status
 from engine.society.run.extend import stored_spec
+from engine.society.run.target import require_run
 from engine.society.status import read_society_step
 from engine.spec import AskStep, BudgetSpec, QuestionSpec, RunOptions, StepSpec
 from engine.storage.reader import ReplayReader
@@ -326,21 +327,5 @@ def open_run(location: RunLocation, *, session: SessionLike) -> Run:
     Raises:
         NotARunError: ``location`` holds no run and no sweep; the message says what it found there.
     """
-    where = resolve_location(location)
-    if isinstance(where, Path) and not where.is_dir():
-        raise NotARunError(f"{where} is not a run: {_what_is_there(where)}")
-    run = Run(where, session=session)
-    if not run.is_sweep and read_society_step(where) is None:
-        raise NotARunError(f"{where} is not a run: {_what_is_there(where)}")
-    return run
+    return Run(require_run(resolve_location(location)), session=session)
 
-
-def _what_is_there(location: Path | str) -> str:
-    if isinstance(location, str):
-        return "its store holds no SOCIETY_STEP.json"
-    if not location.exists():
-        return "it does not exist"
-    if not location.is_dir():
-        return "it is a file (give the run's directory)"
-    names = sorted(p.name for p in location.iterdir())[:8]
-    return f"a directory without SOCIETY_STEP.json or SWEEP.json (it holds: {', '.join(names) or 'nothing'})"

@@ -77,6 +77,8 @@ def _real(path: Path) -> Path | None:
 
 
 def _describe(roots: InputRoots, bundled: Path | None) -> str:
+    if roots.named is not None and not roots.dirs and bundled is None:
+        return f"{roots.named}, and there are none: the service reads no file until POLIS_INPUT_DIRS names a folder"
     places = [f"{d}/" for d in roots.dirs] if roots.named is None or not roots.dirs else [roots.named]
     if bundled is not None:
         names = sorted(p.name for p in bundled.iterdir() if p.is_file() and not p.name.startswith(("_", ".")))
@@ -105,6 +107,9 @@ def resolve_input_file(kwarg: str, name: str, *, bundled: Path | None = None, ro
     refusal = SpecError(f"{kwarg} must be a file under {_describe(roots, bundled)}")
     if not isinstance(name, str) or not name or "\x00" in name:
         raise refusal
+    # Missing: under every allowed root the path stays inside it and nothing is there. Saying so tells nothing about
+    # what lies outside them; any other reason (a walk out, a link out, a folder, a pipe) gets the one refusal.
+    missing = True
     path = Path(name)
     bases = [*roots.dirs, *([bundled] if bundled is not None else [])]
     for base in bases:
@@ -112,17 +117,25 @@ def resolve_input_file(kwarg: str, name: str, *, bundled: Path | None = None, ro
         if real_base is None:
             continue
         if base is bundled and (path.is_absolute() or len(path.parts) != 1):
+            missing = False
             continue  # bundled data is named by bare file name only
         candidate = _real(path if path.is_absolute() else base / path)
         if candidate is None or not candidate.is_relative_to(real_base):
+            missing = False
             continue
         try:
             info = os.stat(candidate)
+        except FileNotFoundError:
+            continue
         except OSError:
+            missing = False
             continue
         if not stat.S_ISREG(info.st_mode):
+            missing = False
             continue
         if info.st_size > MAX_INPUT_BYTES:
             raise SpecError(f"{kwarg} {name!r} is over the {MAX_INPUT_BYTES} byte limit for input files")
         return candidate
+    if missing and bases:
+        raise SpecError(f"{kwarg}: there is no file {name!r} under {_describe(roots, bundled)}")
     raise refusal

@@ -28,6 +28,12 @@ def polis(*args: str, timeout: float = 180, env: dict[str, str] | None = None) -
                           env=IN_PROCESS_ENV if env is None else env)
 
 
+def _empty_run(where: Path) -> None:
+    """A run that committed no rows: what the query checks below need (their SQL reads no dataset)."""
+    (where / "replay").mkdir(parents=True)
+    (where / "SOCIETY_STEP.json").write_text(json.dumps({"current_time": "2024-01-01T00:00:00", "status": "completed"}))
+
+
 def test_spec_schema_prints_json_schema():
     result = polis("spec-schema")
     assert result.returncode == 0
@@ -82,22 +88,33 @@ def test_invalid_spec_exits_2_with_the_field_path(tmp_path: Path):
     assert not (tmp_path / "run").exists()
 
 
+def test_query_on_a_mistyped_run_folder_says_there_is_no_run_there(tmp_path: Path):
+    (tmp_path / "runz").mkdir()
+    (tmp_path / "runz" / "notes.txt").write_text("x")
+    for args in ([str(tmp_path / "runz")], [str(tmp_path / "runz"), "SELECT * FROM actions"], [str(tmp_path / "nowhere")]):
+        found = polis("query", *args)
+        assert found.returncode == 2 and found.stdout == "" and "Traceback" not in found.stderr
+        assert found.stderr.startswith(f"polis: {args[0]} is not a run: "), found.stderr
+    assert "it holds: notes.txt" in polis("query", str(tmp_path / "runz")).stderr
+    assert "it does not exist" in polis("query", str(tmp_path / "nowhere")).stderr
+
+
 def test_query_refuses_anything_but_select(tmp_path: Path):
-    (tmp_path / "run" / "replay").mkdir(parents=True)
+    _empty_run(tmp_path / "run")
     result = polis("query", str(tmp_path / "run"), "COPY (SELECT 1) TO 'x.csv'")
     assert result.returncode == 2
     assert "SELECT" in result.stderr
 
 
 def test_query_refuses_functions_that_run_sql_text_or_read_the_environment(tmp_path: Path):
-    (tmp_path / "run" / "replay").mkdir(parents=True)
+    _empty_run(tmp_path / "run")
     result = polis("query", str(tmp_path / "run"), "SELECT * FROM query('SELECT getenv(''HOME'')')")
     assert result.returncode == 2
     assert result.stderr.strip() == "polis: the function query() is not allowed here: it runs SQL that this check never sees"
 
 
 def test_a_cross_join_is_stopped_at_the_query_time_limit_with_a_clear_error(tmp_path: Path):
-    (tmp_path / "run" / "replay").mkdir(parents=True)
+    _empty_run(tmp_path / "run")
     env = {**os.environ, "POLIS_QUERY_TIMEOUT_S": "1"}
     # 10^18 rows: unstopped, it runs far past the subprocess timeout (which only bounds a hang), so an answer
     # at all, and this one, says the limit stopped it.
@@ -110,7 +127,7 @@ def test_a_cross_join_is_stopped_at_the_query_time_limit_with_a_clear_error(tmp_
 
 
 def test_a_memory_hungry_string_agg_fails_cleanly_at_the_memory_limit(tmp_path: Path):
-    (tmp_path / "run" / "replay").mkdir(parents=True)
+    _empty_run(tmp_path / "run")
     env = {**os.environ, "POLIS_QUERY_MEMORY_LIMIT": "64MB", "POLIS_QUERY_TIMEOUT_S": "60"}
     result = subprocess.run(
         [*POLIS, "query", str(tmp_path / "run"), "SELECT string_agg(repeat('x', 100) || i::VARCHAR, ',') FROM range(2000000) t(i)"],

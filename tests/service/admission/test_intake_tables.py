@@ -53,7 +53,12 @@ def test_any_other_path_is_refused_on_the_field_alike_whether_or_not_it_exists(a
     assert messages == {"population.0.from must be a file under the service's input folders (POLIS_INPUT_DIRS), named "
                         "relative to one of them"}  # and never the server's path to them
     assert str(allowed) not in messages.pop()
-    assert refusal(Intake(), "sub/people.csv") == "population.0.from must be a file under no allowed directory"
+    assert refusal(Intake(), "sub/people.csv") == (
+        "population.0.from must be a file under the service's input folders (POLIS_INPUT_DIRS), named relative to one of "
+        "them, and there are none: the service reads no file until POLIS_INPUT_DIRS names a folder")
+    # under an allowed folder, a missing file is said to be missing: that tells nothing about the server's other files
+    assert refusal(intake, "absent.csv") == ("population.0.from: there is no file 'absent.csv' under the service's input "
+                                             "folders (POLIS_INPUT_DIRS), named relative to one of them")
 
 
 def test_a_bad_table_under_an_input_dir_names_its_row(allowed: Path):

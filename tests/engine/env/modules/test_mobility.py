@@ -69,7 +69,7 @@ def test_a_generated_city_is_the_same_for_a_seed_and_differs_between_seeds() -> 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"regions": 0}, "regions >= 1"),
-    ({"city_file": "no_such_city.json"}, r"city_file must be a file under the bundled data \(small_city.json\)"),
+    ({"city_file": "no_such_city.json"}, r"city_file: there is no file .no_such_city.json. under the bundled data \(small_city.json\)"),
     ({"city": TRIANGLE, "city_file": "small_city.json"}, "not both"),
     ({"city": {**TRIANGLE, "roads": []}}, "not every place can be reached"),
     ({"city": {"regions": [{"id": "A"}]}}, "malformed city"),
