@@ -48,6 +48,10 @@ class LLMClient(BaseModel):
         """True for the built-in simulated LLM called in-process (``sim/<kind>[:<label>]``)."""
         return self.model.startswith("sim/") and self.base_url is None
 
+    def identity(self) -> str:
+        """What makes two clients the same model to check: its name, endpoint, key variable and options."""
+        return self.model_dump_json(include={"model", "base_url", "api_key_env", "options"})
+
     def cache_key(self) -> str:
         """A stable key for per-process caches of backends built from this client."""
         return self.model_dump_json()

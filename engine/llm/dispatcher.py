@@ -78,7 +78,8 @@ def _compose(client: LLMClient) -> ChatModel:
     model: ChatModel = SingleFlightModel(built, model=client.model, seed=client.seed, options=client.options)
     if client.cache_dir is not None:
         cache = ResponseCache(client.cache_dir)
-        model = CachedModel(model, cache, model=client.model, seed=client.seed, options=client.options)
+        model = CachedModel(model, cache, model=client.model, seed=client.seed, options=client.options,
+                            identity=None if client.is_sim else client.identity())
     return model
 
 

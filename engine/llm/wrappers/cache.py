@@ -5,12 +5,15 @@ buffers the answers it learns and writes them as one pack, named uniquely, when
 :func:`~engine.llm.dispatcher.flush_response_caches` runs (at the end of every batch task, env step
 and driver commit) or the buffer fills. So several worker processes share one cache (a directory, or a
 prefix of an object store) without coordination, and a committed transaction's answers are stored
-before its commit. A cache directory of an older Polis (one JSON file per answer,
+before its commit. The cache also keeps which models answered into it (:meth:`ResponseCache.vouch`): a fork, a
+rerun or a resume served from it skips the preflight's test call to a model that answered before, so it costs no
+provider call at all. A cache directory of an older Polis (one JSON file per answer,
 ``<key[:2]>/<key>.json``) is still read.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -35,6 +38,11 @@ _SETTLED_NS = 100_000_000  #: a directory mtime older than this is trusted to ha
 #: A miss lists the directory again at most this often: in a busy run every batch adds a pack, and misses are
 #: the rule (a cache pays off on a rerun, resume or fork, whose packs are all there at the first miss).
 _RESCAN_S = 2.0
+_ANSWERED = "answered"  #: the folder of the cache's markers of models that answered into it
+
+
+def _answered_key(identity: str) -> str:
+    return f"{_ANSWERED}/{hashlib.sha256(identity.encode('utf-8')).hexdigest()[:40]}"
 
 
 def _bucket(key: str) -> int:
@@ -63,6 +71,22 @@ class ResponseCache:
         self._scanned: int | None = None  #: the directory's mtime when it was last scanned
         self._scanned_at = -_RESCAN_S  #: time.monotonic() of the last listing
         self._lock = threading.Lock()
+        self._vouched: set[str] = set()  #: identities this process has marked
+
+    def vouch(self, identity: str) -> None:
+        """Mark that the model ``identity`` names (:meth:`~engine.llm.client.LLMClient.identity`) answered into this
+        cache (once per process: a small object, written if absent)."""
+        if identity in self._vouched:
+            return
+        self.store.set_if_absent(_answered_key(identity), identity.encode("utf-8"))
+        self._vouched.add(identity)
+
+    def vouched(self, identity: str) -> bool:
+        """Whether the model ``identity`` names has answered into this cache (this run, its parent, an earlier run)."""
+        try:
+            return identity in self._vouched or self.store.exists(_answered_key(identity))
+        except StorageError:
+            return False
 
     def _stamp(self) -> int | None:
         """The directory's mtime: it changes whenever a pack is renamed into it, by any process. An object store has
@@ -182,10 +206,14 @@ class CachedModel:
         model: the client's model string (part of the key).
         seed: the experiment seed (part of the key).
         options: the client's request options (part of the key).
+        identity: the client's model, endpoint, key variable and options (:meth:`LLMClient.identity`): vouched for in
+            the cache once its provider answered (:meth:`ResponseCache.vouch`); None: never vouched for.
     """
 
-    def __init__(self, inner: ChatModel, cache: ResponseCache, *, model: str, seed: int, options: dict[str, Any] | None = None) -> None:
+    def __init__(self, inner: ChatModel, cache: ResponseCache, *, model: str, seed: int, options: dict[str, Any] | None = None,
+                 identity: str | None = None) -> None:
         self._inner = inner
+        self._identity = identity
         self.cache = cache
         self._model = model
         self._seed = seed
@@ -198,4 +226,6 @@ class CachedModel:
             return replace(hit, cached=True, latency_ms=0.0)
         result = await self._inner.complete(messages, **kwargs)
         self.cache.put(key, result)
+        if self._identity is not None:
+            self.cache.vouch(self._identity)  # the provider answered: a rerun from this cache needs no test call
         return result

@@ -83,3 +83,39 @@ async def test_a_working_model_passes_and_llm_check_false_skips_the_call(shell, 
     assert RunPhase.CHECKING_LLMS in phases["checked"] and RunPhase.CHECKING_LLMS not in phases["skipped"]
     with ReplayReader(tmp_path / "checked") as reader:  # the test call is not an agent's: no row of it
         assert "Reply with OK." not in str(reader.query("SELECT messages FROM transcripts").to_pylist())
+
+
+async def test_a_fork_a_rerun_and_a_resume_served_from_the_cache_make_no_provider_call(shell, tmp_path):
+    from engine.society.fork.run import fork_experiment
+
+    served = _Counted(create_app(SimLLM(name="up", seed=1), SimFaults()))
+    phases: list = []
+    with serving_app(served) as url:
+        spec = parse_spec(_spec(url, seed=5, steps=[{"type": "run", "num_steps": 3, "tick": 600}]))
+        parent = await run_experiment(spec, tmp_path / "parent", shell)
+        assert parent.status == "completed" and served.requests == parent.provider_calls + 1  # its calls and the test call
+
+        before = served.requests
+        _, fork = await fork_experiment(tmp_path / "parent", 2, tmp_path / "fork", shell,
+                                        on_progress=lambda p: phases.append(p.phase))
+        assert fork.status == "completed" and served.requests == before  # the shared past and the rest: all cached
+        assert RunPhase.CHECKING_LLMS not in phases
+
+        before = served.requests
+        rerun = await run_experiment(spec, tmp_path / "rerun", shell, llm_cache_dir=tmp_path / "parent" / "llm_cache")
+        assert rerun.status == "completed" and rerun.provider_calls == 0 and served.requests == before
+
+        # a resume that makes new calls makes those alone: its model answered into its cache before
+        longer = parse_spec(_spec(url, seed=5, steps=[{"type": "run", "num_steps": 3, "tick": 600},
+                                                      {"type": "run", "num_steps": 1, "tick": 600}]))
+        before = served.requests
+        resumed = await run_experiment(longer, tmp_path / "parent", shell, resume=True, force=True,
+                                       on_progress=lambda p: phases.append(("resume", p.phase)))
+        assert resumed.status == "completed" and resumed.ticks_done == 4
+        assert served.requests - before == resumed.provider_calls - parent.provider_calls > 0
+        assert ("resume", RunPhase.CHECKING_LLMS) not in phases
+
+        # a fresh cache still gets the test call: nothing vouches for the model there
+        before = served.requests
+        fresh = await run_experiment(spec, tmp_path / "fresh", shell)
+        assert served.requests - before == fresh.provider_calls + 1

@@ -3,8 +3,11 @@
 A missing key variable, a wrong model name or an endpoint that answers only errors would otherwise
 fail every agent-step of the first tick one by one, each after its retries. The driver checks each
 model once instead: the key variable is set, and one call (``Reply with OK.``) through the provider's
-own stack (retried, timed out; no cache, so a resume checks again) is answered. The simulated LLM
-in this process needs no check. A spec turns the check off with ``llm_check: false``.
+own stack (retried, timed out; never from the cache) is answered. A model that has answered into the run's
+response cache before (a resume, a fork sharing its parent's cache, a rerun pointed at an earlier run's cache) is
+not checked again: such a run is often served from the cache alone and must cost no provider call (a key revoked
+since then shows as failed calls, retried, counted and bounded by ``max_error_rate``). The simulated LLM in this
+process needs no check. A spec turns the check off with ``llm_check: false``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from engine.errors import LLMCallError, PreflightError
 from engine.llm.api_key import resolve_api_key
 from engine.llm.client import LLMClient
 from engine.llm.dispatcher import provider_model
+from engine.llm.wrappers.cache import ResponseCache
 
 __all__ = ["TEST_MESSAGES", "check_llms", "models_to_check"]
 
@@ -25,13 +29,12 @@ TEST_MESSAGES = ({"role": "user", "content": "Reply with OK."},)
 
 def models_to_check(clients: Mapping[str, LLMClient]) -> list[tuple[LLMClient, tuple[str, ...]]]:
     """One client per distinct model (its name, endpoint, key variable and options), with the roles that use it;
-    the in-process simulated LLM left out."""
+    the in-process simulated LLM, and a model that answered into the client's response cache before, left out."""
     found: dict[str, tuple[LLMClient, list[str]]] = {}
     for role, client in clients.items():
-        if client.is_sim:
+        if client.is_sim or (client.cache_dir is not None and ResponseCache(client.cache_dir).vouched(client.identity())):
             continue
-        key = client.model_dump_json(include={"model", "base_url", "api_key_env", "options"})
-        found.setdefault(key, (client, []))[1].append(role)
+        found.setdefault(client.identity(), (client, []))[1].append(role)
     return [(client, tuple(roles)) for client, roles in found.values()]
 
 
