@@ -118,6 +118,8 @@ class SocialMediaSpace(EnvBase):
         self._applied_unreported: list[dict[str, Any]] = []  #: applied since the last step (by apply_pending)
         self._edges_last: list[list[Any]] = []  #: [change, source, target] applied in the last step
         self._edges_unreported: list[list[Any]] = []
+        self._removed: set[int] = set()  #: agents an experimenter removed (their follows gone); later choices skip them
+        self._silenced: set[int] = set()  #: removed agents that may no longer act here
 
     def bind_agents(self, agent_ids: list[int]) -> None:
         super().bind_agents(agent_ids)
@@ -142,6 +144,8 @@ class SocialMediaSpace(EnvBase):
         return text
 
     def _queue(self, kind: str, agent_id: int, post_id: int | None = None, target: int | None = None, text: str | None = None) -> None:
+        if agent_id in self._silenced:
+            raise ValueError(f"agent {agent_id} was removed from the platform by the experimenter and cannot {kind} here")
         self.updates.queue(agent_id, kind=kind, post_id=post_id, target=target, text=text)
 
     def _own_pending(self, agent_id: int, kind: str) -> list[Update]:
@@ -220,33 +224,61 @@ class SocialMediaSpace(EnvBase):
             *((node, v) for v in self._graph.successors(node)), *((u, node) for u in self._graph.predecessors(node)))}
         return [list(pair) for pair in sorted(pairs)]
 
-    def _ranked(self, by: str) -> list[int]:
-        """Every node, the highest ``by`` first (ties: the lower id first)."""
+    def _ranked(self, by: str, *, include_removed: bool = False) -> list[int]:
+        """Every node (but those removed, unless ``include_removed``), the highest ``by`` first (ties: the lower id)."""
         out, into = self._graph.degrees()
         score = {"degree": out + into, "in_degree": into, "out_degree": out}[by]
-        return self._graph.nodes[np.lexsort((self._graph.nodes, -score))].tolist()
+        ranked = self._graph.nodes[np.lexsort((self._graph.nodes, -score))].tolist()
+        if include_removed:
+            return ranked
+        removed = self._removed_by_now()
+        return [node for node in ranked if node not in removed]
+
+    def _candidates(self, include_removed: bool) -> list[int]:
+        nodes = self._graph.nodes.tolist()
+        if include_removed:
+            return nodes
+        removed = self._removed_by_now()
+        return [node for node in nodes if node not in removed]
+
+    def _removed_by_now(self) -> set[int]:
+        """The agents removed, and those an earlier call of this step queued for removal (the same intervention's)."""
+        queued = (u.get("removed_nodes") or [] for u in self.updates.of(EXPERIMENTER_ID) if u["kind"] == "edges")
+        return self._removed.union(*queued)
+
+    def _remove_nodes(self, agent_id: int, nodes: list[int], silence: bool) -> list[list[int]]:
+        removed = self._incident(nodes)
+        self.updates.queue(agent_id, kind="edges", removed=removed, added=[], removed_nodes=nodes, silence=silence)
+        return removed
 
     @tool(readonly=False, experimenter=True)
-    def remove_follows(self, agent_id: int, nodes: list[int]) -> str:
-        """Experimenter only: remove every follow to and from the given agents (from the next step)."""
+    def remove_follows(self, agent_id: int, nodes: list[int], silence: bool = False) -> str:
+        """Experimenter only: remove every follow to and from the given agents (from the next step); with ``silence``
+        they can no longer post, repost, comment, like or follow here either. Later choices of agents (``seed_post``,
+        ``remove_top_nodes``) skip removed agents."""
         self._check_experimenter(agent_id)
         for node in nodes:
             self.check_agent(node)
-        removed = self._incident(sorted(set(nodes)))
-        self.updates.queue(agent_id, kind="edges", removed=removed, added=[])
-        return f"{len(removed)} follows of {len(set(nodes))} agents will be removed"
+        chosen = sorted(set(nodes))
+        removed = self._remove_nodes(agent_id, chosen, silence)
+        return f"{len(removed)} follows of {len(chosen)} agents will be removed" + (" and the agents silenced" if silence else "")
 
     @tool(readonly=False, experimenter=True)
-    def remove_top_nodes(self, agent_id: int, share: Share, by: Centrality = "degree") -> str:
-        """Experimenter only: remove every follow to and from the top ``share`` (0-1] of agents by degree (from the next step)."""
+    def remove_top_nodes(self, agent_id: int, share: Share, by: Centrality = "degree", silence: bool = False,
+                         include_removed: bool = False) -> str:
+        """Experimenter only: remove every follow to and from the top ``share`` (0-1] of agents by ``by`` (from the
+        next step). The count is ``share`` times the agents not removed before (all, with ``include_removed``),
+        rounded up, at least 1; with ``silence`` the agents can no longer act here either."""
         self._check_experimenter(agent_id)
         if not 0 < share <= 1:
             raise ValueError(f"share must be in (0, 1], not {share}")
-        ranked = self._ranked(by)
-        chosen = ranked[: max(1, math.ceil(share * len(ranked)))]
-        removed = self._incident(chosen)
-        self.updates.queue(agent_id, kind="edges", removed=removed, added=[])
-        return f"{len(removed)} follows of the top {len(chosen)} agents by {by} will be removed: {chosen}"
+        ranked = self._ranked(by, include_removed=include_removed)
+        exact = share * len(ranked)
+        chosen = ranked[: max(1, math.ceil(exact))]
+        removed = self._remove_nodes(agent_id, chosen, silence)
+        rounded = "" if exact == len(chosen) else f" ({share:g} of {len(ranked)} is {exact:g}, rounded up)"
+        return (f"{len(removed)} follows of the top {len(chosen)} agents by {by}{rounded} will be removed"
+                f"{' and the agents silenced' if silence else ''}: {chosen}")
 
     @tool(readonly=False, experimenter=True)
     def rewire_follows(self, agent_id: int, fraction: Fraction, seed: int = 0, rewire: bool = True) -> str:
@@ -275,12 +307,14 @@ class SocialMediaSpace(EnvBase):
 
     @tool(readonly=False, experimenter=True)
     def seed_post(self, agent_id: int, text: str, count: Annotated[int, Field(ge=1)] = 1,
-                  at: Literal["random", "degree", "group"] = "random", group: str | None = None, seed: int = 0) -> str:
+                  at: Literal["random", "degree", "group"] = "random", group: str | None = None, seed: int = 0,
+                  include_removed: bool = False) -> str:
         """Experimenter only: publish ``text`` as a post by ``count`` agents, chosen at random, the highest degree
-        first, or at random among those whose group (the ``groups`` persona field) is ``group`` (at the end of this step)."""
+        first, or at random among those whose group (the ``groups`` persona field) is ``group`` (at the end of this step).
+        Agents an experimenter removed are not chosen, unless ``include_removed``."""
         self._check_experimenter(agent_id)
         text = self._check_text(text)
-        agents = self._graph.nodes.tolist()
+        agents = self._candidates(include_removed)
         if at == "group":
             if not self._groups:
                 raise ValueError("at='group' needs the module's groups: give it persona: {groups: <a persona field>}")
@@ -290,7 +324,8 @@ class SocialMediaSpace(EnvBase):
                 raise ValueError(f"no agent is in group {group!r}; the groups: {known}")
         if not 1 <= count <= len(agents):
             raise ValueError(f"count must be between 1 and the {len(agents)} agents, not {count}")
-        authors = self._ranked("degree")[:count] if at == "degree" else sorted(random.Random(seed).sample(agents, count))
+        authors = (self._ranked("degree", include_removed=include_removed)[:count] if at == "degree"
+                   else sorted(random.Random(seed).sample(agents, count)))
         self.updates.queue(agent_id, kind="seeded", authors=authors, text=text)
         return f"{count} posts will be published by agents {authors}"
 
@@ -477,6 +512,10 @@ class SocialMediaSpace(EnvBase):
         return changed
 
     def _apply_edges(self, update: Update) -> None:
+        nodes = update.get("removed_nodes") or []
+        self._removed.update(nodes)
+        if update.get("silence"):
+            self._silenced.update(nodes)
         for change, kind, pairs in (("removed", "unfollow", update["removed"]), ("added", "follow", update["added"])):
             for u, v in pairs:
                 if self._change_edge(change, u, v):
@@ -555,7 +594,8 @@ class SocialMediaSpace(EnvBase):
         return {"posts": posts, "follow_changes": self._graph.changes(), "feed_algorithm": self._algorithm,
                 "comments_total": self._comments_total, "applied_last": self._applied_last,
                 "applied_unreported": self._applied_unreported, "edges_last": self._edges_last,
-                "edges_unreported": self._edges_unreported}
+                "edges_unreported": self._edges_unreported, "removed": sorted(self._removed),
+                "silenced": sorted(self._silenced)}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self._posts = {
@@ -582,6 +622,8 @@ class SocialMediaSpace(EnvBase):
         self._applied_unreported = [{**legacy, **a} for a in state.get("applied_unreported", [])]
         self._edges_last = list(state.get("edges_last", []))
         self._edges_unreported = list(state.get("edges_unreported", []))
+        self._removed = {int(node) for node in state.get("removed", [])}
+        self._silenced = {int(node) for node in state.get("silenced", [])}
 
 
 def _likes(post: dict[str, Any], agent_id: int) -> bool:

@@ -13,7 +13,6 @@ empty listing.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from engine.errors import NotARunError, RunExistsError, RunLockedError
@@ -59,10 +58,7 @@ def claim_run_target(location: RunLocation, *, overwrite: bool = False) -> None:
         )
     if lease_is_live(read_lease(where)):
         raise RunLockedError(f"{where} holds {held} that a live driver is running: it cannot be overwritten; cancel it first")
-    if isinstance(where, Path):
-        shutil.rmtree(where)
-    else:
-        run_store(where).delete_prefix("")
+    run_store(where).delete_prefix("")  # a sweep root's cells too: every key under it, at any depth
 
 
 def require_run(location: RunLocation) -> Path | str:
@@ -88,5 +84,6 @@ def _what_is_there(location: Path | str) -> str:
         return "it does not exist"
     if not location.is_dir():
         return "it is a file (give the run's directory)"
-    names = sorted(p.name for p in location.iterdir())[:8]
+    files, folders = run_store(location).list_dir("")
+    names = sorted([*files, *folders])[:8]
     return f"a directory without {SOCIETY_STEP_FILE} or {SWEEP_FILE} (it holds: {', '.join(names) or 'nothing'})"

@@ -302,18 +302,18 @@ async def test_interventions_remove_rewire_seed_and_change_the_feed_rule_from_th
     with pytest.raises(ToolCallError, match="only the experimenter"):
         await call(space, "remove_top_nodes", agent_id=1, share=0.2)
     said = await call(space, "remove_top_nodes", agent_id=-1, share=0.1)
-    assert said == "8 follows of the top 1 agents by degree will be removed: [0]"
+    assert said == "8 follows of the top 1 agents by degree (0.1 of 6 is 0.6, rounded up) will be removed: [0]"
     assert await read(space, "my_profile", agent_id=0) == "You follow 4 agents (1, 2, 3, 4); 4 agents follow you; you have published 0 posts."
-    await call(space, "seed_post", agent_id=-1, text="Breaking news", count=2, at="degree")
+    said = await call(space, "seed_post", agent_id=-1, text="Breaking news", count=2, at="degree")
+    assert said == "2 posts will be published by agents [1, 2]"  # 0, removed by the same intervention, is not chosen
     await call(space, "set_feed_rule", agent_id=-1, algorithm="engagement")
     space.apply_pending()  # an intervention settles at once
     await space.step(3600, T1)
-    assert await read(space, "my_profile", agent_id=0) == (
-        "You follow 0 agents; 0 agents follow you; you have published 1 posts (latest #1).")
-    assert await read(space, "my_feed", agent_id=5) == (  # engagement now: the seeded posts by 0 and 1 (the top degrees)
+    assert await read(space, "my_profile", agent_id=0) == "You follow 0 agents; 0 agents follow you; you have published 0 posts."
+    assert await read(space, "my_feed", agent_id=5) == (  # engagement now: the seeded posts, 1's (followed) first
         "Your feed (engagement, 2 of 2 posts):\n"
-        "#2 by agent 1 at 2024-01-01 08:00: Breaking news [0 likes, 0 comments, 0 reposts]\n"
-        "#1 by agent 0 at 2024-01-01 08:00: Breaking news [0 likes, 0 comments, 0 reposts]")
+        "#1 by agent 1 at 2024-01-01 08:00: Breaking news [0 likes, 0 comments, 0 reposts]\n"
+        "#2 by agent 2 at 2024-01-01 08:00: Breaking news [0 likes, 0 comments, 0 reposts]")
     rows = space.replay_rows(1, T1)
     assert {(r["kind"], r["intervention"]) for r in rows["social_actions"]} == {("unfollow", True), ("post", True), ("feed_rule", True)}
     assert sorted((r["change"], r["source"], r["target"]) for r in rows["network_edges"])[:2] == [("removed", 0, 1), ("removed", 0, 2)]
@@ -323,6 +323,34 @@ async def test_interventions_remove_rewire_seed_and_change_the_feed_rule_from_th
     space.apply_pending()
     await space.step(3600, T2)
     assert [(r["change"], r["source"]) for r in space.replay_rows(2, T2)["network_edges"]] == [("removed", 5), ("added", 5)]
+
+
+async def test_removed_agents_are_skipped_by_later_choices_and_silenced_ones_cannot_act_after_a_reload() -> None:
+    space = await network_space()
+    said = await call(space, "remove_top_nodes", agent_id=-1, share=0.5, silence=True)
+    assert said == "9 follows of the top 3 agents by degree will be removed and the agents silenced: [0, 1, 2]"  # 3 of 6: exact
+    await call(space, "create_post", agent_id=1, text="queued before the removal settles")  # from the next step on
+    space.apply_pending()
+    await space.step(3600, T1)
+    again = await network_space()
+    again.load_state(space.dump_state())  # the removal survives a resume and a fork
+    for module in (space, again):
+        with pytest.raises(ToolCallError, match="agent 1 was removed from the platform by the experimenter and cannot post"):
+            await call(module, "create_post", agent_id=1, text="still here?")
+        with pytest.raises(ToolCallError, match="cannot follow"):
+            await call(module, "follow", agent_id=0, target_agent_id=5)
+        await call(module, "create_post", agent_id=3, text="not removed")  # the others act as before
+        assert await call(module, "seed_post", agent_id=-1, text="x", count=3, at="degree") == "3 posts will be published by agents [3, 4, 5]"
+        assert "by agents [0, 1, 2]" in await call(module, "seed_post", agent_id=-1, text="x", count=3, at="degree",
+                                                   include_removed=True)
+        with pytest.raises(ToolCallError, match="count must be between 1 and the 3 agents"):
+            await call(module, "seed_post", agent_id=-1, text="x", count=4)
+        assert (await call(module, "remove_top_nodes", agent_id=-1, share=0.2)).endswith("(0.2 of 3 is 0.6, rounded up) will be removed: [3]")
+    unsilenced = await network_space()
+    await call(unsilenced, "remove_follows", agent_id=-1, nodes=[0])
+    unsilenced.apply_pending()
+    await unsilenced.step(3600, T1)
+    await call(unsilenced, "create_post", agent_id=0, text="removed, not silenced: still posts")
 
 
 async def test_follow_changes_are_saved_as_the_overlay_and_load_on_the_same_base() -> None:
