@@ -7,6 +7,7 @@ import asyncio
 import json
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -364,7 +365,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     run.add_argument("--run-dir", default=None, help="where the run lands (required unless --resume RUN_DIR)")
     run.add_argument("--config", default=None, help="the reference format's init_config.json (with --steps)")
     run.add_argument("--steps", default=None, help="the reference format's steps.yaml (with --config)")
-    run.add_argument("--batch-size", type=int, default=None)
+    run.add_argument("--batch-size", type=at_least(1), default=None)
     run.add_argument("--resume", nargs="?", const=True, default=False, metavar="RUN_DIR",
                      help="continue a run (or sweep) from its last committed tick and top-level step")
     run.add_argument("--force", action="store_true",
@@ -376,8 +377,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
                      "(a list, or {steps: [...]}) to the stored run and run them")
     run.add_argument("--fork-from", default=None, metavar="RUN_DIR",
                      help="start a new run (--run-dir) from RUN_DIR's state at --at-step, sharing its response cache")
-    run.add_argument("--at-step", type=int, default=None, metavar="K", help="with --fork-from: the parent's committed tick")
-    run.add_argument("--max-calls", type=int, default=None, help="set the call budget (e.g. raise it to resume)")
+    run.add_argument("--at-step", type=at_least(0), default=None, metavar="K", help="with --fork-from: the parent's committed tick")
+    run.add_argument("--max-calls", type=at_least(0), default=None, help="set the call budget (e.g. raise it to resume)")
     run.add_argument("--llm-cache", default=None, help="response cache directory (default RUN_DIR/llm_cache)")
     run.set_defaults(handler=lambda a: asyncio.run(_run(a)))
 
@@ -387,16 +388,16 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
 
     est = sub.add_parser("estimate", help="project a spec's LLM calls and tokens from a short simulated run")
     est.add_argument("spec", help="the spec (JSON or YAML) to estimate")
-    est.add_argument("--agents", type=int, default=20,
+    est.add_argument("--agents", type=at_least(1), default=20,
                      help="LLM agents the sample runs, spread over the population, with the network among them (default 20)")
-    est.add_argument("--ticks", type=int, default=2, help="ticks of each run step the sample runs")
+    est.add_argument("--ticks", type=at_least(1), default=2, help="ticks of each run step the sample runs")
     est.set_defaults(handler=lambda a: asyncio.run(_estimate(a)))
 
     query = sub.add_parser("query", help="query a run's replay datasets with DuckDB SQL (SELECT only; "
                            "POLIS_QUERY_TIMEOUT_S, POLIS_QUERY_MEMORY_LIMIT and POLIS_QUERY_THREADS bound each query)")
     query.add_argument("run_dir")
     query.add_argument("sql", nargs="?", default=None, help="omit to list datasets")
-    query.add_argument("--max-rows", type=int, default=40)
+    query.add_argument("--max-rows", type=at_least(1), default=40)
     query.set_defaults(handler=_query)
 
     fid = sub.add_parser("fidelity", help="score a survey run's simulated answers against the real ones "
@@ -405,7 +406,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     fid.add_argument("run_dir")
     fid.add_argument("--by", action="append", default=[], metavar="FIELD", help="also per subgroup of a persona field")
     fid.add_argument("--questionnaire", default=None, help="score this questionnaire (default: each item's last)")
-    fid.add_argument("--bootstrap", type=int, default=200, help="resamples behind each interval")
+    fid.add_argument("--bootstrap", type=at_least(0), default=200, help="resamples behind each interval")
     fid.add_argument("--seed", type=int, default=0)
     fid.add_argument("--retest", action="append", default=[], metavar="ITEM=ACCURACY",
                      help="people's test-retest accuracy on an item: adds item_normalized_accuracy")
@@ -420,12 +421,12 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
 
     sim = sub.add_parser("sim-llm", help="serve the simulated LLM over OpenAI-compatible HTTP")
     sim.add_argument("--host", default="127.0.0.1")
-    sim.add_argument("--port", type=int, default=8000)
+    sim.add_argument("--port", type=port_number, default=8000)
     sim.add_argument("--name", default="default")
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--latency-ms", type=float, default=0.0)
     sim.add_argument("--jitter-ms", type=float, default=0.0)
-    sim.add_argument("--capacity", type=int, default=None)
+    sim.add_argument("--capacity", type=at_least(1), default=None)
     sim.add_argument("--rate-429", type=float, default=0.0)
     sim.add_argument("--rate-500", type=float, default=0.0)
     sim.add_argument("--rate-hang", type=float, default=0.0)
@@ -441,12 +442,38 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     export.add_argument("run_dir")
     export.add_argument("agent", type=int, help="the agent's id")
     export.add_argument("dest", help="a new (or empty) folder")
-    export.add_argument("--at-step", type=int, default=None, metavar="K", help="as kept tick K left it (default: as the run stands)")
+    export.add_argument("--at-step", type=at_least(0), default=None, metavar="K", help="as kept tick K left it (default: as the run stands)")
     export.set_defaults(handler=_workspace_export)
 
     schema = sub.add_parser("spec-schema", help="print the experiment spec's JSON Schema")
     schema.set_defaults(handler=_spec_schema)
     return parser, sub
+
+
+def at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``low`` (a count the command would otherwise misuse silently)."""
+
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is below {low}")
+        return value
+
+    return whole
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 0 (any free one) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port (0-65535)")
+    return port
 
 
 def run_command(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:

@@ -523,8 +523,20 @@ def read_document(path: str | Path, what: str) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
-        raise SpecError(f"cannot read {what} {path}: {error}") from None
+        raise SpecError(f"cannot read {what} {path}: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        raise SpecError(f"{path} is not UTF-8 text (byte {error.start}): a {what} is JSON or YAML") from None
     try:
         return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
-        raise SpecError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}") from None
+    except json.JSONDecodeError as error:
+        raise SpecError(f"{path} is not valid JSON: line {error.lineno}, column {error.colno}: {error.msg}") from None
+    except yaml.YAMLError as error:
+        raise SpecError(f"{path} is not valid YAML: {_yaml_problem(error)}") from None
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """A YAML error in one line: where (1-based) and what, without the parser's excerpt of the text."""
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
+        mark = error.problem_mark
+        return f"line {mark.line + 1}, column {mark.column + 1}: {error.problem or error.context or 'cannot be parsed'}"
+    return str(error).splitlines()[0]

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.cli import build_parser, run_command
+from engine.cli import build_parser, port_number, run_command
 from service.errors import ServiceError
 
 __all__ = ["main"]
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser, commands = build_parser()
     serve = commands.add_parser("serve", help="start the REST service")
     serve.add_argument("--host", default=None)
-    serve.add_argument("--port", type=int, default=None)
+    serve.add_argument("--port", type=port_number, default=None)
     serve.add_argument("--data-dir", default=None)
     serve.set_defaults(handler=_with_service_errors(_serve))
     report = commands.add_parser("report", help="write a run's (or sweep's) results page as one standalone HTML file")

@@ -7,6 +7,7 @@ import logging
 
 import uvicorn
 
+from engine.errors import StorageError
 from service.admission.auth import TokenStore
 from service.app import create_app
 from service.errors import AuthConfigError
@@ -48,6 +49,19 @@ def check_listen_address(settings: ServiceSettings) -> str:
     return f"POLIS_AUTH_TOKENS: {len(store)} token(s) of {len(store.owners())} owner(s) in {settings.auth_tokens}"
 
 
+def prepare_data_dir(settings: ServiceSettings) -> None:
+    """Make the data directory's folders (as the registry would at startup), or say why not.
+
+    Raises:
+        StorageError: the data directory cannot be made (a file of that name, no permission ...).
+    """
+    try:
+        (settings.data_dir / "experiments").mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise StorageError(f"cannot use {settings.data_dir} as the service's data directory (POLIS_DATA_DIR, --data-dir): "
+                           f"{error.strerror or error}") from None
+
+
 def run(settings: ServiceSettings) -> None:
     """Serve the Polis API until interrupted.
 
@@ -57,8 +71,10 @@ def run(settings: ServiceSettings) -> None:
 
     Raises:
         AuthConfigError: see :func:`check_listen_address`; the grants file cannot be used.
+        StorageError: see :func:`prepare_data_dir`.
     """
     message = check_listen_address(settings)
+    prepare_data_dir(settings)  # a data directory that cannot be made is said here, not as a traceback at startup
     config = uvicorn.Config(create_app(settings), host=settings.host, port=settings.port, log_level="info",
                             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
     # uvicorn.Config has set up uvicorn's loggers; this line shows among its own startup lines.

@@ -139,8 +139,12 @@ def _read(path: Path) -> _TokenFile:
         return _TokenFile.model_validate_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise AuthConfigError(f"POLIS_AUTH_TOKENS names {path}, which does not exist") from None
-    except (OSError, ValidationError, json.JSONDecodeError) as error:
-        raise AuthConfigError(f"the token file {path} is not valid: {error}") from error
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the file"
+        raise AuthConfigError(f"the token file {path} is not valid: {where}: {first['msg']}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise AuthConfigError(f"the token file {path} cannot be read: {error}") from None
 
 
 def create_token(path: Path, owner: str, role: Role = "user") -> str:
