@@ -17,7 +17,7 @@ from engine.run_status import RunStatus
 from engine.spec import BudgetSpec
 from engine.storage.run_layout import resolve_location, run_name
 
-__all__ = ["build_parser", "main", "run_command", "with_max_calls"]
+__all__ = ["at_least", "build_parser", "main", "port_number", "run_command", "with_max_calls"]
 
 
 def _load_run_spec(args: argparse.Namespace, run_dir: Path | str):

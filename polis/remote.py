@@ -86,6 +86,17 @@ class RemoteRun:
                                        retest=retest)
         return pd.DataFrame([figure.model_dump() for figure in result.figures])
 
+    def regression_fidelity(self, formula: str, *, family: str = "ols", questionnaire_id: str | None = None) -> pd.DataFrame:
+        """What :meth:`polis.Run.regression_fidelity` gives, fitted by the service: a row per coefficient, with
+        ``n``, ``share_differ`` and ``share_sign_flipped`` in ``frame.attrs``."""
+        import pandas as pd
+
+        fitted = self._client.regression(self.id, formula, family=family, questionnaire_id=questionnaire_id)
+        frame = pd.DataFrame([{"formula": fitted.formula, "family": fitted.family, "n": fitted.n, **c.model_dump()}
+                              for c in fitted.coefficients])
+        frame.attrs.update(n=fitted.n, share_differ=fitted.share_differ, share_sign_flipped=fitted.share_sign_flipped)
+        return frame
+
     def sql(self, query: str) -> pa.Table:
         """A read-only query, run by the service (its row and time limits apply), as Arrow."""
         return self._client.sql(self.id, query, format="arrow")

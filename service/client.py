@@ -41,6 +41,7 @@ from service.schemas import (
     ExperimentDetail,
     ExperimentList,
     FidelityResult,
+    RegressionFidelity,
     RegressionSpec,
     SqlResult,
 )
@@ -307,6 +308,18 @@ class PolisClient:
             body["regression"] = (regression.model_dump() if isinstance(regression, RegressionSpec)
                                   else dict(regression))
         return self._model(FidelityResult, "POST", f"/experiments/{experiment_id}/fidelity", json=body)
+
+    def regression(self, experiment_id: str, formula: str, *, family: str = "ols",
+                   questionnaire_id: str | None = None) -> RegressionFidelity:
+        """Fit ``formula`` on a survey experiment's real and simulated answers and compare the coefficients (written as
+        its ``regression_fidelity`` dataset; its fidelity figures are left as they are).
+
+        Raises:
+            NotFoundError: no such experiment.
+            SpecRejectedError: the formula cannot be fitted, or the run has no survey (422).
+        """
+        body = {"regression": {"formula": formula, "family": family}, "questionnaire_id": questionnaire_id}
+        return self._model(RegressionFidelity, "POST", f"/experiments/{experiment_id}/regression", json=body)
 
     @overload
     def sql(self, experiment_id: str, query: str, format: Literal["json"] = "json", max_rows: int | None = None) -> SqlResult: ...

@@ -39,6 +39,7 @@ __all__ = [
     "ForkedFrom",
     "RegressionCoefficient",
     "RegressionFidelity",
+    "RegressionRequest",
     "RegressionSpec",
     "Health",
     "Progress",
@@ -241,6 +242,17 @@ class RegressionFidelity(BaseModel):
     share_differ: float | None  #: the share of slopes that differ significantly
     share_sign_flipped: float  #: the share of slopes whose sign the simulated answers flip
     coefficients: list[RegressionCoefficient]
+
+
+class RegressionRequest(BaseModel):
+    """A regression alone (``POST /experiments/{id}/regression``): fitted on the real and on the simulated answers, no
+    fidelity figures scored (and none overwritten)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    regression: RegressionSpec = Field(description="the formula and family (what cannot be fitted is a 422 at "
+                                                   "regression.formula or regression.family)")
+    questionnaire_id: str | None = Field(None, description="the simulated answers of this questionnaire; default: each item's last")
 
 
 class FidelityResult(BaseModel):

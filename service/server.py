@@ -13,7 +13,7 @@ from service.app import create_app
 from service.errors import AuthConfigError
 from service.settings import ServiceSettings
 
-__all__ = ["GRACEFUL_SHUTDOWN_S", "check_listen_address", "is_loopback", "run"]
+__all__ = ["GRACEFUL_SHUTDOWN_S", "check_listen_address", "is_loopback", "prepare_data_dir", "run"]
 
 #: How long a stopping server waits for open requests: an event stream never ends by itself while its
 #: experiment runs, so without a bound it would keep the service (and its experiments) from stopping.

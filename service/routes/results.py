@@ -12,6 +12,7 @@ from fastapi.responses import FileResponse
 from starlette.background import BackgroundTask
 
 from engine.api import check_dataset_name, export_dataset, fidelity, list_datasets, regression_fidelity
+from engine.spec_regression import RegressionSpec
 from service.admission.auth import Caller
 from service.compute import Deadline
 from service.schemas import (
@@ -21,6 +22,7 @@ from service.schemas import (
     FidelityResult,
     RegressionCoefficient,
     RegressionFidelity,
+    RegressionRequest,
 )
 from service.sql import PARQUET_MEDIA_TYPE
 from service.state import State
@@ -84,12 +86,7 @@ async def score_fidelity(experiment_id: str, request: FidelityRequest, state: St
     def score(deadline: Deadline) -> FidelityResult:
         regression = None
         if request.regression is not None:
-            fitted = regression_fidelity(record.run_dir, request.regression, questionnaire_id=request.questionnaire_id,
-                                         checkpoint=deadline.check)
-            regression = RegressionFidelity(
-                formula=fitted.formula, family=fitted.family, n=fitted.n, share_differ=fitted.share_differ,
-                share_sign_flipped=fitted.share_sign_flipped,
-                coefficients=[RegressionCoefficient(**asdict(c)) for c in fitted.coefficients])
+            regression = _fit(record.run_dir, request.regression, request.questionnaire_id, deadline)
         report = fidelity(record.run_dir, by=request.by, questionnaire_id=request.questionnaire_id,
                           bootstrap=request.bootstrap, seed=request.seed, retest=request.retest, checkpoint=deadline.check)
         return FidelityResult(experiment_id=record.id, questionnaire_id=report.questionnaire_id,
@@ -97,3 +94,21 @@ async def score_fidelity(experiment_id: str, request: FidelityRequest, state: St
                               regression=regression)
 
     return await state.fidelity_work.run(caller.owner, score)
+
+
+@router.post("/{experiment_id}/regression", response_model=RegressionFidelity)
+async def fit_regression(experiment_id: str, request: RegressionRequest, state: State, caller: Caller) -> RegressionFidelity:
+    """Fit a regression on a survey experiment's real answers and on its simulated ones and compare each coefficient,
+    without scoring (or rewriting) its fidelity figures; written as its ``regression_fidelity`` dataset. A formula
+    that cannot be fitted is a 422 at ``regression.formula``; it runs on the fidelity scorings' threads and limits."""
+    record = state.registry.get(experiment_id, caller)
+    return await state.fidelity_work.run(
+        caller.owner, lambda deadline: _fit(record.run_dir, request.regression, request.questionnaire_id, deadline))
+
+
+def _fit(run_dir: Path | str, spec: RegressionSpec, questionnaire_id: str | None, deadline: Deadline) -> RegressionFidelity:
+    fitted = regression_fidelity(run_dir, spec, questionnaire_id=questionnaire_id, checkpoint=deadline.check)
+    return RegressionFidelity(
+        formula=fitted.formula, family=fitted.family, n=fitted.n, share_differ=fitted.share_differ,
+        share_sign_flipped=fitted.share_sign_flipped,
+        coefficients=[RegressionCoefficient(**asdict(c)) for c in fitted.coefficients])

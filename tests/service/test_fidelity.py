@@ -115,6 +115,24 @@ def test_a_regression_is_fitted_beside_the_figures_and_bad_formulas_are_422_at_r
     assert "at least 10 respondents per coefficient (30)" in few.text
 
 
+def test_a_regression_alone_is_fitted_without_touching_the_figures_and_a_remote_run_returns_the_local_frame(
+        http: httpx.Client) -> None:
+    experiment = finished(http, rehearsal_spec(0.0, survey(120)))
+    assert http.post(f"/experiments/{experiment}/fidelity", json={"bootstrap": 10}).status_code == 200
+    figures = http.post(f"/experiments/{experiment}/sql", json={"sql": "SELECT * FROM fidelity ORDER BY ALL"}).json()["rows"]
+    fitted = http.post(f"/experiments/{experiment}/regression", json={"regression": {"formula": "rate ~ party + trust"}})
+    assert fitted.status_code == 200, fitted.text
+    assert [c["term"] for c in fitted.json()["coefficients"]] == ["Intercept", "party", "trust"] and fitted.json()["n"] == 120
+    assert http.post(f"/experiments/{experiment}/sql", json={"sql": "SELECT * FROM fidelity ORDER BY ALL"}).json()["rows"] == figures
+    bad = http.post(f"/experiments/{experiment}/regression", json={"regression": {"formula": "rate ~ party + age"}})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "regression", "formula"]
+
+    with polis.connect(str(http.base_url)) as session:
+        frame = session.open_run(experiment).regression_fidelity("rate ~ party + trust")
+    assert list(frame["term"]) == ["Intercept", "party", "trust"] and frame.attrs["n"] == 120
+    assert frame.attrs["share_differ"] == 0 and (frame["real"] == frame["simulated"]).all()
+
+
 @pytest.fixture(scope="module")
 def two_owners(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, httpx.Client], Any]]:
     """A service with two owners (lab-a, lab-b), one scoring each at a time, and each owner's survey experiment."""
