@@ -194,7 +194,8 @@ class Run:
         return frame
 
     def report(self, path: str | Path = "report.html") -> Path:
-        """Write the run's results page (plots, summary, SQL box) as one standalone HTML file; return its path."""
+        """Write the run's results page as one standalone HTML file (summary, errors, plots and the datasets' columns; the
+        SQL box and live updates are the service's page only: use :meth:`sql` here); return its path."""
         return write_page(load_report(self.location), path)
 
     def fork(self, at_step: int, run_dir: RunLocation | None = None, *, patch: dict[str, Any] | None = None,

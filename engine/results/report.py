@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from engine.errors import NotARunError
@@ -50,7 +51,7 @@ from engine.storage.run_layout import (
 )
 from engine.storage.sweep_layout import SWEEP_FILE, TIER_COMPARISON_FILE, SweepManifest
 
-__all__ = ["DatasetEntry", "ReportData", "is_run_dir", "load_report"]
+__all__ = ["DatasetEntry", "ReportData", "is_run_dir", "load_report", "without_local_paths"]
 
 #: Errors listed on the page at most (the ``actions`` dataset holds them all).
 MAX_ERRORS = 20
@@ -215,7 +216,25 @@ def _errors(reader: ReplayReader, cell: str) -> tuple[dict[str, Any], ...]:
             f"SELECT {cell} AS cell, 'LLM call' AS source, step, agent_id, status, error FROM llm_calls "
             f"WHERE status IS DISTINCT FROM 'ok' ORDER BY step, agent_id LIMIT {MAX_ERRORS}"
         ))
-    return tuple(found[:MAX_ERRORS])
+    return tuple({**row, "error": without_local_paths(row["error"])} for row in found[:MAX_ERRORS])
+
+
+_TRACEBACK_FILE = re.compile(r'File "([^"]+)"')
+_PACKAGE_ROOTS = ("engine", "service", "polis", "site-packages")
+
+
+def without_local_paths(text: str | None) -> str | None:
+    """``text`` with each traceback's file named from its package (``engine/society/batch.py``), never by the server's
+    path to it: a results page is attached to papers."""
+    if text is None:
+        return None
+
+    def relative(match: re.Match[str]) -> str:
+        parts = PurePosixPath(match.group(1).replace("\\", "/")).parts
+        at = max((i for i, part in enumerate(parts) if part in _PACKAGE_ROOTS), default=len(parts) - 1)
+        return f'File "{"/".join(parts[at + (parts[at] == "site-packages"):])}"'
+
+    return _TRACEBACK_FILE.sub(relative, text)
 
 
 def _timings(reader: ReplayReader, status: dict[str, Any]) -> dict[str, Any]:
@@ -248,7 +267,8 @@ def _manifest(run_dir: Path | str) -> dict[str, Any]:
     return {"polis version": polis.get("version"),
             "polis commit": f"{commit[:12]}{' (dirty)' if polis.get('dirty') else ''}" if commit else None,
             "served models": served or None,
-            **({"forked from": f"{fork['parent']} at tick {fork['at_step']}"} if fork else {})}
+            # the parent by its name: a page is attached to papers, and must not carry a local path or a bucket
+            **({"forked from": f"{run_name(fork['parent'])} at tick {fork['at_step']}"} if fork else {})}
 
 
 def _datasets(reader: ReplayReader) -> tuple[DatasetEntry, ...]:
@@ -300,7 +320,7 @@ def load_report(run_dir: RunLocation, limits: QueryLimits | None = None, extra: 
         # The caller's values come first and win (the service's record knows ``queued`` before the run does).
         summary: dict[str, Any] = {"status": status.get("status", "unknown"), **(extra or {})}
         if status.get("error"):
-            summary["error"] = status["error"]
+            summary["error"] = without_local_paths(status["error"])
         if sweep is not None:
             summary["cells"] = len(sweep.cells)
             summary["grid"] = ", ".join(sweep.params)

@@ -129,19 +129,21 @@ CASCADE_CCDF_SQL = (
     "counts AS (SELECT size, count(*) AS n FROM last GROUP BY size) "
     "SELECT size AS x, (sum(n) OVER (ORDER BY size DESC) / sum(n) OVER ())::DOUBLE AS y FROM counts ORDER BY size"
 )
-#: Each layer's degrees at the start (in-links of a directed layer), as a CCDF over the agents with a link.
+#: Each layer's degrees at the start (a directed layer's in-links, an undirected one's links), as a CCDF over the
+#: agents with a link.
 DEGREE_CCDF_SQL = (
-    "WITH ends AS (SELECT layer, target AS agent FROM network_edges WHERE step = 0 UNION ALL "
-    "SELECT layer, source FROM network_edges WHERE step = 0 AND NOT directed), "
-    "degrees AS (SELECT layer, agent, count(*) AS k FROM ends GROUP BY ALL), "
-    "counts AS (SELECT layer, k, count(*) AS n FROM degrees GROUP BY ALL) "
-    "SELECT layer, k AS x, (sum(n) OVER (PARTITION BY layer ORDER BY k DESC) / sum(n) OVER (PARTITION BY layer))::DOUBLE AS y "
+    "WITH ends AS (SELECT layer, directed, target AS agent FROM network_edges WHERE step = 0 UNION ALL "
+    "SELECT layer, directed, source FROM network_edges WHERE step = 0 AND NOT directed), "
+    "degrees AS (SELECT layer, bool_or(directed) AS directed, agent, count(*) AS k FROM ends GROUP BY layer, agent), "
+    "counts AS (SELECT layer, bool_or(directed) AS directed, k, count(*) AS n FROM degrees GROUP BY layer, k) "
+    "SELECT layer, directed, k AS x, "
+    "(sum(n) OVER (PARTITION BY layer ORDER BY k DESC) / sum(n) OVER (PARTITION BY layer))::DOUBLE AS y "
     "FROM counts ORDER BY layer, k"
 )
 #: The per-step network measures in long format, the ones the page plots.
 NETWORK_MEASURES_SQL = (
     "SELECT layer, step, measure, value FROM (UNPIVOT (SELECT layer, step, edges, mean_degree, in_degree_max, reciprocity, "
-    "clustering FROM network_measures) ON edges, mean_degree, in_degree_max, reciprocity, clustering "
+    "clustering, ei_index FROM network_measures) ON edges, mean_degree, in_degree_max, reciprocity, clustering, ei_index "
     "INTO NAME measure VALUE value) ORDER BY measure, layer, step"
 )
 #: The generated layers' fit to their models.
@@ -160,15 +162,18 @@ def network_panels(cascades: list[dict[str, Any]], degrees: list[dict[str, Any]]
     for row in degrees:
         by_layer[row["layer"]].append(row)
     if by_layer:
-        lines = tuple(Line(layer, tuple(r["x"] for r in rows), tuple(r["y"] for r in rows)) for layer, rows in sorted(by_layer.items()))
+        lines = tuple(Line(f"{layer} ({'in-degree' if rows[0]['directed'] else 'degree'})", tuple(r["x"] for r in rows),
+                           tuple(r["y"] for r in rows)) for layer, rows in sorted(by_layer.items()))
         panels.append(Panel("network.degrees", "Network", "Degree at the start (CCDF)", "share of agents with at least k",
-                            lines, description="in-links of a directed layer; agents with a link", x_label="degree k", log=True))
+                            lines, description="a directed layer's in-links, an undirected layer's links; agents with a link",
+                            x_label="degree k", log=True))
     series: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
     for row in measures:
         if row["value"] is not None:
             series[row["measure"]][row["layer"]][int(row["step"])] = float(row["value"])
     for measure, points in sorted(series.items()):
-        panels.append(Panel(f"network.{measure}", "Network", measure.replace("_", " "), measure, _lines(points, sorted(points))))
+        title = "E-I index (external - internal ties, by group)" if measure == "ei_index" else measure.replace("_", " ")
+        panels.append(Panel(f"network.{measure}", "Network", title, measure, _lines(points, sorted(points))))
     return panels
 
 

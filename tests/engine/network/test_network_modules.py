@@ -125,3 +125,10 @@ async def test_groups_from_a_persona_field_give_the_e_i_index_and_seed_posts_in_
     assert all(m["ei_index"] == pytest.approx(recount) for m in measured)  # no follow changes: the start's graph
     assert recount < 0  # homophily 0.6: more edges inside parties than between
     assert seeded == [{"party": "centre"}]
+    # the results page plots the E-I index, and names the directed layer's degree as its in-degree
+    from engine.results.report import load_report
+
+    panels = {panel.key: panel for panel in load_report(tmp_path / "run").panels}
+    (ei,) = panels["network.ei_index"].lines
+    assert panels["network.ei_index"].title.startswith("E-I index") and ei.y == pytest.approx([recount, recount])
+    assert [line.label for line in panels["network.degrees"].lines] == ["follow (in-degree)"]

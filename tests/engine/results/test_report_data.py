@@ -213,8 +213,9 @@ def test_a_forks_summary_names_its_parent_and_tick(demo_run: Path, tmp_path: Pat
     fork = tmp_path / "fork"
     shutil.copytree(demo_run, fork)
     manifest = read_json(fork / "MANIFEST.json")
-    atomic_write_json(fork / "MANIFEST.json", {**manifest, "fork": {"parent": "/runs/parent", "at_step": 2}})
-    assert load_report(fork).summary["forked from"] == "/runs/parent at tick 2"
+    atomic_write_json(fork / "MANIFEST.json", {**manifest, "fork": {"parent": "/home/ana/private/runs/parent", "at_step": 2}})
+    assert load_report(fork).summary["forked from"] == "parent at tick 2"  # by name: no local path on a page
+    assert "/home/ana" not in json.dumps(load_report(fork).to_json())
     assert "forked from" not in load_report(demo_run).summary
 
 
@@ -240,7 +241,7 @@ def test_a_network_runs_report_has_its_cascades_degrees_measures_and_fit(tmp_pat
     assert ccdf.x[0] == 1 and ccdf.y[0] == 1.0 and ccdf.x[-1] == max(sizes)  # every cascade has size 1 or more
     assert ccdf.y[-1] == pytest.approx(sizes.count(max(sizes)) / len(sizes)) and panels["network.cascades"].log
     (follow,) = panels["network.degrees"].lines
-    assert follow.label == "follow" and follow.x[0] == fewest and follow.y[0] == 1.0 and linked == 300  # each has a link
+    assert follow.label == "follow (degree)" and follow.x[0] == fewest and follow.y[0] == 1.0 and linked == 300  # each has a link
     edges = panels["network.edges"].lines[0]
     assert edges.label == "follow" and edges.x == (1, 2)
     fit = {row["measure"]: row for row in report.network_fit}
@@ -252,3 +253,16 @@ def test_a_network_runs_report_has_its_cascades_degrees_measures_and_fit(tmp_pat
 def _scalar_edges(run: Path) -> float:
     with ReplayReader(run) as reader:
         return float(_scalar(reader, "SELECT count(*) AS v FROM network_edges WHERE step = 0"))
+
+
+def test_a_traceback_on_the_page_names_files_from_their_package_never_the_servers_path() -> None:
+    from engine.results.report import without_local_paths
+
+    text = ('RunError: an agent-step crashed its batch: KeyError: 3\nTraceback (most recent call last):\n'
+            '  File "/home/ana/src/polis/engine/society/workspaces/packed.py", line 67, in read\n'
+            '  File "/usr/lib/python3.11/asyncio/tasks.py", line 3, in run\n'
+            '  File "/srv/venv/lib/python3.11/site-packages/duckdb/query.py", line 1, in q\nKeyError: 3')
+    shown = without_local_paths(text)
+    assert shown is not None and "/home" not in shown and "/usr" not in shown and "/srv" not in shown
+    assert 'File "engine/society/workspaces/packed.py", line 67' in shown and 'File "duckdb/query.py"' in shown
+    assert 'File "tasks.py", line 3' in shown and shown.endswith("KeyError: 3") and without_local_paths(None) is None
