@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test check install install-test install-local system docs screenshots
+.PHONY: demo test check install install-test install-local system docs screenshots reference
 
 # Polis alone: what the demo and a researcher's own scripts need.
 $(BIN)/polis: pyproject.toml
@@ -52,6 +52,11 @@ docs: install-test
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet
 
 # docs/report-demo.png and docs/report-sweep.png: the results page of the demo and of a 2x2 sweep.
+# The committed reference pages' tables (docs/reference: spec, settings, datasets), written from the code; a test
+# fails when they are stale.
+reference: install-test
+	PYTHONPATH=. $(BIN)/python docs/hooks.py
+
 screenshots: install-test system
 	PYTHONPATH=. $(BIN)/python docs/screenshots.py
 

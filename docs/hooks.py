@@ -5,7 +5,11 @@ documents every name of ``polis.__all__`` (mkdocstrings renders each ``:::`` blo
 griffe extension, turns the docstrings' Sphinx roles into code spans); ``spec`` is the JSON Schema of
 ``ExperimentSpec`` (what ``polis spec-schema`` prints) as one table per model; ``settings`` lists every field
 of ``EngineSettings`` and ``ServiceSettings`` with its environment variable, read from the classes and their
-``#:`` comments. Only the pages' introductions are kept in the repository, so the tables cannot drift.
+``#:`` comments; ``datasets`` lists every replay dataset the engine writes, with its columns and what each means.
+
+The spec, settings and datasets tables are also committed, between their mark and ``<!-- end generated -->``, so
+that they read on GitHub and in an editor: ``python docs/hooks.py`` (``make reference``) writes them, a test fails
+when they are stale, and every build writes them afresh.
 """
 
 from __future__ import annotations
@@ -32,18 +36,38 @@ from pydantic_core import to_jsonable_python
 from pydantic_settings import BaseSettings
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-_MARK = re.compile(r"^<!-- generated: (\w+) -->$", re.MULTILINE)
+_MARK = re.compile(r"^<!-- generated: (\w+) -->$(?:\n.*?^<!-- end generated -->$)?", re.MULTILINE | re.DOTALL)
+_END = "<!-- end generated -->"
+#: The reference pages whose generated blocks are committed (``python docs/hooks.py`` writes them).
+COMMITTED = ("reference/spec.md", "reference/settings.md", "reference/datasets.md")
+DOCS = Path(__file__).resolve().parent
 
 
 def on_page_markdown(markdown: str, page: Page, **kwargs: Any) -> str:
-    """Fill each ``<!-- generated: NAME -->`` line of a page with what ``GENERATORS[NAME]`` writes."""
+    """Fill each ``<!-- generated: NAME -->`` line (or committed block) of a page with what ``GENERATORS[NAME]`` writes."""
+    try:
+        return fill_marks(markdown)
+    except KeyError as error:
+        raise PluginError(f"{page.file.src_uri}: no generator {error} (docs/hooks.py has {', '.join(GENERATORS)})") from None
 
+
+def fill_marks(markdown: str, *, committed: bool = False) -> str:
+    """``markdown`` with each mark's block generated afresh; ``committed``: as kept in the repository (with its end
+    mark, so the next write finds it), else as the site shows it.
+
+    Raises:
+        KeyError: a mark names no generator.
+    """
     def fill(match: re.Match[str]) -> str:
-        if match.group(1) not in GENERATORS:
-            raise PluginError(f"{page.file.src_uri}: no generator {match.group(1)!r} (docs/hooks.py has {', '.join(GENERATORS)})")
-        return GENERATORS[match.group(1)]()
+        made = GENERATORS[match.group(1)]()
+        return f"<!-- generated: {match.group(1)} -->\n{made}\n{_END}" if committed else made
 
     return _MARK.sub(fill, markdown)
+
+
+def stale_pages() -> list[str]:
+    """The committed reference pages whose generated blocks differ from what the code generates now."""
+    return [page for page in COMMITTED if fill_marks(text := (DOCS / page).read_text(encoding="utf-8"), committed=True) != text]
 
 
 # ---- Markdown ------------------------------------------------------------------------------------------------
@@ -387,5 +411,48 @@ def _field_comments(cls: type) -> _Comments:
     return _Comments(descriptions, notes)
 
 
+# ---- the datasets reference ----------------------------------------------------------------------------------
+
+
+def datasets_page() -> str:
+    """Every replay dataset of the engine (each module's schemas, and each env module's), its columns and their meaning."""
+    import importlib
+    import pkgutil
+
+    import engine
+    from engine.env.base import EnvBase
+    from engine.storage.catalog import DatasetSchema
+
+    found: dict[str, tuple[DatasetSchema, str]] = {}
+    for info in sorted(pkgutil.walk_packages(engine.__path__, "engine."), key=lambda i: i.name):
+        if ".sandbox.child" in info.name or info.name.endswith("__main__"):
+            continue  # a sandbox child's module, or a script: nothing to read
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if isinstance(value, DatasetSchema):
+                found.setdefault(value.name, (value, info.name))
+            elif isinstance(value, type) and issubclass(value, EnvBase) and value.__module__ == info.name:
+                try:
+                    schemas = value.replay_datasets()
+                except AttributeError:  # a base class (RoundGame) whose subclasses name their datasets
+                    continue
+                for schema in schemas:
+                    found.setdefault(schema.name, (schema, value.__name__))
+    lines: list[str] = []
+    for name, (schema, source) in sorted(found.items()):
+        lines += [f"## `{name}` {{#{name}}}", "", f"{prose(schema.description)} ({schema.kind}; written by `{source}`)", ""]
+        lines += table(("column", "type", "meaning"),
+                       [(code(c.name), code(c.type), cell(prose(c.description))) for c in schema.columns])
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
 #: What each ``<!-- generated: NAME -->`` line of a page becomes.
-GENERATORS = {"api": api_page, "spec": spec_page, "settings": settings_page}
+GENERATORS = {"api": api_page, "spec": spec_page, "settings": settings_page, "datasets": datasets_page}
+
+
+if __name__ == "__main__":  # python docs/hooks.py: write the committed reference pages' generated blocks
+    for committed_page in COMMITTED:
+        path = DOCS / committed_page
+        path.write_text(fill_marks(path.read_text(encoding="utf-8"), committed=True), encoding="utf-8")
+        print(f"wrote {path}")

@@ -76,3 +76,16 @@ def test_every_page_of_the_nav_is_built(site: Path) -> None:
     for name in ("", "guide", "tutorial", "service", "operations", "compat", "internals", "architecture", "forks",
                  "limiter", "env_metrics", "minimal_agent", "deploy"):
         assert (site / name / "index.html").is_file(), name
+
+
+def test_the_committed_reference_pages_are_what_the_code_generates_now() -> None:
+    sys.path.insert(0, str(ROOT / "docs"))
+    try:
+        import hooks
+    finally:
+        sys.path.remove(str(ROOT / "docs"))
+    assert hooks.stale_pages() == [], "the committed reference is stale: run `make reference` and commit docs/reference"
+    datasets = (ROOT / "docs" / "reference" / "datasets.md").read_text(encoding="utf-8")
+    for name, column in (("social_cascades", "root_post_id"), ("social_actions", "intervention"), ("actions", "agent_id")):
+        section = datasets.split(f"## `{name}`", 1)[1].split("\n## ", 1)[0]
+        assert f"| `{column}` |" in section
