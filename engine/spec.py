@@ -345,7 +345,7 @@ class ExperimentSpec(RunOptions):
         check_network_use(self.network, self.environment.modules, len(self.agents) + sum(p.size for p in self.population),
                           persona)
         check_env_calls(self.steps, [module.type for module in self.environment.modules])
-        check_persona_use(self.environment.modules, persona)
+        check_persona_use(self.environment.modules, persona, lambda: {k for agent in self.all_agents() for k in agent.profile})
 
     def _check_survey(self) -> None:
         from_survey = [i for i, step in enumerate(self.steps) if isinstance(step, QuestionnaireStep) and step.from_survey]

@@ -3,7 +3,8 @@ the network's layers or the agents' persona fields), and the router that serves 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import difflib
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -128,9 +129,11 @@ class EnvironmentSpec(_Frozen):
         return checked
 
 
-def check_persona_use(modules: Sequence[EnvModuleSpec], persona: Callable[[str], Sequence[object]]) -> None:
+def check_persona_use(modules: Sequence[EnvModuleSpec], persona: Callable[[str], Sequence[object]],
+                      fields: Callable[[], Iterable[str]] = tuple) -> None:
     """Each module's ``persona`` kwargs against the agents: a field some agent has, for a kwarg ``kwargs`` leaves out.
-    ``persona(field)``: each agent's value of a persona field.
+    ``persona(field)``: each agent's value of a persona field; ``fields()``: the fields agents have (asked only for a
+    refusal's suggestion).
 
     Raises:
         PydanticCustomError: the first problem, its field path as ``ctx.key``.
@@ -142,4 +145,9 @@ def check_persona_use(modules: Sequence[EnvModuleSpec], persona: Callable[[str],
                 raise PydanticCustomError("persona_kwarg", "{kwarg} comes from the persona field {field}: leave it out "
                                           "of kwargs", {"key": key, "kwarg": kwarg, "field": field})
             if all(value is None for value in persona(field)):
-                raise PydanticCustomError("persona_kwarg", "no agent has a persona field '{field}'", {"key": key, "field": field})
+                known = sorted(set(fields()))
+                near = difflib.get_close_matches(field, known, n=1)
+                hint = f"; did you mean '{near[0]}'?" if near else ""
+                listed = f" (the persona fields: {', '.join(known[:20])})" if known else ""
+                raise PydanticCustomError("persona_kwarg", "no agent has a persona field '{field}'{hint}{listed}",
+                                          {"key": key, "field": field, "hint": hint, "listed": listed})

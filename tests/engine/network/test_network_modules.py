@@ -88,7 +88,8 @@ async def test_messaging_reach_comes_from_the_contacts_layer(tmp_path):
 
 @pytest.mark.parametrize(("persona", "kwargs", "path", "says"), [
     ({"grups": "party"}, {}, "environment.modules.0.persona.grups", "SocialMediaSpace takes no kwarg 'grups' to fill from"),
-    ({"groups": "parti"}, {}, "environment.modules.0.persona.groups", "no agent has a persona field 'parti'"),
+    ({"groups": "parti"}, {}, "environment.modules.0.persona.groups",
+     "no agent has a persona field 'parti'; did you mean 'party'? (the persona fields: party)"),
     ({"groups": "party"}, {"groups": {"0": "x"}}, "environment.modules.0.persona.groups", "leave it out of kwargs"),
 ])
 def test_a_persona_kwarg_that_cannot_be_filled_is_refused_at_its_field(persona, kwargs, path, says):
