@@ -51,6 +51,7 @@ ROUTE_ERRORS: dict[str, tuple[int, ...]] = {
     "GET /experiments/{experiment_id}/datasets": (401, 404),
     "GET /experiments/{experiment_id}/datasets/{name}.parquet": (401, 404),
     "POST /experiments/{experiment_id}/fidelity": (401, 404, 413, 422, 429),
+    "POST /experiments/{experiment_id}/regression": (401, 404, 413, 422, 429),
     "GET /experiments/{experiment_id}/agents/{agent_id}": (401, 404, 422),
     "GET /experiments/{experiment_id}/agents/{agent_id}/files": (401, 404, 409, 422),
     "GET /experiments/{experiment_id}/agents/{agent_id}/files/{path}": (401, 404, 409, 422),

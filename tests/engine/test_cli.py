@@ -149,8 +149,8 @@ def test_estimate_projects_calls_for_the_whole_spec(tmp_path: Path):
     assert result.returncode == 0, result.stderr
     # One decision per agent-step and no env asks: exactly 1 call per agent-step, 200 agent-steps,
     # and the env's world description once per run; a sample without spread gives one number.
-    assert "tick: 200 LLM calls" in result.stdout
-    assert "once: 1 LLM calls" in result.stdout
+    assert "LLM calls of the whole spec, by what makes them:\n  agents, every tick: 200\n" in result.stdout
+    assert "  once a run: 1\n" in result.stdout
     assert "~201 calls (201)" in result.stdout
     assert "USD unknown" in result.stdout  # the simulated LLM has no price
 

@@ -37,7 +37,7 @@ from engine.sweep import expand_sweep
 from engine.tiers.plan import TierBatch, deal_members, spec_tier_batches
 from engine.tiers.spec import ArchetypeSpec
 
-__all__ = ["Estimate", "estimate", "estimate_refusal", "refuse_over_budget", "span"]
+__all__ = ["KIND_NAMES", "Estimate", "estimate", "estimate_refusal", "refuse_over_budget", "span"]
 
 
 @dataclass(frozen=True)
@@ -65,12 +65,18 @@ class Estimate:
     def report(self) -> str:
         """The estimate as ``polis estimate`` prints it: the sample, calls per step kind, the whole spec."""
         lines = [f"sample: {self.sample_agents} agents x {self.sample_ticks} ticks per run step, every step, on the simulated LLM"]
-        lines += [f"{kind}: {span(calls)} LLM calls" for kind, calls in self.calls_by_kind.items()]
+        lines.append("LLM calls of the whole spec, by what makes them:")
+        lines += [f"  {KIND_NAMES.get(kind, kind)}: {span(calls)}" for kind, calls in self.calls_by_kind.items()]
         cost = "unknown (a model without a price; give llm.<role>.price in the spec)" if self.cost_usd is None else (
             f"{self.cost_usd.low:.4f}-{self.cost_usd.high:.4f} (expected {self.cost_usd.expected:.4f})")
         lines.append(f"whole spec ({self.agent_steps_total} agent-steps): ~{self.projected_calls} calls ({span(self.calls)}), "
                      f"~{self.projected_tokens} tokens ({span(self.tokens)}), USD {cost}")
         return "\n".join(lines)
+
+
+#: How ``polis estimate`` names each kind of call (``Estimate.calls_by_kind``'s keys) in its report.
+KIND_NAMES = {"tick": "agents, every tick", "tick-env": "the environment, every tick", "archetype": "archetype groups, every tick",
+              "questionnaire": "questionnaires", "ask": "ask steps", "intervene": "intervene steps", "once": "once a run"}
 
 
 def span(value: Range) -> str:

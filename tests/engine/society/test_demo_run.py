@@ -68,3 +68,26 @@ async def test_same_seed_gives_identical_replay_whatever_the_batching(demo_spec,
             tables.append((actions.to_pylist(), messages.to_pylist()))
     assert wall_clock.isdisjoint(tables[0][0][0])
     assert tables[0] == tables[1]
+
+
+def test_the_demo_script_ends_with_a_results_page_whose_plots_show_a_society_acting(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from engine.results.report import load_report
+
+    script = Path(__file__).resolve().parents[3] / "examples" / "demo.py"
+    env = {**os.environ, "POLIS_SCHEDULER": "in-process"}
+    done = subprocess.run([sys.executable, str(script), "--model", "sim", str(tmp_path / "runs" / "demo")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=170, env=env)
+    assert done.returncode == 0, done.stderr
+    page = tmp_path / "runs" / "karate.html"
+    assert f"the club's results page: {page}" in done.stdout and page.stat().st_size > 0
+    panels = {panel.key: panel for panel in load_report(tmp_path / "runs" / "karate").panels}
+    for key in ("network.cascades", "network.degrees", "network.ei_index"):
+        assert any(any(y for y in line.y) for line in panels[key].lines), key  # a plot with something on it
+    # run again: each run replaces its own folder (overwrite), never another folder
+    again = subprocess.run([sys.executable, str(script), "--model", "sim", str(tmp_path / "runs" / "demo")], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=170, env=env)
+    assert again.returncode == 0, again.stderr
