@@ -76,6 +76,19 @@ async def test_the_served_page_draws_every_plot_and_requests_only_loopback(http:
     assert any(urlparse(u).path == "/static/bokeh/static/js/bokeh.min.js" for u in page.requests), page.requests
 
 
+async def test_the_page_fits_a_1280_pixel_window_with_no_horizontal_scroll(http: httpx.Client, demo: dict[str, Any],
+                                                                          tmp_path: Path) -> None:
+    async with Browser.start(tmp_path) as browser:
+        page = await browser.new_page()
+        await page.send("Emulation.setDeviceMetricsOverride", width=1280, height=800, deviceScaleFactor=1, mobile=False)
+        await open_report(page, http, demo["id"])
+        widths = await page.evaluate("[document.documentElement.scrollWidth, window.innerWidth, "
+                                     "Math.max(...[...document.querySelectorAll('.bk-Figure, .bk-GridPlot, table')]"
+                                     ".map(e => e.getBoundingClientRect().right))]")
+    scroll, window, rightmost = widths
+    assert window == 1280 and scroll <= window and rightmost <= window, widths
+
+
 async def test_the_sql_box_shows_the_services_answer(http: httpx.Client, demo: dict[str, Any], tmp_path: Path) -> None:
     async with Browser.start(tmp_path) as browser:
         page = await browser.new_page()
