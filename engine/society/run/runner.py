@@ -249,16 +249,19 @@ async def run_experiment(
     live = LiveCalls()  # the batches in flight, as they report their calls (while someone listens)
     working = False  # the society is up: reports say running, not starting
 
-    def report(status: str, error: str | None = None) -> None:
+    def report(status: str, error: str | None = None, final: RunTally | None = None) -> None:
+        """Report progress: the batches' counts while the run goes on; ``final``, the run's recorded calls (its
+        router's and helper's too), so that the last report and the summary count the same calls."""
         if on_progress is None:
             return
         totals = society.totals if society is not None else None
         errors = sum(totals.statuses.get(s, 0) for s in _ERROR_STATUSES) if totals else 0
+        calls, tokens_in, tokens_out = ((final.llm_calls, final.input_tokens, final.output_tokens) if final is not None else (
+            before.llm_calls + (totals.llm_calls if totals else 0), before.input_tokens + (totals.input_tokens if totals else 0),
+            before.output_tokens + (totals.output_tokens if totals else 0)))
         on_progress(fold_live(RunProgress(
             RunStatus(status), progress["ticks"], ticks_total, progress["agent_steps"], steps_total, error,
-            llm_calls=before.llm_calls + (totals.llm_calls if totals else 0),
-            input_tokens=before.input_tokens + (totals.input_tokens if totals else 0),
-            output_tokens=before.output_tokens + (totals.output_tokens if totals else 0),
+            llm_calls=calls, input_tokens=tokens_in, output_tokens=tokens_out,
             cost_usd=society.usage.cost_usd if society is not None else 0.0, errors=before.errors + errors,
             tokens=_by_tier(society.last_telemetry) if society is not None and society.last_telemetry else None,
         ).with_phase(phase), live))
@@ -403,10 +406,10 @@ async def run_experiment(
     finally:
         await asyncio.to_thread(local_servers.close)
     phase = None
-    report(status, error)
     if tally is None and society is not None:
         with contextlib.suppress(StorageError, OSError):
             tally = await asyncio.to_thread(read_run_tally, run_dir)
+    report(status, error, tally)
     warnings: list[str] = []
     if society is not None:
         try:

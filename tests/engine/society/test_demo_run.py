@@ -27,8 +27,14 @@ async def test_demo_yields_one_action_row_per_agent_per_tick(demo_spec, shell, t
     assert summary.status == "completed", summary.error
     assert summary.ticks_done == 3 and summary.agent_steps == 60
     assert progress[-1].status == "completed" and progress[-1].agent_steps_done == 60
+    # the last progress line and the summary count the same calls: the router's coder calls and the world's too
+    last = progress[-1]
+    assert (last.llm_calls, last.input_tokens, last.output_tokens) == (summary.llm_calls, summary.input_tokens,
+                                                                        summary.output_tokens)
     with ReplayReader(tmp_path / "run") as reader:
         assert reader.count("actions") == 60
+        assert reader.count("llm_calls") == summary.llm_calls > reader.query(
+            "SELECT sum(llm_calls) AS n FROM actions").column("n")[0].as_py()  # more than the agents' own
         per_agent_tick = reader.query("SELECT agent_id, step, count(*) AS n FROM actions GROUP BY ALL").to_pylist()
         assert len(per_agent_tick) == 20 * 3
         assert {row["n"] for row in per_agent_tick} == {1}
