@@ -46,9 +46,12 @@ class InputRoots:
 
     @classmethod
     def for_run(cls, run_dir: RunLocation | None, allowed: tuple[Path, ...] = ()) -> InputRoots:
-        """``<run_dir>/inputs`` (when there is a run directory on local disk) followed by ``allowed``."""
+        """``<run_dir>/inputs`` (when there is a run directory on local disk) followed by ``allowed``, named in
+        refusals by what they are, never by their paths: a run's error reaches the service's callers."""
         own = (RunLayout(Path(run_dir)).inputs,) if run_dir is not None and not is_url(run_dir) else ()
-        return cls((*own, *(Path(d) for d in allowed)))
+        places = [*(["the run's inputs/ folder"] if own else []), *(["the input folders (POLIS_INPUT_DIRS)"] if allowed else [])]
+        named = f"{' or '.join(places)}, named relative to one of them" if places else None
+        return cls((*own, *(Path(d) for d in allowed)), named=named)
 
 
 _CURRENT: ContextVar[InputRoots | None] = ContextVar("polis_input_roots", default=None)
