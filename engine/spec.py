@@ -342,10 +342,14 @@ class ExperimentSpec(RunOptions):
         from engine.spec_calls import check_env_calls
 
         persona = cache(self.persona_values)  # building every profile is seconds per 100,000 agents: once per field
+
+        def fields() -> set[str]:  # only for a refusal's suggestion
+            return {key for agent in self.all_agents() for key in agent.profile}
+
         check_network_use(self.network, self.environment.modules, len(self.agents) + sum(p.size for p in self.population),
-                          persona)
+                          persona, fields)
         check_env_calls(self.steps, [module.type for module in self.environment.modules])
-        check_persona_use(self.environment.modules, persona, lambda: {k for agent in self.all_agents() for k in agent.profile})
+        check_persona_use(self.environment.modules, persona, fields)
 
     def _check_survey(self) -> None:
         from_survey = [i for i, step in enumerate(self.steps) if isinstance(step, QuestionnaireStep) and step.from_survey]

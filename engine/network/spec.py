@@ -13,8 +13,9 @@ bounded before anything is made: by :data:`MAX_LAYER_EDGES` here, and by an owne
 
 from __future__ import annotations
 
+import difflib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
@@ -186,10 +187,11 @@ def generator_problem(layer: LayerSpec, agents: int) -> str | None:
 
 
 def check_network_use(network: NetworkSpec | None, modules: Sequence[Any], agents: int,
-                      persona: Callable[[str], Sequence[object]]) -> None:
+                      persona: Callable[[str], Sequence[object]], fields: Callable[[], Iterable[str]] = tuple) -> None:
     """A spec's network against the rest of it: each generator fits the agents (a block model's attribute is
     a persona field, and its probabilities are at most 1), and each env module's ``network`` names a layer
-    there is, for a kwarg its ``kwargs`` leave out. ``persona(field)``: each agent's value of a persona field.
+    there is, for a kwarg its ``kwargs`` leave out. ``persona(field)``: each agent's value of a persona field;
+    ``fields()``: the fields agents have (asked only for a refusal's suggestion).
 
     Raises:
         PydanticCustomError: the first problem, its field path as ``ctx.key``.
@@ -211,6 +213,8 @@ def check_network_use(network: NetworkSpec | None, modules: Sequence[Any], agent
             values = persona(spec.generate.attribute)
             if all(value is None for value in values):
                 key, problem = f"{key}.attribute", f"no agent has a persona field {spec.generate.attribute!r}"
+                near = difflib.get_close_matches(spec.generate.attribute, sorted(set(fields())), n=1)
+                problem += f"; did you mean {near[0]!r}?" if near else ""
             else:
                 problem = _block_problem(spec.generate, values)
         if problem is not None:

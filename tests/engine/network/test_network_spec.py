@@ -75,7 +75,7 @@ def test_an_edge_file_whose_type_dictionary_would_decode_past_the_bound_is_refus
     ({"model": "block", "attribute": "party", "mean_degree": 2, "homophily": 1.2},
      "network.layers.friend.generate.block.homophily", "less than or equal to 1"),
     ({"model": "block", "attribute": "pary", "mean_degree": 2, "homophily": 0.5},
-     "network.layers.friend.generate.attribute", "no agent has a persona field 'pary'"),
+     "network.layers.friend.generate.attribute", "no agent has a persona field 'pary'; did you mean 'party'?"),
     ({"model": "block", "attribute": "party", "mean_degree": 4, "homophily": 1.0}, "network.layers.friend.generate",
      "edge probabilities of 2 within groups"),  # groups of 3 cannot give each member 4 edges inside
 ])
