@@ -451,7 +451,13 @@ def datasets_page() -> str:
 GENERATORS = {"api": api_page, "spec": spec_page, "settings": settings_page, "datasets": datasets_page}
 
 
-if __name__ == "__main__":  # python docs/hooks.py: write the committed reference pages' generated blocks
+if __name__ == "__main__":  # python docs/hooks.py [--check]: write (or check) the committed reference pages' blocks
+    import sys
+
+    if sys.argv[1:] == ["--check"]:  # in a fresh interpreter: a test process may have registered types of its own
+        stale = stale_pages()
+        print("stale: " + ", ".join(stale) if stale else "the committed reference is current")
+        sys.exit(1 if stale else 0)
     for committed_page in COMMITTED:
         path = DOCS / committed_page
         path.write_text(fill_marks(path.read_text(encoding="utf-8"), committed=True), encoding="utf-8")

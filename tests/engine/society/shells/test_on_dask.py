@@ -314,4 +314,6 @@ async def test_llm_calls_are_reported_as_they_happen_not_once_per_batch(dask_cli
     assert calls == sorted(calls)  # the batch result replaced the live estimate: the count never went back
     with ReplayReader(tmp_path / "run") as reader:
         agent_calls = reader.query("SELECT sum(llm_calls) AS n FROM actions").column("n")[0].as_py()
-    assert reports[-1].llm_calls == agent_calls  # and never counted a call twice
+        recorded = reader.count("llm_calls")
+    assert reports[-2].llm_calls == agent_calls  # the batches' count never counted a call twice ...
+    assert reports[-1].llm_calls == summary.llm_calls == recorded  # ... and the last report counts every recorded call
