@@ -55,6 +55,7 @@ __all__ = [
     "ExperimentRecord",
     "ExperimentRegistry",
     "Idempotency",
+    "make_data_dirs",
     "utc_now",
 ]
 
@@ -169,6 +170,25 @@ class ExperimentRecord(BaseModel):
                 "events": f"/experiments/{self.id}/events"}
 
 
+def make_data_dirs(data_dir: Path, run_store: str | None = None) -> Path | str:
+    """Make the service's data directory's folders (records, and runs unless ``run_store`` keeps them elsewhere);
+    return where run directories go. ``polis serve`` calls it before it serves, so that an unusable directory is one
+    line, not a traceback at startup.
+
+    Raises:
+        StorageError: the folders cannot be made (a file of that name, no permission ...).
+    """
+    runs: Path | str = as_location(run_store) if run_store else data_dir / "runs"
+    try:
+        (data_dir / "experiments").mkdir(parents=True, exist_ok=True)
+        if isinstance(runs, Path):
+            runs.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise StorageError(f"cannot use {data_dir} as the service's data directory (POLIS_DATA_DIR, --data-dir): "
+                           f"{error.strerror or error}") from None
+    return runs
+
+
 class ExperimentRegistry:
     """Experiment records in memory, each write persisted atomically to ``data_dir/experiments``.
 
@@ -182,13 +202,7 @@ class ExperimentRegistry:
 
     def __init__(self, data_dir: Path, *, run_store: str | None = None) -> None:
         self._records_dir = data_dir / "experiments"
-        self._runs_dir: Path | str = as_location(run_store) if run_store else data_dir / "runs"
-        try:
-            self._records_dir.mkdir(parents=True, exist_ok=True)
-            if isinstance(self._runs_dir, Path):
-                self._runs_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise StorageError(f"cannot create the service data directory {data_dir}: {error}") from error
+        self._runs_dir: Path | str = make_data_dirs(data_dir, run_store)
         # Progress callbacks may arrive from other threads; one lock keeps memory and disk in step.
         self._lock = threading.RLock()
         self._records: dict[str, ExperimentRecord] = {}

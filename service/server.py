@@ -7,13 +7,13 @@ import logging
 
 import uvicorn
 
-from engine.errors import StorageError
 from service.admission.auth import TokenStore
 from service.app import create_app
 from service.errors import AuthConfigError
+from service.registry import make_data_dirs
 from service.settings import ServiceSettings
 
-__all__ = ["GRACEFUL_SHUTDOWN_S", "check_listen_address", "is_loopback", "prepare_data_dir", "run"]
+__all__ = ["GRACEFUL_SHUTDOWN_S", "check_listen_address", "is_loopback", "run"]
 
 #: How long a stopping server waits for open requests: an event stream never ends by itself while its
 #: experiment runs, so without a bound it would keep the service (and its experiments) from stopping.
@@ -49,19 +49,6 @@ def check_listen_address(settings: ServiceSettings) -> str:
     return f"POLIS_AUTH_TOKENS: {len(store)} token(s) of {len(store.owners())} owner(s) in {settings.auth_tokens}"
 
 
-def prepare_data_dir(settings: ServiceSettings) -> None:
-    """Make the data directory's folders (as the registry would at startup), or say why not.
-
-    Raises:
-        StorageError: the data directory cannot be made (a file of that name, no permission ...).
-    """
-    try:
-        (settings.data_dir / "experiments").mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise StorageError(f"cannot use {settings.data_dir} as the service's data directory (POLIS_DATA_DIR, --data-dir): "
-                           f"{error.strerror or error}") from None
-
-
 def run(settings: ServiceSettings) -> None:
     """Serve the Polis API until interrupted.
 
@@ -71,10 +58,10 @@ def run(settings: ServiceSettings) -> None:
 
     Raises:
         AuthConfigError: see :func:`check_listen_address`; the grants file cannot be used.
-        StorageError: see :func:`prepare_data_dir`.
+        StorageError: the data directory cannot be used (:func:`~service.registry.make_data_dirs`).
     """
     message = check_listen_address(settings)
-    prepare_data_dir(settings)  # a data directory that cannot be made is said here, not as a traceback at startup
+    make_data_dirs(settings.data_dir, settings.run_store)  # an unusable data directory: said here, not at startup
     config = uvicorn.Config(create_app(settings), host=settings.host, port=settings.port, log_level="info",
                             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
     # uvicorn.Config has set up uvicorn's loggers; this line shows among its own startup lines.

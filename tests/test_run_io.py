@@ -68,7 +68,6 @@ ALLOWED: dict[str, str] = {
     "engine/society/tiered/comparison.py": "a sweep's tier_comparison file, in its local root (a sweep root is local for now)",
     # The service's own state beside the runs: registry, keys, grants, uploads.
     "service/registry.py": "the service's registry, and deleting a local run directory it owns",
-    "service/server.py": "makes the service's data directory before it serves, to refuse one it cannot use",
     "service/submission.py": "removes a local run directory the service made for a refused fork",
     "service/admission/auth.py": "the service's API key files",
     "service/admission/grants.py": "the service's grants file",
