@@ -450,8 +450,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     return parser, sub
 
 
-def at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: a whole number of at least ``low`` (a count the command would otherwise misuse silently)."""
+def at_least(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``low`` (and at most ``high``): a count or a port the command
+    would otherwise misuse silently."""
 
     def whole(text: str) -> int:
         try:
@@ -460,20 +461,15 @@ def at_least(low: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
         if value < low:
             raise argparse.ArgumentTypeError(f"{value} is below {low}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"{value} is above {high}")
         return value
 
     return whole
 
 
-def port_number(text: str) -> int:
-    """An argparse type: a TCP port, 0 (any free one) to 65535."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{port} is not a port (0-65535)")
-    return port
+#: An argparse type: a TCP port, 0 (any free one) to 65535.
+port_number = at_least(0, 65535)
 
 
 def run_command(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
