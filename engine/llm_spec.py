@@ -93,11 +93,6 @@ class SimName:
     kind: str
     label: str = ""
 
-    @property
-    def name(self) -> str:
-        """The name after ``sim/`` (it salts every answer: equal names answer alike)."""
-        return f"{self.kind}:{self.label}" if self.label else self.kind
-
 
 def parse_sim_name(name: str) -> SimName:
     """Parse the part of a model string after ``sim/``.

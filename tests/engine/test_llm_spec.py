@@ -7,7 +7,7 @@ import pytest
 
 from engine.errors import SpecError
 from engine.llm.sim.model import SimLLM
-from engine.llm_spec import SIM_KINDS, LLMClientSpec, parse_sim_name
+from engine.llm_spec import SIM_KINDS, LLMClientSpec, SimName, parse_sim_name
 from engine.spec import parse_spec
 
 
@@ -45,7 +45,7 @@ def test_every_kind_with_what_it_reads_is_accepted_and_a_label_is_an_independent
     for kind, extra in accepted.items():
         for model in (f"sim/{kind}", f"sim/{kind}:arm-2"):
             assert parse_spec(spec_with({"model": model, "extra": extra})).llm.default.model == model
-    assert parse_sim_name("social:arm-2").kind == "social" and parse_sim_name("social:arm-2").name == "social:arm-2"
+    assert parse_sim_name("social:arm-2") == SimName("social", "arm-2") and parse_sim_name("social") == SimName("social")
     # a real provider's extra passes through as documented; a sim/ name behind a base_url is that endpoint's model
     assert LLMClientSpec(model="openai/gpt-4o-mini", extra={"seed_bias": 1}).extra == {"seed_bias": 1}
     assert LLMClientSpec(model="sim/anything", base_url="http://127.0.0.1:9/v1").model == "sim/anything"

@@ -113,7 +113,7 @@ def _sample_spec(spec: ExperimentSpec, everyone: list[AgentSpec], batches: list[
         else:
             steps.append(step)
     # A spec already on the simulated LLM keeps its own model (and so its exact answers).
-    sim = spec.llm.default if spec.llm.default.model.startswith("sim/") and not spec.llm.default.base_url else LLMClientSpec(model="sim/default:estimate")
+    sim = spec.llm.default if spec.llm.default.is_sim else LLMClientSpec(model="sim/default:estimate")
     # Failures cost calls too: the sample measures what the steps spend, however they end.
     return spec.model_copy(update={
         "agents": sample, "population": groups, "budget": None, "sweep": None, "steps": steps,
