@@ -57,14 +57,10 @@ class SocialInterventions:
         """Every node (but those removed, unless ``include_removed``), the highest ``by`` first (ties: the lower id)."""
         out, into = self._graph.degrees()
         score = {"degree": out + into, "in_degree": into, "out_degree": out}[by]
-        ranked = self._graph.nodes[np.lexsort((self._graph.nodes, -score))].tolist()
-        if include_removed:
-            return ranked
-        removed = self._removed_by_now()
-        return [node for node in ranked if node not in removed]
+        return self._still_there(self._graph.nodes[np.lexsort((self._graph.nodes, -score))].tolist(), include_removed)
 
-    def _candidates(self, include_removed: bool) -> list[int]:
-        nodes = self._graph.nodes.tolist()
+    def _still_there(self, nodes: list[int], include_removed: bool) -> list[int]:
+        """``nodes`` but those removed (unless ``include_removed``), in their order."""
         if include_removed:
             return nodes
         removed = self._removed_by_now()
@@ -143,7 +139,7 @@ class SocialInterventions:
         Agents an experimenter removed are not chosen, unless ``include_removed``."""
         self._check_experimenter(agent_id)
         text = self._check_text(text)
-        agents = self._candidates(include_removed)
+        agents = self._still_there(self._graph.nodes.tolist(), include_removed)
         if at == "group":
             if not self._groups:
                 raise ValueError("at='group' needs the module's groups: give it persona: {groups: <a persona field>}")
