@@ -134,8 +134,8 @@ CASCADE_CCDF_SQL = (
 DEGREE_CCDF_SQL = (
     "WITH ends AS (SELECT layer, directed, target AS agent FROM network_edges WHERE step = 0 UNION ALL "
     "SELECT layer, directed, source FROM network_edges WHERE step = 0 AND NOT directed), "
-    "degrees AS (SELECT layer, bool_or(directed) AS directed, agent, count(*) AS k FROM ends GROUP BY layer, agent), "
-    "counts AS (SELECT layer, bool_or(directed) AS directed, k, count(*) AS n FROM degrees GROUP BY layer, k) "
+    "degrees AS (SELECT layer, directed, agent, count(*) AS k FROM ends GROUP BY ALL), "  # a layer is directed or not
+    "counts AS (SELECT layer, directed, k, count(*) AS n FROM degrees GROUP BY ALL) "
     "SELECT layer, directed, k AS x, "
     "(sum(n) OVER (PARTITION BY layer ORDER BY k DESC) / sum(n) OVER (PARTITION BY layer))::DOUBLE AS y "
     "FROM counts ORDER BY layer, k"
